@@ -1,0 +1,74 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// config is every setting of CONTRACT section 1. Each is read from its
+// environment variable, and a flag of the same name in kebab case
+// (--database-path) overrides it.
+type config struct {
+	DatabasePath     string
+	CollectorAddr    string
+	QueryAddr        string
+	CollectorURL     string
+	AdminToken       string
+	RequireAPIKey    string
+	SchemaBundlePath string
+	IngestRateLimit  int
+	IngestQuota      int
+}
+
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	var c config
+	var rate, quota string
+	fs := flag.NewFlagSet("tally", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.DatabasePath, "database-path", env("DATABASE_PATH", "./data/analytics.db"), "SQLite file (`:memory:` for a throw-away database) [DATABASE_PATH]")
+	fs.StringVar(&c.CollectorAddr, "collector-addr", env("COLLECTOR_ADDR", ":8080"), "collector listen address [COLLECTOR_ADDR]")
+	fs.StringVar(&c.QueryAddr, "query-addr", env("QUERY_ADDR", ":8081"), "query API listen address [QUERY_ADDR]")
+	fs.StringVar(&c.CollectorURL, "collector-url", env("COLLECTOR_URL", ""), "where DLQ replay and webhooks re-POST events (default http://127.0.0.1:<collector port>) [COLLECTOR_URL]")
+	fs.StringVar(&c.AdminToken, "admin-token", env("ADMIN_TOKEN", ""), "operator token; prefer the environment variable, flags show in ps [ADMIN_TOKEN]")
+	fs.StringVar(&c.RequireAPIKey, "require-api-key", env("REQUIRE_API_KEY", "none"), "collector auth: none, tag or require [REQUIRE_API_KEY]")
+	fs.StringVar(&c.SchemaBundlePath, "schema-bundle-path", env("SCHEMA_BUNDLE_PATH", ""), "tracking plan file; unset disables schema validation [SCHEMA_BUNDLE_PATH]")
+	fs.StringVar(&rate, "ingest-rate-limit", env("INGEST_RATE_LIMIT", "1000"), "events per second per site, 0 = off [INGEST_RATE_LIMIT]")
+	fs.StringVar(&quota, "ingest-quota", env("INGEST_QUOTA", "0"), "accepted events per site per UTC month, 0 = unlimited [INGEST_QUOTA]")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	switch c.RequireAPIKey {
+	case "none", "tag", "require":
+	default:
+		return c, fmt.Errorf("REQUIRE_API_KEY must be none, tag or require, not %q", c.RequireAPIKey)
+	}
+	var err error
+	if c.IngestRateLimit, err = nonNegative("INGEST_RATE_LIMIT", rate); err != nil {
+		return c, err
+	}
+	if c.IngestQuota, err = nonNegative("INGEST_QUOTA", quota); err != nil {
+		return c, err
+	}
+	c.CollectorURL = strings.TrimRight(c.CollectorURL, "/")
+	return c, nil
+}
+
+func nonNegative(name, v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s must be a whole number of 0 or more, not %q", name, v)
+	}
+	return n, nil
+}

@@ -1,0 +1,103 @@
+// Package fault defines the one error type of the service: an error carrying
+// a stable, machine-readable code (part of the API contract), a human
+// message, and optional per-field details. Every package returns these for
+// conditions a client can act on; anything else is an internal error.
+package fault
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Stable error codes. They appear verbatim in the API's error envelope, so
+// existing values must never change meaning.
+const (
+	Internal             = "internal"
+	NotFound             = "not_found"
+	Unauthorized         = "unauthorized"
+	Forbidden            = "forbidden"
+	MethodNotAllowed     = "method_not_allowed"
+	InvalidJSON          = "invalid_json"
+	InvalidName          = "invalid_name"
+	InvalidSlug          = "invalid_slug"
+	InvalidSiteID        = "invalid_site_id"
+	InvalidLabel         = "invalid_label"
+	InvalidScopes        = "invalid_scopes"
+	InvalidLimit         = "invalid_limit"
+	InvalidCursor        = "invalid_cursor"
+	InvalidDateParam     = "invalid_date_param"
+	InvalidDateRange     = "invalid_date_range"
+	InvalidDimension     = "invalid_dimension"
+	InvalidSubject       = "invalid_subject"
+	InvalidEvent         = "invalid_event"
+	SchemaValidation     = "schema_validation_failed"
+	SlugImmutable        = "slug_immutable"
+	SlugTaken            = "slug_taken"
+	SiteIDTaken          = "site_id_taken"
+	UserNotFound         = "user_not_found"
+	PayloadTooLarge      = "payload_too_large"
+	UnsupportedMedia     = "unsupported_media_type"
+	RateLimited          = "rate_limited"
+	QuotaExceeded        = "quota_exceeded"
+	Unavailable          = "unavailable"
+	CollectorRejected    = "collector_rejected"
+	CollectorUnreachable = "collector_unreachable"
+	InvalidSignature     = "invalid_signature"
+	InvalidBody          = "invalid_body"
+)
+
+// Detail is one structured problem inside a request, addressed by a JSON
+// Pointer into the payload the client sent.
+type Detail struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// Error is an application error with a stable code.
+type Error struct {
+	Code    string
+	Message string
+	Details []Detail
+	// RetryAfter, when positive, is the number of seconds a client should
+	// wait before trying again (rate limits, full queues).
+	RetryAfter int
+}
+
+// Error implements the error interface.
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Errorf returns an *Error with the given code and a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// WithDetails returns an *Error with code, message and details.
+func WithDetails(code, message string, details []Detail) *Error {
+	return &Error{Code: code, Message: message, Details: details}
+}
+
+// Code returns the code of err if it is (or wraps) an *Error, Internal for
+// any other non-nil error, and "" for nil.
+func Code(err error) string {
+	var e *Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		return e.Code
+	default:
+		return Internal
+	}
+}
+
+// As returns the *Error inside err, or nil when err is not an application
+// error (which callers then treat as internal).
+func As(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinary builds the server once per test binary run, without cgo.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tally")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("CGO_ENABLED=0 go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// process is the server binary running on free loopback ports.
+type process struct {
+	cmd              *exec.Cmd
+	collector, query string
+	logs             chan map[string]any
+}
+
+func start(t *testing.T, bin string, env ...string) *process {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), append([]string{"COLLECTOR_ADDR=127.0.0.1:0", "QUERY_ADDR=127.0.0.1:0"}, env...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, logs: make(chan map[string]any, 100)}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line map[string]any
+			if json.Unmarshal(sc.Bytes(), &line) == nil {
+				select {
+				case p.logs <- line:
+				default:
+				}
+			}
+		}
+		close(p.logs)
+	}()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case line, ok := <-p.logs:
+			if !ok {
+				t.Fatal("server exited before listening")
+			}
+			if line["msg"] == "listening" {
+				p.collector = "http://" + line["collector"].(string)
+				p.query = "http://" + line["query"].(string)
+				return p
+			}
+		case <-deadline:
+			t.Fatal("server did not log its listening addresses")
+		}
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
+	bin := buildBinary(t)
+	dbPath := filepath.Join(t.TempDir(), "data", "analytics.db")
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			p := start(t, bin, "DATABASE_PATH="+dbPath, "ADMIN_TOKEN=tok")
+			for _, base := range []string{p.collector, p.query} {
+				if code, body := get(t, base+"/healthz"); code != 200 || strings.TrimSpace(body) != `{"status":"ok"}` {
+					t.Fatalf("%s/healthz: got %d %s", base, code, body)
+				}
+			}
+			slug := map[syscall.Signal]string{syscall.SIGTERM: "term", syscall.SIGINT: "int"}[sig]
+			req, _ := http.NewRequest("POST", p.query+"/v1/workspaces", strings.NewReader(`{"name":"x","slug":"`+slug+`"}`))
+			req.Header.Set("Authorization", "Bearer tok")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil || res.StatusCode != 201 {
+				t.Fatalf("create workspace: %v %v", err, res)
+			}
+			res.Body.Close()
+			if err := p.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.cmd.Wait(); err != nil {
+				t.Fatalf("got exit %v after %s, want 0", err, sig)
+			}
+		})
+	}
+	// Both workspaces survived the restarts: the database was closed cleanly.
+	p := start(t, bin, "DATABASE_PATH="+dbPath, "ADMIN_TOKEN=tok")
+	req, _ := http.NewRequest("GET", p.query+"/v1/workspaces", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct{ Workspaces []map[string]any }
+	json.NewDecoder(res.Body).Decode(&list)
+	res.Body.Close()
+	if len(list.Workspaces) != 2 {
+		t.Fatalf("got %d workspaces after restart, want 2", len(list.Workspaces))
+	}
+}
+
+func TestBadConfigurationExitsNonZero(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"unknown REQUIRE_API_KEY", nil, map[string]string{"REQUIRE_API_KEY": "maybe"}},
+		{"negative rate limit", nil, map[string]string{"INGEST_RATE_LIMIT": "-1"}},
+		{"quota not a number", nil, map[string]string{"INGEST_QUOTA": "lots"}},
+		{"unknown flag", []string{"--no-such-flag"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string { return tt.env[k] }
+			if code := run(tt.args, getenv, io.Discard); code == 0 {
+				t.Fatalf("got exit 0, want non-zero")
+			}
+		})
+	}
+}
+
+func TestConfigFlagsOverrideEnvironment(t *testing.T) {
+	env := map[string]string{"DATABASE_PATH": "/env.db", "INGEST_RATE_LIMIT": "5", "REQUIRE_API_KEY": "tag"}
+	c, err := loadConfig([]string{"--database-path", "/flag.db", "--collector-url", "http://x:1/"},
+		func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DatabasePath != "/flag.db" || c.IngestRateLimit != 5 || c.RequireAPIKey != "tag" || c.CollectorURL != "http://x:1" ||
+		c.CollectorAddr != ":8080" || c.QueryAddr != ":8081" || c.IngestQuota != 0 {
+		t.Fatalf("got %+v", c)
+	}
+	d, _ := loadConfig(nil, func(string) string { return "" }, io.Discard)
+	if d.DatabasePath != "./data/analytics.db" || d.RequireAPIKey != "none" || d.IngestRateLimit != 1000 {
+		t.Fatalf("got defaults %+v", d)
+	}
+}

@@ -1,0 +1,135 @@
+package server
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/storage"
+)
+
+// adminToken compares bearers with the operator token in constant time.
+// Both sides are hashed first so the comparison does not even leak length.
+type adminToken struct {
+	set  bool
+	hash [32]byte
+}
+
+func newAdminToken(token string) adminToken {
+	return adminToken{set: token != "", hash: sha256.Sum256([]byte(token))}
+}
+
+func (a adminToken) matches(bearer string) bool {
+	h := sha256.Sum256([]byte(bearer))
+	return a.set && subtle.ConstantTimeCompare(a.hash[:], h[:]) == 1
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// principal is the authenticated caller of the query API: the operator
+// (admin token) or an API key.
+type principal struct {
+	admin bool
+	key   *storage.APIKey
+}
+
+// actor is the audit log's view of p.
+func (p principal) actor() storage.Actor {
+	if p.admin {
+		return storage.Actor{Kind: storage.ActorAdmin}
+	}
+	return storage.Actor{Kind: storage.ActorAPIKey, ID: p.key.ID}
+}
+
+var errUnauthorized = fault.Errorf(fault.Unauthorized, "missing or invalid credential: send Authorization: Bearer <admin token or API key>")
+
+// authenticate identifies the caller of a query API request: 401 for a
+// missing, unknown or revoked credential.
+func (s *Server) authenticate(r *http.Request) (principal, error) {
+	token, ok := bearer(r)
+	if !ok {
+		return principal{}, errUnauthorized
+	}
+	if s.admin.matches(token) {
+		return principal{admin: true}, nil
+	}
+	if k, ok := s.db.Authenticate(token); ok {
+		s.db.TouchKey(k)
+		return principal{key: k}, nil
+	}
+	return principal{}, errUnauthorized
+}
+
+// Access levels of query API routes: the admin token only, or the admin
+// token or a key holding the named scope.
+const adminTokenOnly = ""
+
+var errNotFound = fault.Errorf(fault.NotFound, "not found")
+
+// workspace authenticates the caller and resolves the :slug workspace. A key
+// addressing another workspace gets the ordinary 404, so workspaces cannot
+// be probed; a key in its own workspace without the scope gets 403.
+func (s *Server) workspace(r *http.Request, slug, scope string) (principal, *storage.Workspace, error) {
+	p, err := s.authenticate(r)
+	if err != nil {
+		return p, nil, err
+	}
+	ws, ok := s.db.Workspace(slug)
+	if !ok || (!p.admin && p.key.WorkspaceID != ws.ID) {
+		return p, nil, errNotFound
+	}
+	if err := p.require(scope); err != nil {
+		return p, nil, err
+	}
+	return p, ws, nil
+}
+
+// site authenticates the caller and resolves the :siteId site, with the
+// same 404-before-403 rule as workspace.
+func (s *Server) site(r *http.Request, siteID, scope string) (principal, *storage.Site, error) {
+	p, err := s.authenticate(r)
+	if err != nil {
+		return p, nil, err
+	}
+	site, ok := s.db.Site(siteID)
+	if !ok || (!p.admin && p.key.WorkspaceID != site.WorkspaceID) {
+		return p, nil, errNotFound
+	}
+	if err := p.require(scope); err != nil {
+		return p, nil, err
+	}
+	return p, site, nil
+}
+
+// require checks p against an access level.
+func (p principal) require(scope string) error {
+	switch {
+	case p.admin:
+		return nil
+	case scope == adminTokenOnly:
+		return fault.Errorf(fault.Forbidden, "this endpoint needs the admin token")
+	case !p.key.HasScope(scope):
+		return fault.Errorf(fault.Forbidden, "this key lacks the %q scope", scope)
+	}
+	return nil
+}
+
+// requireAdminToken authenticates a caller who must hold the admin token.
+func (s *Server) requireAdminToken(r *http.Request) (principal, error) {
+	p, err := s.authenticate(r)
+	if err != nil {
+		return p, err
+	}
+	return p, p.require(adminTokenOnly)
+}

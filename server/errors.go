@@ -1,0 +1,92 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/tally-analytics/tally/fault"
+)
+
+// statusOf maps each stable error code to its HTTP status. It is the one
+// place where codes meet statuses; an unknown code is a 500.
+var statusOf = map[string]int{
+	fault.NotFound:             http.StatusNotFound,
+	fault.UserNotFound:         http.StatusNotFound,
+	fault.Unauthorized:         http.StatusUnauthorized,
+	fault.Forbidden:            http.StatusForbidden,
+	fault.MethodNotAllowed:     http.StatusMethodNotAllowed,
+	fault.InvalidJSON:          http.StatusBadRequest,
+	fault.InvalidName:          http.StatusBadRequest,
+	fault.InvalidSlug:          http.StatusBadRequest,
+	fault.InvalidSiteID:        http.StatusBadRequest,
+	fault.InvalidLabel:         http.StatusBadRequest,
+	fault.InvalidScopes:        http.StatusBadRequest,
+	fault.InvalidLimit:         http.StatusBadRequest,
+	fault.InvalidCursor:        http.StatusBadRequest,
+	fault.InvalidDateParam:     http.StatusBadRequest,
+	fault.InvalidDateRange:     http.StatusBadRequest,
+	fault.InvalidDimension:     http.StatusBadRequest,
+	fault.InvalidSubject:       http.StatusBadRequest,
+	fault.InvalidEvent:         http.StatusBadRequest,
+	fault.SchemaValidation:     http.StatusBadRequest,
+	fault.SlugImmutable:        http.StatusBadRequest,
+	fault.InvalidSignature:     http.StatusBadRequest,
+	fault.InvalidBody:          http.StatusBadRequest,
+	fault.SlugTaken:            http.StatusConflict,
+	fault.SiteIDTaken:          http.StatusConflict,
+	fault.PayloadTooLarge:      http.StatusRequestEntityTooLarge,
+	fault.UnsupportedMedia:     http.StatusUnsupportedMediaType,
+	fault.RateLimited:          http.StatusTooManyRequests,
+	fault.QuotaExceeded:        http.StatusTooManyRequests,
+	fault.Unavailable:          http.StatusServiceUnavailable,
+	fault.CollectorRejected:    http.StatusBadGateway,
+	fault.CollectorUnreachable: http.StatusBadGateway,
+	fault.Internal:             http.StatusInternalServerError,
+}
+
+type errorBody struct {
+	Error errorFields `json:"error"`
+}
+
+type errorFields struct {
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	Details []fault.Detail `json:"details,omitempty"`
+}
+
+// writeError writes err as the error envelope. Application errors show
+// their code and message; anything else is logged once and shown as a
+// generic internal error, so no internals leak to clients.
+func writeError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	e := fault.As(err)
+	var tooBig *http.MaxBytesError
+	switch {
+	case e != nil:
+	case errors.As(err, &tooBig):
+		e = fault.Errorf(fault.PayloadTooLarge, "request body is larger than %d bytes", tooBig.Limit)
+	default:
+		log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err.Error())
+		e = fault.Errorf(fault.Internal, "internal error")
+	}
+	status, ok := statusOf[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	writeJSON(w, status, errorBody{Error: errorFields{Code: e.Code, Message: e.Message, Details: e.Details}})
+}
+
+// writeJSON writes v as a JSON response with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client may be gone; nothing useful to do
+}

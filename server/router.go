@@ -1,0 +1,58 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/tally-analytics/tally/fault"
+)
+
+// handler is the shape of every endpoint: it returns an error instead of
+// writing one, and the adapter below writes the envelope.
+type handler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error
+
+// router wraps httprouter so each route is registered under /v1 and as its
+// unprefixed alias, and every failure goes through writeError.
+type router struct {
+	*httprouter.Router
+	log *slog.Logger
+}
+
+func newRouter(log *slog.Logger) *router {
+	rt := &router{Router: httprouter.New(), log: log}
+	rt.RedirectTrailingSlash = false
+	rt.RedirectFixedPath = false
+	rt.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(log, w, r, fault.Errorf(fault.NotFound, "no route for %s %s", r.Method, r.URL.Path))
+	})
+	rt.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(log, w, r, fault.Errorf(fault.MethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
+	})
+	rt.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
+		writeError(log, w, r, fmt.Errorf("panic: %v", v))
+	}
+	return rt
+}
+
+// handle registers h at path and at /v1+path (SPEC: every v1.0 endpoint has
+// both; /v1 is canonical).
+func (rt *router) handle(method, path string, h handler) {
+	rt.Handle(method, path, rt.adapt(h))
+	rt.Handle(method, "/v1"+path, rt.adapt(h))
+}
+
+// handleV1 registers an endpoint added after v1.0: it exists only under /v1.
+func (rt *router) handleV1(method, path string, h handler) {
+	rt.Handle(method, "/v1"+path, rt.adapt(h))
+}
+
+func (rt *router) adapt(h handler) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if err := h(w, r, ps); err != nil {
+			writeError(rt.log, w, r, err)
+		}
+	}
+}

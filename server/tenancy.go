@@ -1,0 +1,253 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/storage"
+)
+
+// listWorkspaces answers {"workspaces": [...]}.
+//
+// GET /workspaces
+func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	if _, err := s.requireAdminToken(r); err != nil {
+		return err
+	}
+	list, err := s.db.Workspaces(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workspaces": list})
+	return nil
+}
+
+// createWorkspace takes {name, slug} and answers 201 with the workspace.
+//
+// POST /workspaces
+func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	p, err := s.requireAdminToken(r)
+	if err != nil {
+		return err
+	}
+	body, err := decodeObject(w, r, adminBodyLimit)
+	if err != nil {
+		return err
+	}
+	name, err := body.str("name", fault.InvalidName)
+	if err != nil {
+		return err
+	}
+	slug, err := body.str("slug", fault.InvalidSlug)
+	if err != nil {
+		return err
+	}
+	ws, err := s.db.CreateWorkspace(r.Context(), p.actor(), name, slug)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, ws)
+	return nil
+}
+
+// getWorkspace answers the workspace.
+//
+// GET /workspaces/:slug
+func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	_, ws, err := s.workspace(r, ps.ByName("slug"), adminTokenOnly)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ws)
+	return nil
+}
+
+// updateWorkspace takes {name} and answers 200 with the workspace; a slug
+// in the body is 400 slug_immutable.
+//
+// PATCH /workspaces/:slug
+func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, ws, err := s.workspace(r, ps.ByName("slug"), adminTokenOnly)
+	if err != nil {
+		return err
+	}
+	body, err := decodeObject(w, r, adminBodyLimit)
+	if err != nil {
+		return err
+	}
+	if body.has("slug") {
+		return fault.Errorf(fault.SlugImmutable, "the slug of a workspace cannot be changed")
+	}
+	name, err := body.str("name", fault.InvalidName)
+	if err != nil {
+		return err
+	}
+	ws, err = s.db.UpdateWorkspace(r.Context(), p.actor(), ws, name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ws)
+	return nil
+}
+
+// listSites answers {"sites": [...]}.
+//
+// GET /workspaces/:slug/sites
+func (s *Server) listSites(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	_, ws, err := s.workspace(r, ps.ByName("slug"), adminTokenOnly)
+	if err != nil {
+		return err
+	}
+	list, err := s.db.Sites(r.Context(), ws.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sites": list})
+	return nil
+}
+
+// createSite takes {id, name} and answers 201 with the site.
+//
+// POST /workspaces/:slug/sites
+func (s *Server) createSite(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, ws, err := s.workspace(r, ps.ByName("slug"), adminTokenOnly)
+	if err != nil {
+		return err
+	}
+	body, err := decodeObject(w, r, adminBodyLimit)
+	if err != nil {
+		return err
+	}
+	id, err := body.str("id", fault.InvalidSiteID)
+	if err != nil {
+		return err
+	}
+	name, err := body.str("name", fault.InvalidName)
+	if err != nil {
+		return err
+	}
+	site, err := s.db.CreateSite(r.Context(), p.actor(), ws, id, name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, site)
+	return nil
+}
+
+// deleteSite deletes a site and all its data; 204.
+//
+// DELETE /workspaces/:slug/sites/:id
+func (s *Server) deleteSite(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, ws, err := s.workspace(r, ps.ByName("slug"), adminTokenOnly)
+	if err != nil {
+		return err
+	}
+	if err := s.db.DeleteSite(r.Context(), p.actor(), ws, ps.ByName("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// listKeys answers {"keys": [...]} with metadata only.
+//
+// GET /workspaces/:slug/keys
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	_, ws, err := s.workspace(r, ps.ByName("slug"), storage.ScopeAdmin)
+	if err != nil {
+		return err
+	}
+	keys, err := s.db.Keys(r.Context(), ws.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": keys})
+	return nil
+}
+
+// createdKey is the one response that carries a key's plaintext.
+type createdKey struct {
+	ID          string   `json:"id"`
+	WorkspaceID string   `json:"workspace_id"`
+	Label       string   `json:"label"`
+	Scopes      []string `json:"scopes"`
+	CreatedAt   string   `json:"created_at"`
+	Plaintext   string   `json:"plaintext"`
+	Warning     string   `json:"warning"`
+}
+
+// createKey takes {label, scopes} and answers 201 with the key and its
+// plaintext, shown this once.
+//
+// POST /workspaces/:slug/keys
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, ws, err := s.workspace(r, ps.ByName("slug"), storage.ScopeAdmin)
+	if err != nil {
+		return err
+	}
+	body, err := decodeObject(w, r, adminBodyLimit)
+	if err != nil {
+		return err
+	}
+	label, err := body.str("label", fault.InvalidLabel)
+	if err != nil {
+		return err
+	}
+	scopes, err := body.strings("scopes", fault.InvalidScopes)
+	if err != nil {
+		return err
+	}
+	k, plaintext, err := s.db.CreateKey(r.Context(), p.actor(), ws, label, scopes)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, createdKey{
+		ID: k.ID, WorkspaceID: k.WorkspaceID, Label: k.Label, Scopes: k.Scopes, CreatedAt: k.CreatedAt,
+		Plaintext: plaintext,
+		Warning:   "Save this key now: it is shown only once and cannot be recovered.",
+	})
+	return nil
+}
+
+// revokeKey soft-deletes a key; 204, and 404 when it is unknown or already
+// revoked.
+//
+// DELETE /workspaces/:slug/keys/:keyId
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, ws, err := s.workspace(r, ps.ByName("slug"), storage.ScopeAdmin)
+	if err != nil {
+		return err
+	}
+	if err := s.db.RevokeKey(r.Context(), p.actor(), ws, ps.ByName("keyId")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// listAudit answers {"entries": [...], "next_cursor": ts|null}, newest
+// first, limit 1-1000 (default 100), entries strictly before cursor.
+//
+// GET /workspaces/:slug/audit
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	_, ws, err := s.workspace(r, ps.ByName("slug"), storage.ScopeAdmin)
+	if err != nil {
+		return err
+	}
+	limit, err := limitParam(r, 100, 1000)
+	if err != nil {
+		return err
+	}
+	cursor, err := timeParam(r, "cursor")
+	if err != nil {
+		return err
+	}
+	entries, next, err := s.db.Audit(r.Context(), ws.ID, limit, cursor)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": entries, "next_cursor": next})
+	return nil
+}

@@ -1,0 +1,115 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// AuditEntry is one row of the append-only audit log.
+type AuditEntry struct {
+	ID          string          `json:"id"`
+	WorkspaceID string          `json:"workspace_id"`
+	ActorKind   string          `json:"actor_kind"`
+	ActorID     *string         `json:"actor_id"`
+	Action      string          `json:"action"`
+	Target      *string         `json:"target"`
+	Metadata    json.RawMessage `json:"metadata"`
+	TS          string          `json:"ts"`
+}
+
+// audit appends an entry inside tx, so it commits or rolls back with the
+// mutation it records. Its ts is now, moved 1 ms past the workspace's newest
+// entry when it would collide or go backwards: entries of one workspace
+// never share a ts, which keeps the ts cursor exact.
+func (db *DB) audit(tx *Tx, workspaceID string, actor Actor, action, target string, metadata map[string]any) error {
+	ts := db.now().UTC().Truncate(time.Millisecond)
+	var newest *string
+	if err := tx.QueryRow(`SELECT MAX(ts) FROM audit_log WHERE workspace_id = ?`, workspaceID).Scan(&newest); err != nil {
+		return fmt.Errorf("read newest audit ts: %w", err)
+	}
+	if newest != nil {
+		last, err := time.Parse(TimeLayout, *newest)
+		if err != nil {
+			return fmt.Errorf("bad audit ts %q: %w", *newest, err)
+		}
+		if !ts.After(last) {
+			ts = last.Add(time.Millisecond)
+		}
+	}
+	if metadata == nil {
+		metadata = map[string]any{}
+	}
+	meta, err := json.Marshal(metadata)
+	if err != nil {
+		return fmt.Errorf("encode audit metadata: %w", err)
+	}
+	_, err = tx.Exec(`INSERT INTO audit_log(id, workspace_id, actor_kind, actor_id, action, target, metadata, ts)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		uuid.NewString(), workspaceID, actor.Kind, nullable(actor.ID), action, nullable(target), string(meta), FormatTime(ts))
+	if err != nil {
+		return fmt.Errorf("append audit entry: %w", err)
+	}
+	return nil
+}
+
+// nullable maps "" to SQL NULL.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// Audit returns up to limit entries of a workspace with ts strictly before
+// before (all entries when before is zero), newest first, and the cursor of
+// the next page: the ts of the last entry returned when more exist.
+func (db *DB) Audit(ctx context.Context, workspaceID string, limit int, before time.Time) ([]AuditEntry, *string, error) {
+	query := `SELECT id, workspace_id, actor_kind, actor_id, action, target, metadata, ts
+		FROM audit_log WHERE workspace_id = ?`
+	args := []any{workspaceID}
+	if !before.IsZero() {
+		query += ` AND ts < ?`
+		args = append(args, FormatTime(ceilMillisecond(before)))
+	}
+	query += ` ORDER BY ts DESC LIMIT ?`
+	args = append(args, limit+1)
+	rows, err := db.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	entries := []AuditEntry{}
+	for rows.Next() {
+		var e AuditEntry
+		var meta string
+		if err := rows.Scan(&e.ID, &e.WorkspaceID, &e.ActorKind, &e.ActorID, &e.Action, &e.Target, &meta, &e.TS); err != nil {
+			return nil, nil, err
+		}
+		e.Metadata = json.RawMessage(meta)
+		entries = append(entries, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	var next *string
+	if len(entries) > limit {
+		entries = entries[:limit]
+		next = &entries[limit-1].TS
+	}
+	return entries, next, nil
+}
+
+// ceilMillisecond rounds t up to a whole millisecond, so that "strictly
+// before t" over millisecond timestamps keeps an entry at t's millisecond
+// when t carries a finer fraction after it.
+func ceilMillisecond(t time.Time) time.Time {
+	r := t.Truncate(time.Millisecond)
+	if r.Before(t) {
+		r = r.Add(time.Millisecond)
+	}
+	return r
+}

@@ -1,0 +1,237 @@
+// Package storage keeps the service's state in one SQLite file in WAL mode.
+//
+// One goroutine owns the only write connection (see Writer); every mutation
+// is a job handed to it, and jobs queued together commit in one transaction.
+// Reads use a separate pool of read-only connections, which WAL lets run
+// while the writer commits. The package imports nothing from HTTP.
+package storage
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// TimeLayout is the one timestamp format of the service: UTC, exactly three
+// fraction digits. It is fixed width, so stored text sorts in time order.
+const TimeLayout = "2006-01-02T15:04:05.000Z"
+
+// FormatTime renders t in TimeLayout.
+func FormatTime(t time.Time) string {
+	return t.UTC().Format(TimeLayout)
+}
+
+// Options configures Open.
+type Options struct {
+	// Path is the SQLite file; its folder is created if missing. ":memory:"
+	// gives a throw-away database shared by the writer and the readers.
+	Path string
+	// Now is the clock; nil means time.Now. Tests inject a fixed clock.
+	Now func() time.Time
+	// QueueSize bounds the writer's queue of pending jobs (default 4096).
+	QueueSize int
+	// ReadConns is the size of the read pool (default 4).
+	ReadConns int
+}
+
+// DB is the service's storage: a writer goroutine, a read pool, and
+// in-memory copies of the small tenancy tables used on every request.
+type DB struct {
+	write  *sql.DB
+	read   *sql.DB
+	writer *Writer
+	now    func() time.Time
+	tenants
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (creating if needed) the database at opts.Path, applies pending
+// migrations, loads the tenancy caches and starts the writer goroutine.
+func Open(ctx context.Context, opts Options) (*DB, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 4096
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 4
+	}
+	writeDSN, readDSN, err := dsns(opts.Path)
+	if err != nil {
+		return nil, err
+	}
+	write, err := sql.Open("sqlite", writeDSN)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	// The writer goroutine is the only user of this pool; one connection
+	// means SQLite never sees two writers of ours contend for the lock.
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+
+	if err := migrate(ctx, write, opts.Now); err != nil {
+		write.Close()
+		return nil, err
+	}
+
+	read, err := sql.Open("sqlite", readDSN)
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	read.SetMaxOpenConns(opts.ReadConns)
+	read.SetMaxIdleConns(opts.ReadConns)
+	read.SetConnMaxIdleTime(0)
+
+	db := &DB{write: write, read: read, now: opts.Now}
+	if err := db.loadTenants(ctx); err != nil {
+		read.Close()
+		write.Close()
+		return nil, err
+	}
+	db.writer = newWriter(write, opts.QueueSize)
+	return db, nil
+}
+
+// dsns returns the data source names of the write and read pools.
+func dsns(path string) (write, read string, err error) {
+	if path == "" {
+		return "", "", errors.New("database path is empty")
+	}
+	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
+	if path == ":memory:" {
+		// The memdb VFS shares one in-memory database between all
+		// connections that name it; a random name isolates each Open.
+		name := "/tally-" + randomHex(8)
+		base := "file:" + name + "?vfs=memdb&" + common
+		return base + "&_txlock=immediate", base, nil
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", "", fmt.Errorf("create database folder: %w", err)
+		}
+	}
+	// synchronous=NORMAL is durable across process crashes in WAL mode (only
+	// an OS crash or power loss can roll back the newest commits) and costs
+	// one fsync per checkpoint instead of one per commit.
+	base := "file:" + path + "?" + common + "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	// _txlock=immediate takes the write lock at BEGIN, so the writer never
+	// upgrades a read transaction and hits SQLITE_BUSY mid-transaction.
+	return base + "&_pragma=cache_size(-65536)&_txlock=immediate",
+		base + "&_pragma=query_only(1)", nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b)
+}
+
+// migrate applies every embedded migration not yet recorded, each in its own
+// transaction together with its row in schema_migrations.
+func migrate(ctx context.Context, db *sql.DB, now func() time.Time) error {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	var newest int
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&newest); err != nil {
+		return fmt.Errorf("read schema_migrations: %w", err)
+	}
+	known := 0
+	for _, name := range names {
+		base := filepath.Base(name)
+		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: name must start with a number", base)
+		}
+		known = max(known, version)
+		var applied int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&applied); err != nil {
+			return err
+		}
+		if applied > 0 {
+			continue
+		}
+		body, err := migrationFiles.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %s: %w", base, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)`,
+			version, base, FormatTime(now())); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("record migration %s: %w", base, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit migration %s: %w", base, err)
+		}
+	}
+	if newest > known {
+		return fmt.Errorf("database schema version %d is newer than this binary knows (%d); run a newer release", newest, known)
+	}
+	return nil
+}
+
+// Close stops accepting writes, commits every queued job, and closes both
+// pools. Everything acknowledged before Close is durable after it.
+// A second Close does nothing and returns the first one's result.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() {
+		db.writer.Close()
+		rerr := db.read.Close()
+		werr := db.write.Close()
+		db.closeErr = errors.Join(werr, rerr)
+	})
+	return db.closeErr
+}
+
+// Now returns the storage clock's current time.
+func (db *DB) Now() time.Time { return db.now() }
+
+// Ping checks that a read connection answers.
+func (db *DB) Ping(ctx context.Context) error {
+	return db.read.PingContext(ctx)
+}
+
+// PoolStats reports the connection counts of both pools together.
+func (db *DB) PoolStats() (open, idle int) {
+	w, r := db.write.Stats(), db.read.Stats()
+	return w.OpenConnections + r.OpenConnections, w.Idle + r.Idle
+}

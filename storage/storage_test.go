@@ -1,0 +1,205 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/tally-analytics/tally/fault"
+)
+
+func openTest(t *testing.T, path string) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), Options{Path: path})
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestOpenAppliesMigrationsOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "dir", "a.db") // folders are created
+	db := openTest(t, path)
+	db.Close()
+	db = openTest(t, path)
+	var n, versions int
+	if err := db.read.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT version) FROM schema_migrations`).Scan(&n, &versions); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 || n != versions {
+		t.Fatalf("got %d migration rows for %d versions, want one row each", n, versions)
+	}
+	for _, table := range []string{"events", "sessions", "user_profiles", "identity_links", "audit_log", "dlq",
+		"webhook_secrets", "workspaces", "sites", "api_keys", "sourcemaps"} {
+		var name string
+		if err := db.read.QueryRow(`SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&name); err != nil {
+			t.Errorf("table %s missing: %v", table, err)
+		}
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	db := openTest(t, path)
+	if err := db.writer.Do(context.Background(), func(tx *Tx) error {
+		_, err := tx.Exec(`INSERT INTO schema_migrations(version, name, applied_at) VALUES (9999, 'future', 'x')`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := Open(context.Background(), Options{Path: path}); err == nil {
+		t.Fatal("got no error opening a database from a newer release")
+	}
+}
+
+func TestPragmas(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	checks := []struct {
+		pool   *sql.DB
+		pragma string
+		want   string
+	}{
+		{db.write, "journal_mode", "wal"},
+		{db.read, "journal_mode", "wal"},
+		{db.write, "foreign_keys", "1"},
+		{db.write, "busy_timeout", "10000"},
+		{db.read, "busy_timeout", "10000"},
+		{db.write, "synchronous", "1"},
+		{db.read, "query_only", "1"},
+	}
+	for _, c := range checks {
+		var got string
+		if err := c.pool.QueryRow(`PRAGMA ` + c.pragma).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("PRAGMA %s: got %s, want %s", c.pragma, got, c.want)
+		}
+	}
+	if _, err := db.read.Exec(`INSERT INTO workspaces(id, name, slug, created_at) VALUES ('x','x','x','x')`); err == nil {
+		t.Error("a read connection accepted a write")
+	}
+}
+
+func TestMemoryDatabaseIsSharedAndIsolated(t *testing.T) {
+	a := openTest(t, ":memory:")
+	b := openTest(t, ":memory:")
+	if _, err := a.CreateWorkspace(context.Background(), Actor{Kind: ActorSystem}, "A", "a"); err != nil {
+		t.Fatal(err)
+	}
+	list, err := a.Workspaces(context.Background()) // read pool sees the writer's data
+	if err != nil || len(list) != 1 {
+		t.Fatalf("got %d workspaces (%v) through the read pool, want 1", len(list), err)
+	}
+	if list, _ := b.Workspaces(context.Background()); len(list) != 0 {
+		t.Fatalf("got %d workspaces in a second :memory: database, want 0", len(list))
+	}
+}
+
+func TestWriterIsolatesFailingJobs(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 60)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = db.writer.Submit(ctx, 1, func(tx *Tx) error {
+				if _, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES ('s', ?, 'u', 'now')`, i); err != nil {
+					return err
+				}
+				switch i % 3 {
+				case 1:
+					return fault.Errorf(fault.InvalidEvent, "job %d refuses", i)
+				case 2:
+					if i == 2 {
+						panic("job panics")
+					}
+				}
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		wantErr := i%3 == 1 || i == 2
+		if (err != nil) != wantErr {
+			t.Errorf("job %d: got err %v, want error %v", i, err, wantErr)
+		}
+	}
+	var n int
+	if err := db.read.QueryRow(`SELECT COUNT(*) FROM identity_links`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 39 { // 60 jobs, 20 refused, 1 panicked
+		t.Fatalf("got %d committed rows, want 39", n)
+	}
+}
+
+func TestWriterQueueFullAndDrainOnClose(t *testing.T) {
+	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), QueueSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	release := make(chan struct{})
+	started := make(chan struct{})
+	go db.writer.Submit(ctx, 1, func(tx *Tx) error { close(started); <-release; return nil })
+	<-started // the writer is busy; the queue (2) fills up
+	var wg sync.WaitGroup
+	results := make(chan error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results <- db.writer.Submit(ctx, 1, func(tx *Tx) error {
+				_, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES ('s', ?, 'u', 'now')`, i)
+				return err
+			})
+		}()
+	}
+	for db.writer.QueueLen() < 2 {
+		// wait until both are queued
+	}
+	if err := db.writer.Submit(ctx, 1, func(*Tx) error { return nil }); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("got %v on a full queue, want ErrQueueFull", err)
+	}
+	close(release)
+	wg.Wait()
+	close(results)
+	for err := range results {
+		if err != nil {
+			t.Fatalf("queued job: %v", err)
+		}
+	}
+	// Jobs queued before Close are committed; later ones are refused.
+	done := make(chan error, 1)
+	block := make(chan struct{})
+	go db.writer.Submit(ctx, 1, func(tx *Tx) error { <-block; return nil })
+	for db.writer.QueueLen() > 0 {
+	}
+	go func() {
+		done <- db.writer.Submit(ctx, 1, func(tx *Tx) error {
+			_, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES ('s', 'late', 'u', 'now')`)
+			return err
+		})
+	}()
+	for db.writer.QueueLen() < 1 {
+	}
+	closed := make(chan struct{})
+	go func() { db.Close(); close(closed) }()
+	close(block)
+	<-closed
+	if err := <-done; err != nil {
+		t.Fatalf("job queued before Close: %v", err)
+	}
+	if err := db.writer.Submit(ctx, 1, func(*Tx) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("got %v after Close, want ErrClosed", err)
+	}
+}

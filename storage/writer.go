@@ -1,0 +1,231 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tally-analytics/tally/fault"
+)
+
+// ErrQueueFull is returned by Submit when the writer's queue is full; the
+// caller should answer 503 with Retry-After rather than wait without bound.
+var ErrQueueFull = &fault.Error{Code: fault.Unavailable, Message: "the write queue is full, retry shortly", RetryAfter: 1}
+
+// ErrClosed is returned for jobs submitted after Close.
+var ErrClosed = &fault.Error{Code: fault.Unavailable, Message: "the server is shutting down", RetryAfter: 1}
+
+// maxBatchWeight caps how many rows one group transaction holds, so a very
+// long queue still commits (and acknowledges) in steps.
+const maxBatchWeight = 5000
+
+// Tx is the transaction a job runs in. Jobs that ran together share it, each
+// inside its own savepoint, so one job's failure undoes only that job.
+type Tx struct {
+	*sql.Tx
+	onCommit []func()
+}
+
+// OnCommit registers f to run on the writer goroutine after the transaction
+// commits (and not at all if the job fails). In-memory caches are updated
+// here, in commit order.
+func (tx *Tx) OnCommit(f func()) { tx.onCommit = append(tx.onCommit, f) }
+
+type job struct {
+	fn     func(*Tx) error
+	weight int
+	done   chan error
+	// BatchStats, when set, receives how long the group commit took.
+	stats func(commit time.Duration)
+}
+
+// Writer owns the write connection. One goroutine takes whatever jobs are
+// queued, runs them in one transaction and commits; only then does each
+// job's caller get its answer. There is no timer: a lone job commits at once,
+// and under load the queue that builds up during one commit is the next
+// batch (group commit).
+type Writer struct {
+	db    *sql.DB
+	queue chan *job
+
+	mu     sync.RWMutex // guards closed against sends on a closed queue
+	closed bool
+	exited chan struct{}
+}
+
+func newWriter(db *sql.DB, size int) *Writer {
+	w := &Writer{db: db, queue: make(chan *job, size), exited: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+// Submit queues fn without waiting for room: a full queue gives ErrQueueFull
+// at once. It then waits for the commit. weight is the number of rows the
+// job writes (at least 1), used to size batches. If ctx ends first, Submit
+// returns ctx.Err(), but the job still runs: it may be committed.
+func (w *Writer) Submit(ctx context.Context, weight int, fn func(*Tx) error) error {
+	return w.submit(ctx, weight, fn, false, nil)
+}
+
+// Do queues fn, waiting for room if the queue is full, then waits for the
+// commit. It is for rare administrative writes that must not be refused.
+func (w *Writer) Do(ctx context.Context, fn func(*Tx) error) error {
+	return w.submit(ctx, 1, fn, true, nil)
+}
+
+// SubmitTimed is Submit with a callback receiving the commit duration of
+// the batch the job was part of (for the storage write histogram).
+func (w *Writer) SubmitTimed(ctx context.Context, weight int, fn func(*Tx) error, stats func(time.Duration)) error {
+	return w.submit(ctx, weight, fn, false, stats)
+}
+
+func (w *Writer) submit(ctx context.Context, weight int, fn func(*Tx) error, wait bool, stats func(time.Duration)) error {
+	j := &job{fn: fn, weight: max(weight, 1), done: make(chan error, 1), stats: stats}
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return ErrClosed
+	}
+	if wait {
+		select {
+		case w.queue <- j:
+		case <-ctx.Done():
+			w.mu.RUnlock()
+			return ctx.Err()
+		}
+	} else {
+		select {
+		case w.queue <- j:
+		default:
+			w.mu.RUnlock()
+			return ErrQueueFull
+		}
+	}
+	w.mu.RUnlock()
+	select {
+	case err := <-j.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// QueueLen reports how many jobs wait for the writer.
+func (w *Writer) QueueLen() int { return len(w.queue) }
+
+// Close refuses new jobs, commits every queued one and waits for the writer
+// goroutine to stop.
+func (w *Writer) Close() {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.queue)
+	}
+	w.mu.Unlock()
+	<-w.exited
+}
+
+func (w *Writer) loop() {
+	defer close(w.exited)
+	var carry *job
+	for {
+		first := carry
+		carry = nil
+		if first == nil {
+			j, ok := <-w.queue
+			if !ok {
+				return
+			}
+			first = j
+		}
+		batch := []*job{first}
+		weight := first.weight
+	drain:
+		for weight < maxBatchWeight {
+			select {
+			case j, ok := <-w.queue:
+				if !ok {
+					break drain
+				}
+				if weight+j.weight > maxBatchWeight {
+					carry = j
+					break drain
+				}
+				batch = append(batch, j)
+				weight += j.weight
+			default:
+				break drain
+			}
+		}
+		w.commit(batch)
+	}
+}
+
+// commit runs batch in one transaction, each job in a savepoint, and answers
+// every job after the commit.
+func (w *Writer) commit(batch []*job) {
+	start := time.Now()
+	errs := make([]error, len(batch))
+	hooks := make([][]func(), len(batch))
+	sqlTx, err := w.db.BeginTx(context.Background(), nil)
+	if err != nil {
+		for _, j := range batch {
+			j.done <- fmt.Errorf("begin write transaction: %w", err)
+		}
+		return
+	}
+	for i, j := range batch {
+		errs[i], hooks[i] = runJob(sqlTx, j)
+	}
+	if err := sqlTx.Commit(); err != nil {
+		err = fmt.Errorf("commit: %w", err)
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	for i, j := range batch {
+		if errs[i] == nil {
+			for _, h := range hooks[i] {
+				h()
+			}
+		}
+		if j.stats != nil {
+			j.stats(elapsed)
+		}
+		j.done <- errs[i]
+	}
+}
+
+// runJob runs one job inside a savepoint of tx, recovering from a panic so
+// that one bad job cannot take the writer (and every queued event) down.
+func runJob(sqlTx *sql.Tx, j *job) (err error, hooks []func()) {
+	if _, err := sqlTx.Exec(`SAVEPOINT job`); err != nil {
+		return fmt.Errorf("savepoint: %w", err), nil
+	}
+	tx := &Tx{Tx: sqlTx}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("write job panicked: %v", r)
+			}
+		}()
+		err = j.fn(tx)
+	}()
+	if err != nil {
+		if _, rerr := sqlTx.Exec(`ROLLBACK TO job`); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))
+		}
+		sqlTx.Exec(`RELEASE job`)
+		return err, nil
+	}
+	if _, err := sqlTx.Exec(`RELEASE job`); err != nil {
+		return fmt.Errorf("release savepoint: %w", err), nil
+	}
+	return nil, tx.onCommit
+}
