@@ -21,6 +21,9 @@ type config struct {
 	SchemaBundlePath string
 	IngestRateLimit  int
 	IngestQuota      int
+	ConsentMode      string
+	GeoIPDBPath      string
+	TrustProxy       bool
 }
 
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -31,7 +34,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		return def
 	}
 	var c config
-	var rate, quota string
+	var rate, quota, trust string
 	fs := flag.NewFlagSet("tally", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.DatabasePath, "database-path", env("DATABASE_PATH", "./data/analytics.db"), "SQLite file (`:memory:` for a throw-away database) [DATABASE_PATH]")
@@ -43,6 +46,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.SchemaBundlePath, "schema-bundle-path", env("SCHEMA_BUNDLE_PATH", ""), "tracking plan file; unset disables schema validation [SCHEMA_BUNDLE_PATH]")
 	fs.StringVar(&rate, "ingest-rate-limit", env("INGEST_RATE_LIMIT", "1000"), "events per second per site, 0 = off [INGEST_RATE_LIMIT]")
 	fs.StringVar(&quota, "ingest-quota", env("INGEST_QUOTA", "0"), "accepted events per site per UTC month, 0 = unlimited [INGEST_QUOTA]")
+	fs.StringVar(&c.ConsentMode, "consent-mode", env("CONSENT_MODE", "cookieless"), "events without consent: cookieless (kept without identifiers) or require (dropped) [CONSENT_MODE]")
+	fs.StringVar(&c.GeoIPDBPath, "geoip-db-path", env("GEOIP_DB_PATH", ""), "MaxMind-format city database for country and city [GEOIP_DB_PATH]")
+	fs.StringVar(&trust, "trust-proxy-headers", env("TRUST_PROXY_HEADERS", "false"), "believe X-Forwarded-For and CDN country/city headers [TRUST_PROXY_HEADERS]")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -60,6 +66,14 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	if c.IngestQuota, err = nonNegative("INGEST_QUOTA", quota); err != nil {
 		return c, err
+	}
+	switch c.ConsentMode {
+	case "cookieless", "require":
+	default:
+		return c, fmt.Errorf("CONSENT_MODE must be cookieless or require, not %q", c.ConsentMode)
+	}
+	if c.TrustProxy, err = strconv.ParseBool(trust); err != nil {
+		return c, fmt.Errorf("TRUST_PROXY_HEADERS must be true or false, not %q", trust)
 	}
 	c.CollectorURL = strings.TrimRight(c.CollectorURL, "/")
 	return c, nil

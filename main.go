@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tally-analytics/tally/privacy"
+	"github.com/tally-analytics/tally/schema"
 	"github.com/tally-analytics/tally/server"
 	"github.com/tally-analytics/tally/storage"
 )
@@ -35,6 +37,19 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	if cfg.AdminToken == "" {
 		log.Warn("ADMIN_TOKEN is not set: admin endpoints will refuse every request")
 	}
+	var plan *schema.Plan
+	if cfg.SchemaBundlePath != "" {
+		if plan, err = schema.LoadPlan(cfg.SchemaBundlePath); err != nil {
+			fmt.Fprintln(stderr, "tally:", err)
+			return 2
+		}
+	}
+	locator, err := privacy.NewLocator(cfg.GeoIPDBPath, cfg.TrustProxy)
+	if err != nil {
+		fmt.Fprintln(stderr, "tally:", err)
+		return 2
+	}
+	defer locator.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -63,8 +78,14 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		AdminToken:    cfg.AdminToken,
 		RequireAPIKey: cfg.RequireAPIKey,
 		CollectorURL:  cfg.CollectorURL,
+		ConsentMode:   cfg.ConsentMode,
+		RateLimit:     cfg.IngestRateLimit,
+		Quota:         cfg.IngestQuota,
+		Plan:          plan,
+		Locator:       locator,
 		Logger:        log,
 	}, db)
+	go srv.Run(ctx)
 
 	servers := []*http.Server{
 		newHTTPServer(srv.Collector(), log),

@@ -131,7 +131,7 @@ func TestSiteDeleteRemovesItsData(t *testing.T) {
 	mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/sites/web", testAdminToken, nil), 204, "")
 	for _, table := range []string{"sites", "events", "webhook_secrets"} {
 		var n int
-		if err := op.QueryRow(`SELECT COUNT(*) FROM `+table+` WHERE `+map[bool]string{true: "id", false: "site_id"}[table == "sites"]+` = 'web'`).Scan(&n); err != nil {
+		if err := op.QueryRow(`SELECT COUNT(*) FROM ` + table + ` WHERE ` + map[bool]string{true: "id", false: "site_id"}[table == "sites"] + ` = 'web'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n != 0 {

@@ -49,19 +49,26 @@ type harness struct {
 	collector *httptest.Server
 	query     *httptest.Server
 	clock     *clock
+	op        *sql.DB
 }
 
 type harnessOption func(*Config)
 
 func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	t.Helper()
+	return newHarnessAt(t, filepath.Join(t.TempDir(), "test.db"), opts...)
+}
+
+// newHarnessAt is newHarness over the database file at path, so a test can
+// stop one server and start another on the same data.
+func newHarnessAt(t *testing.T, path string, opts ...harnessOption) *harness {
+	t.Helper()
 	clk := newClock(time.Date(2026, 1, 31, 9, 5, 0, 120e6, time.UTC))
-	path := filepath.Join(t.TempDir(), "test.db")
 	db, err := storage.Open(context.Background(), storage.Options{Path: path, Now: clk.Now})
 	if err != nil {
 		t.Fatalf("open storage: %v", err)
 	}
-	cfg := Config{AdminToken: testAdminToken, Now: clk.Now, Logger: discardLogger()}
+	cfg := Config{AdminToken: testAdminToken, Now: clk.Now, Logger: discardLogger(), RateLimit: 0}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -69,14 +76,33 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	h.srv = New(cfg, db)
 	h.collector = httptest.NewServer(h.srv.Collector())
 	h.query = httptest.NewServer(h.srv.Query())
-	t.Cleanup(func() {
-		h.collector.Close()
-		h.query.Close()
-		if err := db.Close(); err != nil {
-			t.Errorf("close storage: %v", err)
-		}
-	})
+	t.Cleanup(h.stop)
 	return h
+}
+
+// stop closes the listeners and the database (also run at cleanup).
+func (h *harness) stop() {
+	h.collector.Close()
+	h.query.Close()
+	if err := h.db.Close(); err != nil {
+		h.t.Errorf("close storage: %v", err)
+	}
+}
+
+// c sends a request to the collector.
+func (h *harness) c(method, path, token string, body any, headers ...string) response {
+	h.t.Helper()
+	return h.request(method, h.collector.URL+path, token, body, headers...)
+}
+
+// count runs a COUNT(*) query on a second connection.
+func (h *harness) count(query string, args ...any) int {
+	h.t.Helper()
+	var n int
+	if err := h.sqlDB().QueryRow(query, args...).Scan(&n); err != nil {
+		h.t.Fatalf("%s: %v", query, err)
+	}
+	return n
 }
 
 // response is a decoded HTTP answer.
@@ -192,11 +218,15 @@ func (h *harness) setupTenant(slug, site string) tenant {
 // operator's sqlite3 shell would.
 func (h *harness) sqlDB() *sql.DB {
 	h.t.Helper()
+	if h.op != nil {
+		return h.op
+	}
 	db, err := sql.Open("sqlite", "file:"+h.path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(func() { db.Close() })
+	h.op = db
 	return db
 }
 

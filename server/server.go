@@ -5,12 +5,16 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/tally-analytics/tally/privacy"
+	"github.com/tally-analytics/tally/schema"
 	"github.com/tally-analytics/tally/storage"
 )
 
@@ -29,6 +33,17 @@ type Config struct {
 	RequireAPIKey string
 	// CollectorURL is where DLQ replay and webhooks re-POST events.
 	CollectorURL string
+	// ConsentMode is privacy.ConsentCookieless (default) or
+	// privacy.ConsentRequire.
+	ConsentMode string
+	// RateLimit is events per second per site; 0 turns it off.
+	RateLimit int
+	// Quota is accepted events per site per UTC month; 0 means unlimited.
+	Quota int
+	// Plan is the tracking plan; nil disables schema validation.
+	Plan *schema.Plan
+	// Locator resolves countries and cities; nil means none.
+	Locator *privacy.Locator
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -37,11 +52,15 @@ type Config struct {
 
 // Server holds what both listeners share.
 type Server struct {
-	cfg   Config
-	db    *storage.DB
-	log   *slog.Logger
-	now   func() time.Time
-	admin adminToken
+	cfg     Config
+	db      *storage.DB
+	log     *slog.Logger
+	now     func() time.Time
+	admin   adminToken
+	limiter *rateLimiter
+	locator *privacy.Locator
+	plan    atomic.Pointer[schema.Plan]
+	metrics atomic.Pointer[collectorMetrics]
 }
 
 // New returns a Server over db.
@@ -55,14 +74,53 @@ func New(cfg Config, db *storage.DB) *Server {
 	if cfg.RequireAPIKey == "" {
 		cfg.RequireAPIKey = KeyModeNone
 	}
-	return &Server{cfg: cfg, db: db, log: cfg.Logger, now: cfg.Now, admin: newAdminToken(cfg.AdminToken)}
+	if cfg.ConsentMode == "" {
+		cfg.ConsentMode = privacy.ConsentCookieless
+	}
+	s := &Server{cfg: cfg, db: db, log: cfg.Logger, now: cfg.Now, admin: newAdminToken(cfg.AdminToken),
+		limiter: newRateLimiter(cfg.RateLimit), locator: cfg.Locator}
+	s.plan.Store(cfg.Plan)
+	s.metrics.Store(newCollectorMetrics(db.PoolStats))
+	return s
+}
+
+// Run does the server's background work until ctx ends: sampling the DLQ
+// size for the metrics and pruning expired dedup ids and salts.
+func (s *Server) Run(ctx context.Context) {
+	go s.db.PruneLoop(ctx, func(err error) { s.log.Error("prune", "err", err.Error()) })
+	s.sampleDLQ(ctx)
 }
 
 // Collector returns the handler of the ingest listener.
 func (s *Server) Collector() http.Handler {
 	rt := newRouter(s.log)
 	rt.handle(http.MethodGet, "/healthz", s.healthz)
-	return rt
+	rt.handle(http.MethodGet, "/metrics", s.serveMetrics)
+	rt.handle(http.MethodPost, "/events", s.ingest(endpointEvents))
+	rt.handle(http.MethodPost, "/s2s/events", s.ingest(endpointS2S))
+	rt.GlobalOPTIONS = http.HandlerFunc(preflight)
+	return cors(rt)
+}
+
+// cors lets pages on any origin send events: every answer carries
+// Access-Control-Allow-Origin *, and preflights are answered by preflight.
+// Credentials (cookies) are never involved: auth is a bearer header.
+func cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// preflight answers CORS preflight requests of the collector.
+//
+// OPTIONS * (collector)
+func preflight(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Methods", "POST, GET, OPTIONS")
+	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Site-Id")
+	h.Set("Access-Control-Max-Age", "86400")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // Query returns the handler of the query API listener.

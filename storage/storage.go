@@ -58,6 +58,9 @@ type DB struct {
 	read   *sql.DB
 	writer *Writer
 	now    func() time.Time
+	ingest *ingestStmts
+	quota  quotaBook
+	salts  saltCache
 	tenants
 
 	closeOnce sync.Once
@@ -106,7 +109,14 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	read.SetConnMaxIdleTime(0)
 
 	db := &DB{write: write, read: read, now: opts.Now}
-	if err := db.loadTenants(ctx); err != nil {
+	err = db.loadTenants(ctx)
+	if err == nil {
+		err = db.loadQuota(ctx)
+	}
+	if err == nil {
+		db.ingest, err = prepareIngest(ctx, write)
+	}
+	if err != nil {
 		read.Close()
 		write.Close()
 		return nil, err

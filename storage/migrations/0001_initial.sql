@@ -81,8 +81,11 @@ CREATE TABLE events (
     received_at  TEXT NOT NULL,
     credential   TEXT                       -- 'site' or 'key:<key id>'
 );
+-- The one secondary index: every read by person (timeline, GDPR) resolves a
+-- user to anon ids through identity_links first, since an event carrying a
+-- user_id always links its anon_id. Counts come from rollups (0002), so no
+-- (site_id, ts) index is paid for on every insert.
 CREATE INDEX events_site_anon_ts ON events(site_id, anon_id, ts);
-CREATE INDEX events_site_user_ts ON events(site_id, user_id, ts) WHERE user_id IS NOT NULL;
 
 CREATE TABLE sessions (
     id           INTEGER PRIMARY KEY,

@@ -1,0 +1,69 @@
+package privacy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tally-analytics/tally/schema"
+)
+
+func TestCookieless(t *testing.T) {
+	body := `{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3301","site_id":"web","anon_id":"visitor-1","type":"pageview",
+		"user_id":"alice@example.com","traits":{"email":"alice@example.com"},"consent":"denied",
+		"url":"https://shop.example/cart?token=secret#frag","referrer":"https://mail.example/?u=alice","properties":{"plan":"pro"},"extra":1}`
+	parse := func() *schema.Event {
+		evs, err := schema.Parse([]byte(body), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &evs[0]
+	}
+	day1, day2 := []byte("salt-of-day-1"), []byte("salt-of-day-2")
+	a, b, c := parse(), parse(), parse()
+	Cookieless(a, day1)
+	Cookieless(b, day1)
+	Cookieless(c, day2)
+	if a.AnonID != b.AnonID {
+		t.Errorf("same visitor, same day: got %s and %s, want equal ids", a.AnonID, b.AnonID)
+	}
+	if a.AnonID == c.AnonID {
+		t.Errorf("same visitor, next day: got equal ids %s, want them unlinkable", a.AnonID)
+	}
+	if !strings.HasPrefix(a.AnonID, CookielessPrefix) || len(a.AnonID) != 34 {
+		t.Errorf("got anon id %q", a.AnonID)
+	}
+	if a.UserID != nil || a.Traits != nil {
+		t.Errorf("got user_id %v traits %s, want both removed", a.UserID, a.Traits)
+	}
+	if *a.URL != "https://shop.example/cart" || *a.Referrer != "https://mail.example/" {
+		t.Errorf("got url %q referrer %q, want no query or fragment", *a.URL, *a.Referrer)
+	}
+	for _, secret := range []string{"alice", "visitor-1", "token", "secret"} {
+		if strings.Contains(string(a.Raw), secret) {
+			t.Errorf("raw still holds %q: %s", secret, a.Raw)
+		}
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(a.Raw, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw["extra"] != float64(1) || raw["properties"] == nil || raw["consent"] != "denied" || raw["anon_id"] != a.AnonID {
+		t.Errorf("raw lost fields it should keep: %s", a.Raw)
+	}
+}
+
+func TestStripQuery(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://a.example/p?q=1#f": "https://a.example/p",
+		"/relative/path?x=y":        "/relative/path",
+		"https://a.example/":        "https://a.example/",
+		"not a url %zz?q":           "not a url %zz",
+		"":                          "",
+	} {
+		if got := StripQuery(in); got != want {
+			t.Errorf("StripQuery(%q): got %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package privacy
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/oschwald/maxminddb-golang/v2"
+)
+
+// Location is what the service keeps of a client's address.
+type Location struct {
+	Country string // ISO 3166-1 alpha-2, "" when unknown
+	City    string // English name, "" when unknown
+}
+
+// Locator turns a request into a Location. The IP address is read, looked
+// up and dropped: it is never returned, stored or logged.
+type Locator struct {
+	db *maxminddb.Reader
+	// trustProxy makes the locator believe proxy headers: the client
+	// address from X-Forwarded-For / X-Real-IP, and a country or city a
+	// CDN already resolved.
+	trustProxy bool
+}
+
+// NewLocator opens the MaxMind-format database at path (none when path is
+// empty). trustProxy enables the proxy headers; turn it on only behind a
+// proxy that sets them, or clients can claim any location.
+func NewLocator(path string, trustProxy bool) (*Locator, error) {
+	l := &Locator{trustProxy: trustProxy}
+	if path == "" {
+		return l, nil
+	}
+	db, err := maxminddb.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("GeoIP database %s: %w", path, err)
+	}
+	l.db = db
+	return l, nil
+}
+
+// Close releases the database.
+func (l *Locator) Close() error {
+	if l == nil || l.db == nil {
+		return nil
+	}
+	return l.db.Close()
+}
+
+var (
+	countryHeaders = []string{"CF-IPCountry", "CloudFront-Viewer-Country", "X-Vercel-IP-Country", "X-Country-Code"}
+	cityHeaders    = []string{"CF-IPCity", "CloudFront-Viewer-City", "X-Vercel-IP-City", "X-City"}
+)
+
+type cityRecord struct {
+	Country struct {
+		ISOCode string `maxminddb:"iso_code"`
+	} `maxminddb:"country"`
+	City struct {
+		Names map[string]string `maxminddb:"names"`
+	} `maxminddb:"city"`
+}
+
+// Locate resolves r's client to a Location. With useAddress false (server-
+// to-server intake, whose peer is the sender's server, not a visitor) only
+// trusted proxy headers count.
+func (l *Locator) Locate(r *http.Request, useAddress bool) Location {
+	var loc Location
+	if l == nil {
+		return loc
+	}
+	if l.trustProxy {
+		loc.Country = firstHeader(r, countryHeaders)
+		loc.City = firstHeader(r, cityHeaders)
+		if len(loc.Country) != 2 || loc.Country == "XX" || loc.Country == "T1" {
+			loc.Country = "" // CDNs send XX (unknown) and T1 (Tor)
+		} else {
+			loc.Country = strings.ToUpper(loc.Country)
+		}
+	}
+	if l.db == nil || !useAddress || (loc.Country != "" && loc.City != "") {
+		return loc
+	}
+	addr, ok := l.clientAddr(r)
+	if !ok {
+		return loc
+	}
+	var rec cityRecord
+	if err := l.db.Lookup(addr).Decode(&rec); err != nil {
+		return loc
+	}
+	if loc.Country == "" {
+		loc.Country = rec.Country.ISOCode
+	}
+	if loc.City == "" {
+		loc.City = rec.City.Names["en"]
+	}
+	return loc
+}
+
+func firstHeader(r *http.Request, names []string) string {
+	for _, n := range names {
+		if v := strings.TrimSpace(r.Header.Get(n)); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// clientAddr is the visitor's address: the first X-Forwarded-For hop or
+// X-Real-IP behind a trusted proxy, else the TCP peer.
+func (l *Locator) clientAddr(r *http.Request) (netip.Addr, bool) {
+	if l.trustProxy {
+		if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
+			first, _, _ := strings.Cut(xff, ",")
+			if a, err := netip.ParseAddr(strings.TrimSpace(first)); err == nil {
+				return a.Unmap(), true
+			}
+		}
+		if a, err := netip.ParseAddr(strings.TrimSpace(r.Header.Get("X-Real-IP"))); err == nil {
+			return a.Unmap(), true
+		}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	a, err := netip.ParseAddr(host)
+	return a.Unmap(), err == nil
+}

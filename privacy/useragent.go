@@ -1,0 +1,97 @@
+// Package privacy holds everything that touches personal signals at the
+// edge: a User-Agent is reduced to coarse families, an IP address to a
+// country and city (the address itself is never stored or logged), events
+// without consent are turned into a cookieless form, and (in later parts)
+// GDPR export and erasure.
+package privacy
+
+import (
+	"strings"
+	"sync"
+
+	useragent "github.com/medama-io/go-useragent"
+	"github.com/medama-io/go-useragent/agents"
+)
+
+// Device types stored with events.
+const (
+	DeviceDesktop = "desktop"
+	DeviceMobile  = "mobile"
+	DeviceTablet  = "tablet"
+	DeviceOther   = "other"
+)
+
+// Agent is what the service keeps of a User-Agent: family names only.
+type Agent struct {
+	Bot        bool
+	Browser    string // "" when unknown
+	OS         string // "" when unknown
+	DeviceType string // "" when there is no User-Agent at all
+}
+
+// The parser builds a trie of its embedded list once (about 30 ms); it is
+// safe for concurrent use.
+var parser = sync.OnceValue(useragent.NewParser)
+
+// botWords catch the generic crawler names the parser's list leaves out
+// ("YandexSpider", "Screaming Frog SEO Spider", "ia_archiver", "PhantomJS").
+var botWords = []string{"bot", "spider", "crawl", "headless", "phantomjs", "archiver", "scraper", "slurp"}
+
+// httpLibraries start the User-Agents of HTTP client libraries and tools.
+// The parser's list counts them as bots, but on an analytics collector they
+// are SDKs, servers and test suites sending real events, so they pass the
+// bot gate unless they also carry a crawler word.
+var httpLibraries = []string{"curl/", "wget/", "python-requests/", "python-urllib/", "python-httpx/", "python/",
+	"aiohttp/", "pycurl/", "go-http-client/", "okhttp/", "axios/", "node-fetch/", "node/", "undici",
+	"java/", "ruby", "dart/", "php/", "guzzlehttp/", "httpie/", "libwww-perl/", "deno/", "bun/", "faraday"}
+
+// ParseAgent classifies a User-Agent string. A missing User-Agent is not a
+// bot (CONTRACT 3) and has no device type.
+func ParseAgent(s string) Agent {
+	if strings.TrimSpace(s) == "" {
+		return Agent{}
+	}
+	ua := parser().Parse(s)
+	a := Agent{Bot: ua.IsBot(), Browser: string(ua.Browser()), OS: osName(ua.OS())}
+	lower := strings.ToLower(s)
+	crawler := false
+	for _, w := range botWords {
+		if strings.Contains(lower, w) {
+			crawler = true
+			break
+		}
+	}
+	switch {
+	case crawler:
+		a.Bot = true
+	case a.Bot:
+		for _, lib := range httpLibraries {
+			if strings.HasPrefix(lower, lib) {
+				a.Bot = false
+				break
+			}
+		}
+	}
+	switch ua.Device() {
+	case agents.DeviceDesktop:
+		a.DeviceType = DeviceDesktop
+	case agents.DeviceMobile:
+		a.DeviceType = DeviceMobile
+	case agents.DeviceTablet:
+		a.DeviceType = DeviceTablet
+	default:
+		a.DeviceType = DeviceOther
+	}
+	if a.Browser == string(agents.BrowserSafari) && a.DeviceType == DeviceMobile {
+		a.Browser = "Mobile Safari"
+	}
+	return a
+}
+
+// osName maps the parser's names to the contract's family names.
+func osName(os agents.OS) string {
+	if os == agents.OSMacOS {
+		return "macOS"
+	}
+	return string(os)
+}

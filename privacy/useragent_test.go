@@ -1,0 +1,46 @@
+package privacy
+
+import "testing"
+
+func TestParseAgent(t *testing.T) {
+	tests := []struct {
+		ua                  string
+		bot                 bool
+		browser, os, device string
+	}{
+		{"", false, "", "", ""},
+		{"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/118.0.0.0 Safari/537.36", false, "Chrome", "Windows", "desktop"},
+		{"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Safari/605.1.15", false, "Safari", "macOS", "desktop"},
+		{"Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0", false, "Firefox", "Linux", "desktop"},
+		{"Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1", false, "Mobile Safari", "iOS", "mobile"},
+		{"Mozilla/5.0 (iPad; CPU OS 16_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.0 Mobile/15E148 Safari/604.1", false, "Safari", "iOS", "tablet"},
+		{"Mozilla/5.0 (Linux; Android 13; Pixel 7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/116.0.0.0 Mobile Safari/537.36", false, "Chrome", "Android", "mobile"},
+		{"some unknown thing", false, "", "", "other"},
+		{"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", true, "", "", ""},
+		{"Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)", true, "", "", ""},
+		{"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/120.0.0.0 Safari/537.36", true, "", "", ""},
+		{"Mozilla/5.0 (compatible; YandexSpider/3.0)", true, "", "", ""},
+		{"Screaming Frog SEO Spider/19.0", true, "", "", ""},
+		{"ia_archiver", true, "", "", ""},
+		{"Mozilla/5.0 (Unknown; Linux x86_64) AppleWebKit/538.1 (KHTML, like Gecko) PhantomJS/2.1.1 Safari/538.1", true, "", "", ""},
+		{"facebookexternalhit/1.1", true, "", "", ""},
+		{"curl/8.4.0", false, "", "", "other"},
+		{"Go-http-client/1.1", false, "", "", "other"},
+		{"python-requests/2.31.0", false, "", "", "other"},
+		{"curl-crawler/1.0 (bot)", true, "", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ua, func(t *testing.T) {
+			a := ParseAgent(tt.ua)
+			if a.Bot != tt.bot {
+				t.Fatalf("got bot %v, want %v", a.Bot, tt.bot)
+			}
+			if tt.bot {
+				return
+			}
+			if a.Browser != tt.browser || a.OS != tt.os || a.DeviceType != tt.device {
+				t.Fatalf("got %q/%q/%q, want %q/%q/%q", a.Browser, a.OS, a.DeviceType, tt.browser, tt.os, tt.device)
+			}
+		})
+	}
+}

@@ -1,0 +1,288 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/privacy"
+	"github.com/tally-analytics/tally/schema"
+	"github.com/tally-analytics/tally/storage"
+)
+
+// ingestBodyLimit caps an intake request body (CONTRACT 3).
+const ingestBodyLimit = 1 << 20
+
+// intakeAnswer is the 202 body of the intake endpoints.
+type intakeAnswer struct {
+	Accepted    int `json:"accepted"`
+	Duplicates  int `json:"duplicates"`
+	Quarantined int `json:"quarantined"`
+	Dropped     int `json:"dropped"`
+}
+
+// decision is what one intake request came to; it is logged as one line.
+type decision struct {
+	endpoint string
+	site     string
+	events   int
+	answer   intakeAnswer
+	reason   string // the gate that decided, or accepted / accepted_consent
+	bots     int
+	consent  int
+	status   int
+	details  []fault.Detail
+}
+
+// ingest returns the handler of one intake endpoint. The gates run in this
+// order (README "Intake"): credential, body size, envelope, site match, bot,
+// consent (require mode), rate limit, tracking plan, quota, consent
+// (cookieless form), enrichment, then dedup and storage in the writer.
+//
+// POST /events, POST /s2s/events (collector)
+func (s *Server) ingest(endpoint string) handler {
+	return func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+		start := time.Now()
+		m := s.metrics.Load()
+		d := &decision{endpoint: endpoint, status: http.StatusAccepted}
+		err := s.intake(w, r, m, d)
+		if err != nil {
+			if e := fault.As(err); e != nil {
+				d.status = statusOf[e.Code]
+				d.details = e.Details
+				if d.reason == "" {
+					d.reason = e.Code
+				}
+			} else {
+				d.status = http.StatusInternalServerError
+				d.reason = reasonInternal
+			}
+		}
+		if d.events == 0 {
+			d.events = 1 // a request that never got as far as events still counts once
+		}
+		m.received[endpoint].Add(d.events)
+		m.ingest[endpoint].UpdateDuration(start)
+		s.logDecision(d, time.Since(start))
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusAccepted, d.answer)
+		return nil
+	}
+}
+
+func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetrics, d *decision) error {
+	site, credential, err := s.collectorCredential(r)
+	if err != nil {
+		return err
+	}
+	d.site = site.ID
+	body, err := readBody(w, r, ingestBodyLimit)
+	if err != nil {
+		if fault.Code(err) != fault.PayloadTooLarge {
+			err = fault.Errorf(fault.InvalidEvent, "could not read the request body")
+		}
+		return err
+	}
+	now := s.now()
+	events, err := schema.Parse(body, now)
+	if err != nil {
+		return err
+	}
+	d.events = len(events)
+	var mismatch []fault.Detail
+	for i := range events {
+		if events[i].SiteID != site.ID {
+			mismatch = append(mismatch, fault.Detail{Path: events[i].Pointer + "/site_id", Message: "site_id does not match the credential's site"})
+		}
+	}
+	if len(mismatch) > 0 {
+		return fault.WithDetails(fault.InvalidEvent, "the event's site_id does not match the credential's site", mismatch)
+	}
+
+	// Bot and consent-required drops: answered 202, counted, not stored.
+	kept := events[:0:0]
+	headerUA := r.UserAgent()
+	for i := range events {
+		ev := &events[i]
+		ua := headerUA
+		if d.endpoint == endpointS2S {
+			ua = ""
+			if ev.UserAgent != nil {
+				ua = *ev.UserAgent
+			}
+		}
+		if privacy.ParseAgent(ua).Bot {
+			d.bots++
+			continue
+		}
+		if s.cfg.ConsentMode == privacy.ConsentRequire && ev.Consent != schema.ConsentGranted {
+			d.consent++
+			continue
+		}
+		kept = append(kept, *ev)
+	}
+	m.drop(d.endpoint, reasonBot, d.bots)
+	m.drop(d.endpoint, reasonConsentRequired, d.consent)
+	d.answer.Dropped = d.bots + d.consent
+	if len(kept) == 0 {
+		d.reason = map[bool]string{true: reasonBot, false: reasonConsentRequired}[d.bots > 0]
+		return nil
+	}
+
+	if ok, wait := s.limiter.take(site.ID, len(kept), now); !ok {
+		m.drop(d.endpoint, reasonRateLimit, len(kept))
+		d.reason = reasonRateLimit
+		return &fault.Error{Code: fault.RateLimited, Message: "too many events for this site, slow down", RetryAfter: wait}
+	}
+
+	var quarantined []storage.Quarantined
+	if plan := s.plan.Load(); plan != nil {
+		var rejected []fault.Detail
+		valid := kept[:0:0]
+		for i := range kept {
+			ev := &kept[i]
+			t0 := time.Now()
+			problems := plan.Validate(ev)
+			m.validation[d.endpoint].UpdateDuration(t0)
+			switch {
+			case problems == nil:
+				valid = append(valid, *ev)
+			case plan.Mode == schema.ModeReject:
+				rejected = append(rejected, problems...)
+			default:
+				quarantined = append(quarantined, storage.Quarantined{ID: ev.ID, SiteID: ev.SiteID, Payload: ev.Raw,
+					Errors: schema.MarshalDetails(unprefixed(problems, ev.Pointer)), AnonID: ev.AnonID, UserID: ev.UserID, Endpoint: d.endpoint})
+			}
+		}
+		if len(rejected) > 0 {
+			m.drop(d.endpoint, reasonSchemaInvalid, len(kept))
+			d.reason = reasonSchemaInvalid
+			return fault.WithDetails(fault.SchemaValidation, "the event does not match the tracking plan", rejected)
+		}
+		kept = valid
+	}
+
+	if quota := s.cfg.Quota; quota > 0 && len(kept) > 0 {
+		if !s.db.ReserveQuota(site.ID, len(kept), quota) {
+			m.drop(d.endpoint, reasonQuota, len(kept))
+			d.reason = reasonQuota
+			return &fault.Error{Code: fault.QuotaExceeded, Message: "this site has used its monthly event quota", RetryAfter: secondsToNextMonth(now)}
+		}
+		defer s.db.ReleaseQuota(site.ID, len(kept))
+	}
+
+	batch := make([]storage.IngestEvent, 0, len(kept))
+	loc := s.locator.Locate(r, d.endpoint == endpointEvents)
+	for i := range kept {
+		ev := &kept[i]
+		if ev.Consent == schema.ConsentDenied {
+			salt, err := s.db.DailySalt(r.Context(), now)
+			if err != nil {
+				return err
+			}
+			privacy.Cookieless(ev, salt)
+		}
+		batch = append(batch, s.enrich(ev, headerUA, d.endpoint, loc, credential))
+	}
+
+	res, err := s.db.Ingest(r.Context(), batch, quarantined, func(took time.Duration) {
+		m.storage[d.endpoint].Update(took.Seconds())
+	})
+	if err != nil {
+		m.drop(d.endpoint, reasonInternal, len(batch)+len(quarantined))
+		d.reason = reasonInternal
+		if errors.Is(err, context.Canceled) {
+			return fault.Errorf(fault.Unavailable, "the request was cancelled before its events were committed")
+		}
+		return err
+	}
+	d.answer.Accepted = res.Accepted
+	d.answer.Duplicates = len(batch) - res.Accepted
+	d.answer.Quarantined = len(quarantined)
+	m.accepted[d.endpoint].Add(res.Accepted)
+	m.deduped[d.endpoint].Add(d.answer.Duplicates)
+	m.quarantined[d.endpoint].Add(len(quarantined))
+	storedDenied := 0
+	for i := range batch {
+		if !res.Duplicate[i] && kept[i].Consent == schema.ConsentDenied {
+			storedDenied++
+		}
+	}
+	m.drop(d.endpoint, reasonAcceptedConsent, storedDenied)
+	d.consent += storedDenied
+	switch {
+	case storedDenied > 0 && storedDenied == res.Accepted:
+		d.reason = reasonAcceptedConsent
+	default:
+		d.reason = reasonAccepted
+	}
+	return nil
+}
+
+// enrich turns a validated event into a storage row: browser, OS and device
+// type from the User-Agent (the header for /events, the user_agent field
+// for /s2s/events), country and city from the request.
+func (s *Server) enrich(ev *schema.Event, headerUA, endpoint string, loc privacy.Location, credential string) storage.IngestEvent {
+	ua := headerUA
+	if endpoint == endpointS2S {
+		ua = ""
+		if ev.UserAgent != nil {
+			ua = *ev.UserAgent
+		}
+	}
+	agent := privacy.ParseAgent(ua)
+	row := storage.IngestEvent{
+		ID: ev.ID, SiteID: ev.SiteID, Type: ev.Type, AnonID: ev.AnonID,
+		UserID: ev.UserID, URL: ev.URL, Referrer: ev.Referrer, TS: ev.TS, Raw: ev.Raw,
+		Country: loc.Country, City: loc.City,
+		Browser: agent.Browser, OS: agent.OS, DeviceType: agent.DeviceType,
+		Credential: credential,
+	}
+	if ev.Type == "identify" {
+		row.Traits = ev.Traits
+	}
+	return row
+}
+
+// unprefixed rewrites details of one batch element so their pointers are
+// relative to that event, as the DLQ row stores the event alone.
+func unprefixed(details []fault.Detail, prefix string) []fault.Detail {
+	out := make([]fault.Detail, len(details))
+	for i, d := range details {
+		d.Path = d.Path[len(prefix):]
+		out[i] = d
+	}
+	return out
+}
+
+func secondsToNextMonth(now time.Time) int {
+	now = now.UTC()
+	next := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	return max(1, int(next.Sub(now).Seconds()))
+}
+
+// logDecision writes the one log line of an intake request: no IP, no
+// credential, no property or trait values.
+func (s *Server) logDecision(d *decision, took time.Duration) {
+	attrs := []any{"endpoint", d.endpoint, "site_id", d.site, "status", d.status, "reason", d.reason,
+		"events", d.events, "accepted", d.answer.Accepted, "duplicates", d.answer.Duplicates,
+		"quarantined", d.answer.Quarantined, "dropped", d.answer.Dropped, "duration_ms", float64(took.Microseconds()) / 1000}
+	if len(d.details) > 0 {
+		paths := make([]string, 0, len(d.details))
+		for _, dt := range d.details {
+			paths = append(paths, dt.Path)
+		}
+		attrs = append(attrs, "problems", paths)
+	}
+	if d.status >= 500 {
+		s.log.Error("intake", attrs...)
+		return
+	}
+	s.log.Info("intake", attrs...)
+}

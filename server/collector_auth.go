@@ -1,0 +1,57 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/storage"
+)
+
+// credentialSite is "site" in events.credential: the legacy site bearer.
+const credentialSite = "site"
+
+// collectorCredential authenticates an intake request under REQUIRE_API_KEY
+// and returns the site it may write to and the credential to record:
+//
+//   - none: only "Bearer <site_id>";
+//   - tag: that, or "Bearer <api key>" with "X-Site-Id: <site_id>";
+//   - require: only the API key form.
+//
+// A key needs ingest:write (admin also satisfies it). An unknown site, a
+// site of another workspace and a revoked key are all 401 unauthorized, so
+// nothing about other tenants can be learned here.
+func (s *Server) collectorCredential(r *http.Request) (*storage.Site, string, error) {
+	token, ok := bearer(r)
+	if !ok {
+		return nil, "", fault.Errorf(fault.Unauthorized, "missing credential: send Authorization: Bearer <site id or API key>")
+	}
+	mode := s.cfg.RequireAPIKey
+	if mode != KeyModeNone && strings.HasPrefix(token, "sk_") {
+		k, ok := s.db.Authenticate(token)
+		if !ok {
+			return nil, "", fault.Errorf(fault.Unauthorized, "unknown or revoked API key")
+		}
+		s.db.TouchKey(k)
+		siteID := r.Header.Get("X-Site-Id")
+		if siteID == "" {
+			return nil, "", fault.Errorf(fault.Unauthorized, "an API key must come with an X-Site-Id header naming the site")
+		}
+		site, ok := s.db.Site(siteID)
+		if !ok || site.WorkspaceID != k.WorkspaceID {
+			return nil, "", fault.Errorf(fault.Unauthorized, "this key cannot write to that site")
+		}
+		if !k.HasScope(storage.ScopeIngestWrite) {
+			return nil, "", fault.Errorf(fault.Forbidden, "this key lacks the %q scope", storage.ScopeIngestWrite)
+		}
+		return site, "key:" + k.ID, nil
+	}
+	if mode == KeyModeRequire {
+		return nil, "", fault.Errorf(fault.Unauthorized, "this collector requires an API key with the ingest:write scope and an X-Site-Id header")
+	}
+	site, ok := s.db.Site(token)
+	if !ok {
+		return nil, "", fault.Errorf(fault.Unauthorized, "unknown site")
+	}
+	return site, credentialSite, nil
+}

@@ -1,0 +1,170 @@
+package storage
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// quotaBook counts accepted events per site in the current UTC month: what
+// is committed (loaded from site_usage at start, then kept by the writer's
+// commit hooks) plus what requests in flight have reserved.
+type quotaBook struct {
+	mu       sync.Mutex
+	month    string
+	used     map[string]int
+	reserved map[string]int
+}
+
+func (q *quotaBook) roll(month string) {
+	if q.month != month {
+		q.month, q.used, q.reserved = month, map[string]int{}, map[string]int{}
+	}
+}
+
+func (db *DB) loadQuota(ctx context.Context) error {
+	db.quota.roll(db.now().UTC().Format("2006-01"))
+	rows, err := db.read.QueryContext(ctx, `SELECT site_id, accepted FROM site_usage WHERE month = ?`, db.quota.month)
+	if err != nil {
+		return fmt.Errorf("load usage: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var site string
+		var n int
+		if err := rows.Scan(&site, &n); err != nil {
+			return err
+		}
+		db.quota.used[site] = n
+	}
+	return rows.Err()
+}
+
+// ReserveQuota reserves n events of site's monthly quota limit. It reports
+// false, reserving nothing, when the site's accepted plus reserved events
+// would exceed limit. Every successful reservation must be followed by
+// ReleaseQuota(site, n) once the events are committed or refused.
+func (db *DB) ReserveQuota(site string, n, limit int) bool {
+	q := &db.quota
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.roll(db.now().UTC().Format("2006-01"))
+	if q.used[site]+q.reserved[site]+n > limit {
+		return false
+	}
+	q.reserved[site] += n
+	return true
+}
+
+// ReleaseQuota ends a reservation made by ReserveQuota.
+func (db *DB) ReleaseQuota(site string, n int) {
+	q := &db.quota
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.reserved[site] = max(q.reserved[site]-n, 0)
+}
+
+// MonthlyAccepted is site's accepted event count in the current UTC month.
+func (db *DB) MonthlyAccepted(site string) int {
+	q := &db.quota
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.roll(db.now().UTC().Format("2006-01"))
+	return q.used[site]
+}
+
+// commit records accepted events; it runs as a writer commit hook.
+func (q *quotaBook) commit(received time.Time, accepted map[string]int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.roll(received.UTC().Format("2006-01"))
+	for site, n := range accepted {
+		q.used[site] += n
+	}
+}
+
+// saltCache holds the cookieless salts of recent days.
+type saltCache struct {
+	mu    sync.Mutex
+	salts map[string][]byte
+}
+
+// DailySalt returns the secret salt of day's UTC date, creating it on first
+// use. Salts older than yesterday are deleted by the dedup pruning, after
+// which cookieless ids of those days cannot be recomputed.
+func (db *DB) DailySalt(ctx context.Context, day time.Time) ([]byte, error) {
+	key := day.UTC().Format("2006-01-02")
+	db.salts.mu.Lock()
+	s, ok := db.salts.salts[key]
+	db.salts.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, err
+	}
+	var salt []byte
+	err := db.writer.Do(ctx, func(tx *Tx) error {
+		if _, err := tx.Exec(`INSERT INTO daily_salts(day, salt) VALUES (?, ?) ON CONFLICT DO NOTHING`, key, fresh); err != nil {
+			return err
+		}
+		return tx.QueryRow(`SELECT salt FROM daily_salts WHERE day = ?`, key).Scan(&salt)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("daily salt: %w", err)
+	}
+	db.salts.mu.Lock()
+	if db.salts.salts == nil || len(db.salts.salts) > 4 {
+		db.salts.salts = map[string][]byte{}
+	}
+	db.salts.salts[key] = salt
+	db.salts.mu.Unlock()
+	return salt, nil
+}
+
+// pruneEvery is how often the writer forgets expired dedup ids and salts.
+const pruneEvery = 10 * time.Minute
+
+// Prune deletes dedup ids older than DedupWindow and salts older than
+// yesterday. The collector calls it periodically; it is cheap when there
+// is little to delete.
+func (db *DB) Prune(ctx context.Context) error {
+	now := db.now().UTC()
+	return db.writer.Do(ctx, func(tx *Tx) error {
+		if _, err := tx.Exec(`DELETE FROM event_ids WHERE received_ms < ?`, now.Add(-DedupWindow).UnixMilli()); err != nil {
+			return err
+		}
+		_, err := tx.Exec(`DELETE FROM daily_salts WHERE day < ?`, now.Add(-24*time.Hour).Format("2006-01-02"))
+		return err
+	})
+}
+
+// PruneLoop runs Prune every pruneEvery until ctx ends.
+func (db *DB) PruneLoop(ctx context.Context, onError func(error)) {
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := db.Prune(ctx); err != nil && ctx.Err() == nil {
+				onError(err)
+			}
+		}
+	}
+}
+
+// DLQSize counts the rows of the dead-letter queue.
+func (db *DB) DLQSize(ctx context.Context) (int, error) {
+	var n int
+	err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM dlq`).Scan(&n)
+	if err == sql.ErrNoRows {
+		return 0, nil
+	}
+	return n, err
+}
