@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -21,7 +22,16 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
+// gcPercent is the GOGC the server runs with unless GOGC is set. The live
+// heap is small, so the default of 100 collects very often, and those
+// collections were the main source of tail latency at ingest (p99 halved
+// at 400 in BenchmarkIngest). The cost is a heap up to 5x the live data.
+const gcPercent = 400
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
 }
 

@@ -77,6 +77,9 @@ func start(t *testing.T, bin string, env ...string) *process {
 	}
 }
 
+// interruptSignal stops the server cleanly.
+var interruptSignal = syscall.SIGTERM
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	res, err := http.Get(url)
@@ -141,15 +144,41 @@ func TestBadConfigurationExitsNonZero(t *testing.T) {
 		{"negative rate limit", nil, map[string]string{"INGEST_RATE_LIMIT": "-1"}},
 		{"quota not a number", nil, map[string]string{"INGEST_QUOTA": "lots"}},
 		{"unknown flag", []string{"--no-such-flag"}, nil},
+		{"unknown CONSENT_MODE", nil, map[string]string{"CONSENT_MODE": "sometimes"}},
+		{"TRUST_PROXY_HEADERS not a bool", nil, map[string]string{"TRUST_PROXY_HEADERS": "perhaps"}},
+		{"missing GeoIP file", nil, map[string]string{"GEOIP_DB_PATH": "/does/not/exist.mmdb"}},
+		{"missing plan file", nil, map[string]string{"SCHEMA_BUNDLE_PATH": "/does/not/exist.json"}},
+		{"plan that is not JSON", nil, map[string]string{"SCHEMA_BUNDLE_PATH": writeFile(t, "{")}},
+		{"plan with an unknown mode", nil, map[string]string{"SCHEMA_BUNDLE_PATH": writeFile(t, `{"mode":"drop","events":{}}`)}},
+		{"plan with a broken schema", nil, map[string]string{"SCHEMA_BUNDLE_PATH": writeFile(t, `{"events":{"purchase":{"type":"objekt"}}}`)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			getenv := func(k string) string { return tt.env[k] }
-			if code := run(tt.args, getenv, io.Discard); code == 0 {
+			env := map[string]string{"DATABASE_PATH": ":memory:", "COLLECTOR_ADDR": "127.0.0.1:0", "QUERY_ADDR": "127.0.0.1:0"}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			var stderr strings.Builder
+			if code := run(tt.args, func(k string) string { return env[k] }, &stderr); code == 0 {
 				t.Fatalf("got exit 0, want non-zero")
+			}
+			if stderr.Len() == 0 {
+				t.Fatal("got no message")
+			}
+			if tt.name == "plan with a broken schema" && !strings.Contains(stderr.String(), `event "purchase"`) {
+				t.Errorf("got %q, want the message to name the event", stderr.String())
 			}
 		})
 	}
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func TestConfigFlagsOverrideEnvironment(t *testing.T) {

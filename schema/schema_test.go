@@ -235,3 +235,36 @@ func BenchmarkValidate(b *testing.B) {
 		}
 	}
 }
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(okEvent))
+	f.Add([]byte("[" + okEvent + "," + okEvent + "]"))
+	f.Add([]byte(`{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3301","site_id":"w","anon_id":"a","type":"t","ts":"2026-01-01T00:00:00Z","properties":{"a":[1,{"b":null}]},"consent":"denied"}`))
+	f.Add([]byte(`[[]]`))
+	f.Add([]byte(`{"id":null}`))
+	f.Add([]byte("\x00\xff"))
+	f.Add([]byte(`[` + strings.Repeat(`{},`, 10) + `{}]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		evs, err := Parse(body, now)
+		if err != nil {
+			e := fault.As(err)
+			if e == nil || e.Code != fault.InvalidEvent || e.Message == "" || len(e.Details) == 0 {
+				t.Fatalf("got error %#v, want invalid_event with details", err)
+			}
+			for _, d := range e.Details {
+				if d.Message == "" || (d.Path != "" && d.Path[0] != '/') {
+					t.Fatalf("bad detail %+v", d)
+				}
+			}
+			return
+		}
+		if len(evs) == 0 || len(evs) > MaxBatch {
+			t.Fatalf("got %d events", len(evs))
+		}
+		for _, ev := range evs {
+			if !json.Valid(ev.Raw) || ev.ID == "" || ev.SiteID == "" || ev.AnonID == "" || ev.Type == "" {
+				t.Fatalf("accepted an event missing its envelope: %+v", ev)
+			}
+		}
+	})
+}

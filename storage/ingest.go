@@ -91,33 +91,54 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 	return &s, nil
 }
 
+// ingestWork is one Ingest call's share of a writer batch. The writer runs
+// the works of consecutive Ingest calls together (see Writer.commit), so a
+// visitor's session rows and the daily rollups are written once per batch
+// rather than once per request.
+type ingestWork struct {
+	events   []IngestEvent
+	dlq      []Quarantined
+	received time.Time
+	dup      []bool
+	accepted int
+	usage    map[string]int
+}
+
 // Ingest stores events (deduplicated by site and id) and quarantined DLQ
-// rows in one writer job, and keeps identity links, profiles, sessions and
-// the daily rollups current in the same transaction. It returns after the
-// commit. A full write queue gives ErrQueueFull at once. stats, when set,
-// receives the duration of the group commit.
+// rows, and keeps identity links, profiles, sessions and the daily rollups
+// current in the same transaction. It returns after the commit. A full write
+// queue gives ErrQueueFull at once. stats, when set, receives the duration
+// of the group commit.
 func (db *DB) Ingest(ctx context.Context, events []IngestEvent, dlq []Quarantined, stats func(time.Duration)) (IngestResult, error) {
-	res := IngestResult{Duplicate: make([]bool, len(events))}
 	if len(events) == 0 && len(dlq) == 0 {
-		return res, nil
+		return IngestResult{Duplicate: []bool{}}, nil
 	}
-	received := db.now().UTC()
-	err := db.writer.SubmitTimed(ctx, len(events)+len(dlq), func(tx *Tx) error {
-		clear(res.Duplicate)
-		res.Accepted = 0
-		j := &ingestJob{db: db, tx: tx, received: received}
-		if err := j.run(events, dlq, res.Duplicate); err != nil {
-			return err
-		}
-		res.Accepted = j.accepted
-		usage := j.usage
-		tx.OnCommit(func() { db.quota.commit(received, usage) })
-		return nil
-	}, stats)
-	if err != nil {
+	w := &ingestWork{events: events, dlq: dlq, received: db.now().UTC(), dup: make([]bool, len(events))}
+	j := &job{weight: max(len(events)+len(dlq), 1), done: make(chan error, 1), stats: stats, work: w,
+		fn: func(tx *Tx) error { return db.runIngest(tx, []*ingestWork{w}) }}
+	if err := db.writer.enqueue(ctx, j, false); err != nil {
 		return IngestResult{}, err
 	}
-	return res, nil
+	return IngestResult{Duplicate: w.dup, Accepted: w.accepted}, nil
+}
+
+// runIngest stores works in tx as one unit.
+func (db *DB) runIngest(tx *Tx, works []*ingestWork) error {
+	j := &ingestJob{db: db, tx: tx, days: map[dayKey]int{}, usage: map[[2]string]int{},
+		sessDays: map[[2]string]*sessionDelta{}, groups: map[[2]string][]*IngestEvent{}, linked: map[[3]string]bool{}}
+	for _, w := range works {
+		if err := j.add(w); err != nil {
+			return err
+		}
+	}
+	if err := j.finish(); err != nil {
+		return err
+	}
+	for _, w := range works {
+		received, usage := w.received, w.usage
+		tx.OnCommit(func() { db.quota.commit(received, usage) })
+	}
+	return nil
 }
 
 type dayKey struct{ site, day, typ string }
@@ -126,37 +147,40 @@ type sessionDelta struct {
 	sessions, durationMS, events, bounces int64
 }
 
+// ingestJob accumulates what a run of works writes besides the event rows.
 type ingestJob struct {
 	db       *DB
 	tx       *Tx
-	received time.Time
-	accepted int
-	usage    map[string]int
 	days     map[dayKey]int
+	usage    map[[2]string]int // (site, month) -> accepted
 	sessDays map[[2]string]*sessionDelta
+	groups   map[[2]string][]*IngestEvent // (site, anon) -> stored events
+	order    [][2]string
+	linked   map[[3]string]bool
 }
 
 func (j *ingestJob) stmt(s *sql.Stmt) *sql.Stmt { return j.tx.Stmt(s) }
 
-func (j *ingestJob) run(events []IngestEvent, dlq []Quarantined, dup []bool) error {
+// add stores one work's events and DLQ rows; sessions and rollups wait for
+// finish.
+func (j *ingestJob) add(w *ingestWork) error {
 	st := j.db.ingest
-	recv := FormatTime(j.received)
-	recvMS := j.received.UnixMilli()
-	j.usage = map[string]int{}
-	j.days = map[dayKey]int{}
-	j.sessDays = map[[2]string]*sessionDelta{}
+	recv := FormatTime(w.received)
+	recvMS := w.received.UnixMilli()
+	month := w.received.Format("2006-01")
+	// A work may be retried alone after a merged run failed: start clean.
+	clear(w.dup)
+	w.accepted = 0
+	w.usage = map[string]int{}
 	dedup, insert, link, profile := j.stmt(st.dedup), j.stmt(st.insertEvent), j.stmt(st.link), j.stmt(st.profile)
-	linked := map[[3]string]bool{}
-	groups := map[[2]string][]int{}
-	var order [][2]string
-	for i := range events {
-		e := &events[i]
+	for i := range w.events {
+		e := &w.events[i]
 		r, err := dedup.Exec(e.SiteID, e.ID, recvMS)
 		if err != nil {
 			return fmt.Errorf("dedup: %w", err)
 		}
 		if n, _ := r.RowsAffected(); n == 0 {
-			dup[i] = true
+			w.dup[i] = true
 			continue
 		}
 		ts := FormatTime(e.TS)
@@ -167,8 +191,8 @@ func (j *ingestJob) run(events []IngestEvent, dlq []Quarantined, dup []bool) err
 		}
 		if e.UserID != nil {
 			k := [3]string{e.SiteID, e.AnonID, *e.UserID}
-			if !linked[k] {
-				linked[k] = true
+			if !j.linked[k] {
+				j.linked[k] = true
 				if _, err := link.Exec(e.SiteID, e.AnonID, *e.UserID, recv); err != nil {
 					return fmt.Errorf("identity link: %w", err)
 				}
@@ -183,32 +207,35 @@ func (j *ingestJob) run(events []IngestEvent, dlq []Quarantined, dup []bool) err
 				}
 			}
 		}
-		j.accepted++
-		j.usage[e.SiteID]++
+		w.accepted++
+		w.usage[e.SiteID]++
+		j.usage[[2]string{e.SiteID, month}]++
 		j.days[dayKey{e.SiteID, ts[:10], e.Type}]++
 		g := [2]string{e.SiteID, e.AnonID}
-		if _, ok := groups[g]; !ok {
-			order = append(order, g)
+		if _, ok := j.groups[g]; !ok {
+			j.order = append(j.order, g)
 		}
-		groups[g] = append(groups[g], i)
+		j.groups[g] = append(j.groups[g], e)
 	}
-	for _, g := range order {
-		if err := j.sessions(g[0], g[1], events, groups[g]); err != nil {
-			return err
-		}
-	}
-	if err := j.rollups(); err != nil {
-		return err
-	}
-	if len(dlq) > 0 {
+	if len(w.dlq) > 0 {
 		ins := j.stmt(st.dlq)
-		for _, q := range dlq {
+		for _, q := range w.dlq {
 			if _, err := ins.Exec(q.ID, q.SiteID, string(q.Payload), q.Errors, recv, q.AnonID, q.UserID, q.Endpoint); err != nil {
 				return fmt.Errorf("insert dlq: %w", err)
 			}
 		}
 	}
 	return nil
+}
+
+// finish writes the sessions and rollups of everything added.
+func (j *ingestJob) finish() error {
+	for _, g := range j.order {
+		if err := j.sessions(g[0], g[1], j.groups[g]); err != nil {
+			return err
+		}
+	}
+	return j.rollups()
 }
 
 // session is one row of sessions as the job sees it.
@@ -222,17 +249,17 @@ type session struct {
 	deleted    bool
 }
 
-// sessions assigns the events idx (one site and anon id) to sessions. It
+// sessions assigns events (of one site and anon id) to sessions. It
 // loads the visitor's sessions that could touch these events, merges the
 // events in (an event within SessionGap of a session joins it; an event
 // that bridges two sessions merges them), and writes back only what
 // changed. Out-of-order arrival therefore gives the same sessions as
 // in-order arrival.
-func (j *ingestJob) sessions(site, anon string, events []IngestEvent, idx []int) error {
-	minTS, maxTS := events[idx[0]].TS, events[idx[0]].TS
-	for _, i := range idx {
-		minTS = minTime(minTS, events[i].TS)
-		maxTS = maxTime(maxTS, events[i].TS)
+func (j *ingestJob) sessions(site, anon string, events []*IngestEvent) error {
+	minTS, maxTS := events[0].TS, events[0].TS
+	for _, e := range events {
+		minTS = minTime(minTS, e.TS)
+		maxTS = maxTime(maxTS, e.TS)
 	}
 	rows, err := j.stmt(j.db.ingest.loadSessions).Query(site, anon, FormatTime(maxTS.Add(SessionGap)))
 	if err != nil {
@@ -258,8 +285,7 @@ func (j *ingestJob) sessions(site, anon string, events []IngestEvent, idx []int)
 	}
 	rows.Close()
 
-	for _, i := range idx {
-		e := &events[i]
+	for _, e := range events {
 		ts := e.TS.Truncate(time.Millisecond)
 		var into *session
 		for _, s := range list {
@@ -355,10 +381,9 @@ func (j *ingestJob) rollups() error {
 			return fmt.Errorf("daily sessions: %w", err)
 		}
 	}
-	month := j.received.Format("2006-01")
 	us := j.stmt(j.db.ingest.usage)
-	for site, n := range j.usage {
-		if _, err := us.Exec(site, month, n); err != nil {
+	for k, n := range j.usage {
+		if _, err := us.Exec(k[0], k[1], n); err != nil {
 			return fmt.Errorf("site usage: %w", err)
 		}
 	}

@@ -59,8 +59,11 @@ type DB struct {
 	writer *Writer
 	now    func() time.Time
 	ingest *ingestStmts
-	quota  quotaBook
-	salts  saltCache
+	// ckpt runs WAL checkpoints; nil for :memory:, which has no WAL.
+	ckpt               *sql.DB
+	ckptStop, ckptDone chan struct{}
+	quota              quotaBook
+	salts              saltCache
 	tenants
 
 	closeOnce sync.Once
@@ -121,7 +124,18 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		write.Close()
 		return nil, err
 	}
-	db.writer = newWriter(write, opts.QueueSize)
+	db.writer = newWriter(write, opts.QueueSize, db.runIngest)
+	if opts.Path != ":memory:" {
+		if db.ckpt, err = sql.Open("sqlite", writeDSN); err != nil {
+			db.writer.Close()
+			read.Close()
+			write.Close()
+			return nil, err
+		}
+		db.ckpt.SetMaxOpenConns(1)
+		db.ckptStop, db.ckptDone = make(chan struct{}), make(chan struct{})
+		go checkpointLoop(db.ckpt, db.ckptStop, db.ckptDone)
+	}
 	return db, nil
 }
 
@@ -149,8 +163,34 @@ func dsns(path string) (write, read string, err error) {
 	base := "file:" + path + "?" + common + "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 	// _txlock=immediate takes the write lock at BEGIN, so the writer never
 	// upgrades a read transaction and hits SQLITE_BUSY mid-transaction.
-	return base + "&_pragma=cache_size(-65536)&_txlock=immediate",
+	//
+	// The writer never checkpoints (wal_autocheckpoint=0): copying the WAL
+	// into the database and its fsync would stall every caller queued behind
+	// that commit. checkpointLoop does it from its own connection instead.
+	// temp_store=MEMORY keeps the per-job savepoints' sub-journals in RAM.
+	return base + "&_pragma=cache_size(-65536)&_pragma=temp_store(2)&_pragma=wal_autocheckpoint(0)&_txlock=immediate",
 		base + "&_pragma=query_only(1)", nil
+}
+
+// checkpointEvery is how often the background checkpoint runs.
+const checkpointEvery = 250 * time.Millisecond
+
+// checkpointLoop copies committed WAL frames into the database file from a
+// connection of its own, without blocking the writer (PASSIVE), until stop
+// is closed; then it checkpoints once more and truncates the WAL.
+func checkpointLoop(db *sql.DB, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(checkpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+			return
+		case <-t.C:
+			db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+		}
+	}
 }
 
 func randomHex(n int) string {
@@ -225,9 +265,15 @@ func migrate(ctx context.Context, db *sql.DB, now func() time.Time) error {
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		db.writer.Close()
+		var cerr error
+		if db.ckpt != nil {
+			close(db.ckptStop)
+			<-db.ckptDone
+			cerr = db.ckpt.Close()
+		}
 		rerr := db.read.Close()
 		werr := db.write.Close()
-		db.closeErr = errors.Join(werr, rerr)
+		db.closeErr = errors.Join(werr, rerr, cerr)
 	})
 	return db.closeErr
 }
@@ -243,5 +289,10 @@ func (db *DB) Ping(ctx context.Context) error {
 // PoolStats reports the connection counts of both pools together.
 func (db *DB) PoolStats() (open, idle int) {
 	w, r := db.write.Stats(), db.read.Stats()
-	return w.OpenConnections + r.OpenConnections, w.Idle + r.Idle
+	open, idle = w.OpenConnections+r.OpenConnections, w.Idle+r.Idle
+	if db.ckpt != nil {
+		c := db.ckpt.Stats()
+		open, idle = open+c.OpenConnections, idle+c.Idle
+	}
+	return open, idle
 }

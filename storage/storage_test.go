@@ -181,9 +181,9 @@ func TestWriterQueueFullAndDrainOnClose(t *testing.T) {
 	// Jobs queued before Close are committed; later ones are refused.
 	done := make(chan error, 1)
 	block := make(chan struct{})
-	go db.writer.Submit(ctx, 1, func(tx *Tx) error { <-block; return nil })
-	for db.writer.QueueLen() > 0 {
-	}
+	running := make(chan struct{})
+	go db.writer.Submit(ctx, 1, func(tx *Tx) error { close(running); <-block; return nil })
+	<-running // the writer is inside that job, so the next one stays queued
 	go func() {
 		done <- db.writer.Submit(ctx, 1, func(tx *Tx) error {
 			_, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES ('s', 'late', 'u', 'now')`)

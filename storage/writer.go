@@ -38,8 +38,10 @@ type job struct {
 	fn     func(*Tx) error
 	weight int
 	done   chan error
-	// BatchStats, when set, receives how long the group commit took.
+	// stats, when set, receives how long the group commit took.
 	stats func(commit time.Duration)
+	// work marks an Ingest job; consecutive ones run merged (see commit).
+	work *ingestWork
 }
 
 // Writer owns the write connection. One goroutine takes whatever jobs are
@@ -50,14 +52,16 @@ type job struct {
 type Writer struct {
 	db    *sql.DB
 	queue chan *job
+	// ingest runs several Ingest works as one unit.
+	ingest func(tx *Tx, works []*ingestWork) error
 
 	mu     sync.RWMutex // guards closed against sends on a closed queue
 	closed bool
 	exited chan struct{}
 }
 
-func newWriter(db *sql.DB, size int) *Writer {
-	w := &Writer{db: db, queue: make(chan *job, size), exited: make(chan struct{})}
+func newWriter(db *sql.DB, size int, ingest func(*Tx, []*ingestWork) error) *Writer {
+	w := &Writer{db: db, queue: make(chan *job, size), exited: make(chan struct{}), ingest: ingest}
 	go w.loop()
 	return w
 }
@@ -83,7 +87,12 @@ func (w *Writer) SubmitTimed(ctx context.Context, weight int, fn func(*Tx) error
 }
 
 func (w *Writer) submit(ctx context.Context, weight int, fn func(*Tx) error, wait bool, stats func(time.Duration)) error {
-	j := &job{fn: fn, weight: max(weight, 1), done: make(chan error, 1), stats: stats}
+	return w.enqueue(ctx, &job{fn: fn, weight: max(weight, 1), done: make(chan error, 1), stats: stats}, wait)
+}
+
+// enqueue queues j (waiting for room when wait is set) and waits for its
+// commit.
+func (w *Writer) enqueue(ctx context.Context, j *job, wait bool) error {
 	w.mu.RLock()
 	if w.closed {
 		w.mu.RUnlock()
@@ -177,8 +186,18 @@ func (w *Writer) commit(batch []*job) {
 		}
 		return
 	}
-	for i, j := range batch {
-		errs[i], hooks[i] = runJob(sqlTx, j)
+	for i := 0; i < len(batch); {
+		if batch[i].work == nil {
+			errs[i], hooks[i] = runJob(sqlTx, batch[i])
+			i++
+			continue
+		}
+		k := i + 1
+		for k < len(batch) && batch[k].work != nil {
+			k++
+		}
+		w.runIngest(sqlTx, batch[i:k], errs[i:k], hooks[i:k])
+		i = k
 	}
 	if err := sqlTx.Commit(); err != nil {
 		err = fmt.Errorf("commit: %w", err)
@@ -199,6 +218,26 @@ func (w *Writer) commit(batch []*job) {
 			j.stats(elapsed)
 		}
 		j.done <- errs[i]
+	}
+}
+
+// runIngest runs consecutive Ingest jobs as one merged job, so their
+// sessions and rollups are written once. Should the merged job fail, each
+// job runs again alone, so one bad request cannot fail the others.
+func (w *Writer) runIngest(sqlTx *sql.Tx, jobs []*job, errs []error, hooks [][]func()) {
+	if len(jobs) > 1 {
+		works := make([]*ingestWork, len(jobs))
+		for i, j := range jobs {
+			works[i] = j.work
+		}
+		merged := &job{fn: func(tx *Tx) error { return w.ingest(tx, works) }}
+		if err, h := runJob(sqlTx, merged); err == nil {
+			hooks[0] = h
+			return
+		}
+	}
+	for i, j := range jobs {
+		errs[i], hooks[i] = runJob(sqlTx, j)
 	}
 }
 

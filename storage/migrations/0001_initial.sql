@@ -96,8 +96,9 @@ CREATE TABLE sessions (
     ended_at     TEXT NOT NULL,
     event_count  INTEGER NOT NULL
 );
+-- Sessions are found by visitor (ingest, GDPR); counts by day come from
+-- the daily_sessions rollup (0002), so no index by start time is kept.
 CREATE INDEX sessions_site_anon_start ON sessions(site_id, anon_id, started_at);
-CREATE INDEX sessions_site_start ON sessions(site_id, started_at);
 
 CREATE TABLE user_profiles (
     site_id     TEXT NOT NULL,
