@@ -139,6 +139,13 @@ func (s *Server) Query() http.Handler {
 	rt.handle(http.MethodPost, "/workspaces/:slug/keys", s.createKey)
 	rt.handle(http.MethodDelete, "/workspaces/:slug/keys/:keyId", s.revokeKey)
 	rt.handle(http.MethodGet, "/workspaces/:slug/audit", s.listAudit)
+
+	rt.handle(http.MethodGet, "/sites/:siteId/pageviews", s.pageviews)
+	rt.handle(http.MethodGet, "/sites/:siteId/events", s.eventCounts)
+	rt.handle(http.MethodGet, "/sites/:siteId/sessions", s.sessions)
+	rt.handle(http.MethodGet, "/sites/:siteId/users/:userId/timeline", s.timeline)
+	rt.handle(http.MethodPost, "/sites/:siteId/gdpr/export", s.gdprExport)
+	rt.handle(http.MethodPost, "/sites/:siteId/gdpr/delete", s.gdprDelete)
 	return rt
 }
 

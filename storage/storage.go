@@ -168,7 +168,9 @@ func dsns(path string) (write, read string, err error) {
 	// into the database and its fsync would stall every caller queued behind
 	// that commit. checkpointLoop does it from its own connection instead.
 	// temp_store=MEMORY keeps the per-job savepoints' sub-journals in RAM.
-	return base + "&_pragma=cache_size(-65536)&_pragma=temp_store(2)&_pragma=wal_autocheckpoint(0)&_txlock=immediate",
+	// secure_delete overwrites deleted content, so GDPR-erased rows do not
+	// linger in free pages of the file.
+	return base + "&_pragma=cache_size(-65536)&_pragma=temp_store(2)&_pragma=secure_delete(1)&_pragma=wal_autocheckpoint(0)&_txlock=immediate",
 		base + "&_pragma=query_only(1)", nil
 }
 

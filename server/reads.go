@@ -1,0 +1,139 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/storage"
+)
+
+// maxRangeDays caps a read range; longer ranges are 400 invalid_date_range.
+const maxRangeDays = 366
+
+// dateRange parses the from and to query parameters: both required,
+// YYYY-MM-DD, inclusive UTC days, from not after to, at most maxRangeDays.
+func dateRange(r *http.Request) (from, to time.Time, err error) {
+	parse := func(name string) (time.Time, error) {
+		v := r.URL.Query().Get(name)
+		if v == "" {
+			return time.Time{}, fault.Errorf(fault.InvalidDateParam, "%s is required, as YYYY-MM-DD", name)
+		}
+		t, err := time.Parse("2006-01-02", v)
+		if err != nil {
+			return time.Time{}, fault.Errorf(fault.InvalidDateParam, "%s must be a date as YYYY-MM-DD, not %q", name, v)
+		}
+		return t, nil
+	}
+	if from, err = parse("from"); err != nil {
+		return
+	}
+	if to, err = parse("to"); err != nil {
+		return
+	}
+	if from.After(to) {
+		return from, to, fault.Errorf(fault.InvalidDateRange, "from (%s) is after to (%s)", from.Format("2006-01-02"), to.Format("2006-01-02"))
+	}
+	if days := int(to.Sub(from).Hours()/24) + 1; days > maxRangeDays {
+		return from, to, fault.Errorf(fault.InvalidDateRange, "a range may span at most %d days, this one spans %d", maxRangeDays, days)
+	}
+	return from, to, nil
+}
+
+// readSite authenticates a read and parses its range.
+func (s *Server) readSite(r *http.Request, ps httprouter.Params) (*storage.Site, time.Time, time.Time, error) {
+	_, site, err := s.site(r, ps.ByName("siteId"), storage.ScopeQueryRead)
+	if err != nil {
+		return nil, time.Time{}, time.Time{}, err
+	}
+	from, to, err := dateRange(r)
+	return site, from, to, err
+}
+
+// pageviews answers {count, by_day: [{date, count}]}, zero-filled.
+//
+// GET /sites/:siteId/pageviews
+func (s *Server) pageviews(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	site, from, to, err := s.readSite(r, ps)
+	if err != nil {
+		return err
+	}
+	total, days, err := s.db.Pageviews(r.Context(), site.ID, from, to)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"count": total, "by_day": days})
+	return nil
+}
+
+// eventCounts answers {by_name: [{name, count}]}, by count descending, then
+// name ascending.
+//
+// GET /sites/:siteId/events
+func (s *Server) eventCounts(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	site, from, to, err := s.readSite(r, ps)
+	if err != nil {
+		return err
+	}
+	list, err := s.db.EventCounts(r.Context(), site.ID, from, to)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"by_name": list})
+	return nil
+}
+
+// sessions answers {count, avg_duration_s, avg_events, bounce_rate} of the
+// sessions starting in the range; zeros for none.
+//
+// GET /sites/:siteId/sessions
+func (s *Server) sessions(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	site, from, to, err := s.readSite(r, ps)
+	if err != nil {
+		return err
+	}
+	stats, err := s.db.Sessions(r.Context(), site.ID, from, to)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, stats)
+	return nil
+}
+
+// timeline answers {events, next_before}: the events of every anon id ever
+// linked to the user, newest first; limit 1-1000 (default 100), before
+// exclusive.
+//
+// GET /sites/:siteId/users/:userId/timeline
+func (s *Server) timeline(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	_, site, err := s.site(r, ps.ByName("siteId"), storage.ScopeQueryRead)
+	if err != nil {
+		return err
+	}
+	limit, err := limitParam(r, 100, 1000)
+	if err != nil {
+		return err
+	}
+	before, err := timeParam(r, "before")
+	if err != nil {
+		return err
+	}
+	anonIDs, err := s.db.LinkedAnonIDs(r.Context(), site.ID, ps.ByName("userId"))
+	if err != nil {
+		return err
+	}
+	if len(anonIDs) == 0 {
+		return fault.Errorf(fault.UserNotFound, "no user with that id has been seen on this site")
+	}
+	events, next, err := s.db.Timeline(r.Context(), site.ID, anonIDs, limit, before)
+	if err != nil {
+		return err
+	}
+	if events == nil {
+		events = []storage.TimelineEvent{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": events, "next_before": next})
+	return nil
+}

@@ -1,0 +1,284 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// DayCount is one day of a per-day series.
+type DayCount struct {
+	Date  string `json:"date"`
+	Count int64  `json:"count"`
+}
+
+// NameCount is one event type and its count.
+type NameCount struct {
+	Name  string `json:"name"`
+	Count int64  `json:"count"`
+}
+
+// SessionStats summarises the sessions that start in a range.
+type SessionStats struct {
+	Count        int64   `json:"count"`
+	AvgDurationS float64 `json:"avg_duration_s"`
+	AvgEvents    float64 `json:"avg_events"`
+	BounceRate   float64 `json:"bounce_rate"`
+}
+
+// dayLayout is the format of rollup days and of read ranges.
+const dayLayout = "2006-01-02"
+
+// Pageviews returns the pageview count of every day from..to (inclusive,
+// UTC days), zero-filled, oldest first, and their total. It reads the
+// daily_events rollup only.
+func (db *DB) Pageviews(ctx context.Context, site string, from, to time.Time) (int64, []DayCount, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT day, count FROM daily_events
+		WHERE site_id = ? AND type = 'pageview' AND day BETWEEN ? AND ?`,
+		site, from.Format(dayLayout), to.Format(dayLayout))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer rows.Close()
+	counts := map[string]int64{}
+	for rows.Next() {
+		var day string
+		var n int64
+		if err := rows.Scan(&day, &n); err != nil {
+			return 0, nil, err
+		}
+		counts[day] = n
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, err
+	}
+	var total int64
+	days := []DayCount{}
+	for d := from; !d.After(to); d = d.AddDate(0, 0, 1) {
+		key := d.Format(dayLayout)
+		days = append(days, DayCount{Date: key, Count: counts[key]})
+		total += counts[key]
+	}
+	return total, days, nil
+}
+
+// EventCounts returns the count of each event type in from..to, by count
+// descending, then name ascending.
+func (db *DB) EventCounts(ctx context.Context, site string, from, to time.Time) ([]NameCount, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT type, SUM(count) AS n FROM daily_events
+		WHERE site_id = ? AND day BETWEEN ? AND ? GROUP BY type HAVING n > 0 ORDER BY n DESC, type ASC`,
+		site, from.Format(dayLayout), to.Format(dayLayout))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	list := []NameCount{}
+	for rows.Next() {
+		var nc NameCount
+		if err := rows.Scan(&nc.Name, &nc.Count); err != nil {
+			return nil, err
+		}
+		list = append(list, nc)
+	}
+	return list, rows.Err()
+}
+
+// Sessions summarises the sessions starting in from..to; an empty range
+// gives zeros.
+func (db *DB) Sessions(ctx context.Context, site string, from, to time.Time) (SessionStats, error) {
+	var count, durMS, events, bounces int64
+	err := db.read.QueryRowContext(ctx, `SELECT COALESCE(SUM(sessions), 0), COALESCE(SUM(duration_ms), 0),
+		COALESCE(SUM(events), 0), COALESCE(SUM(bounces), 0) FROM daily_sessions
+		WHERE site_id = ? AND day BETWEEN ? AND ?`, site, from.Format(dayLayout), to.Format(dayLayout)).
+		Scan(&count, &durMS, &events, &bounces)
+	if err != nil || count <= 0 {
+		return SessionStats{}, err
+	}
+	n := float64(count)
+	return SessionStats{Count: count, AvgDurationS: float64(durMS) / 1000 / n,
+		AvgEvents: float64(events) / n, BounceRate: float64(bounces) / n}, nil
+}
+
+// TimelineEvent is an event as the per-user timeline shows it: no raw
+// payload and no user agent, which may carry personal data.
+type TimelineEvent struct {
+	ID         string  `json:"id"`
+	Type       string  `json:"type"`
+	URL        *string `json:"url"`
+	TS         string  `json:"ts"`
+	AnonID     string  `json:"anon_id"`
+	Referrer   *string `json:"referrer"`
+	Country    *string `json:"country"`
+	City       *string `json:"city"`
+	Browser    *string `json:"browser"`
+	OS         *string `json:"os"`
+	DeviceType *string `json:"device_type"`
+
+	seq int64
+}
+
+// LinkedAnonIDs returns every anon id ever bound to user on site; none
+// means the user is unknown there.
+func (db *DB) LinkedAnonIDs(ctx context.Context, site, user string) ([]string, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT anon_id FROM identity_links WHERE site_id = ? AND user_id = ? ORDER BY anon_id`, site, user)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+const timelineColumns = `SELECT seq, id, type, url, ts, anon_id, referrer, country, city, browser, os, device_type FROM events`
+
+// Timeline returns a page of the events of anonIDs on site, newest first,
+// with ts strictly before before (no bound when before is zero). The page
+// holds limit events, or more when the events after the limit-th share its
+// ts: a page never ends inside a group of equal timestamps, so the ts
+// cursor neither skips nor repeats an event. next is that last ts when
+// more events exist.
+func (db *DB) Timeline(ctx context.Context, site string, anonIDs []string, limit int, before time.Time) ([]TimelineEvent, *string, error) {
+	bound := "9999-12-31T23:59:59.999Z"
+	if !before.IsZero() {
+		bound = FormatTime(ceilMillisecond(before))
+	}
+	// One index range per anon id, each already newest first, merged here:
+	// cheaper than letting SQLite sort the union of a long history.
+	var merged []TimelineEvent
+	for _, anon := range anonIDs {
+		page, err := db.timelineQuery(ctx, timelineColumns+` WHERE site_id = ? AND anon_id = ? AND ts < ? ORDER BY ts DESC, seq DESC LIMIT ?`,
+			site, anon, bound, limit+1)
+		if err != nil {
+			return nil, nil, err
+		}
+		merged = append(merged, page...)
+	}
+	sortTimeline(merged)
+	if len(merged) <= limit {
+		return merged, nil, nil
+	}
+	edge := merged[limit-1].TS
+	page := merged[:0:0]
+	for _, e := range merged[:limit] {
+		if e.TS != edge {
+			page = append(page, e)
+		}
+	}
+	var tied []TimelineEvent
+	for _, anon := range anonIDs {
+		rows, err := db.timelineQuery(ctx, timelineColumns+` WHERE site_id = ? AND anon_id = ? AND ts = ?`, site, anon, edge)
+		if err != nil {
+			return nil, nil, err
+		}
+		tied = append(tied, rows...)
+	}
+	sortTimeline(tied)
+	page = append(page, tied...)
+	// More events exist when anything older than the edge remains.
+	args := []any{site}
+	for _, a := range anonIDs {
+		args = append(args, a)
+	}
+	var more int
+	err := db.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE site_id = ? AND anon_id IN (`+
+		placeholders(len(anonIDs))+`) AND ts < ?)`, append(args, edge)...).Scan(&more)
+	if err != nil {
+		return nil, nil, err
+	}
+	if more == 0 {
+		return page, nil, nil
+	}
+	return page, &edge, nil
+}
+
+func sortTimeline(list []TimelineEvent) {
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].TS != list[j].TS {
+			return list[i].TS > list[j].TS
+		}
+		return list[i].seq > list[j].seq
+	})
+}
+
+func (db *DB) timelineQuery(ctx context.Context, query string, args ...any) ([]TimelineEvent, error) {
+	rows, err := db.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var list []TimelineEvent
+	for rows.Next() {
+		var e TimelineEvent
+		if err := rows.Scan(&e.seq, &e.ID, &e.Type, &e.URL, &e.TS, &e.AnonID, &e.Referrer, &e.Country, &e.City, &e.Browser, &e.OS, &e.DeviceType); err != nil {
+			return nil, err
+		}
+		list = append(list, e)
+	}
+	return list, rows.Err()
+}
+
+// placeholders returns "?, ?, ?" for n arguments.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// scanRows reads every row of rows into maps of column name to value, for
+// exports that must return complete rows whatever columns a table has.
+// Columns named in jsonColumns hold JSON text and are returned as JSON.
+func scanRows(rows *sql.Rows, jsonColumns ...string) ([]map[string]any, error) {
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	isJSON := map[string]bool{}
+	for _, c := range jsonColumns {
+		isJSON[c] = true
+	}
+	out := []map[string]any{}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		row := make(map[string]any, len(cols))
+		for i, c := range cols {
+			v := vals[i]
+			if b, ok := v.([]byte); ok {
+				v = string(b)
+			}
+			if s, ok := v.(string); ok && isJSON[c] {
+				v = rawJSON(s)
+			}
+			row[c] = v
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
+}
+
+// rawJSON is stored JSON text returned as JSON rather than as a string.
+type rawJSON string
+
+// MarshalJSON returns the text itself, or a JSON string of it when it is
+// not valid JSON (so a damaged row still exports).
+func (r rawJSON) MarshalJSON() ([]byte, error) {
+	if json.Valid([]byte(r)) {
+		return []byte(r), nil
+	}
+	return []byte(fmt.Sprintf("%q", string(r))), nil
+}
