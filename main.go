@@ -92,10 +92,19 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		RateLimit:     cfg.IngestRateLimit,
 		Quota:         cfg.IngestQuota,
 		Plan:          plan,
+		PlanPath:      cfg.SchemaBundlePath,
 		Locator:       locator,
 		Logger:        log,
 	}, db)
 	go srv.Run(ctx)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			srv.ReloadPlan() // logs the outcome; a broken plan leaves the old one active
+		}
+	}()
 
 	servers := []*http.Server{
 		newHTTPServer(srv.Collector(), log),

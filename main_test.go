@@ -197,3 +197,46 @@ func TestConfigFlagsOverrideEnvironment(t *testing.T) {
 		t.Fatalf("got defaults %+v", d)
 	}
 }
+
+func TestSIGHUPReloadsThePlan(t *testing.T) {
+	bin := buildBinary(t)
+	plan := writeFile(t, `{"events":{"pageview":{"type":"object"}}}`)
+	p := start(t, bin, "DATABASE_PATH=:memory:", "ADMIN_TOKEN=tok", "SCHEMA_BUNDLE_PATH="+plan)
+	admin := func(method, path, body string) int {
+		req, _ := http.NewRequest(method, p.query+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	admin("POST", "/v1/workspaces", `{"name":"a","slug":"a"}`)
+	admin("POST", "/v1/workspaces/a/sites", `{"id":"web","name":"w"}`)
+	send := func(id string) int {
+		req, _ := http.NewRequest("POST", p.collector+"/v1/events", strings.NewReader(
+			`{"id":"`+id+`","site_id":"web","anon_id":"a","type":"click"}`))
+		req.Header.Set("Authorization", "Bearer web")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := send("00000000-0000-4000-8000-000000000001"); code != 400 {
+		t.Fatalf("before reload: got %d, want 400", code)
+	}
+	if err := os.WriteFile(plan, []byte(`{"events":{"*":{"type":"object"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(5 * time.Second)
+	for send("00000000-0000-4000-8000-000000000002") != 202 {
+		if time.Now().After(deadline) {
+			t.Fatal("SIGHUP did not reload the plan")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -44,6 +44,10 @@ const (
 	CollectorUnreachable = "collector_unreachable"
 	InvalidSignature     = "invalid_signature"
 	InvalidBody          = "invalid_body"
+	InvalidPlan          = "invalid_plan"
+	PlanNotConfigured    = "plan_not_configured"
+	InvalidSourcemap     = "invalid_sourcemap"
+	InvalidAdapter       = "invalid_adapter"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

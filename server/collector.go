@@ -110,14 +110,7 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 	headerUA := r.UserAgent()
 	for i := range events {
 		ev := &events[i]
-		ua := headerUA
-		if d.endpoint == endpointS2S {
-			ua = ""
-			if ev.UserAgent != nil {
-				ua = *ev.UserAgent
-			}
-		}
-		if privacy.ParseAgent(ua).Bot {
+		if privacy.ParseAgent(agentOf(ev, headerUA, d.endpoint)).Bot {
 			d.bots++
 			continue
 		}
@@ -157,7 +150,8 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 				rejected = append(rejected, problems...)
 			default:
 				quarantined = append(quarantined, storage.Quarantined{ID: ev.ID, SiteID: ev.SiteID, Payload: ev.Raw,
-					Errors: schema.MarshalDetails(unprefixed(problems, ev.Pointer)), AnonID: ev.AnonID, UserID: ev.UserID, Endpoint: d.endpoint})
+					Errors: schema.MarshalDetails(unprefixed(problems, ev.Pointer)), AnonID: ev.AnonID, UserID: ev.UserID,
+					Endpoint: d.endpoint, UserAgent: agentOf(ev, headerUA, d.endpoint)})
 			}
 		}
 		if len(rejected) > 0 {
@@ -229,14 +223,7 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 // type from the User-Agent (the header for /events, the user_agent field
 // for /s2s/events), country and city from the request.
 func (s *Server) enrich(ev *schema.Event, headerUA, endpoint string, loc privacy.Location, credential string) storage.IngestEvent {
-	ua := headerUA
-	if endpoint == endpointS2S {
-		ua = ""
-		if ev.UserAgent != nil {
-			ua = *ev.UserAgent
-		}
-	}
-	agent := privacy.ParseAgent(ua)
+	agent := privacy.ParseAgent(agentOf(ev, headerUA, endpoint))
 	row := storage.IngestEvent{
 		ID: ev.ID, SiteID: ev.SiteID, Type: ev.Type, AnonID: ev.AnonID,
 		UserID: ev.UserID, URL: ev.URL, Referrer: ev.Referrer, TS: ev.TS, Raw: ev.Raw,
@@ -248,6 +235,19 @@ func (s *Server) enrich(ev *schema.Event, headerUA, endpoint string, loc privacy
 		row.Traits = ev.Traits
 	}
 	return row
+}
+
+// agentOf is the User-Agent that describes ev's visitor: the request's
+// header on /events, the event's user_agent field on /s2s/events (where the
+// header is the sending server's own).
+func agentOf(ev *schema.Event, headerUA, endpoint string) string {
+	if endpoint != endpointS2S {
+		return headerUA
+	}
+	if ev.UserAgent != nil {
+		return *ev.UserAgent
+	}
+	return ""
 }
 
 // unprefixed rewrites details of one batch element so their pointers are

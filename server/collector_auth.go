@@ -11,6 +11,10 @@ import (
 // credentialSite is "site" in events.credential: the legacy site bearer.
 const credentialSite = "site"
 
+// credentialInternal is "internal" in events.credential: re-posted by this
+// process (DLQ replay or a webhook adapter).
+const credentialInternal = "internal"
+
 // collectorCredential authenticates an intake request under REQUIRE_API_KEY
 // and returns the site it may write to and the credential to record:
 //
@@ -27,6 +31,14 @@ func (s *Server) collectorCredential(r *http.Request) (*storage.Site, string, er
 		return nil, "", fault.Errorf(fault.Unauthorized, "missing credential: send Authorization: Bearer <site id or API key>")
 	}
 	mode := s.cfg.RequireAPIKey
+	if strings.HasPrefix(token, internalPrefix) {
+		// This process re-posting events (DLQ replay, webhooks): any mode.
+		site, ok := s.db.Site(r.Header.Get("X-Site-Id"))
+		if !s.internal.matches(token) || !ok {
+			return nil, "", fault.Errorf(fault.Unauthorized, "invalid internal credential")
+		}
+		return site, credentialInternal, nil
+	}
 	if mode != KeyModeNone && strings.HasPrefix(token, "sk_") {
 		k, ok := s.db.Authenticate(token)
 		if !ok {

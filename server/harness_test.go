@@ -68,14 +68,18 @@ func newHarnessAt(t *testing.T, path string, opts ...harnessOption) *harness {
 	if err != nil {
 		t.Fatalf("open storage: %v", err)
 	}
-	cfg := Config{AdminToken: testAdminToken, Now: clk.Now, Logger: discardLogger(), RateLimit: 0}
+	h := &harness{t: t, db: db, path: path, clock: clk}
+	// The listeners exist before the Server, so CollectorURL can name this
+	// harness's own collector (DLQ replay and webhooks re-POST to it).
+	var collector, query http.Handler
+	h.collector = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { collector.ServeHTTP(w, r) }))
+	h.query = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { query.ServeHTTP(w, r) }))
+	cfg := Config{AdminToken: testAdminToken, Now: clk.Now, Logger: discardLogger(), CollectorURL: h.collector.URL}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h := &harness{t: t, db: db, path: path, clock: clk}
 	h.srv = New(cfg, db)
-	h.collector = httptest.NewServer(h.srv.Collector())
-	h.query = httptest.NewServer(h.srv.Query())
+	collector, query = h.srv.Collector(), h.srv.Query()
 	t.Cleanup(h.stop)
 	return h
 }

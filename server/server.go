@@ -42,6 +42,8 @@ type Config struct {
 	Quota int
 	// Plan is the tracking plan; nil disables schema validation.
 	Plan *schema.Plan
+	// PlanPath is the file Plan came from, re-read by ReloadPlan.
+	PlanPath string
 	// Locator resolves countries and cities; nil means none.
 	Locator *privacy.Locator
 	// Logger receives structured logs; nil means slog.Default().
@@ -52,15 +54,17 @@ type Config struct {
 
 // Server holds what both listeners share.
 type Server struct {
-	cfg     Config
-	db      *storage.DB
-	log     *slog.Logger
-	now     func() time.Time
-	admin   adminToken
-	limiter *rateLimiter
-	locator *privacy.Locator
-	plan    atomic.Pointer[schema.Plan]
-	metrics atomic.Pointer[collectorMetrics]
+	cfg      Config
+	db       *storage.DB
+	log      *slog.Logger
+	now      func() time.Time
+	admin    adminToken
+	limiter  *rateLimiter
+	locator  *privacy.Locator
+	plan     atomic.Pointer[schema.Plan]
+	internal internalToken
+	client   *http.Client
+	metrics  atomic.Pointer[collectorMetrics]
 }
 
 // New returns a Server over db.
@@ -78,7 +82,8 @@ func New(cfg Config, db *storage.DB) *Server {
 		cfg.ConsentMode = privacy.ConsentCookieless
 	}
 	s := &Server{cfg: cfg, db: db, log: cfg.Logger, now: cfg.Now, admin: newAdminToken(cfg.AdminToken),
-		limiter: newRateLimiter(cfg.RateLimit), locator: cfg.Locator}
+		limiter: newRateLimiter(cfg.RateLimit), locator: cfg.Locator,
+		internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout}}
 	s.plan.Store(cfg.Plan)
 	s.metrics.Store(newCollectorMetrics(db.PoolStats))
 	return s
@@ -140,10 +145,14 @@ func (s *Server) Query() http.Handler {
 	rt.handle(http.MethodDelete, "/workspaces/:slug/keys/:keyId", s.revokeKey)
 	rt.handle(http.MethodGet, "/workspaces/:slug/audit", s.listAudit)
 
+	rt.handleV1(http.MethodPost, "/plan/reload", s.reloadPlan)
+
 	rt.handle(http.MethodGet, "/sites/:siteId/pageviews", s.pageviews)
 	rt.handle(http.MethodGet, "/sites/:siteId/events", s.eventCounts)
 	rt.handle(http.MethodGet, "/sites/:siteId/sessions", s.sessions)
 	rt.handle(http.MethodGet, "/sites/:siteId/users/:userId/timeline", s.timeline)
+	rt.handle(http.MethodGet, "/sites/:siteId/dlq", s.listDLQ)
+	rt.handle(http.MethodPost, "/sites/:siteId/dlq/:eventId/replay", s.replayDLQ)
 	rt.handle(http.MethodPost, "/sites/:siteId/gdpr/export", s.gdprExport)
 	rt.handle(http.MethodPost, "/sites/:siteId/gdpr/delete", s.gdprDelete)
 	return rt

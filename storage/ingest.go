@@ -38,6 +38,7 @@ type Quarantined struct {
 	AnonID     string
 	UserID     *string
 	Endpoint   string
+	UserAgent  string // the User-Agent the event came with, re-sent on replay
 }
 
 // IngestResult tells, per event, whether it was stored or suppressed as a
@@ -77,9 +78,10 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 			duration_ms = duration_ms + excluded.duration_ms, events = events + excluded.events, bounces = bounces + excluded.bounces`},
 		{&s.usage, `INSERT INTO site_usage(site_id, month, accepted) VALUES (?, ?, ?)
 			ON CONFLICT(site_id, month) DO UPDATE SET accepted = accepted + excluded.accepted`},
-		{&s.dlq, `INSERT INTO dlq(id, site_id, payload, error, received_at, anon_id, user_id, endpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		{&s.dlq, `INSERT INTO dlq(id, site_id, payload, error, received_at, anon_id, user_id, endpoint, user_agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(site_id, id) DO UPDATE SET payload = excluded.payload, error = excluded.error,
-			received_at = excluded.received_at, anon_id = excluded.anon_id, user_id = excluded.user_id, endpoint = excluded.endpoint`},
+			received_at = excluded.received_at, anon_id = excluded.anon_id, user_id = excluded.user_id,
+			endpoint = excluded.endpoint, user_agent = excluded.user_agent`},
 	}
 	for _, st := range stmts {
 		p, err := db.PrepareContext(ctx, st.sql)
@@ -220,7 +222,7 @@ func (j *ingestJob) add(w *ingestWork) error {
 	if len(w.dlq) > 0 {
 		ins := j.stmt(st.dlq)
 		for _, q := range w.dlq {
-			if _, err := ins.Exec(q.ID, q.SiteID, string(q.Payload), q.Errors, recv, q.AnonID, q.UserID, q.Endpoint); err != nil {
+			if _, err := ins.Exec(q.ID, q.SiteID, string(q.Payload), q.Errors, recv, q.AnonID, q.UserID, q.Endpoint, nullable(q.UserAgent)); err != nil {
 				return fmt.Errorf("insert dlq: %w", err)
 			}
 		}

@@ -1,0 +1,74 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/storage"
+)
+
+// listDLQ answers {events: [DLQ row], next_cursor}, newest first; limit
+// 1-1000 (default 100), cursor an exclusive received_at.
+//
+// GET /sites/:siteId/dlq
+func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	_, site, err := s.site(r, ps.ByName("siteId"), storage.ScopeAdmin)
+	if err != nil {
+		return err
+	}
+	limit, err := limitParam(r, 100, 1000)
+	if err != nil {
+		return err
+	}
+	cursor, err := timeParam(r, "cursor")
+	if err != nil {
+		return err
+	}
+	rows, next, err := s.db.DLQ(r.Context(), site.ID, limit, cursor)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": rows, "next_cursor": next})
+	return nil
+}
+
+// replayDLQ re-POSTs a quarantined event's stored payload, verbatim, to the
+// collector's /events, so every gate runs again. 202 from the collector:
+// the row is deleted (audit dlq.replay, same transaction) and the answer is
+// 200 {id, replayed_at}; any other status: 502 collector_rejected, row
+// kept; a network error or timeout: 502 collector_unreachable, row kept.
+//
+// POST /sites/:siteId/dlq/:eventId/replay
+func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, site, err := s.site(r, ps.ByName("siteId"), storage.ScopeAdmin)
+	if err != nil {
+		return err
+	}
+	entry, err := s.db.DLQEntry(r.Context(), site.ID, ps.ByName("eventId"))
+	if err != nil {
+		return err
+	}
+	res, err := s.forward(r.Context(), site.ID, entry.Payload, entry.UserAgent)
+	if err != nil {
+		s.log.Warn("dlq replay: collector unreachable", "site_id", site.ID, "err", err.Error())
+		return fault.Errorf(fault.CollectorUnreachable, "the collector could not be reached; the event stays in the DLQ")
+	}
+	if res.status != http.StatusAccepted {
+		return fault.Errorf(fault.CollectorRejected, "the collector answered %s; the event stays in the DLQ", res.describe())
+	}
+	var answer intakeAnswer
+	json.Unmarshal(res.body, &answer)
+	replayedAt := s.now()
+	deleted, err := s.db.FinishReplay(r.Context(), p.actor(), site, entry, replayedAt, answer.Quarantined > 0)
+	if err != nil {
+		return err
+	}
+	// accepted/duplicates/requarantined are additions to SPEC's {id,
+	// replayed_at}: whether the event is now stored, or back in the DLQ.
+	writeJSON(w, http.StatusOK, map[string]any{"id": entry.ID, "replayed_at": storage.FormatTime(replayedAt),
+		"accepted": answer.Accepted, "duplicates": answer.Duplicates, "requarantined": !deleted})
+	return nil
+}

@@ -1,0 +1,93 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// forwardTimeout bounds each re-POST to the collector (DLQ replay, webhooks).
+const forwardTimeout = 10 * time.Second
+
+// internalPrefix starts the internal bearer this process uses to re-POST
+// events to its own collector. It works in every REQUIRE_API_KEY mode,
+// with X-Site-Id naming the site. The secret part is random per process and
+// never leaves memory, so it only works when COLLECTOR_URL points at this
+// same process.
+const internalPrefix = "internal_"
+
+// internalToken is the per-process secret of the internal bearer.
+type internalToken struct {
+	token string
+	hash  [32]byte
+}
+
+func newInternalToken() internalToken {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	t := internalPrefix + hex.EncodeToString(b)
+	return internalToken{token: t, hash: sha256.Sum256([]byte(t))}
+}
+
+func (it internalToken) matches(bearer string) bool {
+	h := sha256.Sum256([]byte(bearer))
+	return subtle.ConstantTimeCompare(it.hash[:], h[:]) == 1
+}
+
+// forwardResult is what the collector answered a re-POST.
+type forwardResult struct {
+	status int
+	body   []byte
+}
+
+// forward POSTs body to the collector's /events for site, authenticated as
+// "Bearer <site id>" (SPEC) in the none and tag modes, and with the internal
+// bearer in require mode, where a site bearer is refused. A network error
+// (or timeout) is returned as err.
+func (s *Server) forward(ctx context.Context, siteID string, body []byte, userAgent string) (forwardResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.CollectorURL+"/events", bytes.NewReader(body))
+	if err != nil {
+		return forwardResult{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if s.cfg.RequireAPIKey == KeyModeRequire {
+		req.Header.Set("Authorization", "Bearer "+s.internal.token)
+		req.Header.Set("X-Site-Id", siteID)
+	} else {
+		req.Header.Set("Authorization", "Bearer "+siteID)
+	}
+	if userAgent == "" {
+		userAgent = "tally-forward/1"
+	}
+	req.Header.Set("User-Agent", userAgent)
+	res, err := s.client.Do(req)
+	if err != nil {
+		return forwardResult{}, err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	return forwardResult{status: res.StatusCode, body: b}, nil
+}
+
+// describe summarises a collector answer for an error message.
+func (fr forwardResult) describe() string {
+	var env struct {
+		Error struct{ Code, Message string }
+	}
+	if json.Unmarshal(fr.body, &env) == nil && env.Error.Code != "" {
+		return fmt.Sprintf("%d %s: %s", fr.status, env.Error.Code, env.Error.Message)
+	}
+	return fmt.Sprintf("%d", fr.status)
+}
