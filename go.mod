@@ -10,6 +10,7 @@ require (
 	github.com/medama-io/go-useragent v1.2.5
 	github.com/oschwald/maxminddb-golang/v2 v2.1.1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/stripe/stripe-go/v82 v82.5.1
 	golang.org/x/text v0.44.0
 	modernc.org/sqlite v1.62.0
 )

@@ -48,6 +48,7 @@ const (
 	PlanNotConfigured    = "plan_not_configured"
 	InvalidSourcemap     = "invalid_sourcemap"
 	InvalidAdapter       = "invalid_adapter"
+	ForwardFailed        = "forward_failed"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

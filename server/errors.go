@@ -49,6 +49,7 @@ var statusOf = map[string]int{
 	fault.CollectorRejected:    http.StatusBadGateway,
 	fault.CollectorUnreachable: http.StatusBadGateway,
 	fault.Internal:             http.StatusInternalServerError,
+	fault.ForwardFailed:        http.StatusInternalServerError,
 }
 
 type errorBody struct {

@@ -153,6 +153,10 @@ func (s *Server) Query() http.Handler {
 	rt.handle(http.MethodGet, "/sites/:siteId/users/:userId/timeline", s.timeline)
 	rt.handle(http.MethodGet, "/sites/:siteId/dlq", s.listDLQ)
 	rt.handle(http.MethodPost, "/sites/:siteId/dlq/:eventId/replay", s.replayDLQ)
+	rt.handle(http.MethodPost, "/webhooks/:adapter/:siteId", s.webhook)
+	rt.handleV1(http.MethodPost, "/sites/:siteId/webhook-secrets", s.createWebhookSecret)
+	rt.handleV1(http.MethodGet, "/sites/:siteId/webhook-secrets", s.listWebhookSecrets)
+	rt.handleV1(http.MethodDelete, "/sites/:siteId/webhook-secrets/:secretId", s.revokeWebhookSecret)
 	rt.handle(http.MethodPost, "/sites/:siteId/gdpr/export", s.gdprExport)
 	rt.handle(http.MethodPost, "/sites/:siteId/gdpr/delete", s.gdprDelete)
 	return rt
