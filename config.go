@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -24,6 +26,9 @@ type config struct {
 	ConsentMode      string
 	GeoIPDBPath      string
 	TrustProxy       bool
+	Dev              bool
+	DevJSON          bool
+	DebugFeedSize    int
 }
 
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -34,7 +39,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		return def
 	}
 	var c config
-	var rate, quota, trust string
+	var rate, quota, trust, feed string
 	fs := flag.NewFlagSet("tally", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.DatabasePath, "database-path", env("DATABASE_PATH", "./data/analytics.db"), "SQLite file (`:memory:` for a throw-away database) [DATABASE_PATH]")
@@ -49,6 +54,10 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.ConsentMode, "consent-mode", env("CONSENT_MODE", "cookieless"), "events without consent: cookieless (kept without identifiers) or require (dropped) [CONSENT_MODE]")
 	fs.StringVar(&c.GeoIPDBPath, "geoip-db-path", env("GEOIP_DB_PATH", ""), "MaxMind-format city database for country and city [GEOIP_DB_PATH]")
 	fs.StringVar(&trust, "trust-proxy-headers", env("TRUST_PROXY_HEADERS", "false"), "believe X-Forwarded-For and CDN country/city headers [TRUST_PROXY_HEADERS]")
+	envBool := func(name string) bool { b, _ := strconv.ParseBool(getenv(name)); return b }
+	fs.BoolVar(&c.Dev, "dev", envBool("DEV"), "dev mode: in-memory database, generated admin token, a ready workspace, site and keys, inspection feed [DEV]")
+	fs.BoolVar(&c.DevJSON, "dev-json", envBool("DEV_JSON"), "dev mode, printing the setup as one JSON line on standard output [DEV_JSON]")
+	fs.StringVar(&feed, "debug-feed-size", env("DEBUG_FEED_SIZE", "10000"), "dev mode: decisions kept by the inspection feed [DEBUG_FEED_SIZE]")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -75,8 +84,43 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	if c.TrustProxy, err = strconv.ParseBool(trust); err != nil {
 		return c, fmt.Errorf("TRUST_PROXY_HEADERS must be true or false, not %q", trust)
 	}
+	if c.DebugFeedSize, err = nonNegative("DEBUG_FEED_SIZE", feed); err != nil {
+		return c, err
+	}
+	if c.DevJSON {
+		c.Dev = true
+	}
+	if c.Dev {
+		// Dev defaults apply to every setting the caller left unset.
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		unset := func(flagName, envName string) bool { return !set[flagName] && getenv(envName) == "" }
+		if unset("database-path", "DATABASE_PATH") {
+			c.DatabasePath = ":memory:"
+		}
+		if unset("collector-addr", "COLLECTOR_ADDR") {
+			c.CollectorAddr = "127.0.0.1:8080"
+		}
+		if unset("query-addr", "QUERY_ADDR") {
+			c.QueryAddr = "127.0.0.1:8081"
+		}
+		if unset("ingest-rate-limit", "INGEST_RATE_LIMIT") {
+			c.IngestRateLimit = 0
+		}
+		if unset("admin-token", "ADMIN_TOKEN") {
+			c.AdminToken = "dev_" + randomHex(16)
+		}
+	} else {
+		c.DebugFeedSize = 0 // the inspection feed exists only in dev mode
+	}
 	c.CollectorURL = strings.TrimRight(c.CollectorURL, "/")
 	return c, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func nonNegative(name, v string) (int, error) {

@@ -4,12 +4,10 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -32,19 +30,19 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
 // run starts both listeners and blocks until SIGINT or SIGTERM; it returns
 // the process exit code.
-func run(args []string, getenv func(string) string, stderr io.Writer) int {
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	cfg, err := loadConfig(args, getenv, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "tally:", err)
 		return 2
 	}
-	if cfg.AdminToken == "" {
+	if cfg.AdminToken == "" && !cfg.Dev {
 		log.Warn("ADMIN_TOKEN is not set: admin endpoints will refuse every request")
 	}
 	var plan *schema.Plan
@@ -70,21 +68,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	}
 	defer db.Close()
 
-	collectorLn, err := net.Listen("tcp", cfg.CollectorAddr)
-	if err != nil {
-		log.Error("cannot listen", "listener", "collector", "err", err.Error())
-		return 1
-	}
-	queryLn, err := net.Listen("tcp", cfg.QueryAddr)
-	if err != nil {
-		collectorLn.Close()
-		log.Error("cannot listen", "listener", "query", "err", err.Error())
-		return 1
-	}
-	if cfg.CollectorURL == "" {
-		cfg.CollectorURL = fmt.Sprintf("http://127.0.0.1:%d", collectorLn.Addr().(*net.TCPAddr).Port)
-	}
-	srv := server.New(server.Config{
+	inst, err := server.Listen(server.Config{
 		AdminToken:    cfg.AdminToken,
 		RequireAPIKey: cfg.RequireAPIKey,
 		CollectorURL:  cfg.CollectorURL,
@@ -95,33 +79,36 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		PlanPath:      cfg.SchemaBundlePath,
 		Locator:       locator,
 		Logger:        log,
-	}, db)
-	go srv.Run(ctx)
+		DebugFeedSize: cfg.DebugFeedSize,
+	}, db, cfg.CollectorAddr, cfg.QueryAddr)
+	if err != nil {
+		log.Error("cannot listen", "err", err.Error())
+		return 1
+	}
+	if cfg.Dev {
+		setup, err := server.SeedDev(ctx, inst, cfg.AdminToken)
+		if err != nil {
+			log.Error("dev mode", "err", err.Error())
+			return 1
+		}
+		printDevSetup(stdout, setup, cfg.DevJSON)
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	go func() {
 		for range hup {
-			srv.ReloadPlan() // logs the outcome; a broken plan leaves the old one active
+			inst.Server.ReloadPlan() // logs the outcome; a broken plan leaves the old one active
 		}
 	}()
-
-	servers := []*http.Server{
-		newHTTPServer(srv.Collector(), log),
-		newHTTPServer(srv.Query(), log),
-	}
-	failed := make(chan error, 2)
-	for i, ln := range []net.Listener{collectorLn, queryLn} {
-		go func() { failed <- servers[i].Serve(ln) }()
-	}
-	log.Info("listening", "collector", collectorLn.Addr().String(), "query", queryLn.Addr().String(),
+	log.Info("listening", "collector", inst.CollectorURL, "query", inst.QueryURL,
 		"database", cfg.DatabasePath, "require_api_key", cfg.RequireAPIKey)
 
 	code := 0
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
-	case err := <-failed:
+	case err := <-inst.Failed():
 		log.Error("listener failed", "err", err.Error())
 		code = 1
 	}
@@ -129,10 +116,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	// before they are answered; db.Close (deferred) then drains the writer.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, s := range servers {
-		if err := s.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("shutdown", "err", err.Error())
-		}
+	if err := inst.Shutdown(shutdownCtx); err != nil {
+		log.Error("shutdown", "err", err.Error())
 	}
 	if err := db.Close(); err != nil {
 		log.Error("close database", "err", err.Error())
@@ -142,13 +127,22 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	return code
 }
 
-func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+// printDevSetup shows what dev mode made: one JSON line for scripts, or a
+// short text for people.
+func printDevSetup(w io.Writer, s server.DevSetup, asJSON bool) {
+	if asJSON {
+		json.NewEncoder(w).Encode(s)
+		return
 	}
+	fmt.Fprintf(w, `Tally dev mode: in-memory database, gone when the process stops.
+  collector    %s   (POST /v1/events with "Authorization: Bearer %s")
+  query API    %s
+  admin token  %s
+  workspace    %s, site %s
+  keys         admin %s
+               ingest %s
+               query %s
+  inspect      curl %s/v1/debug/decisions
+  reset        curl -X POST %s/v1/debug/reset
+`, s.CollectorURL, s.SiteID, s.QueryURL, s.AdminToken, s.Workspace, s.SiteID, s.Keys.Admin, s.Keys.Ingest, s.Keys.Query, s.QueryURL, s.QueryURL)
 }

@@ -67,8 +67,8 @@ func start(t *testing.T, bin string, env ...string) *process {
 				t.Fatal("server exited before listening")
 			}
 			if line["msg"] == "listening" {
-				p.collector = "http://" + line["collector"].(string)
-				p.query = "http://" + line["query"].(string)
+				p.collector = line["collector"].(string)
+				p.query = line["query"].(string)
 				return p
 			}
 		case <-deadline:
@@ -159,7 +159,7 @@ func TestBadConfigurationExitsNonZero(t *testing.T) {
 				env[k] = v
 			}
 			var stderr strings.Builder
-			if code := run(tt.args, func(k string) string { return env[k] }, &stderr); code == 0 {
+			if code := run(tt.args, func(k string) string { return env[k] }, io.Discard, &stderr); code == 0 {
 				t.Fatalf("got exit 0, want non-zero")
 			}
 			if stderr.Len() == 0 {
@@ -238,5 +238,80 @@ func TestSIGHUPReloadsThePlan(t *testing.T) {
 			t.Fatal("SIGHUP did not reload the plan")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestDevModeBinary(t *testing.T) {
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "--dev-json", "--collector-addr", "127.0.0.1:0", "--query-addr", "127.0.0.1:0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("reading the printed setup: %v", err)
+	}
+	var setup struct {
+		CollectorURL string `json:"collector_url"`
+		QueryURL     string `json:"query_url"`
+		AdminToken   string `json:"admin_token"`
+		SiteID       string `json:"site_id"`
+		Keys         struct{ Admin, Ingest, Query string }
+	}
+	if err := json.Unmarshal(line, &setup); err != nil {
+		t.Fatalf("got %q: %v", line, err)
+	}
+	if setup.SiteID == "" || setup.AdminToken == "" || setup.Keys.Query == "" || strings.HasSuffix(setup.CollectorURL, ":0") {
+		t.Fatalf("got setup %+v", setup)
+	}
+	do := func(method, url, token, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var m map[string]any
+		json.NewDecoder(res.Body).Decode(&m)
+		return res.StatusCode, m
+	}
+	ev := `{"id":"00000000-0000-4000-8000-000000000001","site_id":"` + setup.SiteID + `","anon_id":"a","type":"pageview"}`
+	if code, _ := do("POST", setup.CollectorURL+"/v1/events", setup.SiteID, ev); code != 202 {
+		t.Fatalf("send: got %d", code)
+	}
+	if code, _ := do("POST", setup.CollectorURL+"/v1/events", setup.SiteID, `{"id":"x"}`); code != 400 {
+		t.Fatalf("bad send: got %d", code)
+	}
+	code, body := do("GET", setup.QueryURL+"/v1/debug/decisions?outcome=accepted", "", "")
+	if code != 200 || len(body["decisions"].([]any)) != 1 {
+		t.Fatalf("decisions: got %d %v", code, body)
+	}
+	code, body = do("GET", setup.QueryURL+"/v1/debug/decisions", "", "")
+	if d := body["decisions"].([]any); len(d) != 2 || d[0].(map[string]any)["reason"] != "invalid_event" {
+		t.Fatalf("got %v", body)
+	}
+	if code, _ := do("GET", setup.QueryURL+"/v1/sites/"+setup.SiteID+"/pageviews?from=2020-01-01&to=2020-01-02", setup.Keys.Query, ""); code != 200 {
+		t.Fatalf("query key: got %d", code)
+	}
+	if code, _ := do("GET", setup.QueryURL+"/v1/workspaces", setup.AdminToken, ""); code != 200 {
+		t.Fatalf("admin token: got %d", code)
+	}
+	if code, body := do("POST", setup.QueryURL+"/v1/debug/reset", "", ""); code != 200 || body["ok"] != true {
+		t.Fatalf("reset: got %d %v", code, body)
+	}
+	if code, _ := do("POST", setup.CollectorURL+"/v1/events", setup.SiteID, ev); code != 202 {
+		t.Fatalf("resend after reset: got %d", code)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("got exit %v, want 0", err)
 	}
 }

@@ -39,6 +39,8 @@ type Event struct {
 	// Pointer is the JSON Pointer prefix of this element in the request:
 	// "" for a single event, "/3" for the fourth element of a batch.
 	Pointer string
+	// Index is the element's position in the request (0 for a single event).
+	Index int
 
 	ID       string // canonical lower-case UUID
 	SiteID   string
@@ -90,6 +92,7 @@ func Parse(body []byte, now time.Time) ([]Event, error) {
 			prefix = "/" + strconv.Itoa(i)
 		}
 		ev, problems := parseOne(raw, prefix, now)
+		ev.Index = i
 		details = append(details, problems...)
 		events = append(events, ev)
 	}

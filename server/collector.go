@@ -25,7 +25,8 @@ type intakeAnswer struct {
 	Dropped     int `json:"dropped"`
 }
 
-// decision is what one intake request came to; it is logged as one line.
+// decision is what one intake request came to; it is logged as one line
+// and, in dev mode, recorded event by event in the inspection feed.
 type decision struct {
 	endpoint string
 	site     string
@@ -36,6 +37,25 @@ type decision struct {
 	consent  int
 	status   int
 	details  []fault.Detail
+	body     []byte
+	// records holds one entry per parsed event; outcome "" means the
+	// request ended before that event was decided.
+	records []DebugEvent
+}
+
+// Event outcomes in the inspection feed.
+const (
+	outcomeAccepted    = "accepted"
+	outcomeDuplicate   = "duplicate"
+	outcomeQuarantined = "quarantined"
+	outcomeDropped     = "dropped"
+	outcomeRejected    = "rejected"
+)
+
+func (d *decision) mark(i int, outcome, reason string, details []fault.Detail) {
+	if d.records != nil && d.records[i].Outcome == "" {
+		d.records[i].Outcome, d.records[i].Reason, d.records[i].Details = outcome, reason, details
+	}
 }
 
 // ingest returns the handler of one intake endpoint. The gates run in this
@@ -68,6 +88,7 @@ func (s *Server) ingest(endpoint string) handler {
 		m.received[endpoint].Add(d.events)
 		m.ingest[endpoint].UpdateDuration(start)
 		s.logDecision(d, time.Since(start))
+		s.feed.record(d, s.now())
 		if err != nil {
 			return err
 		}
@@ -89,12 +110,19 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 		}
 		return err
 	}
+	d.body = body
 	now := s.now()
 	events, err := schema.Parse(body, now)
 	if err != nil {
 		return err
 	}
 	d.events = len(events)
+	if s.feed != nil {
+		d.records = make([]DebugEvent, len(events))
+		for i, ev := range events {
+			d.records[i] = DebugEvent{EventID: ev.ID, Type: ev.Type, AnonID: ev.AnonID, Payload: ev.Raw}
+		}
+	}
 	var mismatch []fault.Detail
 	for i := range events {
 		if events[i].SiteID != site.ID {
@@ -112,10 +140,12 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 		ev := &events[i]
 		if privacy.ParseAgent(agentOf(ev, headerUA, d.endpoint)).Bot {
 			d.bots++
+			d.mark(ev.Index, outcomeDropped, reasonBot, nil)
 			continue
 		}
 		if s.cfg.ConsentMode == privacy.ConsentRequire && ev.Consent != schema.ConsentGranted {
 			d.consent++
+			d.mark(ev.Index, outcomeDropped, reasonConsentRequired, nil)
 			continue
 		}
 		kept = append(kept, *ev)
@@ -127,10 +157,16 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 		d.reason = map[bool]string{true: reasonBot, false: reasonConsentRequired}[d.bots > 0]
 		return nil
 	}
+	dropKept := func(reason string) {
+		m.drop(d.endpoint, reason, len(kept))
+		d.reason = reason
+		for _, ev := range kept {
+			d.mark(ev.Index, outcomeDropped, reason, nil)
+		}
+	}
 
 	if ok, wait := s.limiter.take(site.ID, len(kept), now); !ok {
-		m.drop(d.endpoint, reasonRateLimit, len(kept))
-		d.reason = reasonRateLimit
+		dropKept(reasonRateLimit)
 		return &fault.Error{Code: fault.RateLimited, Message: "too many events for this site, slow down", RetryAfter: wait}
 	}
 
@@ -148,15 +184,17 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 				valid = append(valid, *ev)
 			case plan.Mode == schema.ModeReject:
 				rejected = append(rejected, problems...)
+				d.mark(ev.Index, outcomeDropped, reasonSchemaInvalid, problems)
 			default:
+				own := unprefixed(problems, ev.Pointer)
+				d.mark(ev.Index, outcomeQuarantined, reasonSchemaInvalid, own)
 				quarantined = append(quarantined, storage.Quarantined{ID: ev.ID, SiteID: ev.SiteID, Payload: ev.Raw,
-					Errors: schema.MarshalDetails(unprefixed(problems, ev.Pointer)), AnonID: ev.AnonID, UserID: ev.UserID,
+					Errors: schema.MarshalDetails(own), AnonID: ev.AnonID, UserID: ev.UserID,
 					Endpoint: d.endpoint, UserAgent: agentOf(ev, headerUA, d.endpoint)})
 			}
 		}
 		if len(rejected) > 0 {
-			m.drop(d.endpoint, reasonSchemaInvalid, len(kept))
-			d.reason = reasonSchemaInvalid
+			dropKept(reasonSchemaInvalid)
 			return fault.WithDetails(fault.SchemaValidation, "the event does not match the tracking plan", rejected)
 		}
 		kept = valid
@@ -164,8 +202,7 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 
 	if quota := s.cfg.Quota; quota > 0 && len(kept) > 0 {
 		if !s.db.ReserveQuota(site.ID, len(kept), quota) {
-			m.drop(d.endpoint, reasonQuota, len(kept))
-			d.reason = reasonQuota
+			dropKept(reasonQuota)
 			return &fault.Error{Code: fault.QuotaExceeded, Message: "this site has used its monthly event quota", RetryAfter: secondsToNextMonth(now)}
 		}
 		defer s.db.ReleaseQuota(site.ID, len(kept))
@@ -191,6 +228,9 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 	if err != nil {
 		m.drop(d.endpoint, reasonInternal, len(batch)+len(quarantined))
 		d.reason = reasonInternal
+		for _, ev := range kept {
+			d.mark(ev.Index, outcomeDropped, reasonInternal, nil)
+		}
 		if errors.Is(err, context.Canceled) {
 			return fault.Errorf(fault.Unavailable, "the request was cancelled before its events were committed")
 		}
@@ -204,8 +244,21 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 	m.quarantined[d.endpoint].Add(len(quarantined))
 	storedDenied := 0
 	for i := range batch {
-		if !res.Duplicate[i] && kept[i].Consent == schema.ConsentDenied {
+		cookieless := kept[i].Consent == schema.ConsentDenied
+		if res.Duplicate[i] {
+			d.mark(kept[i].Index, outcomeDuplicate, "", nil)
+			continue
+		}
+		reason := reasonAccepted
+		if cookieless {
 			storedDenied++
+			reason = reasonAcceptedConsent
+		}
+		d.mark(kept[i].Index, outcomeAccepted, reason, nil)
+		if d.records != nil {
+			row := &batch[i]
+			d.records[kept[i].Index].Enrichment = &Enrichment{AnonID: row.AnonID, Browser: row.Browser, OS: row.OS,
+				DeviceType: row.DeviceType, Country: row.Country, City: row.City, Cookieless: cookieless}
 		}
 	}
 	m.drop(d.endpoint, reasonAcceptedConsent, storedDenied)

@@ -49,3 +49,23 @@ func TestPlanReload(t *testing.T) {
 	h2 := newHarness(t)
 	mustStatus(t, h2.q("POST", "/v1/plan/reload", testAdminToken, nil), 409, "plan_not_configured")
 }
+
+func TestDebugEndpointsOnlyInDevMode(t *testing.T) {
+	h := newHarness(t)
+	mustStatus(t, h.q("GET", "/v1/debug/decisions", testAdminToken, nil), 404, "not_found")
+	mustStatus(t, h.q("POST", "/v1/debug/reset", testAdminToken, nil), 404, "not_found")
+	if h.srv.Decisions(DebugFilter{}) != nil {
+		t.Fatal("the feed records outside dev mode")
+	}
+	dev := newHarness(t, func(c *Config) { c.DebugFeedSize = 3 })
+	dev.setupTenant("acme", "web")
+	for i := range 5 {
+		intake(t, dev.c("POST", "/v1/events", "web", ev("web", i, nil), "User-Agent", chromeUA))
+	}
+	r := dev.q("GET", "/v1/debug/decisions", "", nil)
+	mustStatus(t, r, 200, "")
+	if got := len(r.json(t)["decisions"].([]any)); got != 3 {
+		t.Fatalf("got %d decisions, want the newest 3", got)
+	}
+	mustStatus(t, dev.q("GET", "/v1/debug/decisions?limit=4", "", nil), 400, "invalid_limit")
+}

@@ -54,3 +54,13 @@ func (l *rateLimiter) take(site string, n int, now time.Time) (ok bool, retryAft
 	b.tokens -= cost
 	return true, 0
 }
+
+// reset forgets every bucket.
+func (l *rateLimiter) reset() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.buckets = map[string]*bucket{}
+	l.mu.Unlock()
+}

@@ -46,6 +46,9 @@ type Config struct {
 	PlanPath string
 	// Locator resolves countries and cities; nil means none.
 	Locator *privacy.Locator
+	// DebugFeedSize, when positive, turns on the inspection feed (dev mode)
+	// with room for that many decisions, and the /v1/debug/ endpoints.
+	DebugFeedSize int
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -63,6 +66,7 @@ type Server struct {
 	locator  *privacy.Locator
 	plan     atomic.Pointer[schema.Plan]
 	internal internalToken
+	feed     *debugFeed
 	client   *http.Client
 	metrics  atomic.Pointer[collectorMetrics]
 }
@@ -83,7 +87,8 @@ func New(cfg Config, db *storage.DB) *Server {
 	}
 	s := &Server{cfg: cfg, db: db, log: cfg.Logger, now: cfg.Now, admin: newAdminToken(cfg.AdminToken),
 		limiter: newRateLimiter(cfg.RateLimit), locator: cfg.Locator,
-		internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout}}
+		internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout},
+		feed: newDebugFeed(cfg.DebugFeedSize)}
 	s.plan.Store(cfg.Plan)
 	s.metrics.Store(newCollectorMetrics(db.PoolStats))
 	return s
@@ -146,6 +151,10 @@ func (s *Server) Query() http.Handler {
 	rt.handle(http.MethodGet, "/workspaces/:slug/audit", s.listAudit)
 
 	rt.handleV1(http.MethodPost, "/plan/reload", s.reloadPlan)
+	if s.feed != nil {
+		rt.handleV1(http.MethodGet, "/debug/decisions", s.listDecisions)
+		rt.handleV1(http.MethodPost, "/debug/reset", s.reset)
+	}
 
 	rt.handle(http.MethodGet, "/sites/:siteId/pageviews", s.pageviews)
 	rt.handle(http.MethodGet, "/sites/:siteId/events", s.eventCounts)

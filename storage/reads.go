@@ -282,3 +282,44 @@ func (r rawJSON) MarshalJSON() ([]byte, error) {
 	}
 	return []byte(fmt.Sprintf("%q", string(r))), nil
 }
+
+// StoredEvent is an event row as stored, for tests and dev tools.
+type StoredEvent struct {
+	ID         string          `json:"id"`
+	SiteID     string          `json:"site_id"`
+	Type       string          `json:"type"`
+	AnonID     string          `json:"anon_id"`
+	UserID     *string         `json:"user_id"`
+	URL        *string         `json:"url"`
+	Referrer   *string         `json:"referrer"`
+	TS         string          `json:"ts"`
+	Country    *string         `json:"country"`
+	City       *string         `json:"city"`
+	Browser    *string         `json:"browser"`
+	OS         *string         `json:"os"`
+	DeviceType *string         `json:"device_type"`
+	Raw        json.RawMessage `json:"raw"`
+	ReceivedAt string          `json:"received_at"`
+}
+
+// SiteEvents returns every stored event of site in arrival order.
+func (db *DB) SiteEvents(ctx context.Context, site string) ([]StoredEvent, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT id, site_id, type, anon_id, user_id, url, referrer, ts, country, city,
+		browser, os, device_type, raw, received_at FROM events WHERE site_id = ? ORDER BY seq`, site)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	list := []StoredEvent{}
+	for rows.Next() {
+		var e StoredEvent
+		var raw string
+		if err := rows.Scan(&e.ID, &e.SiteID, &e.Type, &e.AnonID, &e.UserID, &e.URL, &e.Referrer, &e.TS, &e.Country, &e.City,
+			&e.Browser, &e.OS, &e.DeviceType, &raw, &e.ReceivedAt); err != nil {
+			return nil, err
+		}
+		e.Raw = asJSON(raw)
+		list = append(list, e)
+	}
+	return list, rows.Err()
+}

@@ -1,0 +1,230 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/storage"
+)
+
+// DefaultDebugFeedSize is how many decisions the inspection feed keeps.
+const DefaultDebugFeedSize = 10_000
+
+// debugPayloadLimit caps each payload kept in the feed.
+const debugPayloadLimit = 16 << 10
+
+// Enrichment is what the collector derived for a stored event.
+type Enrichment struct {
+	AnonID     string `json:"anon_id"` // as stored: the cookieless hash for consent-denied events
+	Browser    string `json:"browser,omitempty"`
+	OS         string `json:"os,omitempty"`
+	DeviceType string `json:"device_type,omitempty"`
+	Country    string `json:"country,omitempty"`
+	City       string `json:"city,omitempty"`
+	Cookieless bool   `json:"cookieless"`
+}
+
+// DebugEvent is one intake decision: an event's fate, or a whole request
+// refused before its events could be read.
+type DebugEvent struct {
+	Seq      int64  `json:"seq"`
+	Time     string `json:"time"`
+	Endpoint string `json:"endpoint"`
+	SiteID   string `json:"site_id,omitempty"`
+	Status   int    `json:"status"`
+	// Outcome is accepted, duplicate, quarantined, dropped (a gate dropped
+	// it; see Reason) or rejected (the request was refused: Reason is the
+	// error code).
+	Outcome    string          `json:"outcome"`
+	Reason     string          `json:"reason,omitempty"`
+	EventID    string          `json:"event_id,omitempty"`
+	Type       string          `json:"type,omitempty"`
+	AnonID     string          `json:"anon_id,omitempty"`
+	Details    []fault.Detail  `json:"details,omitempty"`
+	Enrichment *Enrichment     `json:"enrichment,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+}
+
+// debugFeed keeps the newest decisions in a ring. A nil feed records
+// nothing (dev mode off).
+type debugFeed struct {
+	mu   sync.Mutex
+	ring []DebugEvent
+	next int // where the next entry goes
+	full bool
+	seq  int64
+}
+
+func newDebugFeed(size int) *debugFeed {
+	if size <= 0 {
+		return nil
+	}
+	return &debugFeed{ring: make([]DebugEvent, size)}
+}
+
+// payloadJSON keeps a payload as JSON when it is, else as a JSON string,
+// cut to debugPayloadLimit.
+func payloadJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	if len(b) <= debugPayloadLimit && json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	if len(b) > debugPayloadLimit {
+		b = b[:debugPayloadLimit]
+	}
+	s, _ := json.Marshal(string(b))
+	return s
+}
+
+// record adds a request's decisions.
+func (f *debugFeed) record(d *decision, now time.Time) {
+	if f == nil {
+		return
+	}
+	base := DebugEvent{Time: storage.FormatTime(now), Endpoint: d.endpoint, SiteID: d.site, Status: d.status}
+	var entries []DebugEvent
+	if d.records == nil {
+		e := base
+		e.Outcome, e.Reason, e.Details, e.Payload = outcomeRejected, d.reason, d.details, payloadJSON(d.body)
+		if d.status == http.StatusAccepted { // nothing to decide (cannot happen: kept for safety)
+			e.Outcome = outcomeAccepted
+		}
+		entries = append(entries, e)
+	} else {
+		batch := len(d.body) > 0 && strings.HasPrefix(strings.TrimLeft(string(d.body[:min(len(d.body), 64)]), " \t\r\n"), "[")
+		for i, r := range d.records {
+			e := base
+			e.Outcome, e.Reason, e.Details = r.Outcome, r.Reason, r.Details
+			e.EventID, e.Type, e.AnonID, e.Enrichment, e.Payload = r.EventID, r.Type, r.AnonID, r.Enrichment, payloadJSON(r.Payload)
+			if e.Outcome == "" { // the request was refused after its events were read
+				e.Outcome, e.Reason = outcomeRejected, d.reason
+				e.Details = detailsFor(d.details, i, batch)
+			}
+			entries = append(entries, e)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range entries {
+		f.seq++
+		e.Seq = f.seq
+		f.ring[f.next] = e
+		f.next = (f.next + 1) % len(f.ring)
+		if f.next == 0 {
+			f.full = true
+		}
+	}
+}
+
+// detailsFor picks the details of element i of a request.
+func detailsFor(details []fault.Detail, i int, batch bool) []fault.Detail {
+	if !batch {
+		return details
+	}
+	prefix := "/" + strconv.Itoa(i)
+	var out []fault.Detail
+	for _, d := range details {
+		if d.Path == prefix || strings.HasPrefix(d.Path, prefix+"/") {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// DebugFilter selects decisions; empty fields match everything.
+type DebugFilter struct {
+	SiteID, Type, Outcome, AnonID string
+	Limit                         int
+}
+
+func (f DebugFilter) match(e *DebugEvent) bool {
+	return (f.SiteID == "" || e.SiteID == f.SiteID) && (f.Type == "" || e.Type == f.Type) &&
+		(f.Outcome == "" || e.Outcome == f.Outcome) &&
+		(f.AnonID == "" || e.AnonID == f.AnonID || (e.Enrichment != nil && e.Enrichment.AnonID == f.AnonID))
+}
+
+// list returns the matching decisions, newest first.
+func (f *debugFeed) list(filter DebugFilter) []DebugEvent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.next
+	if f.full {
+		n = len(f.ring)
+	}
+	out := []DebugEvent{}
+	for k := 1; k <= n && (filter.Limit <= 0 || len(out) < filter.Limit); k++ {
+		e := &f.ring[(f.next-k+len(f.ring))%len(f.ring)]
+		if filter.match(e) {
+			out = append(out, *e)
+		}
+	}
+	return out
+}
+
+func (f *debugFeed) clear() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.ring)
+	f.next, f.full = 0, false
+}
+
+// Decisions returns the inspection feed's matching decisions, newest first
+// (nil when the feed is off).
+func (s *Server) Decisions(filter DebugFilter) []DebugEvent {
+	if s.feed == nil {
+		return nil
+	}
+	return s.feed.list(filter)
+}
+
+// Reset deletes every event, session, DLQ row, identity link, profile,
+// dedup id and rollup, forgets rate-limit and quota state, and clears the
+// inspection feed. Workspaces, sites, keys and the audit log stay.
+func (s *Server) Reset(r *http.Request) (map[string]int64, error) {
+	deleted, err := s.db.ResetData(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	s.limiter.reset()
+	if s.feed != nil {
+		s.feed.clear()
+	}
+	return deleted, nil
+}
+
+// listDecisions answers {decisions: [...]}, newest first, filtered by
+// site_id, type, outcome and anon_id; limit 1-10000 (default 100). Dev
+// mode only; no credential, as dev mode is local.
+//
+// GET /v1/debug/decisions
+func (s *Server) listDecisions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	limit, err := limitParam(r, 100, max(len(s.feed.ring), 1))
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	list := s.feed.list(DebugFilter{SiteID: q.Get("site_id"), Type: q.Get("type"), Outcome: q.Get("outcome"), AnonID: q.Get("anon_id"), Limit: limit})
+	writeJSON(w, http.StatusOK, map[string]any{"decisions": list})
+	return nil
+}
+
+// reset clears events, sessions, the DLQ and the feed in one call.
+//
+// POST /v1/debug/reset
+func (s *Server) reset(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	deleted, err := s.Reset(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "deleted": deleted})
+	return nil
+}

@@ -1,0 +1,239 @@
+// Package servertest runs a complete Tally service (collector and query
+// API, both on loopback) over an in-memory database inside a Go test, as a
+// fake analytics backend for SDK and application tests.
+//
+//	srv := servertest.New(t)
+//	// point the SDK under test at srv.CollectorURL with srv.SiteID ...
+//	events, _ := srv.Events()
+//	decisions := srv.Decisions(servertest.Filter{Outcome: "dropped"})
+//
+// Every instance is isolated (its own database, ports, metrics and
+// inspection feed), so parallel tests may each start one. It stops in
+// t.Cleanup.
+package servertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tally-analytics/tally/schema"
+	"github.com/tally-analytics/tally/server"
+	"github.com/tally-analytics/tally/storage"
+)
+
+// Server is a running instance. Its embedded DevSetup holds the URLs, the
+// site id, the admin token and a key of each scope.
+type Server struct {
+	server.DevSetup
+	inst *server.Instance
+	db   *storage.DB
+	once sync.Once
+	err  error
+}
+
+// Filter selects inspection-feed decisions; see server.DebugFilter.
+type Filter = server.DebugFilter
+
+// Decision is one intake decision of the inspection feed.
+type Decision = server.DebugEvent
+
+// Event is a stored event.
+type Event = storage.StoredEvent
+
+// Answer is the collector's 202 body.
+type Answer struct {
+	Accepted    int `json:"accepted"`
+	Duplicates  int `json:"duplicates"`
+	Quarantined int `json:"quarantined"`
+	Dropped     int `json:"dropped"`
+}
+
+type options struct {
+	cfg      server.Config
+	now      func() time.Time
+	planJSON string
+}
+
+// Option configures an instance.
+type Option func(*options)
+
+// WithClock makes now the clock of the instance: event defaults, session
+// timeouts, daily cookieless salts, audit times. See Clock.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithPlan validates events against a tracking plan (CONTRACT 4 format).
+func WithPlan(planJSON string) Option { return func(o *options) { o.planJSON = planJSON } }
+
+// WithRequireAPIKey sets the collector's REQUIRE_API_KEY mode.
+func WithRequireAPIKey(mode string) Option { return func(o *options) { o.cfg.RequireAPIKey = mode } }
+
+// WithConsentMode sets CONSENT_MODE ("cookieless" or "require").
+func WithConsentMode(mode string) Option { return func(o *options) { o.cfg.ConsentMode = mode } }
+
+// WithRateLimit sets events per second per site (default 0: off).
+func WithRateLimit(perSecond int) Option { return func(o *options) { o.cfg.RateLimit = perSecond } }
+
+// WithQuota sets accepted events per site per month (default 0: unlimited).
+func WithQuota(n int) Option { return func(o *options) { o.cfg.Quota = n } }
+
+// WithLogger receives the server's logs (default: discarded).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.cfg.Logger = l } }
+
+// New starts an instance for the test and stops it in t.Cleanup. It fails
+// the test if the instance cannot start.
+func New(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	s, err := Start(opts...)
+	if err != nil {
+		t.Fatalf("servertest: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Start starts an instance outside a test; call Close when done.
+func Start(opts ...Option) (*Server, error) {
+	o := &options{}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if o.cfg.Logger == nil {
+		o.cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.planJSON != "" {
+		plan, err := schema.ParsePlan([]byte(o.planJSON))
+		if err != nil {
+			return nil, fmt.Errorf("plan: %w", err)
+		}
+		o.cfg.Plan = plan
+	}
+	o.cfg.Now = o.now
+	o.cfg.AdminToken = "servertest-admin"
+	o.cfg.DebugFeedSize = server.DefaultDebugFeedSize
+	db, err := storage.Open(context.Background(), storage.Options{Path: ":memory:", Now: o.now})
+	if err != nil {
+		return nil, err
+	}
+	inst, err := server.Listen(o.cfg, db, "127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	setup, err := server.SeedDev(context.Background(), inst, o.cfg.AdminToken)
+	if err != nil {
+		inst.Shutdown(context.Background())
+		db.Close()
+		return nil, err
+	}
+	return &Server{DevSetup: setup, inst: inst, db: db}, nil
+}
+
+// Close stops the listeners and drops the database. A second Close does
+// nothing.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.err = s.inst.Shutdown(ctx)
+		if err := s.db.Close(); s.err == nil {
+			s.err = err
+		}
+	})
+	return s.err
+}
+
+// Send posts events (anything that encodes to an event object) to the
+// collector's /v1/events as one batch, authenticated as the site, and
+// returns the 202 answer; any other answer is an error carrying its body.
+// Fields your events omit are not filled in: the point is to check what
+// your SDK sends.
+func (s *Server) Send(events ...any) (Answer, error) {
+	body, err := json.Marshal(events)
+	if err != nil {
+		return Answer{}, err
+	}
+	req, err := http.NewRequest(http.MethodPost, s.CollectorURL+"/v1/events", bytes.NewReader(body))
+	if err != nil {
+		return Answer{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.SiteID)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Answer{}, err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusAccepted {
+		return Answer{}, fmt.Errorf("collector answered %d: %s", res.StatusCode, b)
+	}
+	var a Answer
+	return a, json.Unmarshal(b, &a)
+}
+
+// Events returns every event stored for the site, in arrival order, with
+// its enrichment and exact wire bytes (Raw).
+func (s *Server) Events() ([]Event, error) {
+	return s.db.SiteEvents(context.Background(), s.SiteID)
+}
+
+// Decisions returns the inspection feed's decisions matching f, newest
+// first: why each event was accepted, deduplicated, quarantined, dropped
+// (with the gate's reason) or rejected (with the error code and details).
+func (s *Server) Decisions(f Filter) []Decision {
+	return s.inst.Server.Decisions(f)
+}
+
+// Reset deletes all events, sessions, DLQ rows, identity data, rollups
+// and dedup ids, and clears the inspection feed; the site and keys stay.
+func (s *Server) Reset() error {
+	req, _ := http.NewRequest(http.MethodPost, s.QueryURL+"/v1/debug/reset", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("reset answered %d", res.StatusCode)
+	}
+	return nil
+}
+
+// Clock is a settable clock for WithClock: it starts at a fixed time and
+// moves only when told.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock standing at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// Set moves the clock to t.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
