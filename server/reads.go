@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -135,5 +137,31 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request, ps httprouter.
 		events = []storage.TimelineEvent{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": events, "next_before": next})
+	return nil
+}
+
+// breakdown answers {dimension, rows: [{value, count}]}: pageviews in the
+// range by url, referrer, country, browser, os or device_type, count
+// descending then value ascending; limit 1-1000 (default 100).
+//
+// GET /v1/sites/:siteId/breakdown
+func (s *Server) breakdown(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	site, from, to, err := s.readSite(r, ps)
+	if err != nil {
+		return err
+	}
+	dim := r.URL.Query().Get("dimension")
+	if !slices.Contains(storage.Dimensions, dim) {
+		return fault.Errorf(fault.InvalidDimension, "dimension must be one of %s", strings.Join(storage.Dimensions, ", "))
+	}
+	limit, err := limitParam(r, 100, 1000)
+	if err != nil {
+		return err
+	}
+	rows, err := s.db.Breakdown(r.Context(), site.ID, dim, from, to, limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"dimension": dim, "rows": rows})
 	return nil
 }

@@ -160,6 +160,7 @@ func (s *Server) Query() http.Handler {
 	rt.handle(http.MethodGet, "/sites/:siteId/events", s.eventCounts)
 	rt.handle(http.MethodGet, "/sites/:siteId/sessions", s.sessions)
 	rt.handle(http.MethodGet, "/sites/:siteId/users/:userId/timeline", s.timeline)
+	rt.handleV1(http.MethodGet, "/sites/:siteId/breakdown", s.breakdown)
 	rt.handle(http.MethodPost, "/sites/:siteId/sourcemaps", s.uploadSourcemap)
 	rt.handle(http.MethodGet, "/sites/:siteId/dlq", s.listDLQ)
 	rt.handle(http.MethodPost, "/sites/:siteId/dlq/:eventId/replay", s.replayDLQ)

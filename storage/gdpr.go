@@ -243,6 +243,31 @@ func (db *DB) unrollEvents(tx *Tx, site, where string, args []any) error {
 			return err
 		}
 	}
+	// The pageviews' breakdown values.
+	rows, err = tx.Query(`SELECT substr(ts, 1, 10), url, referrer, COALESCE(country, ''), COALESCE(browser, ''), COALESCE(os, ''),
+		COALESCE(device_type, '') FROM events WHERE type = 'pageview' AND `+where, args...)
+	if err != nil {
+		return err
+	}
+	dims := map[dimKey]int{}
+	for rows.Next() {
+		var day, country, browser, os, device string
+		var u, ref *string
+		if err := rows.Scan(&day, &u, &ref, &country, &browser, &os, &device); err != nil {
+			rows.Close()
+			return err
+		}
+		for d, v := range dimensionValues(u, ref, country, browser, os, device) {
+			dims[dimKey{site, day, Dimensions[d], v}]++
+		}
+	}
+	rows.Close()
+	for k, n := range dims {
+		if _, err := tx.Exec(`UPDATE daily_dimensions SET count = MAX(count - ?, 0) WHERE site_id = ? AND day = ? AND dimension = ? AND value = ?`,
+			n, k.site, k.day, k.dim, k.value); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

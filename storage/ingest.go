@@ -51,7 +51,7 @@ type IngestResult struct {
 // ingestStmts are prepared once on the write connection.
 type ingestStmts struct {
 	dedup, insertEvent, link, profile, loadSessions, insertSession, updateSession, deleteSession,
-	dailyEvents, dailySessions, usage, dlq *sql.Stmt
+	dailyEvents, dailySessions, usage, dlq, dailyDims *sql.Stmt
 }
 
 func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
@@ -76,6 +76,8 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 		{&s.dailySessions, `INSERT INTO daily_sessions(site_id, day, sessions, duration_ms, events, bounces) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT(site_id, day) DO UPDATE SET sessions = sessions + excluded.sessions,
 			duration_ms = duration_ms + excluded.duration_ms, events = events + excluded.events, bounces = bounces + excluded.bounces`},
+		{&s.dailyDims, `INSERT INTO daily_dimensions(site_id, day, dimension, value, count) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT(site_id, day, dimension, value) DO UPDATE SET count = count + excluded.count`},
 		{&s.usage, `INSERT INTO site_usage(site_id, month, accepted) VALUES (?, ?, ?)
 			ON CONFLICT(site_id, month) DO UPDATE SET accepted = accepted + excluded.accepted`},
 		{&s.dlq, `INSERT INTO dlq(id, site_id, payload, error, received_at, anon_id, user_id, endpoint, user_agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -126,7 +128,7 @@ func (db *DB) Ingest(ctx context.Context, events []IngestEvent, dlq []Quarantine
 
 // runIngest stores works in tx as one unit.
 func (db *DB) runIngest(tx *Tx, works []*ingestWork) error {
-	j := &ingestJob{db: db, tx: tx, days: map[dayKey]int{}, usage: map[[2]string]int{},
+	j := &ingestJob{db: db, tx: tx, days: map[dayKey]int{}, usage: map[[2]string]int{}, dims: map[dimKey]int{},
 		sessDays: map[[2]string]*sessionDelta{}, groups: map[[2]string][]*IngestEvent{}, linked: map[[3]string]bool{}}
 	for _, w := range works {
 		if err := j.add(w); err != nil {
@@ -154,6 +156,7 @@ type ingestJob struct {
 	db       *DB
 	tx       *Tx
 	days     map[dayKey]int
+	dims     map[dimKey]int
 	usage    map[[2]string]int // (site, month) -> accepted
 	sessDays map[[2]string]*sessionDelta
 	groups   map[[2]string][]*IngestEvent // (site, anon) -> stored events
@@ -213,6 +216,11 @@ func (j *ingestJob) add(w *ingestWork) error {
 		w.usage[e.SiteID]++
 		j.usage[[2]string{e.SiteID, month}]++
 		j.days[dayKey{e.SiteID, ts[:10], e.Type}]++
+		if e.Type == "pageview" {
+			for d, v := range dimensionValues(e.URL, e.Referrer, e.Country, e.Browser, e.OS, e.DeviceType) {
+				j.dims[dimKey{e.SiteID, ts[:10], Dimensions[d], v}]++
+			}
+		}
 		g := [2]string{e.SiteID, e.AnonID}
 		if _, ok := j.groups[g]; !ok {
 			j.order = append(j.order, g)
@@ -372,6 +380,12 @@ func (j *ingestJob) rollups() error {
 	for _, k := range keys {
 		if _, err := de.Exec(k.site, k.day, k.typ, j.days[k]); err != nil {
 			return fmt.Errorf("daily events: %w", err)
+		}
+	}
+	dd := j.stmt(j.db.ingest.dailyDims)
+	for k, n := range j.dims {
+		if _, err := dd.Exec(k.site, k.day, k.dim, k.value, n); err != nil {
+			return fmt.Errorf("daily dimensions: %w", err)
 		}
 	}
 	ds := j.stmt(j.db.ingest.dailySessions)

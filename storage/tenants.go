@@ -336,7 +336,7 @@ func (db *DB) CreateSite(ctx context.Context, actor Actor, ws *Workspace, id, na
 // siteDataTables hold a site's data; deleting a site empties them of it so
 // a later site with the same id starts clean (the audit log is kept).
 var siteDataTables = []string{"events", "sessions", "user_profiles", "identity_links", "dlq", "webhook_secrets", "sourcemaps",
-	"event_ids", "daily_events", "daily_sessions", "site_usage"}
+	"event_ids", "daily_events", "daily_sessions", "site_usage", "daily_dimensions"}
 
 // DeleteSite deletes the site id of ws together with all its data, audited
 // as site.delete in the same transaction.

@@ -171,7 +171,7 @@ func (db *DB) DLQSize(ctx context.Context) (int, error) {
 
 // resetTables are emptied by ResetData.
 var resetTables = []string{"events", "sessions", "dlq", "identity_links", "user_profiles",
-	"event_ids", "daily_events", "daily_sessions", "site_usage"}
+	"event_ids", "daily_events", "daily_sessions", "site_usage", "daily_dimensions"}
 
 // ResetData empties every table of collected data in one transaction and
 // forgets the quota counts; tenants, keys and the audit log stay. It is for
