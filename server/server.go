@@ -108,6 +108,7 @@ func (s *Server) Collector() http.Handler {
 	rt.handle(http.MethodGet, "/metrics", s.serveMetrics)
 	rt.handle(http.MethodPost, "/events", s.ingest(endpointEvents))
 	rt.handle(http.MethodPost, "/s2s/events", s.ingest(endpointS2S))
+	rt.handleV1(http.MethodGet, "/script.js", s.script)
 	rt.GlobalOPTIONS = http.HandlerFunc(preflight)
 	return cors(rt)
 }
@@ -137,6 +138,8 @@ func preflight(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Query() http.Handler {
 	rt := newRouter(s.log)
 	rt.handle(http.MethodGet, "/healthz", s.healthz)
+	rt.Handle(http.MethodGet, "/", rt.adapt(s.dashboard))
+	rt.handleV1(http.MethodGet, "/ui/*filepath", s.dashboard)
 
 	rt.handle(http.MethodGet, "/workspaces", s.listWorkspaces)
 	rt.handle(http.MethodPost, "/workspaces", s.createWorkspace)

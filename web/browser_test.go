@@ -1,0 +1,248 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tally-analytics/tally/server/servertest"
+)
+
+// desktopUA replaces headless Chrome's own User-Agent, which names
+// HeadlessChrome and is (rightly) dropped as a bot.
+const desktopUA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36"
+
+// chrome finds Debian's chromium. .ci/run installs it; elsewhere the
+// browser tests are skipped when it is missing.
+func chrome(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium is not installed; .ci/run installs Debian's chromium package")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium)")
+	return ""
+}
+
+func browser(t *testing.T) (context.Context, context.CancelFunc) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome(t)),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.UserAgent(desktopUA),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(alloc)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	return ctx, func() { cancelTimeout(); cancelCtx(); cancelAlloc() }
+}
+
+// pages serves test pages that include the tracking script, from an
+// origin other than the collector's.
+func pages(collector, site string) *httptest.Server {
+	tag := fmt.Sprintf(`<script defer src="%s/v1/script.js" data-site="%s"></script>`, collector, site)
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		head := tag
+		if r.URL.Path == "/dnt.html" {
+			// What a browser with Do-Not-Track on reports to scripts.
+			head = `<script>Object.defineProperty(navigator, "doNotTrack", {get: function () { return "1"; }});</script>` + tag
+		}
+		fmt.Fprintf(w, `<!doctype html><html><head><title>Test page</title>%s</head><body><h1>Shop</h1></body></html>`, head)
+	}))
+}
+
+// waitEvents polls until the server holds n events.
+func waitEvents(t *testing.T, srv *servertest.Server, n int) []servertest.Event {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		events, err := srv.Events()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(events) >= n {
+			return events
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d events, want %d; decisions: %+v", len(events), n, srv.Decisions(servertest.Filter{}))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func TestTrackingScriptInABrowser(t *testing.T) {
+	ctx, cancel := browser(t)
+	defer cancel()
+	srv := servertest.New(t)
+	site := pages(srv.CollectorURL, srv.SiteID)
+	defer site.Close()
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(site.URL+"/page.html?ref=x")); err != nil {
+		t.Fatal(err)
+	}
+	events := waitEvents(t, srv, 1)
+	pv := events[0]
+	if pv.Type != "pageview" || deref(pv.Browser) != "Chrome" || deref(pv.OS) != "Linux" || deref(pv.DeviceType) != "desktop" ||
+		deref(pv.URL) != site.URL+"/page.html?ref=x" || pv.AnonID == "" {
+		t.Fatalf("first pageview: got %+v", pv)
+	}
+
+	// An SPA navigation through the History API is a second pageview; a hash change a third.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`history.pushState({}, "", "/spa/next"), ""`)); err != nil {
+		t.Fatal(err)
+	}
+	events = waitEvents(t, srv, 2)
+	if events[1].Type != "pageview" || deref(events[1].URL) != site.URL+"/spa/next" || events[1].AnonID != pv.AnonID {
+		t.Fatalf("SPA pageview: got %+v", events[1])
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash = "#pricing", ""`)); err != nil {
+		t.Fatal(err)
+	}
+	events = waitEvents(t, srv, 3)
+	if deref(events[2].URL) != site.URL+"/spa/next#pricing" {
+		t.Fatalf("hash change: got %+v", events[2])
+	}
+
+	// track and identify.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`tally.track("signup", {plan: "pro"}); tally.identify("u-7", {tier: "gold"}); tally.track(); false`)); err != nil {
+		t.Fatalf("the API threw into the page: %v", err)
+	}
+	events = waitEvents(t, srv, 6)
+	byType := map[string]servertest.Event{}
+	for _, e := range events {
+		byType[e.Type] = e
+	}
+	var raw map[string]any
+	json.Unmarshal(byType["signup"].Raw, &raw)
+	if props, _ := raw["properties"].(map[string]any); props["plan"] != "pro" {
+		t.Fatalf("track: got %s", byType["signup"].Raw)
+	}
+	if id := byType["identify"]; deref(id.UserID) != "u-7" || !strings.Contains(string(id.Raw), `"tier":"gold"`) {
+		t.Fatalf("identify: got %+v %s", id, id.Raw)
+	}
+
+	// Do-Not-Track (another origin, so fresh storage): sent as consent "denied", nothing stored in the browser.
+	dnt := pages(srv.CollectorURL, srv.SiteID)
+	defer dnt.Close()
+	if err := chromedp.Do(ctx, chromedp.Navigate(dnt.URL+"/dnt.html"), chromedp.Sleep(300*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := chromedp.Run(ctx, chromedp.Evaluate[string](`String(localStorage.getItem("tally_aid"))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events = waitEvents(t, srv, 7)
+	last := events[6]
+	if !strings.Contains(string(last.Raw), `"consent":"denied"`) || !strings.HasPrefix(last.AnonID, "c_") || stored != "null" {
+		t.Fatalf("DNT: got %+v raw %s, localStorage %q", last, last.Raw, stored)
+	}
+	for _, d := range srv.Decisions(servertest.Filter{}) {
+		if d.Outcome != "accepted" {
+			t.Errorf("decision %+v, want every event accepted", d)
+		}
+	}
+}
+
+func TestDashboardInABrowser(t *testing.T) {
+	ctx, cancel := browser(t)
+	defer cancel()
+	srv := servertest.New(t)
+	site := pages(srv.CollectorURL, srv.SiteID)
+	defer site.Close()
+	for _, p := range []string{"/a.html", "/b.html", "/a.html?x=1"} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(site.URL+p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitEvents(t, srv, 3)
+
+	// The API's count for the range the dashboard shows by default (the last 30 days).
+	to := time.Now().UTC()
+	req, _ := http.NewRequest("GET", srv.QueryURL+"/v1/sites/"+srv.SiteID+"/pageviews?from="+to.AddDate(0, 0, -29).Format("2006-01-02")+"&to="+to.Format("2006-01-02"), nil)
+	req.Header.Set("Authorization", "Bearer "+srv.AdminToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var api struct{ Count int }
+	json.NewDecoder(res.Body).Decode(&api)
+	res.Body.Close()
+
+	err = chromedp.Do(ctx,
+		chromedp.EmulateViewport(1280, 1000),
+		chromedp.Navigate(srv.QueryURL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), srv.AdminToken),
+		chromedp.Click(chromedp.CSS("#signin button")),
+		chromedp.WaitVisible(chromedp.CSS("#bd-url td.n")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	siteInput, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("site-input-label").offsetParent !== null`))
+	if err != nil || siteInput {
+		t.Errorf("the site id box shows for the admin token (err %v)", err)
+	}
+	shown, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("pageviews-total")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	topPage, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#bd-url tr:nth-child(2) td")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	desktop, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844), chromedp.Sleep(300*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	phone, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown != fmt.Sprint(api.Count) || api.Count != 3 {
+		t.Fatalf("the dashboard shows %q pageviews, the API says %d (want 3)", shown, api.Count)
+	}
+	if topPage != site.URL+"/a.html" {
+		t.Errorf("got top page %q, want %s/a.html", topPage, site.URL)
+	}
+	out := filepath.Join("..", "testout")
+	os.MkdirAll(out, 0o755)
+	for name, img := range map[string][]byte{"dashboard-desktop.png": desktop, "dashboard-phone.png": phone} {
+		if err := os.WriteFile(filepath.Join(out, name), img, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("screenshots in %s", out)
+}
