@@ -1,0 +1,65 @@
+package storage
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOlderSQLiteShellReadsTheDatabase opens a database this package wrote
+// with the system's sqlite3 shell (Debian's is 3.40, the oldest version
+// CONTRACT 2 promises), reads it, inserts a webhook secret the way an
+// operator would, and sees the audit log refuse changes.
+func TestOlderSQLiteShellReadsTheDatabase(t *testing.T) {
+	shell, err := exec.LookPath("sqlite3")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("sqlite3 is not installed; .ci/run installs Debian's sqlite3 package")
+		}
+		t.Skip("no sqlite3 shell")
+	}
+	path := filepath.Join(t.TempDir(), "a.db")
+	db, err := Open(context.Background(), Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ws, err := db.CreateWorkspace(ctx, Actor{Kind: ActorSystem}, "A", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateSite(ctx, Actor{Kind: ActorSystem}, ws, "web", "W"); err != nil {
+		t.Fatal(err)
+	}
+	u := "https://a.test/p"
+	if _, err := db.Ingest(ctx, []IngestEvent{{ID: "e1", SiteID: "web", Type: "pageview", AnonID: "v", URL: &u,
+		TS: time.Now(), Raw: []byte(`{}`)}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	run := func(sql string) (string, error) {
+		out, err := exec.Command(shell, path, sql).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	version, _ := exec.Command(shell, "--version").Output()
+	t.Logf("sqlite3 shell %s", strings.Fields(string(version))[0])
+	if out, err := run(`PRAGMA integrity_check; PRAGMA journal_mode; SELECT COUNT(*) FROM sqlite_master;`); err != nil || !strings.HasPrefix(out, "ok\nwal\n") {
+		t.Fatalf("the shell cannot read the schema: %v %s", err, out)
+	}
+	if out, err := run(`SELECT type || ' ' || url FROM events; SELECT sessions FROM daily_sessions;`); err != nil || out != "pageview https://a.test/p\n1" {
+		t.Fatalf("got %q %v", out, err)
+	}
+	if out, err := run(`INSERT INTO webhook_secrets(site_id, adapter, secret) VALUES ('web', 'payments', 's'); SELECT length(created_at) FROM webhook_secrets;`); err != nil || out != "24" {
+		t.Fatalf("operator insert: got %q %v", out, err)
+	}
+	for _, stmt := range []string{`UPDATE audit_log SET action = 'x';`, `DELETE FROM audit_log;`} {
+		if out, err := run(stmt); err == nil || !strings.Contains(out, "append-only") {
+			t.Errorf("%s: got %q %v, want the trigger's refusal", stmt, out, err)
+		}
+	}
+}
