@@ -40,6 +40,7 @@ const planURL = "urn:tally:plan"
 
 type refuseLoader struct{}
 
+// Load refuses every URL: schemas come only from the plan file itself.
 func (refuseLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("$ref to %q refused: a plan may only refer inside its own file", url)
 }

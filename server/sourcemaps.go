@@ -252,6 +252,8 @@ type stringContent struct {
 	err  error
 }
 
+// Read implements io.Reader over the string's content, undoing the allowed
+// escapes.
 func (sc *stringContent) Read(p []byte) (int, error) {
 	if sc.done {
 		return 0, io.EOF
