@@ -175,7 +175,14 @@ func TestTrackingScriptInABrowser(t *testing.T) {
 func TestDashboardInABrowser(t *testing.T) {
 	ctx, cancel := browser(t)
 	defer cancel()
-	srv := servertest.New(t)
+	// Purchases need properties: one without lands in the DLQ for the Replay button.
+	srv := servertest.New(t, servertest.WithPlan(`{"mode":"quarantine","events":{"purchase":{"type":"object","required":["properties"]},"*":{"type":"object"}}}`))
+	if _, err := srv.Send(
+		map[string]any{"id": "3f2504e0-4f89-41d3-9a0c-0305e82c3301", "site_id": srv.SiteID, "anon_id": "dev-1", "user_id": "u-1", "type": "signup", "url": "https://shop.test/join"},
+		map[string]any{"id": "3f2504e0-4f89-41d3-9a0c-0305e82c3302", "site_id": srv.SiteID, "anon_id": "dev-1", "type": "purchase"},
+	); err != nil {
+		t.Fatal(err)
+	}
 	site := pages(srv.CollectorURL, srv.SiteID)
 	defer site.Close()
 	for _, p := range []string{"/a.html", "/b.html", "/a.html?x=1"} {
@@ -183,7 +190,7 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitEvents(t, srv, 3)
+	waitEvents(t, srv, 4)
 
 	// The API's count for the range the dashboard shows by default (the last 30 days).
 	to := time.Now().UTC()
@@ -231,6 +238,28 @@ func TestDashboardInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The user timeline and the DLQ's Replay button.
+	err = chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("user-id"), "u-1"),
+		chromedp.Click(chromedp.CSS("#timeline-form button")),
+		chromedp.WaitVisible(chromedp.CSS("#timeline tr:nth-child(2) td")),
+		chromedp.WaitVisible(chromedp.CSS("#dlq button")),
+		chromedp.Click(chromedp.CSS("#dlq button")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timelineURL, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#timeline tr:nth-child(2) td:nth-child(3)")))
+	if err != nil || timelineURL != "https://shop.test/join" {
+		t.Errorf("timeline: got %q %v", timelineURL, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(auditActions(t, srv), "dlq.replay") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Replay button did not replay; audit: %s", auditActions(t, srv))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if shown != fmt.Sprint(api.Count) || api.Count != 3 {
 		t.Fatalf("the dashboard shows %q pageviews, the API says %d (want 3)", shown, api.Count)
 	}
@@ -245,4 +274,23 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 	}
 	t.Logf("screenshots in %s", out)
+}
+
+// auditActions lists the workspace's audit actions, newest first.
+func auditActions(t *testing.T, srv *servertest.Server) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", srv.QueryURL+"/v1/workspaces/"+srv.Workspace+"/audit", nil)
+	req.Header.Set("Authorization", "Bearer "+srv.AdminToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct{ Entries []struct{ Action string } }
+	json.NewDecoder(res.Body).Decode(&body)
+	var actions []string
+	for _, e := range body.Entries {
+		actions = append(actions, e.Action)
+	}
+	return strings.Join(actions, " ")
 }
