@@ -349,6 +349,15 @@ func TestCollectorRateLimitAndQuota(t *testing.T) {
 		h2.clock.Advance(15 * time.Hour) // February: a new month
 		intake(t, h2.c("POST", "/v1/events", "web", ev("web", 6, nil), "User-Agent", chromeUA))
 	})
+	t.Run("a re-created site starts with a fresh quota", func(t *testing.T) {
+		h := newHarness(t, func(c *Config) { c.Quota = 1 })
+		h.setupTenant("acme", "web")
+		intake(t, h.c("POST", "/v1/events", "web", ev("web", 1, nil), "User-Agent", chromeUA))
+		mustStatus(t, h.c("POST", "/v1/events", "web", ev("web", 2, nil), "User-Agent", chromeUA), 429, "quota_exceeded")
+		mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/sites/web", testAdminToken, nil), 204, "")
+		mustStatus(t, h.q("POST", "/v1/workspaces/acme/sites", testAdminToken, map[string]any{"id": "web", "name": "again"}), 201, "")
+		intake(t, h.c("POST", "/v1/events", "web", ev("web", 3, nil), "User-Agent", chromeUA))
+	})
 }
 
 func TestCollectorEnrichmentAndIdentity(t *testing.T) {

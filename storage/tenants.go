@@ -369,6 +369,10 @@ func (db *DB) DeleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 			db.tenants.mu.Lock()
 			delete(db.sites, id)
 			db.tenants.mu.Unlock()
+			// site_usage went with the site; so does its in-memory count.
+			db.quota.mu.Lock()
+			delete(db.quota.used, id)
+			db.quota.mu.Unlock()
 		})
 		return nil
 	})
