@@ -507,6 +507,12 @@ func TestCollectorPlan(t *testing.T) {
 		if n := h.count(`SELECT COUNT(*) FROM events`) + h.count(`SELECT COUNT(*) FROM dlq`); n != 0 {
 			t.Fatalf("got %d stored rows after a reject, want 0", n)
 		}
+		if got := metricValue(t, h, `service_events_dropped_total{endpoint="events",reason="schema_invalid"}`); got != "3" {
+			t.Errorf("got schema_invalid drops %s, want 3 (the whole batch)", got)
+		}
+		if got := metricValue(t, h, `service_validation_duration_seconds_count{endpoint="events"}`); got != "3" {
+			t.Errorf("got %s validations timed, want 3", got)
+		}
 		intake(t, h.c("POST", "/v1/events", "web", good, "User-Agent", chromeUA))
 	})
 	t.Run("quarantine", func(t *testing.T) {
