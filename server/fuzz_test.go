@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tally-analytics/tally/schema"
@@ -47,6 +48,59 @@ func FuzzIntake(f *testing.F) {
 			if rec.Code != http.StatusAccepted && (rec.Code < 400 || rec.Code >= 500) {
 				t.Fatalf("%s: got %d %s for body %q", path, rec.Code, rec.Body, body)
 			}
+		}
+	})
+}
+
+// FuzzQueryAPI sends arbitrary methods, paths, query strings and bodies to
+// the real query API as the admin: every answer must be below 500.
+func FuzzQueryAPI(f *testing.F) {
+	seeds := []struct{ method, path, body string }{
+		{"POST", "/v1/workspaces", `{"name":"a","slug":"a"}`},
+		{"PATCH", "/v1/workspaces/f", `{"name":"x"}`},
+		{"POST", "/v1/workspaces/f/sites", `{"id":"s","name":"S"}`},
+		{"POST", "/v1/workspaces/f/keys", `{"label":"k","scopes":["admin"]}`},
+		{"DELETE", "/v1/workspaces/f/keys/x", ``},
+		{"GET", "/v1/workspaces/f/audit?limit=5&cursor=2026-01-01T00:00:00Z", ``},
+		{"GET", "/v1/sites/web/pageviews?from=2026-01-01&to=2026-01-31", ``},
+		{"GET", "/v1/sites/web/breakdown?dimension=url&from=2026-01-01&to=2026-01-31&limit=3", ``},
+		{"GET", "/v1/sites/web/users/u/timeline?limit=2&before=2026-01-01T00:00:00.5Z", ``},
+		{"GET", "/v1/sites/web/dlq?cursor=2026-01-01T00:00:00Z", ``},
+		{"POST", "/v1/sites/web/dlq/x/replay", ``},
+		{"POST", "/v1/sites/web/gdpr/delete", `{"subject":{"anon_id":"a"}}`},
+		{"POST", "/v1/sites/web/gdpr/export", `{"subject":{"user_id":"u"}}`},
+		{"POST", "/v1/sites/web/sourcemaps", `{"release":"1","file":"a.js","map":"YQ=="}`},
+		{"POST", "/v1/webhooks/payments/web", `{"id":"evt","type":"charge.succeeded"}`},
+		{"POST", "/v1/sites/web/webhook-secrets", `{"adapter":"payments"}`},
+		{"DELETE", "/v1/sites/web/webhook-secrets/99", ``},
+		{"GET", "/v1/ui/app.js", ``},
+	}
+	for _, s := range seeds {
+		f.Add(s.method, s.path, []byte(s.body))
+	}
+	db, err := storage.Open(context.Background(), storage.Options{Path: filepath.Join(f.TempDir(), "q.db")})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { db.Close() })
+	srv := New(Config{AdminToken: "fuzz", Logger: discardLogger(), CollectorURL: "http://127.0.0.1:1"}, db)
+	ws, _ := db.CreateWorkspace(context.Background(), storage.Actor{Kind: storage.ActorSystem}, "F", "f")
+	db.CreateSite(context.Background(), storage.Actor{Kind: storage.ActorSystem}, ws, "web", "Web")
+	h := srv.Query()
+	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
+		if method == "" || !strings.HasPrefix(path, "/") || strings.ContainsAny(method, " \t\r\n") {
+			return
+		}
+		req, err := http.NewRequest(method, "http://x"+path, bytes.NewReader(body))
+		if err != nil {
+			return // not a request a client could send
+		}
+		req.Header.Set("Authorization", "Bearer fuzz")
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %s: got %d %s", method, path, rec.Code, rec.Body)
 		}
 	})
 }
