@@ -19,11 +19,7 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request, ps httprouter.P
 	if err != nil {
 		return err
 	}
-	limit, err := limitParam(r, 100, 1000)
-	if err != nil {
-		return err
-	}
-	cursor, err := timeParam(r, "cursor")
+	limit, cursor, err := pageParams(r, "cursor")
 	if err != nil {
 		return err
 	}

@@ -114,11 +114,7 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request, ps httprouter.
 	if err != nil {
 		return err
 	}
-	limit, err := limitParam(r, 100, 1000)
-	if err != nil {
-		return err
-	}
-	before, err := timeParam(r, "before")
+	limit, before, err := pageParams(r, "before")
 	if err != nil {
 		return err
 	}

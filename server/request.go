@@ -99,3 +99,13 @@ func timeParam(r *http.Request, name string) (time.Time, error) {
 	}
 	return t, nil
 }
+
+// pageParams reads the paging parameters of a list: limit (1-1000, default
+// 100) and the exclusive timestamp cursor named cursorName.
+func pageParams(r *http.Request, cursorName string) (limit int, cursor time.Time, err error) {
+	if limit, err = limitParam(r, 100, 1000); err != nil {
+		return 0, cursor, err
+	}
+	cursor, err = timeParam(r, cursorName)
+	return limit, cursor, err
+}
