@@ -218,13 +218,3 @@ func parseOne(raw json.RawMessage, prefix string, now time.Time) (Event, []fault
 // EnvelopeFields are the fields the wire boundary owns; the tracking plan's
 // schemas see the event without them.
 var EnvelopeFields = []string{"id", "site_id", "anon_id", "ts", "url", "type"}
-
-// isEnvelope reports whether name is an envelope field.
-func isEnvelope(name string) bool {
-	for _, f := range EnvelopeFields {
-		if f == name {
-			return true
-		}
-	}
-	return false
-}

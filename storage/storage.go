@@ -280,9 +280,6 @@ func (db *DB) Close() error {
 	return db.closeErr
 }
 
-// Now returns the storage clock's current time.
-func (db *DB) Now() time.Time { return db.now() }
-
 // Ping checks that a read connection answers.
 func (db *DB) Ping(ctx context.Context) error {
 	return db.read.PingContext(ctx)

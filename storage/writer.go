@@ -71,23 +71,17 @@ func newWriter(db *sql.DB, size int, ingest func(*Tx, []*ingestWork) error) *Wri
 // job writes (at least 1), used to size batches. If ctx ends first, Submit
 // returns ctx.Err(), but the job still runs: it may be committed.
 func (w *Writer) Submit(ctx context.Context, weight int, fn func(*Tx) error) error {
-	return w.submit(ctx, weight, fn, false, nil)
+	return w.submit(ctx, weight, fn, false)
 }
 
 // Do queues fn, waiting for room if the queue is full, then waits for the
 // commit. It is for rare administrative writes that must not be refused.
 func (w *Writer) Do(ctx context.Context, fn func(*Tx) error) error {
-	return w.submit(ctx, 1, fn, true, nil)
+	return w.submit(ctx, 1, fn, true)
 }
 
-// SubmitTimed is Submit with a callback receiving the commit duration of
-// the batch the job was part of (for the storage write histogram).
-func (w *Writer) SubmitTimed(ctx context.Context, weight int, fn func(*Tx) error, stats func(time.Duration)) error {
-	return w.submit(ctx, weight, fn, false, stats)
-}
-
-func (w *Writer) submit(ctx context.Context, weight int, fn func(*Tx) error, wait bool, stats func(time.Duration)) error {
-	return w.enqueue(ctx, &job{fn: fn, weight: max(weight, 1), done: make(chan error, 1), stats: stats}, wait)
+func (w *Writer) submit(ctx context.Context, weight int, fn func(*Tx) error, wait bool) error {
+	return w.enqueue(ctx, &job{fn: fn, weight: max(weight, 1), done: make(chan error, 1)}, wait)
 }
 
 // enqueue queues j (waiting for room when wait is set) and waits for its
