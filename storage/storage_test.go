@@ -3,10 +3,17 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tally-analytics/tally/fault"
 )
@@ -201,5 +208,81 @@ func TestWriterQueueFullAndDrainOnClose(t *testing.T) {
 	}
 	if err := db.writer.Submit(ctx, 1, func(*Tx) error { return nil }); !errors.Is(err, ErrClosed) {
 		t.Fatalf("got %v after Close, want ErrClosed", err)
+	}
+}
+
+// walCheckpointSeq reads the checkpoint sequence number from the WAL
+// header, which SQLite increments each time the WAL starts over.
+func walCheckpointSeq(t *testing.T, path string) uint32 {
+	t.Helper()
+	f, err := os.Open(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var hdr [16]byte
+	if _, err := io.ReadFull(f, hdr[:]); err != nil {
+		t.Fatalf("read WAL header: %v", err)
+	}
+	return binary.BigEndian.Uint32(hdr[12:])
+}
+
+// Under steady load the writer always has a commit in flight, so the WAL
+// would never be fully copied at the start of a transaction and would grow
+// without bound. The writer must let it start over.
+func TestWALStartsOverUnderSteadyLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	db, err := Open(context.Background(), Options{Path: path, CheckpointEvery: 5 * time.Millisecond, walRestartFrames: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	raw := []byte(`{"padding":"` + strings.Repeat("x", 400) + `"}`)
+	var sent atomic.Int64
+	send := func() error {
+		n := sent.Add(1)
+		_, err := db.Ingest(ctx, []IngestEvent{{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), SiteID: "s",
+			Type: "pageview", AnonID: fmt.Sprintf("a%d", n%5000), TS: time.Now(), Raw: raw}}, nil, nil)
+		return err
+	}
+	if err := send(); err != nil {
+		t.Fatal(err)
+	}
+	first := walCheckpointSeq(t, path)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 { // enough senders that the writer's queue is never empty
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := send(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	restarts := uint32(0)
+	deadline := time.Now().Add(20 * time.Second)
+	for restarts < 3 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		restarts = walCheckpointSeq(t, path) - first
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if restarts < 3 {
+		t.Fatalf("got %d WAL restarts in 20 s of steady load (%d events), want at least 3", restarts, sent.Load())
 	}
 }

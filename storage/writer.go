@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tally-analytics/tally/fault"
@@ -54,6 +55,11 @@ type Writer struct {
 	queue chan *job
 	// ingest runs several Ingest works as one unit.
 	ingest func(tx *Tx, works []*ingestWork) error
+
+	// checkpointWanted is set by checkpointLoop when the WAL has grown long:
+	// the writer then checkpoints between two batches so that the WAL can
+	// start over.
+	checkpointWanted atomic.Bool
 
 	mu     sync.RWMutex // guards closed against sends on a closed queue
 	closed bool
@@ -164,6 +170,12 @@ func (w *Writer) loop() {
 			}
 		}
 		w.commit(batch)
+		if w.checkpointWanted.Swap(false) {
+			// Only the frames committed since the checkpoint loop's last
+			// pass are left to copy, so this is short; afterwards the next
+			// transaction restarts the WAL (see checkpointLoop).
+			w.db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+		}
 	}
 }
 
