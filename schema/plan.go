@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -137,15 +138,20 @@ func (p *Plan) Validate(ev *Event) []fault.Detail {
 			return []fault.Detail{{Path: ev.Pointer + "/type", Message: "unknown event"}}
 		}
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(ev.Raw))
-	if err != nil { // cannot happen: Parse accepted these bytes
-		return []fault.Detail{{Path: ev.Pointer, Message: "event is not valid JSON"}}
+	// Only the fields the schema sees are decoded (again, with numbers
+	// kept exact as the validator wants them); the envelope is skipped.
+	obj := make(map[string]any, len(ev.Fields))
+	for name, raw := range ev.Fields {
+		if slices.Contains(EnvelopeFields, name) {
+			continue
+		}
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		if err != nil { // cannot happen: Parse accepted these bytes
+			return []fault.Detail{{Path: ev.Pointer, Message: "event is not valid JSON"}}
+		}
+		obj[name] = v
 	}
-	obj := doc.(map[string]any)
-	for _, f := range EnvelopeFields {
-		delete(obj, f)
-	}
-	err = sch.Validate(obj)
+	err := sch.Validate(obj)
 	if err == nil {
 		return nil
 	}
