@@ -45,9 +45,46 @@ var httpLibraries = []string{"curl/", "wget/", "python-requests/", "python-urlli
 	"aiohttp/", "pycurl/", "go-http-client/", "okhttp/", "axios/", "node-fetch/", "node/", "undici",
 	"java/", "ruby", "dart/", "php/", "guzzlehttp/", "httpie/", "libwww-perl/", "deno/", "bun/", "faraday"}
 
+// agentCacheSize bounds the memo of recent User-Agents; most traffic
+// comes from a few hundred distinct strings.
+const agentCacheSize = 4096
+
+// agentCacheMaxLen keeps longer strings (sent by no real browser) out of
+// the memo, so that a client cannot fill memory with them: the memo holds
+// at most about 2 MB.
+const agentCacheMaxLen = 512
+
+// agentMemo memoizes ParseAgent: the trie walk and the word scans cost a few
+// microseconds, paid twice per event (bot gate, then enrichment) and once
+// per event of a batch.
+var agentMemo = struct {
+	sync.Mutex
+	m map[string]Agent
+}{m: make(map[string]Agent)}
+
 // ParseAgent classifies a User-Agent string. A missing User-Agent is not a
 // bot (CONTRACT 3) and has no device type.
 func ParseAgent(s string) Agent {
+	if len(s) > agentCacheMaxLen {
+		return parseAgent(s)
+	}
+	agentMemo.Lock()
+	a, ok := agentMemo.m[s]
+	agentMemo.Unlock()
+	if ok {
+		return a
+	}
+	a = parseAgent(s)
+	agentMemo.Lock()
+	if len(agentMemo.m) >= agentCacheSize {
+		clear(agentMemo.m) // cheaper than tracking recency; refills at once
+	}
+	agentMemo.m[s] = a
+	agentMemo.Unlock()
+	return a
+}
+
+func parseAgent(s string) Agent {
 	if strings.TrimSpace(s) == "" {
 		return Agent{}
 	}

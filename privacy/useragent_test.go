@@ -1,6 +1,10 @@
 package privacy
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 func TestParseAgent(t *testing.T) {
 	tests := []struct {
@@ -43,4 +47,42 @@ func TestParseAgent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The memo answers as the parser does, however often a string repeats, and
+// never holds more than agentCacheSize strings.
+func TestParseAgentMemo(t *testing.T) {
+	uas := []string{"", "curl/8.4.0", "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1",
+		"Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0 " + strings.Repeat("x", agentCacheMaxLen)}
+	for range 3 {
+		for _, ua := range uas {
+			if got, want := ParseAgent(ua), parseAgent(ua); got != want {
+				t.Fatalf("ParseAgent(%.40q) = %+v, want %+v", ua, got, want)
+			}
+		}
+	}
+	for i := range 2*agentCacheSize + 10 {
+		ParseAgent(fmt.Sprintf("agent-%d", i))
+		agentMemo.Lock()
+		n := len(agentMemo.m)
+		agentMemo.Unlock()
+		if n > agentCacheSize {
+			t.Fatalf("got %d memoized agents, want at most %d", n, agentCacheSize)
+		}
+	}
+}
+
+func BenchmarkParseAgent(b *testing.B) {
+	ua := "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/118.0.0.0 Safari/537.36"
+	b.Run("parse", func(b *testing.B) {
+		for b.Loop() {
+			parseAgent(ua)
+		}
+	})
+	b.Run("memo", func(b *testing.B) {
+		for b.Loop() {
+			ParseAgent(ua)
+		}
+	})
 }
