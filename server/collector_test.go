@@ -1,14 +1,21 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tally-analytics/tally/privacy"
 	"github.com/tally-analytics/tally/schema"
+	"github.com/tally-analytics/tally/storage"
 )
 
 const chromeUA = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/118.0.0.0 Safari/537.36"
@@ -552,4 +559,63 @@ func TestCollectorCORS(t *testing.T) {
 	if r.header.Get("Access-Control-Allow-Origin") != "*" {
 		t.Fatalf("got no CORS header on the POST answer")
 	}
+}
+
+// A full write queue answers 503 with Retry-After and the unavailable
+// code, stores nothing of what it refused and counts it as dropped; every
+// event answered 202 is stored.
+func TestCollectorFullQueue(t *testing.T) {
+	h := newHarnessStorage(t, storage.Options{Path: filepath.Join(t.TempDir(), "test.db"), QueueSize: 1})
+	h.setupTenant("acme", "web")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	var next, accepted, refused atomic.Int64
+	send := func() {
+		body, _ := json.Marshal(ev("web", int(next.Add(1)), nil))
+		req, _ := http.NewRequest("POST", h.collector.URL+"/v1/events", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer web")
+		req.Header.Set("User-Agent", chromeUA)
+		res, err := client.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer res.Body.Close()
+		r := response{status: res.StatusCode, header: res.Header}
+		r.body, _ = io.ReadAll(res.Body)
+		switch r.status {
+		case 202:
+			accepted.Add(int64(intake(t, r).Accepted))
+		case 503:
+			if r.code() != "unavailable" || r.header.Get("Retry-After") != "1" {
+				t.Errorf("got 503 %q with Retry-After %q, want unavailable with 1", r.code(), r.header.Get("Retry-After"))
+			}
+			refused.Add(1)
+		default:
+			t.Errorf("got %d %s, want 202 or 503", r.status, r.body)
+		}
+	}
+	// 32 concurrent senders against a queue of one job: some find it full.
+	for deadline := time.Now().Add(30 * time.Second); refused.Load() == 0 && time.Now().Before(deadline); {
+		var wg sync.WaitGroup
+		for range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 10 {
+					send()
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if refused.Load() == 0 {
+		t.Fatal("no request found the queue full in 30 s")
+	}
+	if n := h.count(`SELECT COUNT(*) FROM events`); n != int(accepted.Load()) {
+		t.Fatalf("got %d stored events, want the %d answered 202", n, accepted.Load())
+	}
+	if got, want := metricValue(t, h, `service_events_dropped_total{endpoint="events",reason="internal"}`), fmt.Sprint(refused.Load()); got != want {
+		t.Fatalf("got %s events dropped as internal, want %s", got, want)
+	}
+	t.Logf("%d accepted, %d refused", accepted.Load(), refused.Load())
 }

@@ -63,8 +63,17 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 // stop one server and start another on the same data.
 func newHarnessAt(t *testing.T, path string, opts ...harnessOption) *harness {
 	t.Helper()
+	return newHarnessStorage(t, storage.Options{Path: path}, opts...)
+}
+
+// newHarnessStorage is newHarness over storage opened with sopts (its Now
+// is the harness clock).
+func newHarnessStorage(t *testing.T, sopts storage.Options, opts ...harnessOption) *harness {
+	t.Helper()
+	path := sopts.Path
 	clk := newClock(time.Date(2026, 1, 31, 9, 5, 0, 120e6, time.UTC))
-	db, err := storage.Open(context.Background(), storage.Options{Path: path, Now: clk.Now})
+	sopts.Now = clk.Now
+	db, err := storage.Open(context.Background(), sopts)
 	if err != nil {
 		t.Fatalf("open storage: %v", err)
 	}
