@@ -19,8 +19,12 @@ type quotaBook struct {
 	reserved map[string]int
 }
 
+// roll moves the book to month if that is later than its own ("YYYY-MM"
+// sorts by time). It never moves back: a commit of events received just
+// before midnight may land after a request of the new month rolled the
+// book, and must not wipe the new month's counts.
 func (q *quotaBook) roll(month string) {
-	if q.month != month {
+	if month > q.month {
 		q.month, q.used, q.reserved = month, map[string]int{}, map[string]int{}
 	}
 }
@@ -80,7 +84,11 @@ func (db *DB) MonthlyAccepted(site string) int {
 func (q *quotaBook) commit(received time.Time, accepted map[string]int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.roll(received.UTC().Format("2006-01"))
+	month := received.UTC().Format("2006-01")
+	q.roll(month)
+	if month != q.month {
+		return // last month's events; the book already counts this month
+	}
 	for site, n := range accepted {
 		q.used[site] += n
 	}
