@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -208,12 +207,17 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 		defer s.db.ReleaseQuota(site.ID, len(kept))
 	}
 
+	// Past the gates, the events are stored even if the client goes away:
+	// the writer commits a queued job anyway, so waiting for it (never
+	// long) keeps the metrics and the decision log true to what is stored,
+	// and a retry of the request is deduplicated.
+	ctx := context.WithoutCancel(r.Context())
 	batch := make([]storage.IngestEvent, 0, len(kept))
 	loc := s.locator.Locate(r, d.endpoint == endpointEvents)
 	for i := range kept {
 		ev := &kept[i]
 		if ev.Consent == schema.ConsentDenied {
-			salt, err := s.db.DailySalt(r.Context(), now)
+			salt, err := s.db.DailySalt(ctx, now)
 			if err != nil {
 				return err
 			}
@@ -222,7 +226,7 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 		batch = append(batch, s.enrich(ev, headerUA, d.endpoint, loc, credential))
 	}
 
-	res, err := s.db.Ingest(r.Context(), batch, quarantined, func(took time.Duration) {
+	res, err := s.db.Ingest(ctx, batch, quarantined, func(took time.Duration) {
 		m.storage[d.endpoint].Update(took.Seconds())
 	})
 	if err != nil {
@@ -230,9 +234,6 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 		d.reason = reasonInternal
 		for _, ev := range kept {
 			d.mark(ev.Index, outcomeDropped, reasonInternal, nil)
-		}
-		if errors.Is(err, context.Canceled) {
-			return fault.Errorf(fault.Unavailable, "the request was cancelled before its events were committed")
 		}
 		return err
 	}

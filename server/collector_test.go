@@ -2,10 +2,12 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -618,4 +620,30 @@ func TestCollectorFullQueue(t *testing.T) {
 		t.Fatalf("got %s events dropped as internal, want %s", got, want)
 	}
 	t.Logf("%d accepted, %d refused", accepted.Load(), refused.Load())
+}
+
+// A client that goes away after sending still gets its events stored, and
+// the metrics count them as accepted, not dropped.
+func TestCollectorStoresEventsOfAGoneClient(t *testing.T) {
+	h := newHarness(t)
+	h.setupTenant("acme", "web")
+	for i, consent := range []string{"granted", "denied"} { // denied also creates the day's salt
+		body, _ := json.Marshal(ev("web", i, map[string]any{"consent": consent}))
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel() // as net/http does when the connection closes
+		req := httptest.NewRequestWithContext(ctx, "POST", "/v1/events", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer web")
+		req.Header.Set("User-Agent", chromeUA)
+		rec := httptest.NewRecorder()
+		h.srv.Collector().ServeHTTP(rec, req)
+		if rec.Code != 202 {
+			t.Fatalf("%s: got %d %s, want 202", consent, rec.Code, rec.Body)
+		}
+	}
+	if n := h.count(`SELECT COUNT(*) FROM events`); n != 2 {
+		t.Fatalf("got %d stored events, want 2", n)
+	}
+	if got := metricValue(t, h, `service_events_dropped_total{endpoint="events",reason="internal"}`); got != "0" {
+		t.Fatalf("got %s events dropped as internal, want 0", got)
+	}
 }
