@@ -67,7 +67,7 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 		{&s.profile, `INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at) VALUES (?, ?, json(?), ?, ?)
 			ON CONFLICT(site_id, user_id) DO UPDATE SET traits = json_patch(traits, excluded.traits), updated_at = excluded.updated_at`},
 		{&s.loadSessions, `SELECT id, started_at, ended_at, event_count, user_id FROM sessions
-			WHERE site_id = ? AND anon_id = ? AND started_at <= ? ORDER BY started_at DESC`},
+			WHERE site_id = ? AND anon_id = ? ORDER BY started_at DESC`},
 		{&s.insertSession, `INSERT INTO sessions(site_id, anon_id, user_id, started_at, ended_at, event_count) VALUES (?, ?, ?, ?, ?, ?)`},
 		{&s.updateSession, `UPDATE sessions SET started_at = ?, ended_at = ?, event_count = ?, user_id = ? WHERE id = ?`},
 		{&s.deleteSession, `DELETE FROM sessions WHERE id = ?`},
@@ -118,17 +118,18 @@ func (db *DB) Ingest(ctx context.Context, events []IngestEvent, dlq []Quarantine
 		return IngestResult{Duplicate: []bool{}}, nil
 	}
 	w := &ingestWork{events: events, dlq: dlq, received: db.now().UTC(), dup: make([]bool, len(events))}
-	j := &job{weight: max(len(events)+len(dlq), 1), done: make(chan error, 1), stats: stats, work: w,
-		fn: func(tx *Tx) error { return db.runIngest(tx, []*ingestWork{w}) }}
+	j := &job{weight: max(len(events)+len(dlq), 1), done: make(chan error, 1), stats: stats, work: w}
 	if err := db.writer.enqueue(ctx, j, false); err != nil {
 		return IngestResult{}, err
 	}
 	return IngestResult{Duplicate: w.dup, Accepted: w.accepted}, nil
 }
 
-// runIngest stores works in tx as one unit.
-func (db *DB) runIngest(tx *Tx, works []*ingestWork) error {
-	j := &ingestJob{db: db, tx: tx, days: map[dayKey]int{}, usage: map[[2]string]int{}, dims: map[dimKey]int{},
+// runIngest stores works in tx as one unit. whole says that the unit is
+// the entire transaction, so the sessions table holds exactly what was last
+// committed and db.latest may stand in for reading it.
+func (db *DB) runIngest(tx *Tx, works []*ingestWork, whole bool) error {
+	j := &ingestJob{db: db, tx: tx, whole: whole, days: map[dayKey]int{}, usage: map[[2]string]int{}, dims: map[dimKey]int{},
 		sessDays: map[[2]string]*sessionDelta{}, groups: map[[2]string][]*IngestEvent{}, linked: map[[3]string]bool{}}
 	for _, w := range works {
 		if err := j.add(w); err != nil {
@@ -137,6 +138,9 @@ func (db *DB) runIngest(tx *Tx, works []*ingestWork) error {
 	}
 	if err := j.finish(); err != nil {
 		return err
+	}
+	if latest := j.latest; len(latest) > 0 {
+		tx.OnCommit(func() { db.latest.put(latest) })
 	}
 	for _, w := range works {
 		received, usage := w.received, w.usage
@@ -155,6 +159,9 @@ type sessionDelta struct {
 type ingestJob struct {
 	db       *DB
 	tx       *Tx
+	whole    bool
+	latest   map[string]session // visitor key -> newest session, for db.latest
+	stmts    map[*sql.Stmt]*sql.Stmt
 	days     map[dayKey]int
 	dims     map[dimKey]int
 	usage    map[[2]string]int // (site, month) -> accepted
@@ -164,7 +171,18 @@ type ingestJob struct {
 	linked   map[[3]string]bool
 }
 
-func (j *ingestJob) stmt(s *sql.Stmt) *sql.Stmt { return j.tx.Stmt(s) }
+// stmt returns s bound to the job's transaction, binding it once per job.
+func (j *ingestJob) stmt(s *sql.Stmt) *sql.Stmt {
+	if j.stmts == nil {
+		j.stmts = map[*sql.Stmt]*sql.Stmt{}
+	}
+	ts, ok := j.stmts[s]
+	if !ok {
+		ts = j.tx.Stmt(s)
+		j.stmts[s] = ts
+	}
+	return ts
+}
 
 // add stores one work's events and DLQ rows; sessions and rollups wait for
 // finish.
@@ -266,34 +284,28 @@ type session struct {
 // changed. Out-of-order arrival therefore gives the same sessions as
 // in-order arrival.
 func (j *ingestJob) sessions(site, anon string, events []*IngestEvent) error {
-	minTS, maxTS := events[0].TS, events[0].TS
+	minTS := events[0].TS
 	for _, e := range events {
 		minTS = minTime(minTS, e.TS)
-		maxTS = maxTime(maxTS, e.TS)
 	}
-	rows, err := j.stmt(j.db.ingest.loadSessions).Query(site, anon, FormatTime(maxTS.Add(SessionGap)))
-	if err != nil {
-		return fmt.Errorf("load sessions: %w", err)
-	}
-	var list []*session
+	key := site + "\x00" + anon
 	floor := minTS.Add(-SessionGap)
-	for rows.Next() {
-		s := &session{}
-		var start, end string
-		if err := rows.Scan(&s.id, &start, &end, &s.count, &s.userID); err != nil {
-			rows.Close()
+	var list []*session
+	if c, ok := j.db.latest.get(key); ok && j.whole && !minTS.Before(c.start) {
+		// No event precedes the visitor's newest session, and older
+		// sessions end more than SessionGap before it starts: only that
+		// one can take these events, so the table need not be read.
+		if !c.end.Before(floor) {
+			orig := c
+			c.orig = &orig
+			list = append(list, &c)
+		}
+	} else {
+		var err error
+		if list, err = j.loadSessions(site, anon, floor); err != nil {
 			return err
 		}
-		s.start, _ = time.Parse(TimeLayout, start)
-		s.end, _ = time.Parse(TimeLayout, end)
-		if s.end.Before(floor) {
-			break // sessions of one visitor do not overlap: all older ones end earlier
-		}
-		orig := *s
-		s.orig = &orig
-		list = append(list, s)
 	}
-	rows.Close()
 
 	for _, e := range events {
 		ts := e.TS.Truncate(time.Millisecond)
@@ -340,13 +352,88 @@ func (j *ingestJob) sessions(site, anon string, events []*IngestEvent) error {
 			}
 			j.sessionDelta(site, s, 1)
 		case s.dirty:
-			if _, err := j.stmt(j.db.ingest.insertSession).Exec(site, anon, s.userID, FormatTime(s.start), FormatTime(s.end), s.count); err != nil {
+			r, err := j.stmt(j.db.ingest.insertSession).Exec(site, anon, s.userID, FormatTime(s.start), FormatTime(s.end), s.count)
+			if err != nil {
+				return fmt.Errorf("insert session: %w", err)
+			}
+			if s.id, err = r.LastInsertId(); err != nil {
 				return fmt.Errorf("insert session: %w", err)
 			}
 			j.sessionDelta(site, s, 1)
 		}
 	}
+	// The list holds every session that ends at floor or later, the newest
+	// included, and the events just joined one of them: its newest live
+	// session is the visitor's newest.
+	var newest *session
+	for _, s := range list {
+		if !s.deleted && (newest == nil || s.start.After(newest.start)) {
+			newest = s
+		}
+	}
+	if j.latest == nil {
+		j.latest = map[string]session{}
+	}
+	j.latest[key] = session{id: newest.id, start: newest.start, end: newest.end, count: newest.count, userID: newest.userID}
 	return nil
+}
+
+// latestSessions remembers each recent visitor's newest session as last
+// committed, so that an event arriving in order (the usual case) joins it
+// without reading the sessions table. Only the writer goroutine uses it:
+// ingest runs read it, their commit hooks fill it, and any transaction that
+// was not one whole ingest run (an erasure, a site delete, a retried run)
+// empties it, since it may have changed sessions behind its back.
+type latestSessions struct {
+	m map[string]session // site + "\x00" + anon id -> newest session
+}
+
+// latestSessionsMax bounds the memo (about 150 bytes an entry); when full it
+// starts over, which costs one read per visitor.
+const latestSessionsMax = 100_000
+
+func (l *latestSessions) get(key string) (session, bool) {
+	s, ok := l.m[key]
+	return s, ok
+}
+
+func (l *latestSessions) put(newest map[string]session) {
+	if l.m == nil || len(l.m)+len(newest) > latestSessionsMax {
+		l.m = make(map[string]session, len(newest))
+	}
+	for k, s := range newest {
+		l.m[k] = s
+	}
+}
+
+func (l *latestSessions) clear() { l.m = nil }
+
+// loadSessions reads the visitor's sessions that end at floor or later,
+// newest first. Sessions newer than the events are read too: the newest
+// session of the list is then the visitor's newest, which db.latest keeps.
+func (j *ingestJob) loadSessions(site, anon string, floor time.Time) ([]*session, error) {
+	rows, err := j.stmt(j.db.ingest.loadSessions).Query(site, anon)
+	if err != nil {
+		return nil, fmt.Errorf("load sessions: %w", err)
+	}
+	defer rows.Close()
+	var list []*session
+	for rows.Next() {
+		s := &session{}
+		var start, end string
+		if err := rows.Scan(&s.id, &start, &end, &s.count, &s.userID); err != nil {
+			return nil, err
+		}
+		s.start, _ = time.Parse(TimeLayout, start)
+		s.end, _ = time.Parse(TimeLayout, end)
+		if s.end.Before(floor) {
+			break // sessions of one visitor do not overlap: all older ones end earlier
+		}
+		orig := *s
+		s.orig = &orig
+		list = append(list, s)
+	}
+	return list, rows.Err()
 }
 
 // sessionDelta adds (sign 1) or removes (sign -1) s's contribution to the

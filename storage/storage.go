@@ -68,6 +68,7 @@ type DB struct {
 	ckpt               *sql.DB
 	ckptStop, ckptDone chan struct{}
 	quota              quotaBook
+	latest             latestSessions
 	salts              saltCache
 	tenants
 
@@ -135,7 +136,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		write.Close()
 		return nil, err
 	}
-	db.writer = newWriter(write, opts.QueueSize, db.runIngest)
+	db.writer = newWriter(write, opts.QueueSize, db.runIngest, db.latest.clear)
 	if opts.Path != ":memory:" {
 		if db.ckpt, err = sql.Open("sqlite", writeDSN); err != nil {
 			db.writer.Close()

@@ -1,0 +1,247 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sessionRow is one row of sessions as the tests compare it.
+type sessionRow struct {
+	anon       string
+	start, end string
+	count      int64
+}
+
+// expectedSessions is the contract's rule computed directly: a visitor's
+// events sorted by time, cut where two follow each other by more than
+// SessionGap.
+func expectedSessions(events []IngestEvent) []sessionRow {
+	byAnon := map[string][]time.Time{}
+	for _, e := range events {
+		byAnon[e.AnonID] = append(byAnon[e.AnonID], e.TS.Truncate(time.Millisecond))
+	}
+	var rows []sessionRow
+	for anon, ts := range byAnon {
+		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+		cur := sessionRow{anon: anon, start: FormatTime(ts[0]), end: FormatTime(ts[0]), count: 1}
+		last := ts[0]
+		for _, t := range ts[1:] {
+			if t.Sub(last) > SessionGap {
+				rows = append(rows, cur)
+				cur = sessionRow{anon: anon, start: FormatTime(t), count: 0}
+			}
+			cur.end = FormatTime(t)
+			cur.count++
+			last = t
+		}
+		rows = append(rows, cur)
+	}
+	sortSessions(rows)
+	return rows
+}
+
+func sortSessions(rows []sessionRow) {
+	slices.SortFunc(rows, func(a, b sessionRow) int {
+		if a.anon != b.anon {
+			return compareStrings(a.anon, b.anon)
+		}
+		return compareStrings(a.start, b.start)
+	})
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Sessions and their daily rollup come out as the rule says however the
+// events arrive: shuffled, in requests of any size, committed together or
+// apart, with other writes (which empty the newest-session memo) and
+// duplicates in between.
+func TestSessionsWhateverTheArrival(t *testing.T) {
+	for seed := range uint64(6) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			base := time.Date(2026, 2, 27, 22, 0, 0, 0, time.UTC) // crosses midnight
+			var events []IngestEvent
+			for v := range 12 {
+				at := base.Add(time.Duration(rng.IntN(60)) * time.Minute)
+				for range 10 + rng.IntN(30) {
+					gaps := []time.Duration{time.Second, 5 * time.Minute, 29 * time.Minute, SessionGap, SessionGap + time.Millisecond, 2 * time.Hour}
+					at = at.Add(gaps[rng.IntN(len(gaps))])
+					events = append(events, IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", len(events)),
+						SiteID: "s", Type: "pageview", AnonID: fmt.Sprintf("v%d", v), TS: at, Raw: []byte(`{}`)})
+				}
+			}
+			want := expectedSessions(events)
+
+			db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+			ctx := context.Background()
+			shuffled := slices.Clone(events)
+			rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			var requests [][]IngestEvent
+			for len(shuffled) > 0 {
+				n := min(1+rng.IntN(8), len(shuffled))
+				req := slices.Clone(shuffled[:n])
+				if rng.IntN(5) == 0 { // a redelivery of an earlier event
+					req = append(req, events[rng.IntN(len(events))])
+				}
+				requests = append(requests, req)
+				shuffled = shuffled[n:]
+			}
+			// Waves of concurrent requests commit together (merged runs);
+			// an unrelated write now and then makes a mixed transaction.
+			for len(requests) > 0 {
+				wave := requests[:min(1+rng.IntN(6), len(requests))]
+				requests = requests[len(wave):]
+				var wg sync.WaitGroup
+				errs := make(chan error, len(wave)+1)
+				for _, req := range wave {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						_, err := db.Ingest(ctx, req, nil, nil)
+						errs <- err
+					}()
+				}
+				if rng.IntN(4) == 0 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						errs <- db.writer.Do(ctx, func(tx *Tx) error {
+							_, err := tx.Exec(`INSERT OR IGNORE INTO daily_salts(day, salt) VALUES ('2000-01-01', x'00')`)
+							return err
+						})
+					}()
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+
+			rows, err := db.read.Query(`SELECT anon_id, started_at, ended_at, event_count FROM sessions`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []sessionRow
+			for rows.Next() {
+				var r sessionRow
+				if err := rows.Scan(&r.anon, &r.start, &r.end, &r.count); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, r)
+			}
+			rows.Close()
+			sortSessions(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("got %d sessions, want %d:\ngot  %v\nwant %v", len(got), len(want), got, want)
+			}
+
+			// The daily rollup agrees with the sessions themselves.
+			days := map[string][4]int64{}
+			for _, r := range want {
+				start, _ := time.Parse(TimeLayout, r.start)
+				end, _ := time.Parse(TimeLayout, r.end)
+				d := days[r.start[:10]]
+				d[0]++
+				d[1] += end.Sub(start).Milliseconds()
+				d[2] += r.count
+				if r.count == 1 {
+					d[3]++
+				}
+				days[r.start[:10]] = d
+			}
+			rows, err = db.read.Query(`SELECT day, sessions, duration_ms, events, bounces FROM daily_sessions WHERE sessions != 0`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotDays := map[string][4]int64{}
+			for rows.Next() {
+				var day string
+				var d [4]int64
+				if err := rows.Scan(&day, &d[0], &d[1], &d[2], &d[3]); err != nil {
+					t.Fatal(err)
+				}
+				gotDays[day] = d
+			}
+			rows.Close()
+			if fmt.Sprint(gotDays) != fmt.Sprint(days) {
+				t.Fatalf("got daily sessions %v, want %v", gotDays, days)
+			}
+		})
+	}
+}
+
+// The newest-session memo is not trusted within, nor after, a transaction
+// in which something else changed sessions (an erasure, say) between or
+// after intake of the same visitor.
+func TestSessionsAfterOtherWritesInTheSameCommit(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	event := func(n int) []IngestEvent {
+		return []IngestEvent{{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), SiteID: "s", Type: "pageview",
+			AnonID: "v", TS: at.Add(time.Duration(n) * time.Minute), Raw: []byte(`{}`)}}
+	}
+	ingest := func(n int) *job {
+		evs := event(n)
+		return &job{weight: 1, done: make(chan error, 1), work: &ingestWork{events: evs, received: at, dup: make([]bool, len(evs))}}
+	}
+	erase := func() *job {
+		return &job{weight: 1, done: make(chan error, 1), fn: func(tx *Tx) error {
+			_, err := tx.Exec(`DELETE FROM sessions WHERE anon_id = 'v'`)
+			return err
+		}}
+	}
+	// commit runs batch as one transaction, as the writer does with what is
+	// queued; the writer goroutine is idle meanwhile.
+	commit := func(batch ...*job) {
+		t.Helper()
+		db.writer.commit(batch)
+		for _, j := range batch {
+			if err := <-j.done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sessions := func() (n, events int) {
+		t.Helper()
+		if err := db.read.QueryRow(`SELECT COUNT(*), COALESCE(SUM(event_count), 0) FROM sessions WHERE anon_id = 'v'`).Scan(&n, &events); err != nil {
+			t.Fatal(err)
+		}
+		return n, events
+	}
+	send := func(n int) {
+		t.Helper()
+		if _, err := db.Ingest(ctx, event(n), nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	send(0)                               // the memo now holds v's session
+	commit(ingest(1), erase(), ingest(2)) // 2 must not join the erased session
+	send(3)                               // in order: the memo would be used
+	if n, events := sessions(); n != 1 || events != 2 {
+		t.Fatalf("got %d sessions of %d events, want 1 of 2 (events 2 and 3)", n, events)
+	}
+	commit(ingest(4), erase()) // the memo's entry from 4 is stale at commit
+	send(5)
+	if n, events := sessions(); n != 1 || events != 1 {
+		t.Fatalf("got %d sessions of %d events, want 1 of 1 (event 5)", n, events)
+	}
+}
