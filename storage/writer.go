@@ -23,8 +23,10 @@ var ErrClosed = &fault.Error{Code: fault.Unavailable, Message: "the server is sh
 // long queue still commits (and acknowledges) in steps.
 const maxBatchWeight = 5000
 
-// Tx is the transaction a job runs in. Jobs that ran together share it, each
-// inside its own savepoint, so one job's failure undoes only that job.
+// Tx is the transaction a job runs in. Jobs that ran together share it, and
+// one job's failure undoes only that job: each runs inside its own
+// savepoint, except in a transaction of intake jobs only, which is rolled
+// back whole and retried job by job when it fails (see Writer.commit).
 type Tx struct {
 	*sql.Tx
 	onCommit []func()
