@@ -235,9 +235,9 @@ func (w *Writer) commit(batch []*job) {
 }
 
 // commitWhole runs batch, intake jobs only, as one merged unit that is the
-// whole transaction. Without a savepoint SQLite copies no page into a
-// rollback journal, which was about a fifth of the writer's work in long
-// batched runs. It reports false, having rolled the transaction back, if the
+// whole transaction. Without a savepoint SQLite copies no page into the
+// savepoint's in-memory journal, which was about a fifth of the writer's
+// work in long batched runs. It reports false, having rolled the transaction back, if the
 // run failed: commit then runs the jobs one by one.
 func (w *Writer) commitWhole(batch []*job, start time.Time) bool {
 	sqlTx, err := w.db.BeginTx(context.Background(), nil)
