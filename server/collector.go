@@ -229,6 +229,11 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 	res, err := s.db.Ingest(ctx, batch, quarantined, func(took time.Duration) {
 		m.storage[d.endpoint].Update(took.Seconds())
 	})
+	if err == storage.ErrSiteGone {
+		// Deleted between the credential check and the commit: the
+		// answer a request for that site now gets.
+		return fault.Errorf(fault.Unauthorized, "unknown site")
+	}
 	if err != nil {
 		m.drop(d.endpoint, reasonInternal, len(batch)+len(quarantined))
 		d.reason = reasonInternal

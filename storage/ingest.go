@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/tally-analytics/tally/fault"
 )
 
 // SessionGap is the inactivity that ends a session (CONTRACT 5).
@@ -125,6 +127,39 @@ func (db *DB) Ingest(ctx context.Context, events []IngestEvent, dlq []Quarantine
 	return IngestResult{Duplicate: w.dup, Accepted: w.accepted}, nil
 }
 
+// ErrSiteGone is returned by Ingest when the events' site was deleted
+// after the request's credential was checked: nothing is stored.
+var ErrSiteGone = &fault.Error{Code: fault.NotFound, Message: "the site was deleted"}
+
+// checkSites refuses a work whose site is no longer known. A request checks
+// its credential before it hands its events to the writer; a site deleted
+// in between (DeleteSite hides it first) must not get rows again, or a
+// later site with the same id would not start empty.
+func (db *DB) checkSites(w *ingestWork) error {
+	checked := ""
+	known := func(site string) bool {
+		if site == checked { // a request's events share their site
+			return true
+		}
+		if _, ok := db.Site(site); !ok {
+			return false
+		}
+		checked = site
+		return true
+	}
+	for _, e := range w.events {
+		if !known(e.SiteID) {
+			return ErrSiteGone
+		}
+	}
+	for _, q := range w.dlq {
+		if !known(q.SiteID) {
+			return ErrSiteGone
+		}
+	}
+	return nil
+}
+
 // runIngest stores works in tx as one unit. whole says that the unit is
 // the entire transaction, so the sessions table holds exactly what was last
 // committed and db.latest may stand in for reading it.
@@ -195,6 +230,9 @@ func (j *ingestJob) add(w *ingestWork) error {
 	clear(w.dup)
 	w.accepted = 0
 	w.usage = map[string]int{}
+	if err := j.db.checkSites(w); err != nil {
+		return err
+	}
 	dedup, insert, link, profile := j.stmt(st.dedup), j.stmt(st.insertEvent), j.stmt(st.link), j.stmt(st.profile)
 	for i := range w.events {
 		e := &w.events[i]

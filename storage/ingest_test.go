@@ -11,6 +11,7 @@ import (
 
 func TestMergedIngestIsolatesAFailingRequest(t *testing.T) {
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	withSites(t, db, "s")
 	ctx := context.Background()
 	release, running := make(chan struct{}), make(chan struct{})
 	go db.writer.Do(ctx, func(*Tx) error { close(running); <-release; return nil })

@@ -87,6 +87,7 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 			want := expectedSessions(events)
 
 			db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+			withSites(t, db, "s")
 			ctx := context.Background()
 			shuffled := slices.Clone(events)
 			rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
@@ -192,6 +193,7 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 // after intake of the same visitor.
 func TestSessionsAfterOtherWritesInTheSameCommit(t *testing.T) {
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	withSites(t, db, "s")
 	ctx := context.Background()
 	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	event := func(n int) []IngestEvent {

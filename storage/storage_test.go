@@ -29,6 +29,22 @@ func openTest(t *testing.T, path string) *DB {
 	return db
 }
 
+// withSites creates a workspace with the sites ids, which Ingest needs.
+func withSites(t *testing.T, db *DB, ids ...string) {
+	t.Helper()
+	ctx := context.Background()
+	sys := Actor{Kind: ActorSystem}
+	ws, err := db.CreateWorkspace(ctx, sys, "Test", "test-"+randomHex(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if _, err := db.CreateSite(ctx, sys, ws, id, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestOpenAppliesMigrationsOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "dir", "a.db") // folders are created
 	db := openTest(t, path)
@@ -238,6 +254,7 @@ func TestWALStartsOverUnderSteadyLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	withSites(t, db, "s")
 	ctx := context.Background()
 	raw := []byte(`{"padding":"` + strings.Repeat("x", 400) + `"}`)
 	var sent atomic.Int64
@@ -361,5 +378,30 @@ func TestDeleteSiteInChunks(t *testing.T) {
 	}
 	if _, err := db.CreateSite(ctx, sys, ws, "big", "again"); err != nil {
 		t.Fatalf("re-creating the id: %v", err)
+	}
+}
+
+// Events of a site deleted after their request's credential check are not
+// stored: the writer refuses them, so the id can start empty again.
+func TestIngestRefusesADeletedSite(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	withSites(t, db, "live")
+	ctx := context.Background()
+	event := func(site string, n int) IngestEvent {
+		return IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), SiteID: site, Type: "pageview",
+			AnonID: "v", TS: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), Raw: []byte(`{}`)}
+	}
+	if _, err := db.Ingest(ctx, []IngestEvent{event("gone", 1)}, nil, nil); err != ErrSiteGone {
+		t.Fatalf("got %v for a deleted site, want ErrSiteGone", err)
+	}
+	if _, err := db.Ingest(ctx, nil, []Quarantined{{ID: "q", SiteID: "gone", Payload: []byte(`{}`), Errors: `[]`}}, nil); err != ErrSiteGone {
+		t.Fatalf("got %v for a DLQ row of a deleted site, want ErrSiteGone", err)
+	}
+	if r, err := db.Ingest(ctx, []IngestEvent{event("live", 2)}, nil, nil); err != nil || r.Accepted != 1 {
+		t.Fatalf("got %+v, %v for a live site, want 1 accepted", r, err)
+	}
+	var n int
+	if err := db.read.QueryRow(`SELECT (SELECT COUNT(*) FROM events WHERE site_id = 'gone') + (SELECT COUNT(*) FROM dlq WHERE site_id = 'gone')`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("got %d rows of the deleted site (%v), want 0", n, err)
 	}
 }
