@@ -30,7 +30,7 @@ func openTest(t *testing.T, path string) *DB {
 }
 
 // withSites creates a workspace with the sites ids, which Ingest needs.
-func withSites(t *testing.T, db *DB, ids ...string) {
+func withSites(t *testing.T, db *DB, ids ...string) *Workspace {
 	t.Helper()
 	ctx := context.Background()
 	sys := Actor{Kind: ActorSystem}
@@ -43,6 +43,7 @@ func withSites(t *testing.T, db *DB, ids ...string) {
 			t.Fatal(err)
 		}
 	}
+	return ws
 }
 
 func TestOpenAppliesMigrationsOnce(t *testing.T) {
@@ -311,15 +312,7 @@ func TestDeleteSiteInChunks(t *testing.T) {
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	ctx := context.Background()
 	sys := Actor{Kind: ActorSystem}
-	ws, err := db.CreateWorkspace(ctx, sys, "W", "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, site := range []string{"big", "other"} {
-		if _, err := db.CreateSite(ctx, sys, ws, site, site); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ws := withSites(t, db, "big", "other")
 	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	n := 0
 	send := func(site string, count int) {
