@@ -306,3 +306,29 @@ func FuzzUnquote(f *testing.F) {
 		}
 	})
 }
+
+// Parse tells broken JSON from well-formed JSON of the wrong shape, for a
+// single event and for a batch, and reads escaped strings as JSON says.
+func TestParseMessagesAndStrings(t *testing.T) {
+	tests := []struct{ body, message string }{
+		{`{"id":`, "the event envelope is invalid: body is not valid JSON"},
+		{okEvent + ` trailing`, "the event envelope is invalid: body is not valid JSON"},
+		{`[` + okEvent, "the event envelope is invalid: body is not valid JSON"},
+		{`"x"`, "the event envelope is invalid: an event must be a JSON object"},
+		{`[1, 2`, "the event envelope is invalid: body is not valid JSON"},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(tt.body), now)
+		if e := fault.As(err); e == nil || e.Message != tt.message {
+			t.Errorf("Parse(%.30q): got %v, want %q", tt.body, err, tt.message)
+		}
+	}
+	body := strings.Replace(okEvent, `"a1"`, `"caf\u00e9 \"x\" \ud83d\ude00"`, 1)
+	evs, err := Parse([]byte(body), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "café \"x\" 😀"; evs[0].AnonID != want {
+		t.Fatalf("got anon_id %q, want %q", evs[0].AnonID, want)
+	}
+}
