@@ -128,7 +128,7 @@ var printer = message.NewPrinter(language.English)
 
 // Validate checks ev against the schema of its type (or the wildcard),
 // without the envelope fields. It returns nil for a valid event, else one
-// detail per violated keyword location, each a JSON Pointer into the
+// detail per violated keyword location, sorted by path, each a JSON Pointer into the
 // original request (so "/properties/amount", or "/3/properties/amount" in
 // a batch). An unknown type gives exactly one detail at "/type".
 func (p *Plan) Validate(ev *Event) []fault.Detail {
@@ -187,6 +187,12 @@ func (p *Plan) Validate(ev *Event) []fault.Detail {
 		add(fault.Detail{Path: at, Message: e.ErrorKind.LocalizedString(printer)})
 	}
 	walk(ve)
+	// The validator visits an object's properties in map order, so the
+	// same event would list its problems in a different order from one
+	// request to the next; clients and tests want one answer.
+	slices.SortStableFunc(details, func(a, b fault.Detail) int {
+		return strings.Compare(a.Path, b.Path)
+	})
 	return details
 }
 
