@@ -223,17 +223,30 @@ func TestDLQConsentDeniedIsCookieless(t *testing.T) {
 				t.Errorf("got DLQ payload %s, want the cookieless form with its other fields", payload)
 			}
 
-			fix()
+			// Replayed before the fix, it is quarantined again as it was.
 			h.clock.Advance(48 * time.Hour) // the day's salt is gone: the id cannot be made again
 			r := h.q("POST", "/v1/sites/web/dlq/"+eventID(1)+"/replay", tn.adminKey, nil)
 			mustStatus(t, r, 200, "")
-			var raw, browser string
+			var again, requarantined string
+			var browser *string
+			if err := op.QueryRow(`SELECT payload, anon_id, browser FROM dlq`).Scan(&again, &requarantined, &browser); err != nil {
+				t.Fatal(err)
+			}
+			if again != payload || requarantined != twinAnon || browser == nil || *browser != "Chrome" {
+				t.Fatalf("requarantined: got anon_id %s browser %v payload %s, want them unchanged", requarantined, browser, again)
+			}
+
+			fix()
+			r = h.q("POST", "/v1/sites/web/dlq/"+eventID(1)+"/replay", tn.adminKey, nil)
+			mustStatus(t, r, 200, "")
+			var raw string
+			var stored string
 			var storedUser *string
-			if err := op.QueryRow(`SELECT anon_id, user_id, raw, browser FROM events WHERE id = ?`, eventID(1)).Scan(&anon, &storedUser, &raw, &browser); err != nil {
+			if err := op.QueryRow(`SELECT anon_id, user_id, raw, browser FROM events WHERE id = ?`, eventID(1)).Scan(&anon, &storedUser, &raw, &stored); err != nil {
 				t.Fatalf("replayed event not stored: %v", err)
 			}
-			if anon != twinAnon || storedUser != nil || raw != payload || browser != "Chrome" {
-				t.Errorf("got anon_id %s user_id %v browser %s raw %s, want anon_id %s, no user_id, Chrome and raw %s", anon, storedUser, browser, raw, twinAnon, payload)
+			if anon != twinAnon || storedUser != nil || raw != payload || stored != "Chrome" {
+				t.Errorf("got anon_id %s user_id %v browser %s raw %s, want anon_id %s, no user_id, Chrome and raw %s", anon, storedUser, stored, raw, twinAnon, payload)
 			}
 		})
 	}
