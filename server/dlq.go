@@ -71,9 +71,18 @@ func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request, ps httprouter
 	if err != nil {
 		return err
 	}
-	// accepted/duplicates/requarantined are additions to SPEC's {id,
-	// replayed_at}: whether the event is now stored, or back in the DLQ.
-	writeJSON(w, http.StatusOK, map[string]any{"id": entry.ID, "replayed_at": storage.FormatTime(replayedAt),
-		"accepted": answer.Accepted, "duplicates": answer.Duplicates, "requarantined": !deleted})
+	writeJSON(w, http.StatusOK, replayAnswer{ID: entry.ID, ReplayedAt: storage.FormatTime(replayedAt),
+		Accepted: answer.Accepted, Duplicates: answer.Duplicates, Requarantined: !deleted})
 	return nil
+}
+
+// replayAnswer is the 200 body of a DLQ replay. Accepted, Duplicates and
+// Requarantined are additions to SPEC's {id, replayed_at}: whether the
+// event is now stored, or back in the DLQ.
+type replayAnswer struct {
+	ID            string `json:"id"`
+	ReplayedAt    string `json:"replayed_at"`
+	Accepted      int    `json:"accepted"`
+	Duplicates    int    `json:"duplicates"`
+	Requarantined bool   `json:"requarantined"`
 }

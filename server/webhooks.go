@@ -72,7 +72,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, ps httprouter.P
 		return err
 	}
 	if event == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "forwarded": 0})
+		writeJSON(w, http.StatusOK, webhookAnswer{OK: true, Forwarded: 0})
 		return nil
 	}
 	payload, _ := json.Marshal(event)
@@ -88,8 +88,14 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, ps httprouter.P
 	if !res.stored() {
 		return fault.Errorf(fault.ForwardFailed, "the collector answered 202 but %s; retry later", res.fate())
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "forwarded": 1})
+	writeJSON(w, http.StatusOK, webhookAnswer{OK: true, Forwarded: 1})
 	return nil
+}
+
+// webhookAnswer is the 200 body of a webhook: how many events were stored.
+type webhookAnswer struct {
+	OK        bool `json:"ok"`
+	Forwarded int  `json:"forwarded"`
 }
 
 // verifySignature checks a "t=<unix>,v1=<hex>[,v1=<hex>...]" header: the
@@ -153,7 +159,7 @@ type paymentsEvent struct {
 // data.object.metadata when present (else anon_id is the customer id);
 // the id is derived from the processor event id; amount and currency go
 // in properties, amount in the currency's minor unit as the processor
-// sends it.
+// sends it; consent is "granted" (README "Webhooks", Consent).
 func mapPaymentsEvent(siteID string, body []byte) (map[string]any, error) {
 	var pe paymentsEvent
 	if err := json.Unmarshal(body, &pe); err != nil || pe.ID == "" || pe.Type == "" {
