@@ -35,7 +35,32 @@ func Cookieless(ev *schema.Event, salt []byte) {
 	mac.Write([]byte(ev.SiteID))
 	mac.Write([]byte{0})
 	mac.Write([]byte(ev.AnonID))
-	ev.AnonID = CookielessPrefix + hex.EncodeToString(mac.Sum(nil))[:32]
+	ev.AnonID = CookielessPrefix + hex.EncodeToString(mac.Sum(nil))[:cookielessHexLen]
+	StripIdentifiers(ev)
+}
+
+// cookielessHexLen is the number of hex digits after CookielessPrefix.
+const cookielessHexLen = 32
+
+// IsCookielessID reports whether anon has the shape of an anon id made by
+// Cookieless (it cannot tell whether Cookieless made it).
+func IsCookielessID(anon string) bool {
+	if len(anon) != len(CookielessPrefix)+cookielessHexLen || !strings.HasPrefix(anon, CookielessPrefix) {
+		return false
+	}
+	for _, c := range anon[len(CookielessPrefix):] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// StripIdentifiers is Cookieless without the anon_id rewrite, for an event
+// whose anon_id is already a cookieless one: a DLQ replay of an event
+// quarantined in cookieless form. On an event Cookieless already rewrote
+// it changes nothing, Raw included.
+func StripIdentifiers(ev *schema.Event) {
 	ev.UserID = nil
 	ev.Traits = nil
 	if ev.URL != nil {

@@ -52,6 +52,37 @@ func TestCookieless(t *testing.T) {
 	if raw["extra"] != float64(1) || raw["properties"] == nil || raw["consent"] != "denied" || raw["anon_id"] != a.AnonID {
 		t.Errorf("raw lost fields it should keep: %s", a.Raw)
 	}
+
+	// A replay of the cookieless form (what the DLQ keeps) is stripped
+	// again, which changes nothing: neither its anon_id nor its raw bytes.
+	evs, err := schema.Parse(a.Raw, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := &evs[0]
+	StripIdentifiers(again)
+	if again.AnonID != a.AnonID || string(again.Raw) != string(a.Raw) {
+		t.Errorf("StripIdentifiers of the cookieless form: got %s %s, want %s %s", again.AnonID, again.Raw, a.AnonID, a.Raw)
+	}
+	if !IsCookielessID(a.AnonID) {
+		t.Errorf("IsCookielessID(%q): got false, want true", a.AnonID)
+	}
+}
+
+func TestIsCookielessID(t *testing.T) {
+	for in, want := range map[string]bool{
+		"c_0123456789abcdef0123456789abcdef":  true,
+		"c_0123456789ABCDEF0123456789abcdef":  false,
+		"c_0123456789abcdef0123456789abcde":   false,
+		"c_0123456789abcdef0123456789abcdef0": false,
+		"x_0123456789abcdef0123456789abcdef":  false,
+		"visitor-1":                           false,
+		"":                                    false,
+	} {
+		if got := IsCookielessID(in); got != want {
+			t.Errorf("IsCookielessID(%q): got %v, want %v", in, got, want)
+		}
+	}
 }
 
 func TestStripQuery(t *testing.T) {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -59,8 +60,8 @@ func (d *decision) mark(i int, outcome, reason string, details []fault.Detail) {
 
 // ingest returns the handler of one intake endpoint. The gates run in this
 // order (README "Intake"): credential, body size, envelope, site match, bot,
-// consent (require mode), rate limit, tracking plan, quota, consent
-// (cookieless form), enrichment, then dedup and storage in the writer.
+// consent (require mode), rate limit, consent (cookieless form), tracking
+// plan, quota, enrichment, then dedup and storage in the writer.
 //
 // POST /events, POST /s2s/events (collector)
 func (s *Server) ingest(endpoint string) handler {
@@ -91,9 +92,29 @@ func (s *Server) ingest(endpoint string) handler {
 		if err != nil {
 			return err
 		}
+		if reasons := d.dropReasons(); reasons != "" {
+			w.Header().Set(dropReasonsHeader, reasons)
+		}
 		writeJSON(w, http.StatusAccepted, d.answer)
 		return nil
 	}
+}
+
+// dropReasonsHeader names, on a 202 that dropped events, the gates that
+// dropped them, so a forwarder (DLQ replay, webhooks) can say why its event
+// was not stored.
+const dropReasonsHeader = "Tally-Drop-Reasons"
+
+// dropReasons lists the gates that dropped events of a 202, comma-separated.
+func (d *decision) dropReasons() string {
+	var reasons []string
+	if d.bots > 0 {
+		reasons = append(reasons, reasonBot)
+	}
+	if d.answer.Dropped > d.bots {
+		reasons = append(reasons, reasonConsentRequired)
+	}
+	return strings.Join(reasons, ", ")
 }
 
 func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetrics, d *decision) error {
@@ -169,6 +190,17 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 		return &fault.Error{Code: fault.RateLimited, Message: "too many events for this site, slow down", RetryAfter: wait}
 	}
 
+	// Consent-denied events take their cookieless form before the tracking
+	// plan, so the plan judges, and the DLQ keeps, only what events would
+	// hold. A DLQ replay of such an event is already rewritten: its anon_id
+	// is not hashed again, and it keeps the browser, OS and device type of
+	// the User-Agent it first came with, which the DLQ did not keep.
+	ctx := context.WithoutCancel(r.Context())
+	replayed, err := s.cookieless(ctx, kept, now)
+	if err != nil {
+		return err
+	}
+
 	var quarantined []storage.Quarantined
 	if plan := s.plan.Load(); plan != nil {
 		var rejected []fault.Detail
@@ -187,9 +219,14 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 			default:
 				own := unprefixed(problems, ev.Pointer)
 				d.mark(ev.Index, outcomeQuarantined, reasonSchemaInvalid, own)
-				quarantined = append(quarantined, storage.Quarantined{ID: ev.ID, SiteID: ev.SiteID, Payload: ev.Raw,
+				q := storage.Quarantined{ID: ev.ID, SiteID: ev.SiteID, Payload: ev.Raw,
 					Errors: schema.MarshalDetails(own), AnonID: ev.AnonID, UserID: ev.UserID,
-					Endpoint: d.endpoint, UserAgent: agentOf(ev, headerUA, d.endpoint)})
+					Endpoint: d.endpoint, UserAgent: agentOf(ev, headerUA, d.endpoint)}
+				if ev.Consent == schema.ConsentDenied {
+					q.Cookieless, q.UserAgent = true, ""
+					q.Agent = agentRow(ev, replayed, headerUA, d.endpoint)
+				}
+				quarantined = append(quarantined, q)
 			}
 		}
 		if len(rejected) > 0 {
@@ -211,19 +248,15 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 	// the writer commits a queued job anyway, so waiting for it (never
 	// long) keeps the metrics and the decision log true to what is stored,
 	// and a retry of the request is deduplicated.
-	ctx := context.WithoutCancel(r.Context())
 	batch := make([]storage.IngestEvent, 0, len(kept))
 	loc := s.locator.Locate(r, d.endpoint == endpointEvents)
 	for i := range kept {
 		ev := &kept[i]
-		if ev.Consent == schema.ConsentDenied {
-			salt, err := s.db.DailySalt(ctx, now)
-			if err != nil {
-				return err
-			}
-			privacy.Cookieless(ev, salt)
+		row := s.enrich(ev, headerUA, d.endpoint, loc, credential)
+		if a, ok := replayed[ev.Index]; ok {
+			row.Browser, row.OS, row.DeviceType = a.Browser, a.OS, a.DeviceType
 		}
-		batch = append(batch, s.enrich(ev, headerUA, d.endpoint, loc, credential))
+		batch = append(batch, row)
 	}
 
 	res, err := s.db.Ingest(ctx, batch, quarantined, func(took time.Duration) {
@@ -276,6 +309,55 @@ func (s *Server) intake(w http.ResponseWriter, r *http.Request, m *collectorMetr
 		d.reason = reasonAccepted
 	}
 	return nil
+}
+
+// cookieless rewrites the consent-denied events of kept into their
+// cookieless form and returns, by event index, the stored agent of those
+// that are DLQ replays of an event quarantined in that form (only their
+// identifiers are stripped, which leaves them as they are).
+func (s *Server) cookieless(ctx context.Context, kept []schema.Event, now time.Time) (map[int]storage.QuarantinedAgent, error) {
+	var replayed map[int]storage.QuarantinedAgent
+	var salt []byte
+	for i := range kept {
+		ev := &kept[i]
+		if ev.Consent != schema.ConsentDenied {
+			continue
+		}
+		// Only an anon id of the cookieless shape can be one: browsers'
+		// events never pay for the lookup.
+		if privacy.IsCookielessID(ev.AnonID) {
+			a, ok, err := s.db.CookielessQuarantine(ctx, ev.SiteID, ev.ID, ev.AnonID)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				if replayed == nil {
+					replayed = make(map[int]storage.QuarantinedAgent)
+				}
+				replayed[ev.Index] = a
+				privacy.StripIdentifiers(ev)
+				continue
+			}
+		}
+		if salt == nil {
+			var err error
+			if salt, err = s.db.DailySalt(ctx, now); err != nil {
+				return nil, err
+			}
+		}
+		privacy.Cookieless(ev, salt)
+	}
+	return replayed, nil
+}
+
+// agentRow is what a cookieless DLQ row keeps of ev's User-Agent: the
+// browser, OS and device type events would hold.
+func agentRow(ev *schema.Event, replayed map[int]storage.QuarantinedAgent, headerUA, endpoint string) storage.QuarantinedAgent {
+	if a, ok := replayed[ev.Index]; ok {
+		return a
+	}
+	a := privacy.ParseAgent(agentOf(ev, headerUA, endpoint))
+	return storage.QuarantinedAgent{Browser: a.Browser, OS: a.OS, DeviceType: a.DeviceType}
 }
 
 // enrich turns a validated event into a storage row: browser, OS and device

@@ -299,9 +299,12 @@ func TestCollectorConsent(t *testing.T) {
 		h := newHarness(t, func(c *Config) { c.ConsentMode = privacy.ConsentRequire })
 		h.setupTenant("acme", "web")
 		batch := []any{ev("web", 1, map[string]any{"consent": "granted"}), ev("web", 2, map[string]any{"consent": "denied"}), ev("web", 3, nil)}
-		a := intake(t, h.c("POST", "/v1/events", "web", batch, "User-Agent", chromeUA))
-		if a != (intakeAnswer{Accepted: 1, Dropped: 2}) {
+		r := h.c("POST", "/v1/events", "web", batch, "User-Agent", chromeUA)
+		if a := intake(t, r); a != (intakeAnswer{Accepted: 1, Dropped: 2}) {
 			t.Fatalf("got %+v, want 1 accepted 2 dropped", a)
+		}
+		if got := r.header.Get(dropReasonsHeader); got != "consent_required" {
+			t.Errorf("got %s %q, want consent_required", dropReasonsHeader, got)
 		}
 		if got := metricValue(t, h, `service_events_dropped_total{endpoint="events",reason="consent_required"}`); got != "2" {
 			t.Errorf("got consent_required %s, want 2", got)

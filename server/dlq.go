@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
@@ -32,10 +31,14 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request, ps httprouter.P
 }
 
 // replayDLQ re-POSTs a quarantined event's stored payload, verbatim, to the
-// collector's /events, so every gate runs again. 202 from the collector:
-// the row is deleted (audit dlq.replay, same transaction) and the answer is
-// 200 {id, replayed_at}; any other status: 502 collector_rejected, row
-// kept; a network error or timeout: 502 collector_unreachable, row kept.
+// collector endpoint it first came to, so every gate runs again: /events
+// with the User-Agent it came with, or /s2s/events, where the payload's
+// user_agent field is read (it need not be a valid header). 202 storing the
+// event, or quarantining it again: the row is deleted unless requarantined
+// (audit dlq.replay, same transaction) and the answer is 200 {id,
+// replayed_at}. 202 dropping the event (bot, consent) or any other status:
+// 502 collector_rejected naming the reason, row kept; a network error or
+// timeout: 502 collector_unreachable, row kept.
 //
 // POST /sites/:siteId/dlq/:eventId/replay
 func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
@@ -47,7 +50,11 @@ func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request, ps httprouter
 	if err != nil {
 		return err
 	}
-	res, err := s.forward(r.Context(), site.ID, entry.Payload, entry.UserAgent)
+	path, userAgent := pathEvents, entry.UserAgent
+	if entry.Endpoint == endpointS2S {
+		path, userAgent = pathS2S, "tally-replay/1"
+	}
+	res, err := s.forward(r.Context(), site.ID, path, entry.Payload, userAgent)
 	if err != nil {
 		s.log.Warn("dlq replay: collector unreachable", "site_id", site.ID, "err", err.Error())
 		return fault.Errorf(fault.CollectorUnreachable, "the collector could not be reached; the event stays in the DLQ")
@@ -55,16 +62,27 @@ func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request, ps httprouter
 	if res.status != http.StatusAccepted {
 		return fault.Errorf(fault.CollectorRejected, "the collector answered %s; the event stays in the DLQ", res.describe())
 	}
-	var answer intakeAnswer
-	json.Unmarshal(res.body, &answer)
+	answer := res.answer
+	if !res.stored() && answer.Quarantined == 0 {
+		return fault.Errorf(fault.CollectorRejected, "the collector answered 202 but %s; the event stays in the DLQ", res.fate())
+	}
 	replayedAt := s.now()
 	deleted, err := s.db.FinishReplay(r.Context(), p.actor(), site, entry, replayedAt, answer.Quarantined > 0)
 	if err != nil {
 		return err
 	}
-	// accepted/duplicates/requarantined are additions to SPEC's {id,
-	// replayed_at}: whether the event is now stored, or back in the DLQ.
-	writeJSON(w, http.StatusOK, map[string]any{"id": entry.ID, "replayed_at": storage.FormatTime(replayedAt),
-		"accepted": answer.Accepted, "duplicates": answer.Duplicates, "requarantined": !deleted})
+	writeJSON(w, http.StatusOK, replayAnswer{ID: entry.ID, ReplayedAt: storage.FormatTime(replayedAt),
+		Accepted: answer.Accepted, Duplicates: answer.Duplicates, Requarantined: !deleted})
 	return nil
+}
+
+// replayAnswer is the 200 body of a DLQ replay. Accepted, Duplicates and
+// Requarantined are additions to SPEC's {id, replayed_at}: whether the
+// event is now stored, or back in the DLQ.
+type replayAnswer struct {
+	ID            string `json:"id"`
+	ReplayedAt    string `json:"replayed_at"`
+	Accepted      int    `json:"accepted"`
+	Duplicates    int    `json:"duplicates"`
+	Requarantined bool   `json:"requarantined"`
 }

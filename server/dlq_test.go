@@ -8,8 +8,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/tally-analytics/tally/privacy"
 	"github.com/tally-analytics/tally/schema"
 )
 
@@ -171,6 +174,142 @@ func TestDLQReplayFailures(t *testing.T) {
 			}
 			if n := h.count(`SELECT COUNT(*) FROM audit_log WHERE action = 'dlq.replay'`); n != 0 {
 				t.Fatalf("a failed replay was audited")
+			}
+		})
+	}
+}
+
+// A consent-denied event that fails the plan is quarantined as the events
+// table would hold it: cookieless, without the User-Agent; its replay after
+// the plan is fixed, even on a later day, stores exactly that form.
+func TestDLQConsentDeniedIsCookieless(t *testing.T) {
+	for _, endpoint := range []string{"/v1/events", "/v1/s2s/events"} {
+		t.Run(endpoint, func(t *testing.T) {
+			h, tn, fix := quarantineHarness(t)
+			op := h.sqlDB()
+			denied := func(n int, typ string) map[string]any {
+				e := ev("web", n, map[string]any{"type": typ, "consent": "denied", "user_id": "alice",
+					"traits": map[string]any{"email": "a@x"}, "url": "https://example.test/p?email=a@x",
+					"referrer": "https://r.test/?q=alice", "extra": "kept"})
+				if endpoint == "/v1/s2s/events" {
+					e["user_agent"] = chromeUA
+				}
+				return e
+			}
+			if a := intake(t, h.c("POST", endpoint, "web", denied(1, "purchase"), "User-Agent", chromeUA)); a.Quarantined != 1 {
+				t.Fatalf("got %+v, want 1 quarantined", a)
+			}
+			// Its twin of the same day, accepted: what the events table holds.
+			intake(t, h.c("POST", endpoint, "web", denied(2, "pageview"), "User-Agent", chromeUA))
+			var twinAnon string
+			if err := op.QueryRow(`SELECT anon_id FROM events WHERE id = ?`, eventID(2)).Scan(&twinAnon); err != nil {
+				t.Fatal(err)
+			}
+
+			var payload, anon string
+			var user, ua *string
+			if err := op.QueryRow(`SELECT payload, anon_id, user_id, user_agent FROM dlq`).Scan(&payload, &anon, &user, &ua); err != nil {
+				t.Fatal(err)
+			}
+			if anon != twinAnon || user != nil || ua != nil {
+				t.Fatalf("got DLQ anon_id %s user_id %v user_agent %v, want anon_id %s and neither of the others", anon, user, ua, twinAnon)
+			}
+			for _, secret := range []string{"alice", "a@x", "anon-1", "email="} {
+				if strings.Contains(payload, secret) {
+					t.Errorf("got DLQ payload %s, want it without %q", payload, secret)
+				}
+			}
+			if !strings.Contains(payload, `"extra":"kept"`) || !strings.Contains(payload, `"anon_id":"`+twinAnon+`"`) {
+				t.Errorf("got DLQ payload %s, want the cookieless form with its other fields", payload)
+			}
+
+			// Replayed before the fix, it is quarantined again as it was.
+			h.clock.Advance(48 * time.Hour) // the day's salt is gone: the id cannot be made again
+			r := h.q("POST", "/v1/sites/web/dlq/"+eventID(1)+"/replay", tn.adminKey, nil)
+			mustStatus(t, r, 200, "")
+			var again, requarantined string
+			var browser *string
+			if err := op.QueryRow(`SELECT payload, anon_id, browser FROM dlq`).Scan(&again, &requarantined, &browser); err != nil {
+				t.Fatal(err)
+			}
+			if again != payload || requarantined != twinAnon || browser == nil || *browser != "Chrome" {
+				t.Fatalf("requarantined: got anon_id %s browser %v payload %s, want them unchanged", requarantined, browser, again)
+			}
+
+			fix()
+			r = h.q("POST", "/v1/sites/web/dlq/"+eventID(1)+"/replay", tn.adminKey, nil)
+			mustStatus(t, r, 200, "")
+			var raw string
+			var stored string
+			var storedUser *string
+			if err := op.QueryRow(`SELECT anon_id, user_id, raw, browser FROM events WHERE id = ?`, eventID(1)).Scan(&anon, &storedUser, &raw, &stored); err != nil {
+				t.Fatalf("replayed event not stored: %v", err)
+			}
+			if anon != twinAnon || storedUser != nil || raw != payload || stored != "Chrome" {
+				t.Errorf("got anon_id %s user_id %v browser %s raw %s, want anon_id %s, no user_id, Chrome and raw %s", anon, storedUser, stored, raw, twinAnon, payload)
+			}
+		})
+	}
+}
+
+// A replay the collector answers 202 but drops (here: no consent once
+// CONSENT_MODE is require) is not a success: the row stays.
+func TestDLQReplayDroppedKeepsRow(t *testing.T) {
+	h, tn, fix := quarantineHarness(t)
+	intake(t, h.c("POST", "/v1/events", "web", ev("web", 1, map[string]any{"type": "purchase"}), "User-Agent", chromeUA))
+	fix()
+	h.srv.cfg.ConsentMode = privacy.ConsentRequire
+	r := h.q("POST", "/v1/sites/web/dlq/"+eventID(1)+"/replay", tn.adminKey, nil)
+	mustStatus(t, r, 502, "collector_rejected")
+	if !strings.Contains(string(r.body), "consent_required") {
+		t.Errorf("got %s, want the message to name consent_required", r.body)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM dlq`); n != 1 {
+		t.Fatalf("got %d DLQ rows, want the row kept", n)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM audit_log WHERE action = 'dlq.replay'`); n != 0 {
+		t.Errorf("got %d dlq.replay audit rows for a failed replay, want 0", n)
+	}
+	// With consent required again no longer, the same row replays.
+	h.srv.cfg.ConsentMode = privacy.ConsentCookieless
+	mustStatus(t, h.q("POST", "/v1/sites/web/dlq/"+eventID(1)+"/replay", tn.adminKey, nil), 200, "")
+	if n := h.count(`SELECT COUNT(*) FROM events WHERE id = ?`, eventID(1)); n != 1 {
+		t.Errorf("got %d stored events, want 1", n)
+	}
+}
+
+// An s2s event's user_agent field may hold anything JSON can, control
+// characters included, that no HTTP header can carry: its replay still
+// sends the exact payload, and the event is stored with it.
+func TestDLQReplayS2SControlCharacters(t *testing.T) {
+	for _, mode := range []string{KeyModeNone, KeyModeRequire} {
+		t.Run(mode, func(t *testing.T) {
+			h, tn, fix := quarantineHarness(t, func(c *Config) { c.RequireAPIKey = mode })
+			token, headers := "web", []string{"User-Agent", "acme-backend/2"}
+			if mode == KeyModeRequire {
+				token, headers = tn.ingestKey, append(headers, "X-Site-Id", "web")
+			}
+			ua := "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1\r\nX-Injected: 1\u0000\u0007\u007f"
+			uaJSON, _ := json.Marshal(ua)
+			body := `{"id":"` + eventID(1) + `","site_id":"web","anon_id":"a","type":"purchase","user_agent":` + string(uaJSON) + `,  "extra": [1, 2]}`
+			if a := intake(t, h.c("POST", "/v1/s2s/events", token, body, headers...)); a.Quarantined != 1 {
+				t.Fatalf("got %+v, want 1 quarantined", a)
+			}
+			fix()
+			r := h.q("POST", "/v1/sites/web/dlq/"+eventID(1)+"/replay", tn.adminKey, nil)
+			mustStatus(t, r, 200, "")
+			var raw, browser string
+			if err := h.sqlDB().QueryRow(`SELECT raw, browser FROM events WHERE id = ?`, eventID(1)).Scan(&raw, &browser); err != nil {
+				t.Fatalf("replayed event not stored: %v", err)
+			}
+			if raw != body {
+				t.Errorf("got raw %q, want the payload byte for byte %q", raw, body)
+			}
+			if want := privacy.ParseAgent(ua).Browser; browser != want {
+				t.Errorf("got browser %q, want %q, from the payload's user_agent", browser, want)
+			}
+			if n := h.count(`SELECT COUNT(*) FROM dlq`); n != 0 {
+				t.Errorf("got %d DLQ rows after the replay, want 0", n)
 			}
 		})
 	}

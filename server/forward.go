@@ -48,16 +48,25 @@ func (it internalToken) matches(bearer string) bool {
 type forwardResult struct {
 	status int
 	body   []byte
+	// answer holds the counts of a 202, dropReasons its Tally-Drop-Reasons.
+	answer      intakeAnswer
+	dropReasons string
 }
 
-// forward POSTs body to the collector's /events for site, authenticated as
-// "Bearer <site id>" (SPEC) in the none and tag modes, and with the internal
-// bearer in require mode, where a site bearer is refused. A network error
-// (or timeout) is returned as err.
-func (s *Server) forward(ctx context.Context, siteID string, body []byte, userAgent string) (forwardResult, error) {
+// Collector paths a re-POST goes to.
+const (
+	pathEvents = "/events"
+	pathS2S    = "/s2s/events"
+)
+
+// forward POSTs body to the collector's path (pathEvents or pathS2S) for
+// site, authenticated as "Bearer <site id>" (SPEC) in the none and tag
+// modes, and with the internal bearer in require mode, where a site bearer
+// is refused. A network error (or timeout) is returned as err.
+func (s *Server) forward(ctx context.Context, siteID, path string, body []byte, userAgent string) (forwardResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.CollectorURL+"/events", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.CollectorURL+path, bytes.NewReader(body))
 	if err != nil {
 		return forwardResult{}, err
 	}
@@ -78,7 +87,34 @@ func (s *Server) forward(ctx context.Context, siteID string, body []byte, userAg
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	return forwardResult{status: res.StatusCode, body: b}, nil
+	fr := forwardResult{status: res.StatusCode, body: b}
+	if fr.status == http.StatusAccepted {
+		// A 202 without counts stores nothing as far as the forwarder can tell.
+		json.Unmarshal(b, &fr.answer)
+		fr.dropReasons = res.Header.Get(dropReasonsHeader)
+	}
+	return fr, nil
+}
+
+// stored reports whether the one event a 202 answered is in events: newly
+// accepted, or a duplicate of a stored one. Dropped or quarantined, it is not.
+func (fr forwardResult) stored() bool {
+	return fr.status == http.StatusAccepted && fr.answer.Accepted+fr.answer.Duplicates > 0
+}
+
+// fate says what the collector did with an event it answered 202 but did not
+// store, for an error message.
+func (fr forwardResult) fate() string {
+	switch {
+	case fr.answer.Quarantined > 0:
+		return "quarantined it in the DLQ (it fails the tracking plan)"
+	case fr.answer.Dropped > 0 && fr.dropReasons != "":
+		return "dropped it (" + fr.dropReasons + ")"
+	case fr.answer.Dropped > 0:
+		return "dropped it"
+	default:
+		return "did not store it"
+	}
 }
 
 // describe summarises a collector answer for an error message.

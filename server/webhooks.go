@@ -15,6 +15,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/schema"
 	"github.com/tally-analytics/tally/storage"
 )
 
@@ -42,8 +43,9 @@ var canonicalTypes = map[string]string{
 
 // webhook verifies, maps and forwards a processor event: 404 for an unknown
 // adapter, 401 when the site has no active secret (an unknown site looks
-// the same), 400 for a bad signature or body, 500 when forwarding fails (so
-// the processor retries), else 200 {ok, forwarded}.
+// the same), 400 for a bad signature or body, 500 when forwarding fails or
+// the collector does not store the event (so the processor retries), else
+// 200 {ok, forwarded}.
 //
 // POST /webhooks/:adapter/:siteId
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
@@ -70,19 +72,30 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, ps httprouter.P
 		return err
 	}
 	if event == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "forwarded": 0})
+		writeJSON(w, http.StatusOK, webhookAnswer{OK: true, Forwarded: 0})
 		return nil
 	}
 	payload, _ := json.Marshal(event)
-	res, err := s.forward(r.Context(), siteID, payload, "tally-webhook/payments")
+	res, err := s.forward(r.Context(), siteID, pathEvents, payload, "tally-webhook/payments")
 	if err != nil {
 		return fault.Errorf(fault.ForwardFailed, "the collector could not be reached; retry later")
 	}
 	if res.status != http.StatusAccepted {
 		return fault.Errorf(fault.ForwardFailed, "the collector answered %s", res.describe())
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "forwarded": 1})
+	// Delivered means stored: a 200 for an event the collector dropped or
+	// quarantined would stop the processor's retries and lose it.
+	if !res.stored() {
+		return fault.Errorf(fault.ForwardFailed, "the collector answered 202 but %s; retry later", res.fate())
+	}
+	writeJSON(w, http.StatusOK, webhookAnswer{OK: true, Forwarded: 1})
 	return nil
+}
+
+// webhookAnswer is the 200 body of a webhook: how many events were stored.
+type webhookAnswer struct {
+	OK        bool `json:"ok"`
+	Forwarded int  `json:"forwarded"`
 }
 
 // verifySignature checks a "t=<unix>,v1=<hex>[,v1=<hex>...]" header: the
@@ -146,7 +159,7 @@ type paymentsEvent struct {
 // data.object.metadata when present (else anon_id is the customer id);
 // the id is derived from the processor event id; amount and currency go
 // in properties, amount in the currency's minor unit as the processor
-// sends it.
+// sends it; consent is "granted" (README "Webhooks", Consent).
 func mapPaymentsEvent(siteID string, body []byte) (map[string]any, error) {
 	var pe paymentsEvent
 	if err := json.Unmarshal(body, &pe); err != nil || pe.ID == "" || pe.Type == "" {
@@ -210,6 +223,10 @@ func mapPaymentsEvent(siteID string, body []byte) (map[string]any, error) {
 		"anon_id":    anon,
 		"type":       typ,
 		"properties": props,
+		// A payment is a record of the contract with the customer, kept
+		// under that contract, not tracking: it passes the consent gate of
+		// CONSENT_MODE=require and is never made cookieless.
+		"consent": schema.ConsentGranted,
 	}
 	if u := str(meta, "user_id"); u != "" && utf8.RuneCountInString(u) <= 256 {
 		event["user_id"] = u

@@ -5,11 +5,16 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/tally-analytics/tally/privacy"
+	"github.com/tally-analytics/tally/schema"
 )
 
 func chargeEvent(id string, meta map[string]any) []byte {
@@ -144,11 +149,87 @@ func TestPaymentsWebhook(t *testing.T) {
 func TestPaymentsWebhookForwardFailure(t *testing.T) {
 	rejecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
 	defer rejecting.Close()
-	h := newHarness(t, func(c *Config) { c.CollectorURL = rejecting.URL })
+	dropping := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(dropReasonsHeader, "consent_required")
+		w.WriteHeader(http.StatusAccepted)
+		w.Write([]byte(`{"accepted":0,"duplicates":0,"quarantined":0,"dropped":1}`))
+	}))
+	defer dropping.Close()
+	for _, tt := range []struct {
+		name, url, message string
+	}{
+		{"collector refuses", rejecting.URL, "503"},
+		{"collector unreachable", "http://127.0.0.1:1", "could not be reached"},
+		{"collector drops the event", dropping.URL, "dropped it (consent_required)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.CollectorURL = tt.url })
+			h.setupTenant("acme", "web")
+			h.sqlDB().Exec(`INSERT INTO webhook_secrets(site_id, adapter, secret) VALUES ('web', 'payments', 's')`)
+			body := chargeEvent("evt_1", nil)
+			r := h.hook("/webhooks/payments/web", body, signed(body, "s", h.clock.Now()))
+			mustStatus(t, r, 500, "forward_failed")
+			if !strings.Contains(string(r.body), tt.message) {
+				t.Errorf("got %s, want the message to say %q", r.body, tt.message)
+			}
+		})
+	}
+}
+
+// Payments are records of a contract, not tracking: with CONSENT_MODE=require
+// the webhook's event, which carries no consent of the visitor, is stored.
+func TestPaymentsWebhookConsentRequire(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ConsentMode = privacy.ConsentRequire })
+	h.setupTenant("acme", "web")
+	h.sqlDB().Exec(`INSERT INTO webhook_secrets(site_id, adapter, secret) VALUES ('web', 'payments', 's')`)
+	body := chargeEvent("evt_1", map[string]any{"anon_id": "visitor-9", "user_id": "u9"})
+	r := h.hook("/v1/webhooks/payments/web", body, signed(body, "s", h.clock.Now()))
+	mustStatus(t, r, 200, "")
+	var anon, user string
+	if err := h.sqlDB().QueryRow(`SELECT anon_id, user_id FROM events`).Scan(&anon, &user); err != nil {
+		t.Fatalf("got no stored event after a 200: %v", err)
+	}
+	if anon != "visitor-9" || user != "u9" {
+		t.Errorf("got anon_id %s user_id %s, want visitor-9 u9", anon, user)
+	}
+}
+
+// A webhook answers 200 only once its event is stored: an event the
+// collector quarantines (or drops) answers 500 so the processor retries,
+// and the retry after the fix is stored once.
+func TestPaymentsWebhookNotStored(t *testing.T) {
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	os.WriteFile(plan, []byte(`{"mode":"quarantine","events":{"purchase":{"type":"object","required":["properties"],
+		"properties":{"properties":{"required":["order_id"]}}},"*":{"type":"object"}}}`), 0o644)
+	p, err := schema.LoadPlan(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(c *Config) { c.Plan, c.PlanPath = p, plan })
 	h.setupTenant("acme", "web")
 	h.sqlDB().Exec(`INSERT INTO webhook_secrets(site_id, adapter, secret) VALUES ('web', 'payments', 's')`)
 	body := chargeEvent("evt_1", nil)
-	mustStatus(t, h.hook("/webhooks/payments/web", body, signed(body, "s", h.clock.Now())), 500, "forward_failed")
-	h.srv.cfg.CollectorURL = "http://127.0.0.1:1"
-	mustStatus(t, h.hook("/webhooks/payments/web", body, signed(body, "s", h.clock.Now())), 500, "forward_failed")
+	r := h.hook("/v1/webhooks/payments/web", body, signed(body, "s", h.clock.Now()))
+	mustStatus(t, r, 500, "forward_failed")
+	if !strings.Contains(string(r.body), "quarantined") {
+		t.Errorf("got %s, want the message to say the event was quarantined", r.body)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM dlq`); n != 1 {
+		t.Fatalf("got %d DLQ rows, want the quarantined event kept", n)
+	}
+	os.WriteFile(plan, []byte(`{"mode":"quarantine","events":{"*":{"type":"object"}}}`), 0o644)
+	if _, err := h.srv.ReloadPlan(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the processor's retry, and a redelivery of it
+		h.clock.Advance(time.Minute)
+		r = h.hook("/v1/webhooks/payments/web", body, signed(body, "s", h.clock.Now()))
+		mustStatus(t, r, 200, "")
+		if got := r.json(t)["forwarded"]; got != float64(1) {
+			t.Fatalf("got forwarded %v, want 1", got)
+		}
+	}
+	if n := h.count(`SELECT COUNT(*) FROM events WHERE type = 'purchase'`); n != 1 {
+		t.Errorf("got %d stored purchases, want 1", n)
+	}
 }

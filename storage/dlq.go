@@ -22,7 +22,9 @@ type DLQRow struct {
 type DLQEntry struct {
 	DLQRow
 	UserAgent string
-	Endpoint  string
+	// Endpoint is the intake endpoint the event came to, "events" or
+	// "s2s" ("events" for rows that do not say).
+	Endpoint string
 }
 
 const dlqColumns = `SELECT id, site_id, payload, error, received_at FROM dlq`
@@ -108,10 +110,34 @@ func (db *DB) DLQEntry(ctx context.Context, site, id string) (*DLQEntry, error) 
 	if ua != nil {
 		e.UserAgent = *ua
 	}
-	if endpoint != nil {
+	e.Endpoint = "events"
+	if endpoint != nil && *endpoint != "" {
 		e.Endpoint = *endpoint
 	}
 	return &e, nil
+}
+
+// CookielessQuarantine reports whether site's DLQ holds event id in
+// cookieless form with anon_id anon, i.e. whether an event arriving with
+// that id and anon id is the replay of such a row, already rewritten; it
+// returns the row's browser, OS and device type.
+func (db *DB) CookielessQuarantine(ctx context.Context, site, id, anon string) (QuarantinedAgent, bool, error) {
+	var browser, os, device *string
+	err := db.read.QueryRowContext(ctx, `SELECT browser, os, device_type FROM dlq WHERE site_id = ? AND id = ? AND anon_id = ? AND cookieless = 1`,
+		site, id, anon).Scan(&browser, &os, &device)
+	if err == sql.ErrNoRows {
+		return QuarantinedAgent{}, false, nil
+	}
+	if err != nil {
+		return QuarantinedAgent{}, false, err
+	}
+	deref := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	return QuarantinedAgent{Browser: deref(browser), OS: deref(os), DeviceType: deref(device)}, true, nil
 }
 
 // FinishReplay records a replay the collector accepted, audited as

@@ -41,6 +41,16 @@ type Quarantined struct {
 	UserID     *string
 	Endpoint   string
 	UserAgent  string // the User-Agent the event came with, re-sent on replay
+	// Cookieless marks a consent-denied event quarantined in its cookieless
+	// form: UserAgent is then empty and Agent holds what events would.
+	Cookieless bool
+	Agent      QuarantinedAgent
+}
+
+// QuarantinedAgent is the browser, OS and device type of a cookieless
+// quarantined event, kept instead of its User-Agent.
+type QuarantinedAgent struct {
+	Browser, OS, DeviceType string
 }
 
 // IngestResult tells, per event, whether it was stored or suppressed as a
@@ -82,10 +92,12 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 			ON CONFLICT(site_id, day, dimension, value) DO UPDATE SET count = count + excluded.count`},
 		{&s.usage, `INSERT INTO site_usage(site_id, month, accepted) VALUES (?, ?, ?)
 			ON CONFLICT(site_id, month) DO UPDATE SET accepted = accepted + excluded.accepted`},
-		{&s.dlq, `INSERT INTO dlq(id, site_id, payload, error, received_at, anon_id, user_id, endpoint, user_agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		{&s.dlq, `INSERT INTO dlq(id, site_id, payload, error, received_at, anon_id, user_id, endpoint, user_agent,
+			cookieless, browser, os, device_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(site_id, id) DO UPDATE SET payload = excluded.payload, error = excluded.error,
 			received_at = excluded.received_at, anon_id = excluded.anon_id, user_id = excluded.user_id,
-			endpoint = excluded.endpoint, user_agent = excluded.user_agent`},
+			endpoint = excluded.endpoint, user_agent = excluded.user_agent, cookieless = excluded.cookieless,
+			browser = excluded.browser, os = excluded.os, device_type = excluded.device_type`},
 	}
 	for _, st := range stmts {
 		p, err := db.PrepareContext(ctx, st.sql)
@@ -286,7 +298,8 @@ func (j *ingestJob) add(w *ingestWork) error {
 	if len(w.dlq) > 0 {
 		ins := j.stmt(st.dlq)
 		for _, q := range w.dlq {
-			if _, err := ins.Exec(q.ID, q.SiteID, string(q.Payload), q.Errors, recv, q.AnonID, q.UserID, q.Endpoint, nullable(q.UserAgent)); err != nil {
+			if _, err := ins.Exec(q.ID, q.SiteID, string(q.Payload), q.Errors, recv, q.AnonID, q.UserID, q.Endpoint, nullable(q.UserAgent),
+				q.Cookieless, nullable(q.Agent.Browser), nullable(q.Agent.OS), nullable(q.Agent.DeviceType)); err != nil {
 				return fmt.Errorf("insert dlq: %w", err)
 			}
 		}
