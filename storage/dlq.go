@@ -123,6 +123,9 @@ func (db *DB) DLQEntry(ctx context.Context, site, id string) (*DLQEntry, error) 
 func (db *DB) FinishReplay(ctx context.Context, actor Actor, site *Site, e *DLQEntry, replayedAt time.Time, requarantined bool) (deleted bool, err error) {
 	err = db.writer.Do(ctx, func(tx *Tx) error {
 		deleted = false
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
 		if !requarantined {
 			res, err := tx.Exec(`DELETE FROM dlq WHERE site_id = ? AND id = ? AND received_at = ?`, site.ID, e.ID, e.ReceivedAt)
 			if err != nil {

@@ -132,6 +132,9 @@ func (sc *subjectScope) in(col string, ids []string) (string, []any) {
 func (db *DB) ExportSubject(ctx context.Context, actor Actor, site *Site, s Subject) (*SubjectExport, error) {
 	var out *SubjectExport
 	err := db.writer.Do(ctx, func(tx *Tx) error {
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
 		sc, err := resolve(tx, site.ID, s)
 		if err != nil {
 			return err
@@ -183,6 +186,9 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 	var counts SubjectCounts
 	err := db.writer.Do(ctx, func(tx *Tx) error {
 		counts = SubjectCounts{}
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
 		sc, err := resolve(tx, site.ID, s)
 		if err != nil {
 			return err

@@ -1,15 +1,55 @@
 package storage
 
-import "context"
+import (
+	"context"
+	"fmt"
+
+	"github.com/tally-analytics/tally/fault"
+)
+
+// SourcemapLimits caps what one site may store in sourcemaps; a zero field
+// means no cap.
+type SourcemapLimits struct {
+	// Files is the most (release, file) pairs a site may hold.
+	Files int
+	// Bytes is the most decoded map bytes a site may hold in all.
+	Bytes int64
+}
 
 // UpsertSourcemap stores a sourcemap, replacing the one with the same
-// (site, release, file): uploading the same map twice leaves one row.
-func (db *DB) UpsertSourcemap(ctx context.Context, site, release, file string, data []byte) error {
+// (site, release, file): uploading the same map twice leaves one row. The
+// site's usage after the upsert must stay within limits, where a
+// replacement counts with its new size instead of the old one; otherwise
+// nothing is written and the error is sourcemap_quota_exceeded. A site
+// deleted since the caller looked it up gets ErrSiteGone.
+func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file string, data []byte, limits SourcemapLimits) error {
 	now := FormatTime(db.now())
 	return db.writer.Do(ctx, func(tx *Tx) error {
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
+		// Read from the sourcemaps_usage index only: the maps stay on disk.
+		var files, replaced int
+		var bytes, replacedBytes int64
+		if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(SUM(size), 0),
+				COUNT(CASE WHEN release = ? AND file = ? THEN 1 END), COALESCE(SUM(CASE WHEN release = ? AND file = ? THEN size END), 0)
+				FROM sourcemaps INDEXED BY sourcemaps_usage WHERE site_id = ?`,
+			release, file, release, file, site.ID).Scan(&files, &bytes, &replaced, &replacedBytes); err != nil {
+			return fmt.Errorf("sourcemap usage: %w", err)
+		}
+		files += 1 - replaced
+		bytes += int64(len(data)) - replacedBytes
+		if limits.Files > 0 && files > limits.Files {
+			return fault.Errorf(fault.SourcemapQuotaExceeded,
+				"the site already stores %d sourcemap files, the most allowed; replace an existing (release, file) or ask the operator to delete old releases", limits.Files)
+		}
+		if limits.Bytes > 0 && bytes > limits.Bytes {
+			return fault.Errorf(fault.SourcemapQuotaExceeded,
+				"this map would bring the site's sourcemaps to %d bytes, over the %d allowed; ask the operator to delete old releases", bytes, limits.Bytes)
+		}
 		_, err := tx.Exec(`INSERT INTO sourcemaps(site_id, release, file, map, size, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(site_id, release, file) DO UPDATE SET map = excluded.map, size = excluded.size, updated_at = excluded.updated_at`,
-			site, release, file, data, len(data), now, now)
+			site.ID, release, file, data, len(data), now, now)
 		return err
 	})
 }

@@ -53,6 +53,9 @@ func (db *DB) CreateWebhookSecret(ctx context.Context, actor Actor, site *Site, 
 	secret := "whsec_" + base64.RawURLEncoding.EncodeToString(b)
 	ws := &WebhookSecret{SiteID: site.ID, Adapter: adapter, CreatedAt: FormatTime(db.now())}
 	err := db.writer.Do(ctx, func(tx *Tx) error {
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
 		res, err := tx.Exec(`INSERT INTO webhook_secrets(site_id, adapter, secret, created_at) VALUES (?, ?, ?, ?)`,
 			site.ID, adapter, secret, ws.CreatedAt)
 		if err != nil {
@@ -93,6 +96,9 @@ func (db *DB) WebhookSecrets(ctx context.Context, site string) ([]WebhookSecret,
 func (db *DB) RevokeWebhookSecret(ctx context.Context, actor Actor, site *Site, id int64) error {
 	now := FormatTime(db.now())
 	return db.writer.Do(ctx, func(tx *Tx) error {
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
 		var adapter string
 		err := tx.QueryRow(`SELECT adapter FROM webhook_secrets WHERE rowid = ? AND site_id = ? AND (revoked_at IS NULL OR revoked_at > ?)`,
 			id, site.ID, now).Scan(&adapter)
