@@ -28,9 +28,10 @@ const sourcemapMaxBody = sourcemapMaxDecoded/3*4 + 4 + 64<<10
 
 var errMapTooLarge = fault.Errorf(fault.PayloadTooLarge, "the decoded map is larger than 25 MiB")
 
-// sourcemapChunk is the step by which an upload's map buffer grows: memory
-// follows the bytes that actually arrived, never the Content-Length a
-// client declares, so slow clients cannot pin memory they do not fill.
+// sourcemapChunk is the largest piece by which an upload's map buffers grow
+// (see readChunked): memory follows the bytes that actually arrived, never
+// the Content-Length a client declares, so slow clients cannot pin memory
+// they do not fill.
 const sourcemapChunk = 1 << 20
 
 // sourcemapAnswer is the 201 body of an upload.
