@@ -175,6 +175,7 @@ func (s *Server) Query() http.Handler {
 	rt.handle(http.MethodGet, "/sites/:siteId/users/:userId/timeline", s.timeline)
 	rt.handleV1(http.MethodGet, "/sites/:siteId/breakdown", s.breakdown)
 	rt.handle(http.MethodPost, "/sites/:siteId/sourcemaps", s.uploadSourcemap)
+	rt.handleV1(http.MethodDelete, "/sites/:siteId/sourcemaps", s.deleteSourcemaps)
 	rt.handle(http.MethodGet, "/sites/:siteId/dlq", s.listDLQ)
 	rt.handle(http.MethodPost, "/sites/:siteId/dlq/:eventId/replay", s.replayDLQ)
 	rt.handle(http.MethodPost, "/webhooks/:adapter/:siteId", s.webhook)

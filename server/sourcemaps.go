@@ -72,6 +72,37 @@ func (s *Server) uploadSourcemap(w http.ResponseWriter, r *http.Request, ps http
 	return nil
 }
 
+// sourcemapDeletion is the 200 body of a delete: what was freed.
+type sourcemapDeletion struct {
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+}
+
+// deleteSourcemaps deletes the maps of ?release= (only ?file= of it, when
+// given) and answers 200 {files, bytes}, what was freed; 404 when nothing
+// matches. It frees room under the per-site caps, so it needs the admin
+// token or an admin key rather than the upload credential, which pages
+// publish.
+//
+// DELETE /v1/sites/:siteId/sourcemaps
+func (s *Server) deleteSourcemaps(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, site, err := s.site(r, ps.ByName("siteId"), storage.ScopeAdmin)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	release, file := q.Get("release"), q.Get("file")
+	if release == "" {
+		return fault.Errorf(fault.InvalidSourcemap, "name the release to delete: ?release=<release>[&file=<file>]")
+	}
+	files, freed, err := s.db.DeleteSourcemaps(r.Context(), p.actor(), site, release, file)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sourcemapDeletion{Files: files, Bytes: freed})
+	return nil
+}
+
 var errSourcemapCredential = fault.Errorf(fault.Unauthorized, "this credential cannot upload sourcemaps to that site")
 
 // sourcemapSite authenticates an upload to siteID with the collector's

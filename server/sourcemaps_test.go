@@ -291,3 +291,49 @@ func TestSourcemapSiteDeletedMidRequest(t *testing.T) {
 		t.Fatalf("got %d sourcemaps of the deleted site, want 0", n)
 	}
 }
+
+// An admin frees room under the caps by deleting a release, or one file of
+// it; the delete is audited and needs the admin token or an admin key.
+func TestSourcemapDelete(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.SourcemapMaxFiles = 3 })
+	acme := h.setupTenant("acme", "web")
+	bravo := h.setupTenant("bravo", "other")
+	for _, up := range []struct{ release, file string }{{"1", "a.js"}, {"1", "b.js"}, {"2", "a.js"}} {
+		mustStatus(t, h.q("POST", "/v1/sites/web/sourcemaps", "web", sourcemapBody(up.release, up.file, []byte(`{"v":3}`))), 201, "")
+	}
+	mustStatus(t, h.q("POST", "/v1/sites/web/sourcemaps", "web", sourcemapBody("3", "a.js", []byte(`{}`))), 413, "sourcemap_quota_exceeded")
+
+	tests := []struct {
+		name, query, token string
+		status             int
+		code               string
+		files, bytes       float64
+	}{
+		{"the upload credential", "?release=1", "web", 401, "unauthorized", 0, 0},
+		{"a read key", "?release=1", acme.readKey, 403, "forbidden", 0, 0},
+		{"another workspace's admin key", "?release=1", bravo.adminKey, 404, "not_found", 0, 0},
+		{"no release", "", acme.adminKey, 400, "invalid_sourcemap", 0, 0},
+		{"an unknown release", "?release=9", acme.adminKey, 404, "not_found", 0, 0},
+		{"one file of a release", "?release=1&file=a.js", acme.adminKey, 200, "", 1, 7},
+		{"the rest of the release", "?release=1", testAdminToken, 200, "", 1, 7},
+		{"again", "?release=1", acme.adminKey, 404, "not_found", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := h.q("DELETE", "/v1/sites/web/sourcemaps"+tt.query, tt.token, nil)
+			mustStatus(t, r, tt.status, tt.code)
+			if tt.status == 200 {
+				if got := r.json(t); got["files"] != tt.files || got["bytes"] != tt.bytes {
+					t.Fatalf("got %s, want files %v and bytes %v", r.body, tt.files, tt.bytes)
+				}
+			}
+		})
+	}
+	if n := h.count(`SELECT COUNT(*) FROM sourcemaps WHERE site_id = 'web'`); n != 1 {
+		t.Fatalf("got %d sourcemaps left, want release 2's one", n)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM audit_log WHERE action = 'sourcemap.delete' AND target = 'web'`); n != 2 {
+		t.Fatalf("got %d sourcemap.delete audit rows, want 2", n)
+	}
+	mustStatus(t, h.q("POST", "/v1/sites/web/sourcemaps", "web", sourcemapBody("3", "a.js", []byte(`{}`))), 201, "")
+}

@@ -60,6 +60,17 @@ func TestWritesRefuseADeletedSite(t *testing.T) {
 				return db.UpsertSourcemap(ctx, stale, "1", "a.js", []byte(`{}`), SourcemapLimits{})
 			},
 			`SELECT COUNT(*) FROM sourcemaps WHERE site_id = 'web'`, 0, ""},
+		{"delete sourcemaps", func(t *testing.T, db *DB) {
+			site, _ := db.Site("web")
+			if err := db.UpsertSourcemap(ctx, site, "1", "a.js", []byte(`{}`), SourcemapLimits{}); err != nil {
+				t.Fatal(err)
+			}
+		},
+			func(db *DB, stale *Site) error {
+				_, _, err := db.DeleteSourcemaps(ctx, sys, stale, "1", "")
+				return err
+			},
+			`SELECT COUNT(*) FROM sourcemaps WHERE site_id = 'web'`, 1, "sourcemap.delete"},
 		{"export a subject", func(t *testing.T, db *DB) {
 			if _, err := db.Ingest(ctx, []IngestEvent{subjectEvent}, nil, nil); err != nil {
 				t.Fatal(err)

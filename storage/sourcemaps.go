@@ -53,3 +53,33 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 		return err
 	})
 }
+
+// DeleteSourcemaps deletes the maps of site's release, or only its file
+// when file is not empty, audited as sourcemap.delete with what was
+// removed, and returns the files and bytes freed. Nothing to delete is
+// not_found; a site deleted since the caller looked it up gets ErrSiteGone.
+func (db *DB) DeleteSourcemaps(ctx context.Context, actor Actor, site *Site, release, file string) (files int, bytes int64, err error) {
+	err = db.writer.Do(ctx, func(tx *Tx) error {
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
+		match := `site_id = ? AND release = ? AND (? = '' OR file = ?)`
+		args := []any{site.ID, release, file, file}
+		if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(SUM(size), 0) FROM sourcemaps INDEXED BY sourcemaps_usage WHERE `+match,
+			args...).Scan(&files, &bytes); err != nil {
+			return fmt.Errorf("sourcemaps to delete: %w", err)
+		}
+		if files == 0 {
+			return fault.Errorf(fault.NotFound, "no sourcemap of that release (and file) on this site")
+		}
+		if _, err := tx.Exec(`DELETE FROM sourcemaps WHERE `+match, args...); err != nil {
+			return err
+		}
+		meta := map[string]any{"release": release, "files": files, "bytes": bytes}
+		if file != "" {
+			meta["file"] = file
+		}
+		return db.audit(tx, site.WorkspaceID, actor, "sourcemap.delete", site.ID, meta)
+	})
+	return files, bytes, err
+}
