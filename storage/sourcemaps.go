@@ -41,11 +41,11 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 		bytes += int64(len(data)) - replacedBytes
 		if limits.Files > 0 && files > limits.Files {
 			return fault.Errorf(fault.SourcemapQuotaExceeded,
-				"the site already stores %d sourcemap files, the most allowed; replace an existing (release, file) or ask the operator to delete old releases", limits.Files)
+				"the site already stores %d sourcemap files, the most allowed; replace an existing (release, file) or delete an old release (DELETE /v1/sites/:siteId/sourcemaps?release=)", limits.Files)
 		}
 		if limits.Bytes > 0 && bytes > limits.Bytes {
 			return fault.Errorf(fault.SourcemapQuotaExceeded,
-				"this map would bring the site's sourcemaps to %d bytes, over the %d allowed; ask the operator to delete old releases", bytes, limits.Bytes)
+				"this map would bring the site's sourcemaps to %d bytes, over the %d allowed; delete an old release first (DELETE /v1/sites/:siteId/sourcemaps?release=)", bytes, limits.Bytes)
 		}
 		_, err := tx.Exec(`INSERT INTO sourcemaps(site_id, release, file, map, size, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(site_id, release, file) DO UPDATE SET map = excluded.map, size = excluded.size, updated_at = excluded.updated_at`,
