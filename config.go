@@ -29,6 +29,11 @@ type config struct {
 	Dev              bool
 	DevJSON          bool
 	DebugFeedSize    int
+
+	// Sourcemap uploads per minute per site, and what a site may store.
+	SourcemapUploadRate int
+	SourcemapMaxFiles   int
+	SourcemapMaxMiB     int
 }
 
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -39,7 +44,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		return def
 	}
 	var c config
-	var rate, quota, trust, feed string
+	var rate, quota, trust, feed, smRate, smFiles, smMiB string
 	fs := flag.NewFlagSet("tally", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.DatabasePath, "database-path", env("DATABASE_PATH", "./data/analytics.db"), "SQLite file (`:memory:` for a throw-away database) [DATABASE_PATH]")
@@ -51,6 +56,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.SchemaBundlePath, "schema-bundle-path", env("SCHEMA_BUNDLE_PATH", ""), "tracking plan file; unset disables schema validation [SCHEMA_BUNDLE_PATH]")
 	fs.StringVar(&rate, "ingest-rate-limit", env("INGEST_RATE_LIMIT", "1000"), "events per second per site, 0 = off [INGEST_RATE_LIMIT]")
 	fs.StringVar(&quota, "ingest-quota", env("INGEST_QUOTA", "0"), "accepted events per site per UTC month, 0 = unlimited [INGEST_QUOTA]")
+	fs.StringVar(&smRate, "sourcemap-upload-rate", env("SOURCEMAP_UPLOAD_RATE", "30"), "sourcemap uploads per minute per site, 0 = off [SOURCEMAP_UPLOAD_RATE]")
+	fs.StringVar(&smFiles, "sourcemap-max-files", env("SOURCEMAP_MAX_FILES", "100"), "sourcemap files a site may store, 0 = no cap [SOURCEMAP_MAX_FILES]")
+	fs.StringVar(&smMiB, "sourcemap-max-mib", env("SOURCEMAP_MAX_MIB", "256"), "MiB of sourcemaps (decoded) a site may store, 0 = no cap [SOURCEMAP_MAX_MIB]")
 	fs.StringVar(&c.ConsentMode, "consent-mode", env("CONSENT_MODE", "cookieless"), "events without consent: cookieless (kept without identifiers) or require (dropped) [CONSENT_MODE]")
 	fs.StringVar(&c.GeoIPDBPath, "geoip-db-path", env("GEOIP_DB_PATH", ""), "MaxMind-format city database for country and city [GEOIP_DB_PATH]")
 	fs.StringVar(&trust, "trust-proxy-headers", env("TRUST_PROXY_HEADERS", "false"), "believe X-Forwarded-For and CDN country/city headers [TRUST_PROXY_HEADERS]")
@@ -75,6 +83,18 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	if c.IngestQuota, err = nonNegative("INGEST_QUOTA", quota); err != nil {
 		return c, err
+	}
+	if c.SourcemapUploadRate, err = nonNegative("SOURCEMAP_UPLOAD_RATE", smRate); err != nil {
+		return c, err
+	}
+	if c.SourcemapMaxFiles, err = nonNegative("SOURCEMAP_MAX_FILES", smFiles); err != nil {
+		return c, err
+	}
+	if c.SourcemapMaxMiB, err = nonNegative("SOURCEMAP_MAX_MIB", smMiB); err != nil {
+		return c, err
+	}
+	if c.SourcemapMaxMiB > maxSourcemapMiB {
+		return c, fmt.Errorf("SOURCEMAP_MAX_MIB must be at most %d (1 TiB), not %q", maxSourcemapMiB, smMiB)
 	}
 	switch c.ConsentMode {
 	case "cookieless", "require":
@@ -107,6 +127,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		if unset("ingest-rate-limit", "INGEST_RATE_LIMIT") {
 			c.IngestRateLimit = 0
 		}
+		if unset("sourcemap-upload-rate", "SOURCEMAP_UPLOAD_RATE") {
+			c.SourcemapUploadRate = 0
+		}
 		if unset("admin-token", "ADMIN_TOKEN") {
 			c.AdminToken = "dev_" + randomHex(16)
 		}
@@ -116,6 +139,10 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	c.CollectorURL = strings.TrimRight(c.CollectorURL, "/")
 	return c, nil
 }
+
+// maxSourcemapMiB bounds SOURCEMAP_MAX_MIB (1 TiB), far beyond any real
+// need and far from overflowing a byte count.
+const maxSourcemapMiB = 1 << 20
 
 func randomHex(n int) string {
 	b := make([]byte, n)

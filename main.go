@@ -80,6 +80,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		Locator:       locator,
 		Logger:        log,
 		DebugFeedSize: cfg.DebugFeedSize,
+
+		SourcemapUploadsPerMinute: cfg.SourcemapUploadRate,
+		SourcemapMaxFiles:         cfg.SourcemapMaxFiles,
+		SourcemapMaxBytes:         int64(cfg.SourcemapMaxMiB) << 20,
 	}, db, cfg.CollectorAddr, cfg.QueryAddr)
 	if err != nil {
 		log.Error("cannot listen", "err", err.Error())

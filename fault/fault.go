@@ -49,6 +49,9 @@ const (
 	InvalidSourcemap     = "invalid_sourcemap"
 	InvalidAdapter       = "invalid_adapter"
 	ForwardFailed        = "forward_failed"
+	// SourcemapQuotaExceeded: a site's stored sourcemaps would pass their
+	// file or byte cap.
+	SourcemapQuotaExceeded = "sourcemap_quota_exceeded"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

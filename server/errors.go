@@ -50,6 +50,10 @@ var statusOf = map[string]int{
 	fault.CollectorUnreachable: http.StatusBadGateway,
 	fault.Internal:             http.StatusInternalServerError,
 	fault.ForwardFailed:        http.StatusInternalServerError,
+
+	// A site's sourcemap storage is full: like a body too large, sending
+	// the same again cannot succeed, so not 429.
+	fault.SourcemapQuotaExceeded: http.StatusRequestEntityTooLarge,
 }
 
 type errorBody struct {

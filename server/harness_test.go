@@ -21,16 +21,33 @@ const testAdminToken = "test-admin-token"
 
 // clock is a settable test clock.
 type clock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu   sync.Mutex
+	t    time.Time
+	next func()
 }
 
 func newClock(t time.Time) *clock { return &clock{t: t} }
 
 func (c *clock) Now() time.Time {
 	c.mu.Lock()
+	f := c.next
+	c.next = nil
+	c.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.t
+}
+
+// OnNextRead has the next reading of the clock, by the server or by
+// storage, run f first, once: a test stages something at a moment a
+// request reaches, such as a storage call about to enter the writer.
+func (c *clock) OnNextRead(f func()) {
+	c.mu.Lock()
+	c.next = f
+	c.mu.Unlock()
 }
 
 func (c *clock) Advance(d time.Duration) {

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// rateLimiter is a token bucket per site: rate events per second, holding
-// at most two seconds' worth (CONTRACT 1).
+// rateLimiter is a token bucket per site: rate tokens per second, holding
+// at most burst (for events, two seconds' worth: CONTRACT 1).
 type rateLimiter struct {
 	rate    float64
 	burst   float64
@@ -27,6 +27,16 @@ func newRateLimiter(perSecond int) *rateLimiter {
 		return nil
 	}
 	return &rateLimiter{rate: float64(perSecond), burst: 2 * float64(perSecond), buckets: map[string]*bucket{}}
+}
+
+// newUploadLimiter returns a limiter of perMinute uploads per site, a whole
+// minute's worth at once (a release's maps go up together), or nil (no
+// limit) when perMinute is 0.
+func newUploadLimiter(perMinute int) *rateLimiter {
+	if perMinute <= 0 {
+		return nil
+	}
+	return &rateLimiter{rate: float64(perMinute) / 60, burst: float64(perMinute), buckets: map[string]*bucket{}}
 }
 
 // take removes n tokens from site's bucket. When there are too few it takes

@@ -40,6 +40,15 @@ type Config struct {
 	RateLimit int
 	// Quota is accepted events per site per UTC month; 0 means unlimited.
 	Quota int
+	// SourcemapUploadsPerMinute is sourcemap uploads per minute per site;
+	// 0 turns the limit off.
+	SourcemapUploadsPerMinute int
+	// SourcemapMaxFiles is the most sourcemap files a site may store;
+	// 0 means no cap.
+	SourcemapMaxFiles int
+	// SourcemapMaxBytes is the most decoded sourcemap bytes a site may
+	// store; 0 means no cap.
+	SourcemapMaxBytes int64
 	// Plan is the tracking plan; nil disables schema validation.
 	Plan *schema.Plan
 	// PlanPath is the file Plan came from, re-read by ReloadPlan.
@@ -63,6 +72,7 @@ type Server struct {
 	now      func() time.Time
 	admin    adminToken
 	limiter  *rateLimiter
+	uploads  *rateLimiter // sourcemap uploads
 	locator  *privacy.Locator
 	plan     atomic.Pointer[schema.Plan]
 	internal internalToken
@@ -86,7 +96,7 @@ func New(cfg Config, db *storage.DB) *Server {
 		cfg.ConsentMode = privacy.ConsentCookieless
 	}
 	s := &Server{cfg: cfg, db: db, log: cfg.Logger, now: cfg.Now, admin: newAdminToken(cfg.AdminToken),
-		limiter: newRateLimiter(cfg.RateLimit), locator: cfg.Locator,
+		limiter: newRateLimiter(cfg.RateLimit), uploads: newUploadLimiter(cfg.SourcemapUploadsPerMinute), locator: cfg.Locator,
 		internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout},
 		feed: newDebugFeed(cfg.DebugFeedSize)}
 	s.plan.Store(cfg.Plan)
@@ -165,6 +175,7 @@ func (s *Server) Query() http.Handler {
 	rt.handle(http.MethodGet, "/sites/:siteId/users/:userId/timeline", s.timeline)
 	rt.handleV1(http.MethodGet, "/sites/:siteId/breakdown", s.breakdown)
 	rt.handle(http.MethodPost, "/sites/:siteId/sourcemaps", s.uploadSourcemap)
+	rt.handleV1(http.MethodDelete, "/sites/:siteId/sourcemaps", s.deleteSourcemaps)
 	rt.handle(http.MethodGet, "/sites/:siteId/dlq", s.listDLQ)
 	rt.handle(http.MethodPost, "/sites/:siteId/dlq/:eventId/replay", s.replayDLQ)
 	rt.handle(http.MethodPost, "/webhooks/:adapter/:siteId", s.webhook)

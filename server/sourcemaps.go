@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/storage"
 )
 
 // sourcemapMaxDecoded is the largest map accepted, decoded (25 MiB).
@@ -26,23 +28,35 @@ const sourcemapMaxBody = sourcemapMaxDecoded/3*4 + 4 + 64<<10
 
 var errMapTooLarge = fault.Errorf(fault.PayloadTooLarge, "the decoded map is larger than 25 MiB")
 
+// sourcemapChunk is the largest piece by which an upload's map buffers grow
+// (see readChunked): memory follows the bytes that actually arrived, never
+// the Content-Length a client declares, so slow clients cannot pin memory
+// they do not fill.
+const sourcemapChunk = 1 << 20
+
+// sourcemapAnswer is the 201 body of an upload.
+type sourcemapAnswer struct {
+	// Size is the decoded byte count (CONTRACT).
+	Size int `json:"size"`
+}
+
 // uploadSourcemap takes {release, file, map (base64)} and answers 201
-// {size}, the decoded byte count. The bearer must be the site id: any
-// other bearer is 401 whether or not the site exists, so site ids cannot be
-// probed. The body is parsed as a stream and the map decoded as it is read,
-// so only the decoded map is ever held in memory.
+// {size}, the decoded byte count. The credential is the collector's (see
+// sourcemapSite); each site may upload a few maps a minute and store a
+// bounded number of files and bytes. The body is parsed as a stream and the
+// map decoded as it is read, so only the decoded map is ever held in memory.
 //
 // POST /sites/:siteId/sourcemaps
 func (s *Server) uploadSourcemap(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	siteID := ps.ByName("siteId")
-	token, ok := bearer(r)
-	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(siteID)) != 1 {
-		return fault.Errorf(fault.Unauthorized, "send Authorization: Bearer <site id> of this site")
+	site, err := s.sourcemapSite(r, ps.ByName("siteId"))
+	if err != nil {
+		return err
 	}
-	if _, ok := s.db.Site(siteID); !ok {
-		return errNotFound
+	if ok, wait := s.uploads.take(site.ID, 1, s.now()); !ok {
+		return &fault.Error{Code: fault.RateLimited, RetryAfter: wait,
+			Message: fmt.Sprintf("at most %d sourcemap uploads per minute for this site, try again later", s.cfg.SourcemapUploadsPerMinute)}
 	}
-	up, err := parseSourcemap(http.MaxBytesReader(w, r.Body, sourcemapMaxBody), r.ContentLength)
+	up, err := parseSourcemap(http.MaxBytesReader(w, r.Body, sourcemapMaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -50,11 +64,76 @@ func (s *Server) uploadSourcemap(w http.ResponseWriter, r *http.Request, ps http
 		}
 		return err
 	}
-	if err := s.db.UpsertSourcemap(r.Context(), siteID, up.release, up.file, up.data); err != nil {
+	limits := storage.SourcemapLimits{Files: s.cfg.SourcemapMaxFiles, Bytes: s.cfg.SourcemapMaxBytes}
+	if err := s.db.UpsertSourcemap(r.Context(), site, up.release, up.file, up.data, limits); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"size": len(up.data)})
+	writeJSON(w, http.StatusCreated, sourcemapAnswer{Size: len(up.data)})
 	return nil
+}
+
+// sourcemapDeletion is the 200 body of a delete: what was freed.
+type sourcemapDeletion struct {
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+}
+
+// deleteSourcemaps deletes the maps of ?release= (only ?file= of it, when
+// given) and answers 200 {files, bytes}, what was freed; 404 when nothing
+// matches. It frees room under the per-site caps, so it needs the admin
+// token or an admin key rather than the upload credential, which pages
+// publish.
+//
+// DELETE /v1/sites/:siteId/sourcemaps
+func (s *Server) deleteSourcemaps(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, site, err := s.site(r, ps.ByName("siteId"), storage.ScopeAdmin)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	release, file := q.Get("release"), q.Get("file")
+	if release == "" {
+		return fault.Errorf(fault.InvalidSourcemap, "name the release to delete: ?release=<release>[&file=<file>]")
+	}
+	files, freed, err := s.db.DeleteSourcemaps(r.Context(), p.actor(), site, release, file)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sourcemapDeletion{Files: files, Bytes: freed})
+	return nil
+}
+
+var errSourcemapCredential = fault.Errorf(fault.Unauthorized, "this credential cannot upload sourcemaps to that site")
+
+// sourcemapSite authenticates an upload to siteID with the collector's
+// credentials under REQUIRE_API_KEY (collectorCredential): the site id as
+// bearer (none, tag) or an API key with ingest:write (tag, require). The
+// path names the site, so a key needs no X-Site-Id; one that names another
+// site is refused. A credential for any other site is 401 whether or not
+// siteID exists, so site ids cannot be probed; where site bearers are
+// accepted, a site's own id for a site that does not exist is 404.
+func (s *Server) sourcemapSite(r *http.Request, siteID string) (*storage.Site, error) {
+	if r.Header.Get("X-Site-Id") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("X-Site-Id", siteID)
+	}
+	site, _, err := s.collectorCredential(r)
+	if fault.Code(err) == fault.Unauthorized {
+		token, _ := bearer(r)
+		if s.cfg.RequireAPIKey != KeyModeRequire && subtle.ConstantTimeCompare([]byte(token), []byte(siteID)) == 1 {
+			if _, ok := s.db.Site(siteID); !ok {
+				return nil, errNotFound
+			}
+		}
+		return nil, errSourcemapCredential
+	}
+	if err != nil {
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare([]byte(site.ID), []byte(siteID)) != 1 {
+		return nil, errSourcemapCredential
+	}
+	return site, nil
 }
 
 type sourcemapUpload struct {
@@ -64,10 +143,9 @@ type sourcemapUpload struct {
 }
 
 // parseSourcemap reads {"release": s, "file": s, "map": base64} from r.
-// Unknown fields are skipped. size is the body's length when known (else
-// -1); it sizes the decoded map's buffer once instead of by doubling.
-func parseSourcemap(r io.Reader, size int64) (*sourcemapUpload, error) {
-	js := &jsonStream{r: bufio.NewReaderSize(r, 64<<10), hint: size / 4 * 3}
+// Unknown fields are skipped.
+func parseSourcemap(r io.Reader) (*sourcemapUpload, error) {
+	js := &jsonStream{r: bufio.NewReaderSize(r, 64<<10)}
 	up := &sourcemapUpload{}
 	if c, err := js.next(); err != nil || c != '{' {
 		return nil, js.syntax(err)
@@ -156,8 +234,7 @@ func parseSourcemap(r io.Reader, size int64) (*sourcemapUpload, error) {
 // jsonStream reads the few JSON shapes a sourcemap upload needs without
 // holding the whole body.
 type jsonStream struct {
-	r    *bufio.Reader
-	hint int64 // expected decoded size of the map, 0 when unknown
+	r *bufio.Reader
 }
 
 // next returns the next byte that is not white space.
@@ -218,10 +295,7 @@ func (js *jsonStream) smallString() (string, error) {
 func (js *jsonStream) base64String() ([]byte, error) {
 	content := &stringContent{r: js.r}
 	dec := base64.NewDecoder(base64.StdEncoding, content)
-	var buf bytes.Buffer
-	buf.Grow(int(min(max(js.hint, 0), sourcemapMaxDecoded)) + bytes.MinRead)
-	_, err := buf.ReadFrom(io.LimitReader(dec, sourcemapMaxDecoded+1))
-	data := buf.Bytes()
+	data, err := readChunked(io.LimitReader(dec, sourcemapMaxDecoded+1))
 	if content.err != nil {
 		if errors.Is(content.err, errBadEscape) {
 			return nil, fault.Errorf(fault.InvalidSourcemap, "map must be plain base64")
@@ -237,6 +311,39 @@ func (js *jsonStream) base64String() ([]byte, error) {
 	// The decoder stops at padding: anything after it in the string is bad.
 	if rest, err := io.ReadAll(content); err != nil || len(bytes.TrimSpace(rest)) > 0 {
 		return nil, fault.Errorf(fault.InvalidSourcemap, "map is not valid base64: data after the padding")
+	}
+	return data, nil
+}
+
+// readChunked reads r to its end into chunks, each allocated only once the
+// previous one is full and no larger than what has arrived so far (64 KiB
+// first, then doubling up to sourcemapChunk), and joins them into one slice
+// of exactly the length read. Memory thus follows the bytes received, never
+// a size the client announced; the join makes the total about twice the
+// data, where a doubling buffer would allocate up to four times.
+func readChunked(r io.Reader) ([]byte, error) {
+	var chunks [][]byte
+	total := 0
+	for size := 64 << 10; ; size = min(2*size, sourcemapChunk) {
+		chunk := make([]byte, size)
+		n, err := io.ReadFull(r, chunk)
+		total += n
+		if n > 0 {
+			chunks = append(chunks, chunk[:n])
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(chunks) == 1 {
+		return chunks[0], nil
+	}
+	data := make([]byte, 0, total)
+	for _, c := range chunks {
+		data = append(data, c...)
 	}
 	return data, nil
 }

@@ -1,12 +1,18 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func sourcemapBody(release, file string, data []byte) []byte {
@@ -109,4 +115,225 @@ func TestSourcemapUploadStreams(t *testing.T) {
 			allocated>>20, len(data)>>20, len(body)>>20, limit>>20)
 	}
 	t.Logf("allocated %d MiB for a %d MiB map (a %d MiB body)", allocated>>20, len(data)>>20, len(body)>>20)
+}
+
+// The upload takes the collector's credentials under each REQUIRE_API_KEY
+// mode; with a key the path names the site, so X-Site-Id is optional.
+func TestSourcemapCredentials(t *testing.T) {
+	mapJSON := []byte(`{"version":3,"mappings":"AAAA"}`)
+	type want struct {
+		status int
+		code   string
+	}
+	created, unauthorized, forbidden, notFound := want{201, ""}, want{401, "unauthorized"}, want{403, "forbidden"}, want{404, "not_found"}
+	tests := []struct {
+		name               string
+		target             func(acme, bravo tenant) (path, token string)
+		headers            []string
+		none, tag, require want
+	}{
+		{"site bearer", func(a, _ tenant) (string, string) { return "/v1/sites/web/sourcemaps", "web" }, nil,
+			created, created, unauthorized},
+		{"ingest key", func(a, _ tenant) (string, string) { return "/v1/sites/web/sourcemaps", a.ingestKey }, nil,
+			unauthorized, created, created},
+		{"ingest key with X-Site-Id of the path", func(a, _ tenant) (string, string) { return "/v1/sites/web/sourcemaps", a.ingestKey },
+			[]string{"X-Site-Id", "web"}, unauthorized, created, created},
+		{"ingest key with X-Site-Id of another site", func(a, _ tenant) (string, string) { return "/v1/sites/web/sourcemaps", a.ingestKey },
+			[]string{"X-Site-Id", "web2"}, unauthorized, unauthorized, unauthorized},
+		{"admin key", func(a, _ tenant) (string, string) { return "/v1/sites/web/sourcemaps", a.adminKey }, nil,
+			unauthorized, created, created},
+		{"read key", func(a, _ tenant) (string, string) { return "/v1/sites/web/sourcemaps", a.readKey }, nil,
+			unauthorized, forbidden, forbidden},
+		{"another workspace's ingest key", func(_, b tenant) (string, string) { return "/v1/sites/web/sourcemaps", b.ingestKey }, nil,
+			unauthorized, unauthorized, unauthorized},
+		{"ingest key, unknown site", func(a, _ tenant) (string, string) { return "/v1/sites/nope/sourcemaps", a.ingestKey }, nil,
+			unauthorized, unauthorized, unauthorized},
+		{"unknown site, its own id as bearer", func(a, _ tenant) (string, string) { return "/v1/sites/nope/sourcemaps", "nope" }, nil,
+			notFound, notFound, unauthorized},
+		{"another site's bearer", func(a, _ tenant) (string, string) { return "/v1/sites/web/sourcemaps", "other" }, nil,
+			unauthorized, unauthorized, unauthorized},
+		{"the admin token", func(a, _ tenant) (string, string) { return "/v1/sites/web/sourcemaps", testAdminToken }, nil,
+			unauthorized, unauthorized, unauthorized},
+	}
+	for _, mode := range []string{KeyModeNone, KeyModeTag, KeyModeRequire} {
+		t.Run(mode, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.RequireAPIKey = mode })
+			acme := h.setupTenant("acme", "web")
+			mustStatus(t, h.q("POST", "/v1/workspaces/acme/sites", testAdminToken, map[string]any{"id": "web2", "name": "w2"}), 201, "")
+			bravo := h.setupTenant("bravo", "other")
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					w := map[string]want{KeyModeNone: tt.none, KeyModeTag: tt.tag, KeyModeRequire: tt.require}[mode]
+					path, token := tt.target(acme, bravo)
+					mustStatus(t, h.q("POST", path, token, sourcemapBody("1", "a.js", mapJSON), tt.headers...), w.status, w.code)
+				})
+			}
+		})
+	}
+}
+
+// Each site stores at most SourcemapMaxFiles files and SourcemapMaxBytes
+// bytes; replacing a file counts its new size only, and a refused upload
+// writes nothing.
+func TestSourcemapQuota(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.SourcemapMaxFiles, c.SourcemapMaxBytes = 2, 100 })
+	h.setupTenant("acme", "web")
+	h.setupTenant("bravo", "other")
+	steps := []struct {
+		site, file string
+		size       int
+		status     int
+		code       string
+	}{
+		{"web", "a.js", 10, 201, ""},
+		{"web", "b.js", 10, 201, ""},
+		{"web", "c.js", 10, 413, "sourcemap_quota_exceeded"}, // a third file
+		{"web", "a.js", 80, 201, ""},                         // replaces a.js: 90 bytes in all
+		{"web", "b.js", 30, 413, "sourcemap_quota_exceeded"}, // would be 110 bytes
+		{"web", "b.js", 20, 201, ""},                         // exactly 100
+		{"other", "c.js", 100, 201, ""},                      // another site has its own caps
+	}
+	for i, st := range steps {
+		r := h.q("POST", "/v1/sites/"+st.site+"/sourcemaps", st.site, sourcemapBody("1", st.file, bytes.Repeat([]byte{'m'}, st.size)))
+		if r.status != st.status || r.code() != st.code {
+			t.Fatalf("step %d (%s %s, %d bytes): got %d %q, want %d %q; body %s", i, st.site, st.file, st.size, r.status, r.code(), st.status, st.code, r.body)
+		}
+	}
+	var files, total int
+	h.sqlDB().QueryRow(`SELECT COUNT(*), SUM(size) FROM sourcemaps WHERE site_id = 'web'`).Scan(&files, &total)
+	if files != 2 || total != 100 {
+		t.Fatalf("got %d files of %d bytes stored, want 2 of 100", files, total)
+	}
+}
+
+// Uploads are limited per site: SourcemapUploadsPerMinute at once, then
+// one every 60/N seconds; a refused credential costs nothing.
+func TestSourcemapRateLimit(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.SourcemapUploadsPerMinute = 3 })
+	h.setupTenant("acme", "web")
+	h.setupTenant("bravo", "other")
+	body := sourcemapBody("1", "a.js", []byte(`{}`))
+	for range 5 {
+		mustStatus(t, h.q("POST", "/v1/sites/web/sourcemaps", "wrong", body), 401, "unauthorized")
+	}
+	for range 3 {
+		mustStatus(t, h.q("POST", "/v1/sites/web/sourcemaps", "web", body), 201, "")
+	}
+	r := h.q("POST", "/v1/sites/web/sourcemaps", "web", body)
+	mustStatus(t, r, 429, "rate_limited")
+	if got := r.header.Get("Retry-After"); got != "20" {
+		t.Fatalf("got Retry-After %q, want 20 (one upload every 20 s)", got)
+	}
+	mustStatus(t, h.q("POST", "/v1/sites/other/sourcemaps", "other", body), 201, "")
+	h.clock.Advance(19 * time.Second)
+	mustStatus(t, h.q("POST", "/v1/sites/web/sourcemaps", "web", body), 429, "rate_limited")
+	h.clock.Advance(time.Second)
+	mustStatus(t, h.q("POST", "/v1/sites/web/sourcemaps", "web", body), 201, "")
+}
+
+// A client that declares a huge body and sends little gets memory for
+// what it sent, not for what it declared.
+func TestSourcemapMemoryFollowsArrivedBytes(t *testing.T) {
+	h := newHarness(t)
+	h.setupTenant("acme", "web")
+	sent := `{"release":"1","file":"a.js","map":"` + strings.Repeat("QUFB", 16<<10) // 64 KiB of base64
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.query.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/sites/web/sourcemaps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer web\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		35_000_000, sent)
+	conn.(*net.TCPConn).CloseWrite() // the body ends far short of its length
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	runtime.ReadMemStats(&after)
+	if res.StatusCode != 400 {
+		t.Fatalf("got %d, want 400 for a truncated body", res.StatusCode)
+	}
+	allocated := after.TotalAlloc - before.TotalAlloc
+	if allocated > 4<<20 {
+		t.Fatalf("got %d KiB allocated for a 64 KiB body declared as 35 MB, want under 4 MiB", allocated>>10)
+	}
+	t.Logf("allocated %d KiB for a 64 KiB body declared as 35 MB", allocated>>10)
+}
+
+// A site deleted between the upload's credential check and its commit gets
+// no sourcemap: the answer is the deleted site's 404, and a site created
+// again with the id starts without maps.
+func TestSourcemapSiteDeletedMidRequest(t *testing.T) {
+	var h *harness
+	var armed atomic.Bool
+	h = newHarness(t, func(c *Config) {
+		now := c.Now
+		c.Now = func() time.Time {
+			// The upload reads the server's clock right after the
+			// credential check, for its rate limit.
+			if armed.CompareAndSwap(true, false) {
+				mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/sites/web", testAdminToken, nil), 204, "")
+			}
+			return now()
+		}
+	})
+	h.setupTenant("acme", "web")
+	armed.Store(true)
+	mustStatus(t, h.q("POST", "/v1/sites/web/sourcemaps", "web", sourcemapBody("1", "a.js", []byte(`{}`))), 404, "not_found")
+	if armed.Load() {
+		t.Fatal("the site was not deleted during the request")
+	}
+	if n := h.count(`SELECT COUNT(*) FROM sourcemaps WHERE site_id = 'web'`); n != 0 {
+		t.Fatalf("got %d sourcemaps of the deleted site, want 0", n)
+	}
+}
+
+// An admin frees room under the caps by deleting a release, or one file of
+// it; the delete is audited and needs the admin token or an admin key.
+func TestSourcemapDelete(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.SourcemapMaxFiles = 3 })
+	acme := h.setupTenant("acme", "web")
+	bravo := h.setupTenant("bravo", "other")
+	for _, up := range []struct{ release, file string }{{"1", "a.js"}, {"1", "b.js"}, {"2", "a.js"}} {
+		mustStatus(t, h.q("POST", "/v1/sites/web/sourcemaps", "web", sourcemapBody(up.release, up.file, []byte(`{"v":3}`))), 201, "")
+	}
+	mustStatus(t, h.q("POST", "/v1/sites/web/sourcemaps", "web", sourcemapBody("3", "a.js", []byte(`{}`))), 413, "sourcemap_quota_exceeded")
+
+	tests := []struct {
+		name, query, token string
+		status             int
+		code               string
+		files, bytes       float64
+	}{
+		{"the upload credential", "?release=1", "web", 401, "unauthorized", 0, 0},
+		{"a read key", "?release=1", acme.readKey, 403, "forbidden", 0, 0},
+		{"another workspace's admin key", "?release=1", bravo.adminKey, 404, "not_found", 0, 0},
+		{"no release", "", acme.adminKey, 400, "invalid_sourcemap", 0, 0},
+		{"an unknown release", "?release=9", acme.adminKey, 404, "not_found", 0, 0},
+		{"one file of a release", "?release=1&file=a.js", acme.adminKey, 200, "", 1, 7},
+		{"the rest of the release", "?release=1", testAdminToken, 200, "", 1, 7},
+		{"again", "?release=1", acme.adminKey, 404, "not_found", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := h.q("DELETE", "/v1/sites/web/sourcemaps"+tt.query, tt.token, nil)
+			mustStatus(t, r, tt.status, tt.code)
+			if tt.status == 200 {
+				if got := r.json(t); got["files"] != tt.files || got["bytes"] != tt.bytes {
+					t.Fatalf("got %s, want files %v and bytes %v", r.body, tt.files, tt.bytes)
+				}
+			}
+		})
+	}
+	if n := h.count(`SELECT COUNT(*) FROM sourcemaps WHERE site_id = 'web'`); n != 1 {
+		t.Fatalf("got %d sourcemaps left, want release 2's one", n)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM audit_log WHERE action = 'sourcemap.delete' AND target = 'web'`); n != 2 {
+		t.Fatalf("got %d sourcemap.delete audit rows, want 2", n)
+	}
+	mustStatus(t, h.q("POST", "/v1/sites/web/sourcemaps", "web", sourcemapBody("3", "a.js", []byte(`{}`))), 201, "")
 }

@@ -145,10 +145,14 @@ func (db *DB) CookielessQuarantine(ctx context.Context, site, id, anon string) (
 // event again (requarantined), its fresh DLQ row is kept. Otherwise the row
 // is deleted, but only as it was read: should its received_at have changed
 // meanwhile (quarantined again by another request), the newer row stays.
-// It reports whether the row is gone.
+// It reports whether the row is gone. A site deleted since the caller
+// looked it up gets ErrSiteGone and nothing written.
 func (db *DB) FinishReplay(ctx context.Context, actor Actor, site *Site, e *DLQEntry, replayedAt time.Time, requarantined bool) (deleted bool, err error) {
 	err = db.writer.Do(ctx, func(tx *Tx) error {
 		deleted = false
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
 		if !requarantined {
 			res, err := tx.Exec(`DELETE FROM dlq WHERE site_id = ? AND id = ? AND received_at = ?`, site.ID, e.ID, e.ReceivedAt)
 			if err != nil {

@@ -128,10 +128,14 @@ func (sc *subjectScope) in(col string, ids []string) (string, []any) {
 }
 
 // ExportSubject returns every row of the subject on site, audited as
-// gdpr.export in the same transaction.
+// gdpr.export in the same transaction; ErrSiteGone when the site was deleted
+// since the caller looked it up.
 func (db *DB) ExportSubject(ctx context.Context, actor Actor, site *Site, s Subject) (*SubjectExport, error) {
 	var out *SubjectExport
 	err := db.writer.Do(ctx, func(tx *Tx) error {
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
 		sc, err := resolve(tx, site.ID, s)
 		if err != nil {
 			return err
@@ -178,11 +182,15 @@ func (db *DB) ExportSubject(ctx context.Context, actor Actor, site *Site, s Subj
 // subject, in one transaction with the gdpr.delete audit row (which keeps
 // only a hash of the id). The daily rollups lose the erased events and
 // sessions in the same transaction, so counts stay exact. A repeat finds
-// nothing and returns zero counts.
+// nothing and returns zero counts. A site deleted since the caller looked it
+// up gets ErrSiteGone: a later site with the id keeps its subjects.
 func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subject) (SubjectCounts, error) {
 	var counts SubjectCounts
 	err := db.writer.Do(ctx, func(tx *Tx) error {
 		counts = SubjectCounts{}
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
 		sc, err := resolve(tx, site.ID, s)
 		if err != nil {
 			return err

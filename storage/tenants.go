@@ -276,6 +276,19 @@ func (db *DB) Site(id string) (*Site, bool) {
 	return s, ok
 }
 
+// checkSite refuses a write for site, run inside the writer's transaction,
+// when the site is no longer the one the request looked up: deleted, or
+// deleted and created again (perhaps in another workspace). DeleteSite hides
+// the site before its first writer job, so a write that passes here commits
+// before the delete's last transaction, which then removes what it wrote.
+func (db *DB) checkSite(site *Site) error {
+	cur, ok := db.Site(site.ID)
+	if !ok || cur.WorkspaceID != site.WorkspaceID || cur.CreatedAt != site.CreatedAt {
+		return ErrSiteGone
+	}
+	return nil
+}
+
 // Sites lists the sites of a workspace, ordered by id.
 func (db *DB) Sites(ctx context.Context, workspaceID string) ([]Site, error) {
 	rows, err := db.read.QueryContext(ctx,

@@ -44,7 +44,8 @@ func (db *DB) ActiveWebhookSecrets(ctx context.Context, site, adapter string) ([
 
 // CreateWebhookSecret makes a random secret for (site, adapter), audited as
 // webhook_secret.create (without the secret). The secret is returned once;
-// it is stored as is, since verifying an HMAC needs it.
+// it is stored as is, since verifying an HMAC needs it. A site deleted since
+// the caller looked it up gets ErrSiteGone.
 func (db *DB) CreateWebhookSecret(ctx context.Context, actor Actor, site *Site, adapter string) (*WebhookSecret, string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
@@ -53,6 +54,9 @@ func (db *DB) CreateWebhookSecret(ctx context.Context, actor Actor, site *Site, 
 	secret := "whsec_" + base64.RawURLEncoding.EncodeToString(b)
 	ws := &WebhookSecret{SiteID: site.ID, Adapter: adapter, CreatedAt: FormatTime(db.now())}
 	err := db.writer.Do(ctx, func(tx *Tx) error {
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
 		res, err := tx.Exec(`INSERT INTO webhook_secrets(site_id, adapter, secret, created_at) VALUES (?, ?, ?, ?)`,
 			site.ID, adapter, secret, ws.CreatedAt)
 		if err != nil {
@@ -89,10 +93,15 @@ func (db *DB) WebhookSecrets(ctx context.Context, site string) ([]WebhookSecret,
 }
 
 // RevokeWebhookSecret sets revoked_at on an active secret of site, audited
-// as webhook_secret.revoke; an unknown or revoked one is not_found.
+// as webhook_secret.revoke; an unknown or revoked one is not_found, and a
+// site deleted since the caller looked it up gets ErrSiteGone (a later site
+// with the id may hold a secret with the same id).
 func (db *DB) RevokeWebhookSecret(ctx context.Context, actor Actor, site *Site, id int64) error {
 	now := FormatTime(db.now())
 	return db.writer.Do(ctx, func(tx *Tx) error {
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
 		var adapter string
 		err := tx.QueryRow(`SELECT adapter FROM webhook_secrets WHERE rowid = ? AND site_id = ? AND (revoked_at IS NULL OR revoked_at > ?)`,
 			id, site.ID, now).Scan(&adapter)
