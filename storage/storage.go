@@ -128,6 +128,10 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 
 	if err := migrate(ctx, write, opts.migrations, opts.Now); err != nil {
 		write.Close()
+		if unwritable(err) != nil {
+			// SQLite's own words can be as vague as "disk I/O error".
+			err = fmt.Errorf("%w (is the disk full, or the file or its folder read-only?)", err)
+		}
 		return nil, err
 	}
 
