@@ -56,7 +56,7 @@ func unwritable(err error) *fault.Error {
 const (
 	// healthFresh is how recent a committed write must be for the health
 	// check to trust it instead of writing a probe.
-	healthFresh = 10 * time.Second
+	healthFresh = 2 * time.Second
 	// probeEvery caps probe writes: health checks within it share one.
 	probeEvery = time.Second
 	// probeTimeout is how long the health check waits for its probe.
