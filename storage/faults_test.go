@@ -1,10 +1,12 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -243,7 +245,12 @@ func TestReadOnlyDatabaseIsUnavailable(t *testing.T) {
 	// database (remount answers EBUSY), so the writer's connection is made
 	// read-only instead: SQLite refuses its writes with SQLITE_READONLY,
 	// the code a read-only file gives.
-	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	var logs bytes.Buffer // written by the writer before it answers
+	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
 	ws := withSites(t, db, "s1")
 	ctx := context.Background()
 	ev := func(id string) IngestEvent {
@@ -256,7 +263,7 @@ func TestReadOnlyDatabaseIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err := db.Ingest(ctx, []IngestEvent{ev("e2")}, nil, nil)
+	_, err = db.Ingest(ctx, []IngestEvent{ev("e2")}, nil, nil)
 	if e := fault.As(err); e == nil || e.Code != fault.Unavailable || e.RetryAfter <= 0 || !strings.Contains(e.Message, "read-only") {
 		t.Fatalf("got ingest error %v, want unavailable, read-only, with Retry-After", err)
 	}
@@ -288,5 +295,12 @@ func TestReadOnlyDatabaseIsUnavailable(t *testing.T) {
 	}
 	if got := db.MonthlyAccepted("s1"); got != 2 {
 		t.Errorf("got %d accepted in the quota book, want 2", got)
+	}
+	// One line when writes start failing, one when they work again.
+	if got := strings.Count(logs.String(), "database writes are failing"); got != 1 {
+		t.Errorf("got %d failing lines in %s, want 1", got, logs.String())
+	}
+	if got := strings.Count(logs.String(), "database writes work again"); got != 1 {
+		t.Errorf("got %d recovery lines in %s, want 1", got, logs.String())
 	}
 }
