@@ -184,21 +184,29 @@ func TestDiskFullDuringLoad(t *testing.T) {
 	stopLoad := sync.OnceFunc(func() { close(stop); wg.Wait() })
 	defer stopLoad()
 
-	waitFor(t, 30*time.Second, "events accepted before the disk fills", func() bool { return n202.Load() >= 100 })
+	// answersOK fails the test at the first answer other than 202 or 503
+	// unavailable with Retry-After.
+	answersOK := func() {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(unexpected) > 0 {
+			t.Fatalf("got %d answers other than 202 or 503 unavailable with Retry-After, first: %s", len(unexpected), unexpected[0])
+		}
+	}
+	waitFor(t, 30*time.Second, "events accepted before the disk fills", func() bool { answersOK(); return n202.Load() >= 100 })
 	free := fillDisk(t, dir)
-	waitFor(t, 30*time.Second, "503 answers on a full disk", func() bool { return n503.Load() >= 5 })
+	waitFor(t, 30*time.Second, "503 answers on a full disk", func() bool { answersOK(); return n503.Load() >= 5 })
 	waitFor(t, 30*time.Second, "/healthz 503 on a full disk", func() bool { return h.healthStatus() == 503 })
 	freed.Store(true)
 	free()
-	waitFor(t, 30*time.Second, "202 answers once space is back", func() bool { return afterFree.Load() >= 20 })
+	waitFor(t, 30*time.Second, "202 answers once space is back", func() bool { answersOK(); return afterFree.Load() >= 20 })
 	waitFor(t, 30*time.Second, "/healthz 200 once space is back", func() bool { return h.healthStatus() == 200 })
 	stopLoad()
+	answersOK()
 
 	mu.Lock()
 	defer mu.Unlock()
-	if len(unexpected) > 0 {
-		t.Fatalf("got %d answers other than 202 or 503 unavailable with Retry-After, first: %s", len(unexpected), unexpected[0])
-	}
 	stored := map[string]bool{}
 	rows, err := h.sqlDB().Query(`SELECT id FROM events WHERE site_id = 'acme-web'`)
 	if err != nil {
