@@ -194,6 +194,7 @@ func dsns(path string, durability Durability) (write, read string, err error) {
 			return "", "", fmt.Errorf("create database folder: %w", err)
 		}
 	}
+	// synchronous follows DURABILITY: see Durability for what each survives.
 	base := "file:" + path + "?" + common + "&_pragma=journal_mode(WAL)&_pragma=synchronous(" + synchronous + ")"
 	// _txlock=immediate takes the write lock at BEGIN, so the writer never
 	// upgrades a read transaction and hits SQLITE_BUSY mid-transaction.
