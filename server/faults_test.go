@@ -270,18 +270,22 @@ func TestFailedCommitLeavesCachesEqualToDatabase(t *testing.T) {
 		return h.c("POST", "/v1/events", tn.site, body)
 	}
 	intake(t, post(ev(tn.site, 1, nil)))
+	mustStatus(t, h.q("POST", "/v1/workspaces/acme/sites", testAdminToken, map[string]any{"id": "other", "name": "other"}), 201, "")
+	intake(t, h.c("POST", "/v1/events", "other", ev("other", 7, nil)))
 
 	h.truncateWAL()
 	free := fillDisk(t, dir)
 	mustUnavailable(t, post(ev(tn.site, 2, nil), ev(tn.site, 3, nil)))
 	mustUnavailable(t, h.q("POST", "/v1/workspaces/acme/sites", testAdminToken, map[string]any{"id": "late", "name": "late"}))
 	mustUnavailable(t, h.q("DELETE", "/v1/workspaces/acme/keys/"+keyID, testAdminToken, nil))
+	mustUnavailable(t, h.q("DELETE", "/v1/workspaces/acme/sites/other", testAdminToken, nil))
 
 	// The caches still show what the database holds: no site "late", and
 	// the key still valid (its events pass the credential check, then
 	// meet the full disk).
 	mustStatus(t, h.c("POST", "/v1/events", "late", ev("late", 4, nil)), 401, "unauthorized")
 	mustUnavailable(t, withKey(6))
+	mustUnavailable(t, h.c("POST", "/v1/events", "other", ev("other", 8, nil))) // still a site
 	if got := h.db.MonthlyAccepted(tn.site); got != 1 {
 		t.Errorf("got %d events in the quota book on a full disk, want 1", got)
 	}
@@ -292,6 +296,11 @@ func TestFailedCommitLeavesCachesEqualToDatabase(t *testing.T) {
 	intake(t, h.c("POST", "/v1/events", "late", ev("late", 4, nil)))
 	mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/keys/"+keyID, testAdminToken, nil), 204, "")
 	mustStatus(t, withKey(6), 401, "unauthorized")
+	intake(t, h.c("POST", "/v1/events", "other", ev("other", 8, nil)))
+	if got := h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'other'`); got != 2 {
+		t.Errorf("got %d events of the site whose delete failed, want 2", got)
+	}
+	mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/sites/other", testAdminToken, nil), 204, "")
 	h.clock.Advance(time.Minute)
 	// The quota's reservation of the refused batch was released: two
 	// more fit in the quota of 3, then no more.
