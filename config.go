@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/tally-analytics/tally/storage"
 )
 
 // config is every setting of CONTRACT section 1. Each is read from its
@@ -29,6 +31,7 @@ type config struct {
 	Dev              bool
 	DevJSON          bool
 	DebugFeedSize    int
+	Durability       storage.Durability
 
 	// Sourcemap uploads per minute per site, and what a site may store.
 	SourcemapUploadRate int
@@ -44,7 +47,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		return def
 	}
 	var c config
-	var rate, quota, trust, feed, smRate, smFiles, smMiB string
+	var rate, quota, trust, feed, smRate, smFiles, smMiB, durability string
 	fs := flag.NewFlagSet("tally", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.DatabasePath, "database-path", env("DATABASE_PATH", "./data/analytics.db"), "SQLite file (`:memory:` for a throw-away database) [DATABASE_PATH]")
@@ -62,6 +65,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.ConsentMode, "consent-mode", env("CONSENT_MODE", "cookieless"), "events without consent: cookieless (kept without identifiers) or require (dropped) [CONSENT_MODE]")
 	fs.StringVar(&c.GeoIPDBPath, "geoip-db-path", env("GEOIP_DB_PATH", ""), "MaxMind-format city database for country and city [GEOIP_DB_PATH]")
 	fs.StringVar(&trust, "trust-proxy-headers", env("TRUST_PROXY_HEADERS", "false"), "believe X-Forwarded-For and CDN country/city headers [TRUST_PROXY_HEADERS]")
+	fs.StringVar(&durability, "durability", env("DURABILITY", string(storage.DurabilityPower)), "what a 202 survives: power (fsync per commit: power loss and OS crash) or process (process crash only, faster single events) [DURABILITY]")
 	envBool := func(name string) bool { b, _ := strconv.ParseBool(getenv(name)); return b }
 	fs.BoolVar(&c.Dev, "dev", envBool("DEV"), "dev mode: in-memory database, generated admin token, a ready workspace, site and keys, inspection feed [DEV]")
 	fs.BoolVar(&c.DevJSON, "dev-json", envBool("DEV_JSON"), "dev mode, printing the setup as one JSON line on standard output [DEV_JSON]")
@@ -105,6 +109,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		return c, fmt.Errorf("TRUST_PROXY_HEADERS must be true or false, not %q", trust)
 	}
 	if c.DebugFeedSize, err = nonNegative("DEBUG_FEED_SIZE", feed); err != nil {
+		return c, err
+	}
+	if c.Durability, err = storage.ParseDurability(durability); err != nil {
 		return c, err
 	}
 	if c.DevJSON {

@@ -61,7 +61,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	db, err := storage.Open(ctx, storage.Options{Path: cfg.DatabasePath})
+	db, err := storage.Open(ctx, storage.Options{Path: cfg.DatabasePath, Durability: cfg.Durability, Logger: log})
 	if err != nil {
 		log.Error("cannot open the database", "path", cfg.DatabasePath, "err", err.Error())
 		return 1
@@ -106,7 +106,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 	}()
 	log.Info("listening", "collector", inst.CollectorURL, "query", inst.QueryURL,
-		"database", cfg.DatabasePath, "require_api_key", cfg.RequireAPIKey)
+		"database", cfg.DatabasePath, "durability", cfg.Durability, "require_api_key", cfg.RequireAPIKey)
 
 	code := 0
 	select {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tally-analytics/tally/storage"
 )
 
 // buildBinary builds the server once per test binary run, without cgo.
@@ -145,6 +149,8 @@ func TestBadConfigurationExitsNonZero(t *testing.T) {
 		{"quota not a number", nil, map[string]string{"INGEST_QUOTA": "lots"}},
 		{"unknown flag", []string{"--no-such-flag"}, nil},
 		{"unknown CONSENT_MODE", nil, map[string]string{"CONSENT_MODE": "sometimes"}},
+		{"unknown DURABILITY", nil, map[string]string{"DURABILITY": "sometimes"}},
+		{"unknown --durability", []string{"--durability", "disk"}, nil},
 		{"TRUST_PROXY_HEADERS not a bool", nil, map[string]string{"TRUST_PROXY_HEADERS": "perhaps"}},
 		{"missing GeoIP file", nil, map[string]string{"GEOIP_DB_PATH": "/does/not/exist.mmdb"}},
 		{"missing plan file", nil, map[string]string{"SCHEMA_BUNDLE_PATH": "/does/not/exist.json"}},
@@ -195,6 +201,59 @@ func TestConfigFlagsOverrideEnvironment(t *testing.T) {
 	d, _ := loadConfig(nil, func(string) string { return "" }, io.Discard)
 	if d.DatabasePath != "./data/analytics.db" || d.RequireAPIKey != "none" || d.IngestRateLimit != 1000 {
 		t.Fatalf("got defaults %+v", d)
+	}
+}
+
+func TestDurabilitySetting(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  string
+		want storage.Durability
+	}{
+		{nil, "", storage.DurabilityPower},
+		{nil, "process", storage.DurabilityProcess},
+		{nil, "power", storage.DurabilityPower},
+		{[]string{"--durability", "process"}, "power", storage.DurabilityProcess},
+		{[]string{"--durability", "power"}, "process", storage.DurabilityPower},
+	}
+	for _, tt := range tests {
+		c, err := loadConfig(tt.args, func(k string) string { return map[string]string{"DURABILITY": tt.env}[k] }, io.Discard)
+		if err != nil || c.Durability != tt.want {
+			t.Errorf("args %v, DURABILITY=%q: got %q (%v), want %q", tt.args, tt.env, c.Durability, err, tt.want)
+		}
+	}
+}
+
+func TestMigrationFailureExitsNonZero(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	db, err := storage.Open(context.Background(), storage.Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	// Forget migration 4 but keep its table: applying it again fails at its
+	// first statement, as a broken release's migration would.
+	op, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	if _, err := op.Exec(`DELETE FROM schema_migrations WHERE version >= 4`); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"DATABASE_PATH": path, "COLLECTOR_ADDR": "127.0.0.1:0", "QUERY_ADDR": "127.0.0.1:0"}
+	var stderr strings.Builder
+	if code := run(nil, func(k string) string { return env[k] }, io.Discard, &stderr); code == 0 {
+		t.Fatal("got exit 0, want non-zero")
+	}
+	for _, want := range []string{"0004_daily_dimensions.sql", "stays at schema version 3"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("got %q, want the message to contain %q", stderr.String(), want)
+		}
+	}
+	var version int
+	if err := op.QueryRow(`SELECT MAX(version) FROM schema_migrations`).Scan(&version); err != nil || version != 3 {
+		t.Errorf("got schema version %d (%v), want 3", version, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -70,10 +71,16 @@ func serveBench(b *testing.B, h http.Handler) *benchTarget {
 }
 
 // startCollector starts the real collector on a temp database with one
-// site "bench" and the example plan.
+// site "bench" and the example plan, in the durability mode named by
+// TALLY_BENCH_DURABILITY (default power, as the server's), so that runs of
+// both modes can be interleaved.
 func startCollector(b *testing.B) (*benchTarget, *storage.DB) {
 	b.Helper()
-	db, err := storage.Open(context.Background(), storage.Options{Path: filepath.Join(b.TempDir(), "bench.db")})
+	durability, err := storage.ParseDurability(cmp.Or(os.Getenv("TALLY_BENCH_DURABILITY"), string(storage.DurabilityPower)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	db, err := storage.Open(context.Background(), storage.Options{Path: filepath.Join(b.TempDir(), "bench.db"), Durability: durability})
 	if err != nil {
 		b.Fatal(err)
 	}

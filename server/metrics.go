@@ -9,6 +9,8 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/julienschmidt/httprouter"
+
+	"github.com/tally-analytics/tally/storage"
 )
 
 // Label values of the collector's metrics (SPEC "Metrics emitted by the
@@ -56,7 +58,7 @@ type collectorMetrics struct {
 	dlqSize     atomic.Int64
 }
 
-func newCollectorMetrics(pool func() (open, idle int)) *collectorMetrics {
+func newCollectorMetrics(pool func() (open, idle int), disk func() storage.DiskUsage) *collectorMetrics {
 	// Adds the # TYPE lines to the exposition (a process-wide switch).
 	metrics.ExposeMetadata(true)
 	m := &collectorMetrics{
@@ -85,6 +87,11 @@ func newCollectorMetrics(pool func() (open, idle int)) *collectorMetrics {
 	}
 	m.set.NewGauge("service_storage_pool_open_connections", func() float64 { o, _ := pool(); return float64(o) })
 	m.set.NewGauge("service_storage_pool_idle_connections", func() float64 { _, i := pool(); return float64(i) })
+	// Read at each scrape: a stat and a statfs cost microseconds, and a
+	// sampled value could hide a disk that fills between two samples.
+	m.set.NewGauge("service_storage_database_bytes", func() float64 { return float64(disk().DatabaseBytes) })
+	m.set.NewGauge("service_storage_wal_bytes", func() float64 { return float64(disk().WALBytes) })
+	m.set.NewGauge("service_storage_free_bytes", func() float64 { return float64(disk().FreeBytes) })
 	m.set.NewGauge("service_dlq_size", func() float64 { return float64(m.dlqSize.Load()) })
 	return m
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/tally-analytics/tally/fault"
 	"github.com/tally-analytics/tally/privacy"
 	"github.com/tally-analytics/tally/schema"
 	"github.com/tally-analytics/tally/storage"
@@ -100,7 +101,7 @@ func New(cfg Config, db *storage.DB) *Server {
 		internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout},
 		feed: newDebugFeed(cfg.DebugFeedSize)}
 	s.plan.Store(cfg.Plan)
-	s.metrics.Store(newCollectorMetrics(db.PoolStats))
+	s.metrics.Store(newCollectorMetrics(db.PoolStats, db.DiskUsage))
 	return s
 }
 
@@ -187,14 +188,33 @@ func (s *Server) Query() http.Handler {
 	return rt
 }
 
-// healthz answers 200 {"status":"ok"} once the database answers.
+// healthBody is the answer of /healthz.
+type healthBody struct {
+	Status string `json:"status"`
+	// Reason says what fails when Status is "unavailable".
+	Reason string `json:"reason,omitempty"`
+}
+
+// healthz answers 200 {"status":"ok"} while the database answers reads
+// and takes writes, else 503 {"status":"unavailable","reason":...}, so
+// that a load balancer or orchestrator can act on a full disk. How the
+// write path is judged (the latest commit, or a probe write when idle) is
+// storage.DB.WriteHealth's.
 //
 // GET /healthz (both listeners)
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	if err := s.db.Ping(r.Context()); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+		writeJSON(w, http.StatusServiceUnavailable, healthBody{Status: "unavailable", Reason: "the database does not answer reads"})
 		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	if err := s.db.WriteHealth(r.Context()); err != nil {
+		reason := "the database does not take writes"
+		if e := fault.As(err); e != nil {
+			reason = e.Message
+		}
+		writeJSON(w, http.StatusServiceUnavailable, healthBody{Status: "unavailable", Reason: reason})
+		return nil
+	}
+	writeJSON(w, http.StatusOK, healthBody{Status: "ok"})
 	return nil
 }

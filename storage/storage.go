@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -52,13 +53,23 @@ type Options struct {
 	// CheckpointEvery is how often the WAL is copied into the database
 	// file (default 250 ms). Tests shorten it.
 	CheckpointEvery time.Duration
+	// Logger receives the writer's changes of health (writes failing,
+	// working again); nil means none.
+	Logger *slog.Logger
+	// Durability is what an acknowledged commit survives; "" means
+	// DurabilityPower.
+	Durability Durability
 	// walRestartFrames overrides walRestartFrames in tests.
 	walRestartFrames int
+	// migrations overrides the embedded migrations in tests, so that a
+	// broken one can be injected.
+	migrations fs.FS
 }
 
 // DB is the service's storage: a writer goroutine, a read pool, and
 // in-memory copies of the small tenancy tables used on every request.
 type DB struct {
+	path   string
 	write  *sql.DB
 	read   *sql.DB
 	writer *Writer
@@ -94,7 +105,13 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if opts.walRestartFrames <= 0 {
 		opts.walRestartFrames = walRestartFrames
 	}
-	writeDSN, readDSN, err := dsns(opts.Path)
+	if opts.Durability == "" {
+		opts.Durability = DurabilityPower
+	}
+	if opts.migrations == nil {
+		opts.migrations = migrationFiles
+	}
+	writeDSN, readDSN, err := dsns(opts.Path, opts.Durability)
 	if err != nil {
 		return nil, err
 	}
@@ -109,8 +126,12 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
 
-	if err := migrate(ctx, write, opts.Now); err != nil {
+	if err := migrate(ctx, write, opts.migrations, opts.Now); err != nil {
 		write.Close()
+		if unwritable(err) != nil {
+			// SQLite's own words can be as vague as "disk I/O error".
+			err = fmt.Errorf("%w (is the disk full, or the file or its folder read-only?)", err)
+		}
 		return nil, err
 	}
 
@@ -123,7 +144,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	read.SetMaxIdleConns(opts.ReadConns)
 	read.SetConnMaxIdleTime(0)
 
-	db := &DB{write: write, read: read, now: opts.Now}
+	db := &DB{write: write, read: read, now: opts.Now, path: opts.Path}
 	err = db.loadTenants(ctx)
 	if err == nil {
 		err = db.loadQuota(ctx)
@@ -136,7 +157,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		write.Close()
 		return nil, err
 	}
-	db.writer = newWriter(write, opts.QueueSize, db.runIngest, db.latest.clear)
+	db.writer = newWriter(write, opts.QueueSize, db.runIngest, db.latest.clear, opts.Logger)
 	if opts.Path != ":memory:" {
 		if db.ckpt, err = sql.Open("sqlite", writeDSN); err != nil {
 			db.writer.Close()
@@ -152,9 +173,13 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 }
 
 // dsns returns the data source names of the write and read pools.
-func dsns(path string) (write, read string, err error) {
+func dsns(path string, durability Durability) (write, read string, err error) {
 	if path == "" {
 		return "", "", errors.New("database path is empty")
+	}
+	synchronous, err := durability.synchronous()
+	if err != nil {
+		return "", "", err
 	}
 	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
 	if path == ":memory:" {
@@ -169,10 +194,8 @@ func dsns(path string) (write, read string, err error) {
 			return "", "", fmt.Errorf("create database folder: %w", err)
 		}
 	}
-	// synchronous=NORMAL is durable across process crashes in WAL mode (only
-	// an OS crash or power loss can roll back the newest commits) and costs
-	// one fsync per checkpoint instead of one per commit.
-	base := "file:" + path + "?" + common + "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	// synchronous follows DURABILITY: see Durability for what each survives.
+	base := "file:" + path + "?" + common + "&_pragma=journal_mode(WAL)&_pragma=synchronous(" + synchronous + ")"
 	// _txlock=immediate takes the write lock at BEGIN, so the writer never
 	// upgrades a read transaction and hits SQLITE_BUSY mid-transaction.
 	//
@@ -239,14 +262,16 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// migrate applies every embedded migration not yet recorded, each in its own
-// transaction together with its row in schema_migrations.
-func migrate(ctx context.Context, db *sql.DB, now func() time.Time) error {
+// migrate applies every migration of files (migrations/*.sql) not yet
+// recorded, each in its own transaction together with its row in
+// schema_migrations, so that one that fails (a bad file, a full disk)
+// leaves the database at the version before it.
+func migrate(ctx context.Context, db *sql.DB, files fs.FS, now func() time.Time) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	names, err := fs.Glob(files, "migrations/*.sql")
 	if err != nil {
 		return err
 	}
@@ -255,7 +280,7 @@ func migrate(ctx context.Context, db *sql.DB, now func() time.Time) error {
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&newest); err != nil {
 		return fmt.Errorf("read schema_migrations: %w", err)
 	}
-	known := 0
+	known, current := 0, newest
 	for _, name := range names {
 		base := filepath.Base(name)
 		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
@@ -270,29 +295,38 @@ func migrate(ctx context.Context, db *sql.DB, now func() time.Time) error {
 		if applied > 0 {
 			continue
 		}
-		body, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return err
+		if err := applyMigration(ctx, db, files, name, version, now); err != nil {
+			return fmt.Errorf("migration %s failed and was rolled back; the database stays at schema version %d: %w", base, current, err)
 		}
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migration %s: %w", base, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)`,
-			version, base, FormatTime(now())); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("record migration %s: %w", base, err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("commit migration %s: %w", base, err)
-		}
+		current = max(current, version)
 	}
 	if newest > known {
 		return fmt.Errorf("database schema version %d is newer than this binary knows (%d); run a newer release", newest, known)
+	}
+	return nil
+}
+
+// applyMigration runs the migration file name and records it as version,
+// in one transaction.
+func applyMigration(ctx context.Context, db *sql.DB, files fs.FS, name string, version int, now func() time.Time) error {
+	body, err := fs.ReadFile(files, name)
+	if err != nil {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)`,
+		version, filepath.Base(name), FormatTime(now())); err != nil {
+		return fmt.Errorf("record the migration: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }

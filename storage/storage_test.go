@@ -94,7 +94,7 @@ func TestPragmas(t *testing.T) {
 		{db.write, "foreign_keys", "1"},
 		{db.write, "busy_timeout", "10000"},
 		{db.read, "busy_timeout", "10000"},
-		{db.write, "synchronous", "1"},
+		{db.write, "synchronous", "2"}, // FULL: DURABILITY=power is the default
 		{db.read, "query_only", "1"},
 	}
 	for _, c := range checks {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,8 @@ type job struct {
 	// work marks an Ingest job, which has no fn: consecutive ones run
 	// merged through Writer.ingest (see commit).
 	work *ingestWork
+	// probe marks the health check's probe write (see probeWrite).
+	probe bool
 }
 
 // Writer owns the write connection. One goroutine takes whatever jobs are
@@ -68,13 +71,17 @@ type Writer struct {
 	// start over.
 	checkpointWanted atomic.Bool
 
+	// health is the outcome of the latest commit that wrote something.
+	health writeHealth
+
 	mu     sync.RWMutex // guards closed against sends on a closed queue
 	closed bool
 	exited chan struct{}
 }
 
-func newWriter(db *sql.DB, size int, ingest func(*Tx, []*ingestWork, bool) error, mixed func()) *Writer {
-	w := &Writer{db: db, queue: make(chan *job, size), exited: make(chan struct{}), ingest: ingest, mixed: mixed}
+func newWriter(db *sql.DB, size int, ingest func(*Tx, []*ingestWork, bool) error, mixed func(), log *slog.Logger) *Writer {
+	w := &Writer{db: db, queue: make(chan *job, size), exited: make(chan struct{}), ingest: ingest, mixed: mixed,
+		health: writeHealth{log: log}}
 	go w.loop()
 	return w
 }
@@ -269,14 +276,36 @@ func (w *Writer) commitWhole(batch []*job, start time.Time) bool {
 // answer runs the commit hooks of the jobs that succeeded, then answers
 // every job. whole tells that the transaction was one merged intake unit;
 // after any other, the intake side's memo of the database is dropped.
+// A job refused because the database cannot be written (disk full,
+// read-only) gets an unavailable error with Retry-After, and the batch's
+// outcome is recorded for the health check.
 func (w *Writer) answer(batch []*job, errs []error, hooks [][]func(), whole bool, start time.Time) {
 	elapsed := time.Since(start)
-	for i := range batch {
+	var failure *fault.Error
+	var cause error
+	wrote := false
+	for i, j := range batch {
 		if errs[i] == nil {
 			for _, h := range hooks[i] {
 				h()
 			}
+			// Only these surely wrote pages: a commit of a job that
+			// changed nothing succeeds even on a full disk.
+			wrote = wrote || j.probe || (j.work != nil && (j.work.accepted > 0 || len(j.work.dlq) > 0))
+			continue
 		}
+		if f := unwritable(errs[i]); f != nil {
+			if failure == nil {
+				failure, cause = f, errs[i]
+			}
+			errs[i] = f
+		}
+	}
+	switch {
+	case failure != nil:
+		w.health.failed(failure, cause)
+	case wrote:
+		w.health.committed()
 	}
 	if !whole && w.mixed != nil {
 		w.mixed()
