@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -30,6 +32,7 @@ type config struct {
 	TrustProxy       bool
 	Dev              bool
 	DevJSON          bool
+	DevAllowRemote   bool
 	DebugFeedSize    int
 	Durability       storage.Durability
 
@@ -69,6 +72,11 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	envBool := func(name string) bool { b, _ := strconv.ParseBool(getenv(name)); return b }
 	fs.BoolVar(&c.Dev, "dev", envBool("DEV"), "dev mode: in-memory database, generated admin token, a ready workspace, site and keys, inspection feed [DEV]")
 	fs.BoolVar(&c.DevJSON, "dev-json", envBool("DEV_JSON"), "dev mode, printing the setup as one JSON line on standard output [DEV_JSON]")
+	allowRemote, err := strconv.ParseBool(env("DEV_ALLOW_REMOTE", "false"))
+	if err != nil {
+		return c, fmt.Errorf("DEV_ALLOW_REMOTE must be true or false, not %q", getenv("DEV_ALLOW_REMOTE"))
+	}
+	fs.BoolVar(&c.DevAllowRemote, "dev-allow-remote", allowRemote, "dev mode: allow a non-loopback listen address, where anyone who reaches it can read and wipe the dev data [DEV_ALLOW_REMOTE]")
 	fs.StringVar(&feed, "debug-feed-size", env("DEBUG_FEED_SIZE", "10000"), "dev mode: decisions kept by the inspection feed [DEBUG_FEED_SIZE]")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -81,7 +89,6 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	default:
 		return c, fmt.Errorf("REQUIRE_API_KEY must be none, tag or require, not %q", c.RequireAPIKey)
 	}
-	var err error
 	if c.IngestRateLimit, err = nonNegative("INGEST_RATE_LIMIT", rate); err != nil {
 		return c, err
 	}
@@ -140,6 +147,10 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		if unset("admin-token", "ADMIN_TOKEN") {
 			c.AdminToken = "dev_" + randomHex(16)
 		}
+		if name, addr := c.remoteListener(); name != "" && !c.DevAllowRemote {
+			return c, fmt.Errorf("dev mode listens only on loopback, as its debug endpoints read and wipe data without a credential: "+
+				"%s is %q; use 127.0.0.1:<port>, or set DEV_ALLOW_REMOTE=true (--dev-allow-remote) to expose it anyway", name, addr)
+		}
 	} else {
 		c.DebugFeedSize = 0 // the inspection feed exists only in dev mode
 	}
@@ -150,6 +161,32 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 // maxSourcemapMiB bounds SOURCEMAP_MAX_MIB (1 TiB), far beyond any real
 // need and far from overflowing a byte count.
 const maxSourcemapMiB = 1 << 20
+
+// remoteListener names the first listener whose address is not loopback
+// (an empty host listens on every interface), or "" when both are.
+func (c config) remoteListener() (name, addr string) {
+	for _, l := range []struct{ name, addr string }{{"COLLECTOR_ADDR", c.CollectorAddr}, {"QUERY_ADDR", c.QueryAddr}} {
+		if !isLoopback(l.addr) {
+			return l.name, l.addr
+		}
+	}
+	return "", ""
+}
+
+// isLoopback reports whether a listen address is on loopback only. Host
+// names other than localhost count as remote: what they resolve to can
+// change.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
 
 func randomHex(n int) string {
 	b := make([]byte, n)

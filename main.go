@@ -45,6 +45,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if cfg.AdminToken == "" && !cfg.Dev {
 		log.Warn("ADMIN_TOKEN is not set: admin endpoints will refuse every request")
 	}
+	if name, _ := cfg.remoteListener(); cfg.Dev && name != "" {
+		log.Warn("dev mode listens beyond loopback (DEV_ALLOW_REMOTE): anyone who reaches it can send to the seeded site, read the inspection feed and wipe the data", "setting", name)
+	}
 	var plan *schema.Plan
 	if cfg.SchemaBundlePath != "" {
 		if plan, err = schema.LoadPlan(cfg.SchemaBundlePath); err != nil {
@@ -147,6 +150,6 @@ func printDevSetup(w io.Writer, s server.DevSetup, asJSON bool) {
                ingest %s
                query %s
   inspect      curl %s/v1/debug/decisions
-  reset        curl -X POST %s/v1/debug/reset
+  reset        curl -X POST -H 'Content-Type: application/json' %s/v1/debug/reset
 `, s.CollectorURL, s.SiteID, s.QueryURL, s.AdminToken, s.Workspace, s.SiteID, s.Keys.Admin, s.Keys.Ingest, s.Keys.Query, s.QueryURL, s.QueryURL)
 }

@@ -11,10 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tally-analytics/tally/server"
 	"github.com/tally-analytics/tally/storage"
 )
 
@@ -333,6 +335,9 @@ func TestDevModeBinary(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -363,7 +368,10 @@ func TestDevModeBinary(t *testing.T) {
 	if code, _ := do("GET", setup.QueryURL+"/v1/workspaces", setup.AdminToken, ""); code != 200 {
 		t.Fatalf("admin token: got %d", code)
 	}
-	if code, body := do("POST", setup.QueryURL+"/v1/debug/reset", "", ""); code != 200 || body["ok"] != true {
+	if code, body := do("POST", setup.QueryURL+"/v1/debug/reset", "", ""); code != 415 || body["error"] == nil {
+		t.Fatalf("reset without a JSON content type: got %d %v, want 415", code, body)
+	}
+	if code, body := do("POST", setup.QueryURL+"/v1/debug/reset", "", "{}"); code != 200 || body["ok"] != true {
 		t.Fatalf("reset: got %d %v", code, body)
 	}
 	if code, _ := do("POST", setup.CollectorURL+"/v1/events", setup.SiteID, ev); code != 202 {
@@ -372,5 +380,102 @@ func TestDevModeBinary(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("got exit %v, want 0", err)
+	}
+}
+
+// startWriter notes the first write: dev mode printing its setup, so the
+// server started.
+type startWriter struct {
+	once    sync.Once
+	started chan struct{}
+}
+
+func (w *startWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.started) })
+	return len(p), nil
+}
+
+// runRefused runs run with args and env and returns its exit code and
+// standard error. Should the server start instead of refusing, it is
+// stopped with SIGTERM (run handles it) and the test fails.
+func runRefused(t *testing.T, args []string, env map[string]string) (int, string) {
+	t.Helper()
+	out := &startWriter{started: make(chan struct{})}
+	var stderr strings.Builder
+	done := make(chan int, 1)
+	go func() { done <- run(args, func(k string) string { return env[k] }, out, &stderr) }()
+	select {
+	case code := <-done:
+		return code, stderr.String()
+	case <-out.started:
+		syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		<-done
+		t.Fatalf("the server started, want it to refuse with exit 2")
+		return 0, ""
+	}
+}
+
+func TestDevModeStaysOnLoopback(t *testing.T) {
+	refused := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		setting string
+	}{
+		{"query API on every IPv4 interface", []string{"--dev", "--query-addr", "0.0.0.0:0"}, nil, "QUERY_ADDR"},
+		{"query API on every IPv6 interface", nil, map[string]string{"DEV": "1", "QUERY_ADDR": "[::]:0"}, "QUERY_ADDR"},
+		{"collector with no host", []string{"--dev-json", "--collector-addr", ":0"}, nil, "COLLECTOR_ADDR"},
+		{"allowance switched off", []string{"--dev", "--dev-allow-remote=false", "--query-addr", "0.0.0.0:0"}, map[string]string{"DEV_ALLOW_REMOTE": "true"}, "QUERY_ADDR"},
+		{"DEV_ALLOW_REMOTE not a bool", []string{"--dev"}, map[string]string{"DEV_ALLOW_REMOTE": "perhaps"}, "DEV_ALLOW_REMOTE"},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"COLLECTOR_ADDR": "127.0.0.1:0", "QUERY_ADDR": "127.0.0.1:0"}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			code, msg := runRefused(t, tt.args, env)
+			if code != 2 {
+				t.Fatalf("got exit %d, want 2; stderr %s", code, msg)
+			}
+			if !strings.Contains(msg, tt.setting) || !strings.Contains(msg, "DEV_ALLOW_REMOTE") {
+				t.Fatalf("got %q, want a message naming %s and DEV_ALLOW_REMOTE", msg, tt.setting)
+			}
+		})
+	}
+	// A host name is refused without being looked up (what it resolves to
+	// can change), so loadConfig, which never listens, tells.
+	if _, err := loadConfig([]string{"--dev", "--query-addr", "devbox.example:0"}, func(string) string { return "" }, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "DEV_ALLOW_REMOTE") {
+		t.Errorf("host name: got %v, want an error naming DEV_ALLOW_REMOTE", err)
+	}
+	allowed := []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"dev defaults", []string{"--dev"}, nil},
+		{"localhost", []string{"--dev", "--query-addr", "localhost:0", "--collector-addr", "LOCALHOST:0"}, nil},
+		{"IPv6 loopback", []string{"--dev", "--query-addr", "[::1]:0"}, nil},
+		{"any 127/8 address", []string{"--dev", "--query-addr", "127.0.0.2:0"}, nil},
+		{"remote allowed by flag", []string{"--dev", "--dev-allow-remote", "--query-addr", "0.0.0.0:0"}, nil},
+		{"remote allowed by environment", []string{"--dev"}, map[string]string{"DEV_ALLOW_REMOTE": "true", "QUERY_ADDR": "0.0.0.0:0"}},
+		{"not dev mode", []string{"--query-addr", "0.0.0.0:0"}, nil},
+	}
+	for _, tt := range allowed {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := loadConfig(tt.args, func(k string) string { return tt.env[k] }, io.Discard); err != nil {
+				t.Fatalf("got %v, want no error", err)
+			}
+		})
+	}
+}
+
+func TestDevSetupTextShowsHowToReset(t *testing.T) {
+	var out strings.Builder
+	printDevSetup(&out, server.DevSetup{QueryURL: "http://127.0.0.1:8081"}, false)
+	want := "curl -X POST -H 'Content-Type: application/json' http://127.0.0.1:8081/v1/debug/reset"
+	if !strings.Contains(out.String(), want) {
+		t.Fatalf("got %q, want it to contain %q", out.String(), want)
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -217,14 +218,35 @@ func (s *Server) listDecisions(w http.ResponseWriter, r *http.Request, _ httprou
 	return nil
 }
 
-// reset clears events, sessions, the DLQ and the feed in one call.
+// resetAnswer is the body of a reset: the rows deleted, by table.
+type resetAnswer struct {
+	OK      bool             `json:"ok"`
+	Deleted map[string]int64 `json:"deleted"`
+}
+
+// reset clears events, sessions, the DLQ and the feed in one call. It
+// takes no credential (dev mode is local) but refuses cross-site requests;
+// the body is empty or a JSON object.
 //
 // POST /v1/debug/reset
 func (s *Server) reset(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	if err := refuseCrossSite(r); err != nil {
+		return err
+	}
+	body, err := readBody(w, r, adminBodyLimit)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(body, &obj) != nil || obj == nil {
+			return fault.Errorf(fault.InvalidJSON, "the body must be empty or a JSON object")
+		}
+	}
 	deleted, err := s.Reset(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "deleted": deleted})
+	writeJSON(w, http.StatusOK, resetAnswer{OK: true, Deleted: deleted})
 	return nil
 }

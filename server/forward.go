@@ -21,8 +21,10 @@ const forwardTimeout = 10 * time.Second
 // events to its own collector. It works in every REQUIRE_API_KEY mode,
 // with X-Site-Id naming the site. The secret part is random per process and
 // never leaves memory, so it only works when COLLECTOR_URL points at this
-// same process.
-const internalPrefix = "internal_"
+// same process. The dot is a character no site id may contain, so no site
+// bearer can be mistaken for it (with "internal_", site internal_shop could
+// never ingest).
+const internalPrefix = "internal."
 
 // internalToken is the per-process secret of the internal bearer.
 type internalToken struct {

@@ -196,6 +196,7 @@ func (s *Server) Decisions(f Filter) []Decision {
 // and dedup ids, and clears the inspection feed; the site and keys stay.
 func (s *Server) Reset() error {
 	req, _ := http.NewRequest(http.MethodPost, s.QueryURL+"/v1/debug/reset", nil)
+	req.Header.Set("Content-Type", "application/json") // the reset refuses what a cross-site form could send
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

@@ -1,0 +1,29 @@
+package server
+
+import (
+	"mime"
+	"net/http"
+
+	"github.com/tally-analytics/tally/fault"
+)
+
+// crossOrigin detects browser requests sent from another origin, by
+// Sec-Fetch-Site or by comparing Origin with Host.
+var crossOrigin = http.NewCrossOriginProtection()
+
+// refuseCrossSite guards the dev endpoints that change data and take no
+// credential. Any web page a developer visits could otherwise wipe the dev
+// data with a form post. A form can only send urlencoded, multipart or
+// text/plain bodies, and a page's fetch with a JSON content type needs a
+// CORS preflight the query API never grants, so requiring JSON stops every
+// cross-site browser request; the Origin check refuses them even before
+// that, with a clearer message. Scripts and curl send no Origin and pass.
+func refuseCrossSite(r *http.Request) error {
+	if err := crossOrigin.Check(r); err != nil {
+		return fault.Errorf(fault.Forbidden, "cross-origin request refused: call this endpoint from a script or curl, not from a web page of another origin")
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return fault.Errorf(fault.UnsupportedMedia, "send Content-Type: application/json (a cross-site form cannot), e.g. curl -X POST -H 'Content-Type: application/json' %s", r.URL.Path)
+	}
+	return nil
+}
