@@ -74,7 +74,7 @@ func TestGDPRExport(t *testing.T) {
 	r := gdpr(h, "export", testAdminToken, map[string]any{"subject": map[string]any{"user_id": "u1"}})
 	mustStatus(t, r, 200, "")
 	body := r.json(t)
-	if fmt.Sprint(body["counts"]) != "map[events:4 identity_links:2 sessions:2 user_profiles:1]" || body["site_id"] != "web" ||
+	if fmt.Sprint(body["counts"]) != "map[dlq:1 events:4 identity_links:2 sessions:2 user_profiles:1]" || body["site_id"] != "web" ||
 		fmt.Sprint(body["subject"]) != "map[user_id:u1]" {
 		t.Fatalf("got %v %v %v", body["counts"], body["site_id"], body["subject"])
 	}
@@ -88,7 +88,7 @@ func TestGDPRExport(t *testing.T) {
 		t.Fatalf("got profile %v", profile)
 	}
 	byAnon := gdpr(h, "export", testAdminToken, map[string]any{"subject": map[string]any{"anon_id": "z"}}).json(t)
-	if fmt.Sprint(byAnon["counts"]) != "map[events:2 identity_links:0 sessions:2 user_profiles:0]" {
+	if fmt.Sprint(byAnon["counts"]) != "map[dlq:0 events:2 identity_links:0 sessions:2 user_profiles:0]" {
 		t.Fatalf("by anon: got %v", byAnon["counts"])
 	}
 	entry := h.q("GET", "/v1/workspaces/acme/audit?limit=2", testAdminToken, nil).json(t)["entries"].([]any)[1].(map[string]any)

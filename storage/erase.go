@@ -1,0 +1,446 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// eraseChunk bounds the rows one writer job of an erasure deletes (events,
+// sessions, DLQ rows, links and profiles) or walks (links), so that intake
+// runs between the jobs; like siteDeleteChunk, a few milliseconds of the
+// writer.
+const eraseChunk = 250
+
+// eraseSweepChunk is how many rowids of events, sessions and DLQ one sweep
+// job scans for rows the subject sent while the erasure ran.
+const eraseSweepChunk = 2000
+
+// erasePhase is where an erasure stands.
+type erasePhase int
+
+const (
+	// phaseWalk empties the subject's anon ids one by one: events,
+	// sessions and DLQ rows.
+	phaseWalk erasePhase = iota
+	// phaseSweep scans the rows written since the erasure began, for
+	// those of anon ids the walk had already passed.
+	phaseSweep
+	// phaseLinks deletes the links (and, for an anon id, the profiles of
+	// the users linked to it) and the DLQ rows tagged with the user.
+	phaseLinks
+)
+
+// eraser is one erasure in progress. Its jobs run one after another on the
+// writer goroutine, so its fields need no lock.
+type eraser struct {
+	db     *DB
+	site   string
+	s      Subject
+	phase  erasePhase
+	counts SubjectCounts
+
+	linkCursor int64  // rowid of the last link walked (user subjects)
+	anon       string // the anon id being emptied; "" between two
+	anonDone   bool   // an anon subject's own anon id is empty
+
+	// Rows written after the erasure began have rowids above these floors
+	// (the lowest table maximum seen after any of its jobs), and the sweep
+	// has scanned up to them.
+	floors [3]int64
+}
+
+// sweepTables are scanned by the sweep, with the floors index of each.
+var sweepTables = [3]struct{ table, rowid string }{{"events", "seq"}, {"sessions", "id"}, {"dlq", "rowid"}}
+
+// EraseSubject hard-deletes the subject's rows of events, sessions,
+// user_profiles and identity_links, and the DLQ rows tagged with the
+// subject, and subtracts the erased events and sessions from the daily
+// rollups (deleting the rollup rows that reach zero), so counts stay exact.
+//
+// It runs as a series of writer jobs of at most eraseChunk rows each, so
+// that a subject with a million events cannot hold the writer for seconds:
+// first the subject's anon ids one by one (events, sessions, DLQ rows),
+// then a sweep of the rows written meanwhile, then the links, and last one
+// job that deletes what is left (the profile, the remaining links and
+// anything sent since) and writes the gdpr.delete audit row with the total
+// counts. Links go last, so an erasure cut short (crash, shutdown, failed
+// job) leaves a subject that still resolves and a repeat finishes it; that
+// repeat's counts and audit row cover only what it deleted itself. It runs
+// to the end even if ctx is cancelled. A repeat on a purged subject finds
+// nothing and returns zero counts.
+func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subject) (SubjectCounts, error) {
+	ctx = context.WithoutCancel(ctx)
+	e := &eraser{db: db, site: site.ID, s: s, floors: [3]int64{-1, -1, -1}}
+	for done := false; !done; {
+		err := db.writer.Do(ctx, func(tx *Tx) error {
+			var err error
+			done, err = e.step(tx)
+			return err
+		})
+		if err != nil {
+			return SubjectCounts{}, err
+		}
+	}
+	err := db.writer.Do(ctx, func(tx *Tx) error {
+		if err := e.finish(tx); err != nil {
+			return err
+		}
+		return db.audit(tx, site.WorkspaceID, actor, "gdpr.delete", site.ID, map[string]any{
+			"subject_kind": s.kind(), "subject_hash": s.Hash(), "counts": e.counts})
+	})
+	if err != nil {
+		return SubjectCounts{}, err
+	}
+	return e.counts, nil
+}
+
+// step runs one bounded job of the erasure and reports whether only the
+// last job is left.
+func (e *eraser) step(tx *Tx) (done bool, err error) {
+	walking := e.phase == phaseWalk
+	switch e.phase {
+	case phaseWalk:
+		err = e.walk(tx)
+	case phaseSweep:
+		var caughtUp bool
+		caughtUp, err = e.sweep(tx, eraseSweepChunk)
+		if err == nil && caughtUp {
+			e.phase = phaseLinks
+		}
+	case phaseLinks:
+		done, err = e.links(tx)
+	}
+	if err != nil || !walking {
+		return done, err
+	}
+	return false, e.lowerFloors(tx)
+}
+
+// lowerFloors records the tables' highest rowids after a job. SQLite gives
+// a new row the highest rowid plus one, so anything written later lands
+// above the lowest of these, even where the erasure deleted the top rows.
+func (e *eraser) lowerFloors(tx *Tx) error {
+	for i, t := range sweepTables {
+		var top int64
+		if err := tx.QueryRow(`SELECT COALESCE(MAX(` + t.rowid + `), 0) FROM ` + t.table).Scan(&top); err != nil {
+			return err
+		}
+		if e.floors[i] < 0 || top < e.floors[i] {
+			e.floors[i] = top
+		}
+	}
+	return nil
+}
+
+// walk empties anon ids of the subject until eraseChunk rows are spent.
+// A user's anon ids are walked in the rowid order of their links, which
+// the (site_id, user_id) index gives without sorting; links added while the
+// walk runs come after the cursor and are walked too.
+func (e *eraser) walk(tx *Tx) error {
+	budget := int64(eraseChunk)
+	for budget > 0 {
+		if e.anon == "" {
+			if e.s.UserID == "" {
+				if e.anonDone {
+					// No sweep: the last job erases by the anon id
+					// whatever it sent meanwhile.
+					e.phase = phaseLinks
+					return nil
+				}
+				e.anon = e.s.AnonID
+			} else {
+				err := tx.QueryRow(`SELECT rowid, anon_id FROM identity_links WHERE site_id = ? AND user_id = ? AND rowid > ?
+					ORDER BY rowid LIMIT 1`, e.site, e.s.UserID, e.linkCursor).Scan(&e.linkCursor, &e.anon)
+				if errors.Is(err, sql.ErrNoRows) {
+					e.phase = phaseSweep
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				budget-- // a link walked costs about one row deleted
+			}
+		}
+		n, err := e.eraseAnon(tx, e.anon, budget)
+		if err != nil {
+			return err
+		}
+		if n < budget {
+			e.anon, e.anonDone = "", true
+		}
+		budget -= n
+	}
+	return nil
+}
+
+// eraseAnon deletes up to limit of the anon id's events, sessions and DLQ
+// rows (all of them when limit is negative) and returns how many went.
+func (e *eraser) eraseAnon(tx *Tx, anon string, limit int64) (int64, error) {
+	var total int64
+	for _, t := range []struct {
+		table, rowid string
+		erase        func(*Tx, string, string, ...any) (int64, error)
+		count        *int64
+	}{
+		{"events", "seq", eraseEvents, &e.counts.Events},
+		{"sessions", "id", eraseSessions, &e.counts.Sessions},
+		{"dlq", "rowid", deleteRows, new(int64)},
+	} {
+		where, args := `site_id = ?1 AND anon_id = ?2`, []any{e.site, anon}
+		if limit >= 0 {
+			if total >= limit {
+				break
+			}
+			where = t.rowid + ` IN (SELECT ` + t.rowid + ` FROM ` + t.table + ` WHERE site_id = ?1 AND anon_id = ?2 LIMIT ?3)`
+			args = append(args, limit-total)
+		}
+		n, err := t.erase(tx, t.table, where, args...)
+		if err != nil {
+			return 0, err
+		}
+		*t.count += n
+		total += n
+	}
+	return total, nil
+}
+
+// sweepMatch matches a row of table belonging to the subject, by its own
+// columns and the links still present.
+func (e *eraser) sweepMatch(table string) string {
+	if e.s.UserID == "" {
+		return `anon_id = ?2`
+	}
+	linked := `EXISTS (SELECT 1 FROM identity_links l WHERE l.site_id = ?1 AND l.anon_id = ` + table + `.anon_id AND l.user_id = ?2)`
+	if table == "dlq" {
+		return `(user_id = ?2 OR ` + linked + `)`
+	}
+	return linked
+}
+
+// sweep scans up to chunk rowids of each table above its floor (all of
+// them when chunk is negative) and erases the subject's rows among them:
+// those sent to anon ids the walk had already passed. It reports whether
+// it reached the end of every table.
+func (e *eraser) sweep(tx *Tx, chunk int64) (caughtUp bool, err error) {
+	caughtUp = true
+	for i, t := range sweepTables {
+		var top int64
+		if err := tx.QueryRow(`SELECT COALESCE(MAX(` + t.rowid + `), 0) FROM ` + t.table).Scan(&top); err != nil {
+			return false, err
+		}
+		hi := top
+		if chunk >= 0 && e.floors[i]+chunk < top {
+			hi, caughtUp = e.floors[i]+chunk, false
+		}
+		if hi <= e.floors[i] {
+			continue
+		}
+		// +site_id keeps SQLite on the rowid range rather than the
+		// site's index, which would walk all of the site's rows.
+		where := t.rowid + ` > ?3 AND ` + t.rowid + ` <= ?4 AND +site_id = ?1 AND ` + e.sweepMatch(t.table)
+		erase, count := deleteRows, new(int64)
+		switch t.table {
+		case "events":
+			erase, count = eraseEvents, &e.counts.Events
+		case "sessions":
+			erase, count = eraseSessions, &e.counts.Sessions
+		}
+		n, err := erase(tx, t.table, where, e.site, e.s.id(), e.floors[i], hi)
+		if err != nil {
+			return false, err
+		}
+		*count += n
+		e.floors[i] = hi
+	}
+	return caughtUp, nil
+}
+
+// links deletes up to eraseChunk of the subject's links, with, for an anon
+// id, the profiles of the users they link, and the DLQ rows tagged with a
+// user subject. It reports whether none are left.
+func (e *eraser) links(tx *Tx) (done bool, err error) {
+	if e.s.UserID != "" {
+		n, err := deleteRows(tx, "dlq", `rowid IN (SELECT rowid FROM dlq WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`, e.site, e.s.UserID, eraseChunk)
+		if err != nil || n == eraseChunk {
+			return false, err
+		}
+		n, err = deleteRows(tx, "identity_links", `rowid IN (SELECT rowid FROM identity_links WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`,
+			e.site, e.s.UserID, eraseChunk)
+		e.counts.IdentityLinks += n
+		return n < eraseChunk, err
+	}
+	rows, err := tx.Query(`SELECT user_id FROM identity_links WHERE site_id = ? AND anon_id = ? LIMIT ?`, e.site, e.s.AnonID, eraseChunk)
+	if err != nil {
+		return false, err
+	}
+	var users []string
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			rows.Close()
+			return false, err
+		}
+		users = append(users, u)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	for _, u := range users {
+		n, err := deleteRows(tx, "user_profiles", `site_id = ?1 AND user_id = ?2`, e.site, u)
+		if err != nil {
+			return false, err
+		}
+		e.counts.UserProfiles += n
+		n, err = deleteRows(tx, "identity_links", `site_id = ?1 AND anon_id = ?2 AND user_id = ?3`, e.site, e.s.AnonID, u)
+		if err != nil {
+			return false, err
+		}
+		e.counts.IdentityLinks += n
+	}
+	return len(users) < eraseChunk, nil
+}
+
+// finish is the erasure's last job: whatever the subject sent since the
+// previous jobs, then the profile, the remaining links and DLQ rows. Each
+// is at most a few rows, unless the subject keeps writing faster than the
+// erasure advances.
+func (e *eraser) finish(tx *Tx) error {
+	if e.s.AnonID != "" {
+		if _, err := e.eraseAnon(tx, e.s.AnonID, -1); err != nil {
+			return err
+		}
+	} else if _, err := e.sweep(tx, -1); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		table, where string
+		n            *int64
+	}{
+		{"dlq", e.s.dlqWhere(), new(int64)},
+		{"user_profiles", e.s.profileWhere(), &e.counts.UserProfiles},
+		{"identity_links", e.s.linkWhere(), &e.counts.IdentityLinks},
+	} {
+		n, err := deleteRows(tx, d.table, d.where, e.site, e.s.id())
+		if err != nil {
+			return err
+		}
+		*d.n += n
+	}
+	return nil
+}
+
+// deleteRows deletes the rows of table matched by where.
+func deleteRows(tx *Tx, table, where string, args ...any) (int64, error) {
+	res, err := tx.Exec(`DELETE FROM `+table+` WHERE `+where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("erase %s: %w", table, err)
+	}
+	return res.RowsAffected()
+}
+
+// eraseEvents deletes the events matched by where and subtracts them from
+// daily_events and daily_dimensions, deleting the rollup rows that reach
+// zero: an erased page's path or referrer host must not stay behind at
+// count 0.
+func eraseEvents(tx *Tx, table, where string, args ...any) (int64, error) {
+	rows, err := tx.Query(`DELETE FROM events WHERE `+where+` RETURNING site_id, substr(ts, 1, 10), type, url, referrer,
+		COALESCE(country, ''), COALESCE(browser, ''), COALESCE(os, ''), COALESCE(device_type, '')`, args...)
+	if err != nil {
+		return 0, fmt.Errorf("erase events: %w", err)
+	}
+	days := map[dayKey]int64{}
+	dims := map[dimKey]int64{}
+	var n int64
+	for rows.Next() {
+		var site, day, typ, country, browser, os, device string
+		var u, ref *string
+		if err := rows.Scan(&site, &day, &typ, &u, &ref, &country, &browser, &os, &device); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		n++
+		days[dayKey{site, day, typ}]++
+		if typ == "pageview" {
+			for d, v := range dimensionValues(u, ref, country, browser, os, device) {
+				dims[dimKey{site, day, Dimensions[d], v}]++
+			}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("erase events: %w", err)
+	}
+	for k, c := range days {
+		if _, err := tx.Exec(`UPDATE daily_events SET count = MAX(count - ?4, 0) WHERE site_id = ?1 AND day = ?2 AND type = ?3`,
+			k.site, k.day, k.typ, c); err != nil {
+			return 0, err
+		}
+		if _, err := tx.Exec(`DELETE FROM daily_events WHERE site_id = ? AND day = ? AND type = ? AND count = 0`, k.site, k.day, k.typ); err != nil {
+			return 0, err
+		}
+	}
+	for k, c := range dims {
+		if _, err := tx.Exec(`UPDATE daily_dimensions SET count = MAX(count - ?5, 0) WHERE site_id = ?1 AND day = ?2 AND dimension = ?3 AND value = ?4`,
+			k.site, k.day, k.dim, k.value, c); err != nil {
+			return 0, err
+		}
+		if _, err := tx.Exec(`DELETE FROM daily_dimensions WHERE site_id = ? AND day = ? AND dimension = ? AND value = ? AND count = 0`,
+			k.site, k.day, k.dim, k.value); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// eraseSessions deletes the sessions matched by where and subtracts them
+// from daily_sessions, deleting a day's row when no session is left in it.
+func eraseSessions(tx *Tx, table, where string, args ...any) (int64, error) {
+	rows, err := tx.Query(`DELETE FROM sessions WHERE `+where+` RETURNING site_id, started_at, ended_at, event_count`, args...)
+	if err != nil {
+		return 0, fmt.Errorf("erase sessions: %w", err)
+	}
+	deltas := map[[2]string]*sessionDelta{}
+	var n int64
+	for rows.Next() {
+		var site, start, end string
+		var count int64
+		if err := rows.Scan(&site, &start, &end, &count); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		n++
+		s, _ := time.Parse(TimeLayout, start)
+		en, _ := time.Parse(TimeLayout, end)
+		key := [2]string{site, start[:min(len(start), 10)]}
+		d := deltas[key]
+		if d == nil {
+			d = &sessionDelta{}
+			deltas[key] = d
+		}
+		d.sessions++
+		d.durationMS += en.Sub(s).Milliseconds()
+		d.events += count
+		if count == 1 {
+			d.bounces++
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("erase sessions: %w", err)
+	}
+	for k, d := range deltas {
+		if _, err := tx.Exec(`UPDATE daily_sessions SET sessions = sessions - ?, duration_ms = duration_ms - ?,
+			events = events - ?, bounces = bounces - ? WHERE site_id = ? AND day = ?`,
+			d.sessions, d.durationMS, d.events, d.bounces, k[0], k[1]); err != nil {
+			return 0, err
+		}
+		if _, err := tx.Exec(`DELETE FROM daily_sessions WHERE site_id = ? AND day = ? AND sessions <= 0`, k[0], k[1]); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
