@@ -2,8 +2,6 @@ package storage
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -42,9 +40,7 @@ type eraser struct {
 	phase  erasePhase
 	counts SubjectCounts
 
-	linkCursor int64  // rowid of the last link walked (user subjects)
-	anon       string // the anon id being emptied; "" between two
-	anonDone   bool   // an anon subject's own anon id is empty
+	linkCursor int64 // rowid of the last link emptied (user subjects)
 
 	// Rows written after the erasure began have rowids above these floors
 	// (the lowest table maximum seen after any of its jobs), and the sweep
@@ -135,43 +131,68 @@ func (e *eraser) lowerFloors(tx *Tx) error {
 	return nil
 }
 
+// eraseWalkLinks is how many of a user's links one walk job reads, each
+// with a check of whether its anon id still has rows: an index lookup per
+// table, so that anon ids with nothing left (say, thousands forged by
+// someone who knows the site id) cost little.
+const eraseWalkLinks = 1000
+
 // walk empties anon ids of the subject until eraseChunk rows are spent.
 // A user's anon ids are walked in the rowid order of their links, which
 // the (site_id, user_id) index gives without sorting; links added while the
 // walk runs come after the cursor and are walked too.
 func (e *eraser) walk(tx *Tx) error {
-	budget := int64(eraseChunk)
-	for budget > 0 {
-		if e.anon == "" {
-			if e.s.UserID == "" {
-				if e.anonDone {
-					// No sweep: the last job erases by the anon id
-					// whatever it sent meanwhile.
-					e.phase = phaseLinks
-					return nil
-				}
-				e.anon = e.s.AnonID
-			} else {
-				err := tx.QueryRow(`SELECT rowid, anon_id FROM identity_links WHERE site_id = ? AND user_id = ? AND rowid > ?
-					ORDER BY rowid LIMIT 1`, e.site, e.s.UserID, e.linkCursor).Scan(&e.linkCursor, &e.anon)
-				if errors.Is(err, sql.ErrNoRows) {
-					e.phase = phaseSweep
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				budget-- // a link walked costs about one row deleted
-			}
+	if e.s.UserID == "" {
+		n, err := e.eraseAnon(tx, e.s.AnonID, eraseChunk)
+		if err == nil && n < eraseChunk {
+			// No sweep: the last job erases by the anon id whatever it
+			// sent meanwhile.
+			e.phase = phaseLinks
 		}
-		n, err := e.eraseAnon(tx, e.anon, budget)
-		if err != nil {
+		return err
+	}
+	type link struct {
+		rowid int64
+		anon  string
+		used  bool
+	}
+	rows, err := tx.Query(`SELECT rowid, anon_id,
+		EXISTS (SELECT 1 FROM events WHERE site_id = ?1 AND anon_id = l.anon_id)
+		OR EXISTS (SELECT 1 FROM sessions WHERE site_id = ?1 AND anon_id = l.anon_id)
+		OR EXISTS (SELECT 1 FROM dlq WHERE site_id = ?1 AND anon_id = l.anon_id)
+		FROM identity_links l WHERE site_id = ?1 AND user_id = ?2 AND rowid > ?3 ORDER BY rowid LIMIT ?4`,
+		e.site, e.s.UserID, e.linkCursor, eraseWalkLinks)
+	if err != nil {
+		return err
+	}
+	var links []link
+	for rows.Next() {
+		var l link
+		if err := rows.Scan(&l.rowid, &l.anon, &l.used); err != nil {
+			rows.Close()
 			return err
 		}
-		if n < budget {
-			e.anon, e.anonDone = "", true
+		links = append(links, l)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	budget := int64(eraseChunk)
+	for _, l := range links {
+		if l.used {
+			n, err := e.eraseAnon(tx, l.anon, budget)
+			if err != nil {
+				return err
+			}
+			if budget -= n; budget == 0 {
+				return nil // the next job starts again at this anon id
+			}
 		}
-		budget -= n
+		e.linkCursor = l.rowid
+	}
+	if len(links) < eraseWalkLinks {
+		e.phase = phaseSweep
 	}
 	return nil
 }
