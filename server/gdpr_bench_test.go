@@ -23,7 +23,8 @@ import (
 //	go test ./server -run '^$' -bench EraseUnderLoad -benchtime 1x
 //
 // BenchmarkEraseUnderLoad loads one user with eraseBenchEvents events on
-// 20 devices over 90 days (about a minute), then erases the user over HTTP
+// 20 devices over 90 days, in visits of 50 events (about a minute), then
+// erases the user over HTTP
 // while another site sends single events at a steady eraseBenchRate per
 // second, and reports the p99 of those events' latency before and during
 // the erasure.
@@ -52,7 +53,7 @@ func BenchmarkEraseUnderLoad(b *testing.B) {
 	step := time.Duration(benchDays) * 24 * time.Hour / eraseBenchEvents
 	var batch []storage.IngestEvent
 	for i := range eraseBenchEvents {
-		anon := fmt.Sprintf("heavy-device-%02d", i%20)
+		anon := fmt.Sprintf("heavy-device-%02d", i/50%20) // visits of 50 events
 		url := fmt.Sprintf("https://shop.example/p/%d", i%300)
 		raw := fmt.Sprintf(`{"id":"x","site_id":"bench","anon_id":%q,"user_id":%q,"type":"pageview","url":%q,"properties":{"title":"A page title","w":1440}}`, anon, user, url)
 		batch = append(batch, storage.IngestEvent{ID: uuid.NewString(), SiteID: "bench", Type: "pageview", AnonID: anon, UserID: &user,

@@ -56,8 +56,9 @@ var sweepTables = [3]struct{ table, rowid string }{{"events", "seq"}, {"sessions
 // subject, and subtracts the erased events and sessions from the daily
 // rollups (deleting the rollup rows that reach zero), so counts stay exact.
 //
-// It runs as a series of writer jobs of at most eraseChunk rows each, so
-// that a subject with a million events cannot hold the writer for seconds:
+// It runs as a series of writer jobs of at most eraseChunk rows each, a
+// few milliseconds apiece with a rest as long after each, so that a subject
+// with a million events cannot hold the writer for seconds:
 // first the subject's anon ids one by one (events, sessions, DLQ rows),
 // then a sweep of the rows written meanwhile, then the links, and last one
 // job that deletes what is left (the profile, the remaining links and
@@ -71,14 +72,23 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 	ctx = context.WithoutCancel(ctx)
 	e := &eraser{db: db, site: site.ID, s: s, floors: [3]int64{-1, -1, -1}}
 	for done := false; !done; {
+		var held time.Duration
 		err := db.writer.Do(ctx, func(tx *Tx) error {
+			start := time.Now()
 			var err error
 			done, err = e.step(tx)
+			held = time.Since(start)
 			return err
 		})
 		if err != nil {
 			return SubjectCounts{}, err
 		}
+		// Rest as long as the job held the writer: the erasure takes at
+		// most half of the writer's time, and half as many WAL frames wait
+		// for each checkpoint. With 300,000 events this took the p99 of
+		// another site's single events during the erasure from 21-37 ms
+		// to 10-12 ms, for an erasure of 9 s instead of 5.
+		time.Sleep(held)
 	}
 	err := db.writer.Do(ctx, func(tx *Tx) error {
 		if err := e.finish(tx); err != nil {
@@ -395,26 +405,64 @@ func eraseEvents(tx *Tx, table, where string, args ...any) (int64, error) {
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("erase events: %w", err)
 	}
-	for k, c := range days {
-		if _, err := tx.Exec(`UPDATE daily_events SET count = MAX(count - ?4, 0) WHERE site_id = ?1 AND day = ?2 AND type = ?3`,
-			k.site, k.day, k.typ, c); err != nil {
-			return 0, err
-		}
-		if _, err := tx.Exec(`DELETE FROM daily_events WHERE site_id = ? AND day = ? AND type = ? AND count = 0`, k.site, k.day, k.typ); err != nil {
-			return 0, err
-		}
-	}
-	for k, c := range dims {
-		if _, err := tx.Exec(`UPDATE daily_dimensions SET count = MAX(count - ?5, 0) WHERE site_id = ?1 AND day = ?2 AND dimension = ?3 AND value = ?4`,
-			k.site, k.day, k.dim, k.value, c); err != nil {
-			return 0, err
-		}
-		if _, err := tx.Exec(`DELETE FROM daily_dimensions WHERE site_id = ? AND day = ? AND dimension = ? AND value = ? AND count = 0`,
-			k.site, k.day, k.dim, k.value); err != nil {
+	// Prepared once: a chunk of pageviews can touch hundreds of rows.
+	for _, r := range []struct {
+		update, drop string
+		keys         [][]any
+	}{
+		{`UPDATE daily_events SET count = MAX(count - ?4, 0) WHERE site_id = ?1 AND day = ?2 AND type = ?3`,
+			`DELETE FROM daily_events WHERE site_id = ?1 AND day = ?2 AND type = ?3 AND count = 0`, dayKeys(days)},
+		{`UPDATE daily_dimensions SET count = MAX(count - ?5, 0) WHERE site_id = ?1 AND day = ?2 AND dimension = ?3 AND value = ?4`,
+			`DELETE FROM daily_dimensions WHERE site_id = ?1 AND day = ?2 AND dimension = ?3 AND value = ?4 AND count = 0`, dimKeys(dims)},
+	} {
+		if err := unroll(tx, r.update, r.drop, r.keys); err != nil {
 			return 0, err
 		}
 	}
 	return n, nil
+}
+
+func dayKeys(m map[dayKey]int64) [][]any {
+	out := make([][]any, 0, len(m))
+	for k, n := range m {
+		out = append(out, []any{k.site, k.day, k.typ, n})
+	}
+	return out
+}
+
+func dimKeys(m map[dimKey]int64) [][]any {
+	out := make([][]any, 0, len(m))
+	for k, n := range m {
+		out = append(out, []any{k.site, k.day, k.dim, k.value, n})
+	}
+	return out
+}
+
+// unroll runs update with each of rows (the rollup key, then the count to
+// subtract), and drop with its key, which deletes the row if it reached 0.
+func unroll(tx *Tx, update, drop string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	up, err := tx.Prepare(update)
+	if err != nil {
+		return err
+	}
+	defer up.Close()
+	del, err := tx.Prepare(drop)
+	if err != nil {
+		return err
+	}
+	defer del.Close()
+	for _, r := range rows {
+		if _, err := up.Exec(r...); err != nil {
+			return fmt.Errorf("unroll: %w", err)
+		}
+		if _, err := del.Exec(r[:len(r)-1]...); err != nil {
+			return fmt.Errorf("unroll: %w", err)
+		}
+	}
+	return nil
 }
 
 // eraseSessions deletes the sessions matched by where and subtracts them
