@@ -128,7 +128,10 @@ const timelineColumns = `e.seq, e.id, e.type, e.url, e.ts, e.anon_id, e.referrer
 
 // timelineEvents joins the user's links (?1 the site, ?2 the user) to their
 // anon ids' events; the caller appends conditions on e.
-const timelineEvents = `SELECT ` + timelineColumns + ` FROM identity_links l JOIN events e
+// CROSS JOIN and INDEXED BY fix the plan: the user's links first, by the
+// (site_id, user_id) index, then each one's events. Left to itself, SQLite
+// walks every event of the site and looks each one's link up.
+const timelineEvents = `SELECT ` + timelineColumns + ` FROM identity_links l INDEXED BY identity_links_site_user CROSS JOIN events e
 	ON e.site_id = l.site_id AND e.anon_id = l.anon_id WHERE l.site_id = ?1 AND l.user_id = ?2`
 
 // Timeline returns a page of the events of every anon id ever linked to
@@ -160,7 +163,7 @@ func (db *DB) Timeline(ctx context.Context, site, user string, limit int, before
 	// The newest limit+1 events of each anon id, each one backward walk of
 	// the (site_id, anon_id, ts) index, merged and cut by SQLite: cheaper
 	// than sorting the union of a long history.
-	merged, err := timelineQuery(ctx, tx, `SELECT `+timelineColumns+` FROM identity_links l JOIN events e
+	merged, err := timelineQuery(ctx, tx, `SELECT `+timelineColumns+` FROM identity_links l INDEXED BY identity_links_site_user CROSS JOIN events e
 		ON e.seq IN (SELECT seq FROM events WHERE site_id = l.site_id AND anon_id = l.anon_id AND ts < ?3 ORDER BY ts DESC, seq DESC LIMIT ?4)
 		WHERE l.site_id = ?1 AND l.user_id = ?2 ORDER BY e.ts DESC, e.seq DESC LIMIT ?4`, site, user, bound, limit+1)
 	if err != nil {
