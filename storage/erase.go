@@ -7,9 +7,8 @@ import (
 )
 
 // eraseChunk bounds the rows one writer job of an erasure deletes (events,
-// sessions, DLQ rows, links and profiles) or walks (links), so that intake
-// runs between the jobs; like siteDeleteChunk, a few milliseconds of the
-// writer.
+// sessions, DLQ rows, links and profiles), so that intake runs between the
+// jobs; like siteDeleteChunk, a few milliseconds of the writer.
 const eraseChunk = 250
 
 // eraseSweepChunk is how many rowids of events, sessions and DLQ one sweep
@@ -106,7 +105,6 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 // step runs one bounded job of the erasure and reports whether only the
 // last job is left.
 func (e *eraser) step(tx *Tx) (done bool, err error) {
-	walking := e.phase == phaseWalk
 	switch e.phase {
 	case phaseWalk:
 		err = e.walk(tx)
@@ -119,15 +117,16 @@ func (e *eraser) step(tx *Tx) (done bool, err error) {
 	case phaseLinks:
 		done, err = e.links(tx)
 	}
-	if err != nil || !walking {
-		return done, err
+	if err != nil {
+		return false, err
 	}
-	return false, e.lowerFloors(tx)
+	return done, e.lowerFloors(tx)
 }
 
 // lowerFloors records the tables' highest rowids after a job. SQLite gives
 // a new row the highest rowid plus one, so anything written later lands
-// above the lowest of these, even where the erasure deleted the top rows.
+// above the lowest of these, even where the erasure deleted the top rows
+// (the sweep then scans a few emptied rowids again).
 func (e *eraser) lowerFloors(tx *Tx) error {
 	for i, t := range sweepTables {
 		var top int64
@@ -170,7 +169,7 @@ func (e *eraser) walk(tx *Tx) error {
 		EXISTS (SELECT 1 FROM events WHERE site_id = ?1 AND anon_id = l.anon_id)
 		OR EXISTS (SELECT 1 FROM sessions WHERE site_id = ?1 AND anon_id = l.anon_id)
 		OR EXISTS (SELECT 1 FROM dlq WHERE site_id = ?1 AND anon_id = l.anon_id)
-		FROM identity_links l WHERE site_id = ?1 AND user_id = ?2 AND rowid > ?3 ORDER BY rowid LIMIT ?4`,
+		FROM identity_links l INDEXED BY identity_links_site_user WHERE site_id = ?1 AND user_id = ?2 AND rowid > ?3 ORDER BY rowid LIMIT ?4`,
 		e.site, e.s.UserID, e.linkCursor, eraseWalkLinks)
 	if err != nil {
 		return err
