@@ -88,6 +88,15 @@ func TestGDPRExport(t *testing.T) {
 	if traits, ok := profile["traits"].(map[string]any); !ok || traits["email"] != "u1@x" {
 		t.Fatalf("got profile %v", profile)
 	}
+	// The DLQ row tagged with u1, which erasure deletes, complete; not the one naming u1 only inside.
+	dlq := body["dlq"].([]any)
+	if len(dlq) != 1 {
+		t.Fatalf("got %d DLQ rows, want d1 only", len(dlq))
+	}
+	if row := dlq[0].(map[string]any); row["id"] != "d1" || row["user_id"] != "u1" || row["anon_id"] != "p" ||
+		fmt.Sprint(row["payload"]) != "map[user_id:u1]" {
+		t.Fatalf("got DLQ row %v, want d1 complete with its payload as an object", row)
+	}
 	byAnon := gdpr(h, "export", testAdminToken, map[string]any{"subject": map[string]any{"anon_id": "z"}}).json(t)
 	if fmt.Sprint(byAnon["counts"]) != "map[dlq:0 events:2 identity_links:0 sessions:2 user_profiles:0]" {
 		t.Fatalf("by anon: got %v", byAnon["counts"])
