@@ -178,6 +178,87 @@ func (f *debugFeed) clear() {
 	f.next, f.full = 0, false
 }
 
+// forget removes the decisions match selects, keeping the others in their
+// order, and returns how many went.
+func (f *debugFeed) forget(match func(*DebugEvent) bool) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.next
+	if f.full {
+		n = len(f.ring)
+	}
+	kept := make([]DebugEvent, 0, n)
+	for k := n; k >= 1; k-- { // oldest first
+		e := &f.ring[(f.next-k+len(f.ring))%len(f.ring)]
+		if !match(e) {
+			kept = append(kept, *e)
+		}
+	}
+	clear(f.ring)
+	copy(f.ring, kept)
+	f.next, f.full = len(kept)%len(f.ring), len(kept) == len(f.ring)
+	return n - len(kept)
+}
+
+// anonIDs returns the anon ids (sent and stored) of site's decisions.
+func (f *debugFeed) anonIDs(site string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	add := func(id string) {
+		if id != "" && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	for i := range f.ring {
+		if e := &f.ring[i]; e.SiteID == site {
+			add(e.AnonID)
+			if e.Enrichment != nil {
+				add(e.Enrichment.AnonID)
+			}
+		}
+	}
+	return out
+}
+
+// subjectMatch selects the decisions of a GDPR subject on site: those of
+// its anon ids (sent or stored), and those whose payload (an event or a
+// batch of them) names its user id or anon id. Decisions of requests
+// refused before their site was known have no site and are checked by
+// payload only.
+func subjectMatch(site string, subj storage.Subject, anons map[string]bool) func(*DebugEvent) bool {
+	return func(e *DebugEvent) bool {
+		if e.SiteID != site && e.SiteID != "" {
+			return false
+		}
+		if e.SiteID == site && (anons[e.AnonID] || (e.Enrichment != nil && anons[e.Enrichment.AnonID])) {
+			return true
+		}
+		type ids struct {
+			AnonID any `json:"anon_id"`
+			UserID any `json:"user_id"`
+		}
+		names := func(x ids) bool {
+			return (subj.UserID != "" && x.UserID == subj.UserID) || (subj.AnonID != "" && x.AnonID == subj.AnonID)
+		}
+		var one ids
+		if json.Unmarshal(e.Payload, &one) == nil {
+			return names(one)
+		}
+		var batch []ids
+		if json.Unmarshal(e.Payload, &batch) == nil {
+			for _, x := range batch {
+				if names(x) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+}
+
 // Decisions returns the inspection feed's matching decisions, newest first
 // (nil when the feed is off).
 func (s *Server) Decisions(filter DebugFilter) []DebugEvent {

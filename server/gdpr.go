@@ -48,6 +48,21 @@ func (s *Server) gdprSubject(w http.ResponseWriter, r *http.Request, ps httprout
 	return p, site, subj, nil
 }
 
+// gdprExportBody is the answer of an export: SPEC's fields, plus the DLQ
+// rows tagged with the subject (and their count), which erasure deletes.
+type gdprExportBody struct {
+	SiteID  string          `json:"site_id"`
+	Subject storage.Subject `json:"subject"`
+	*storage.SubjectExport
+}
+
+// gdprDeleteBody is the answer of an erasure.
+type gdprDeleteBody struct {
+	SiteID  string                `json:"site_id"`
+	Subject storage.Subject       `json:"subject"`
+	Counts  storage.SubjectCounts `json:"counts"`
+}
+
 // gdprExport answers every row of the subject, complete, including raw.
 //
 // POST /sites/:siteId/gdpr/export
@@ -60,12 +75,12 @@ func (s *Server) gdprExport(w http.ResponseWriter, r *http.Request, ps httproute
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"site_id": site.ID, "subject": subj, "counts": out.Counts,
-		"events": out.Events, "sessions": out.Sessions, "user_profiles": out.UserProfiles, "identity_links": out.IdentityLinks})
+	writeJSON(w, http.StatusOK, gdprExportBody{SiteID: site.ID, Subject: subj, SubjectExport: out})
 	return nil
 }
 
-// gdprDelete erases the subject and answers the counts removed.
+// gdprDelete erases the subject, forgets its decisions in the inspection
+// feed (dev mode), and answers the counts removed.
 //
 // POST /sites/:siteId/gdpr/delete
 func (s *Server) gdprDelete(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
@@ -73,10 +88,21 @@ func (s *Server) gdprDelete(w http.ResponseWriter, r *http.Request, ps httproute
 	if err != nil {
 		return err
 	}
+	// The feed's anon ids are matched to the subject before the erasure
+	// deletes the links that tell.
+	var anons map[string]bool
+	if s.feed != nil {
+		if anons, err = s.db.SubjectAnonIDs(r.Context(), site.ID, subj, s.feed.anonIDs(site.ID)); err != nil {
+			return err
+		}
+	}
 	counts, err := s.db.EraseSubject(r.Context(), p.actor(), site, subj)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"site_id": site.ID, "subject": subj, "counts": counts})
+	if s.feed != nil {
+		s.feed.forget(subjectMatch(site.ID, subj, anons))
+	}
+	writeJSON(w, http.StatusOK, gdprDeleteBody{SiteID: site.ID, Subject: subj, Counts: counts})
 	return nil
 }

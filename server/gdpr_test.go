@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // gdprFixture: u1 on devices p and l (l also used by shared-user u2 once),
@@ -74,7 +75,7 @@ func TestGDPRExport(t *testing.T) {
 	r := gdpr(h, "export", testAdminToken, map[string]any{"subject": map[string]any{"user_id": "u1"}})
 	mustStatus(t, r, 200, "")
 	body := r.json(t)
-	if fmt.Sprint(body["counts"]) != "map[events:4 identity_links:2 sessions:2 user_profiles:1]" || body["site_id"] != "web" ||
+	if fmt.Sprint(body["counts"]) != "map[dlq:1 events:4 identity_links:2 sessions:2 user_profiles:1]" || body["site_id"] != "web" ||
 		fmt.Sprint(body["subject"]) != "map[user_id:u1]" {
 		t.Fatalf("got %v %v %v", body["counts"], body["site_id"], body["subject"])
 	}
@@ -87,8 +88,17 @@ func TestGDPRExport(t *testing.T) {
 	if traits, ok := profile["traits"].(map[string]any); !ok || traits["email"] != "u1@x" {
 		t.Fatalf("got profile %v", profile)
 	}
+	// The DLQ row tagged with u1, which erasure deletes, complete; not the one naming u1 only inside.
+	dlq := body["dlq"].([]any)
+	if len(dlq) != 1 {
+		t.Fatalf("got %d DLQ rows, want d1 only", len(dlq))
+	}
+	if row := dlq[0].(map[string]any); row["id"] != "d1" || row["user_id"] != "u1" || row["anon_id"] != "p" ||
+		fmt.Sprint(row["payload"]) != "map[user_id:u1]" {
+		t.Fatalf("got DLQ row %v, want d1 complete with its payload as an object", row)
+	}
 	byAnon := gdpr(h, "export", testAdminToken, map[string]any{"subject": map[string]any{"anon_id": "z"}}).json(t)
-	if fmt.Sprint(byAnon["counts"]) != "map[events:2 identity_links:0 sessions:2 user_profiles:0]" {
+	if fmt.Sprint(byAnon["counts"]) != "map[dlq:0 events:2 identity_links:0 sessions:2 user_profiles:0]" {
 		t.Fatalf("by anon: got %v", byAnon["counts"])
 	}
 	entry := h.q("GET", "/v1/workspaces/acme/audit?limit=2", testAdminToken, nil).json(t)["entries"].([]any)[1].(map[string]any)
@@ -226,5 +236,199 @@ func TestGDPRDeleteByAnon(t *testing.T) {
 	meta := entry["metadata"].(map[string]any)
 	if meta["subject_kind"] != "anon_id" || meta["subject_hash"] != hash12("l") || strings.Contains(fmt.Sprint(entry), `"l"`) {
 		t.Fatalf("got audit %v", entry)
+	}
+}
+
+// linkMany links n made-up anon ids to user on site in one transaction of
+// the operator's connection, as 66 batches of events would.
+func linkMany(t *testing.T, h *harness, site, user string, n int) {
+	t.Helper()
+	_, err := h.sqlDB().Exec(`WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ?)
+		INSERT INTO identity_links(site_id, anon_id, user_id, created_at)
+		SELECT ?, printf('forged-%06d', i), ?, '2026-01-05T00:00:00.000Z' FROM k`, n, site, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A user linked to more anon ids than SQLite takes variables (32,766) is
+// exported, shown and erased like any other.
+func TestGDPRUserLinkedToManyAnonIDs(t *testing.T) {
+	h, tn := gdprFixture(t)
+	linkMany(t, h, "web", "u1", 50_000)
+	subject := map[string]any{"subject": map[string]any{"user_id": "u1"}}
+
+	r := gdpr(h, "export", testAdminToken, subject)
+	mustStatus(t, r, 200, "")
+	if got := fmt.Sprint(r.json(t)["counts"]); got != "map[dlq:1 events:4 identity_links:50002 sessions:2 user_profiles:1]" {
+		t.Fatalf("export: got counts %s, want u1's 4 events and 50,002 links", got)
+	}
+
+	// A page of one of u1's 4 events: the page is full, so the next_before
+	// check runs over every linked anon id.
+	var ids []string
+	before := ""
+	for range 5 {
+		r := h.q("GET", "/v1/sites/web/users/u1/timeline?limit=1"+before, tn.readKey, nil)
+		mustStatus(t, r, 200, "")
+		body := r.json(t)
+		for _, e := range body["events"].([]any) {
+			ids = append(ids, e.(map[string]any)["id"].(string))
+		}
+		if body["next_before"] == nil {
+			break
+		}
+		before = "&before=" + body["next_before"].(string)
+	}
+	if want := []string{eventID(4), eventID(3), eventID(2), eventID(1)}; fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Fatalf("timeline: got %v, want %v", ids, want)
+	}
+
+	r = gdpr(h, "delete", testAdminToken, subject)
+	mustStatus(t, r, 200, "")
+	if got := fmt.Sprint(r.json(t)["counts"]); got != "map[events:4 identity_links:50002 sessions:2 user_profiles:1]" {
+		t.Fatalf("delete: got counts %s", got)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM identity_links`); n != 0 {
+		t.Fatalf("got %d links left, want 0", n)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM events`); n != 2 {
+		t.Fatalf("got %d events left, want z's 2", n)
+	}
+	mustStatus(t, h.q("GET", "/v1/sites/web/users/u1/timeline", tn.readKey, nil), 404, "user_not_found")
+}
+
+// rollups returns the rollup tables and the remaining events and sessions
+// as comparable text.
+func rollups(t *testing.T, h *harness) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for name, q := range map[string]string{
+		"daily_events":     `SELECT site_id, day, type, count FROM daily_events ORDER BY 1, 2, 3`,
+		"daily_sessions":   `SELECT site_id, day, sessions, duration_ms, events, bounces FROM daily_sessions ORDER BY 1, 2`,
+		"daily_dimensions": `SELECT site_id, day, dimension, value, count FROM daily_dimensions ORDER BY 1, 2, 3, 4`,
+		"events":           `SELECT id, anon_id, ts FROM events ORDER BY id`,
+		"sessions":         `SELECT anon_id, started_at, ended_at, event_count FROM sessions ORDER BY 1, 2`,
+	} {
+		rows, err := h.sqlDB().Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		var b strings.Builder
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintln(&b, vals...)
+		}
+		rows.Close()
+		out[name] = b.String()
+	}
+	return out
+}
+
+// Erasing a user with many events, devices and days (taken in many writer
+// jobs) leaves exactly what a server that never saw the user holds: the
+// same events, sessions and rollups, and no rollup row of the user's pages
+// or referrers at count 0.
+func TestGDPRErasureIsExact(t *testing.T) {
+	const subjectEvents = 1500 // six times eraseChunk
+	others := func(send func(batch []any)) {
+		var batch []any
+		for i := range 300 {
+			anon := fmt.Sprintf("other-%d", i%5)
+			batch = append(batch, ev("web", 100_000+i, map[string]any{"anon_id": anon, "type": []string{"pageview", "click"}[i%2],
+				"url": "https://a.test/home", "referrer": "https://search.test/q", "ts": day(1+i%10, 8+i%5, i%60).Format(time.RFC3339)}))
+		}
+		send(batch)
+	}
+	subject := func(send func(batch []any)) {
+		var batch []any
+		for i := range subjectEvents {
+			anon := fmt.Sprintf("dev-%d", i%7)
+			batch = append(batch, ev("web", i, map[string]any{"anon_id": anon, "user_id": "u-many", "type": []string{"pageview", "pageview", "signup"}[i%3],
+				"url": fmt.Sprintf("https://a.test/profile/u-many/%d?x=1", i%40), "referrer": "https://u-many-blog.test/post",
+				"ts": day(1+i%10, 6+(i/10)%12, i%60).Format(time.RFC3339)}))
+			if len(batch) == 500 {
+				send(batch)
+				batch = nil
+			}
+		}
+	}
+	sender := func(h *harness) func([]any) {
+		return func(batch []any) { intake(t, h.c("POST", "/v1/events", "web", batch, "User-Agent", chromeUA)) }
+	}
+	clean := newHarness(t)
+	clean.setupTenant("acme", "web")
+	others(sender(clean))
+
+	h := newHarness(t)
+	h.setupTenant("acme", "web")
+	subject(sender(h))
+	others(sender(h))
+	if _, err := h.sqlDB().Exec(`INSERT INTO dlq(id, site_id, payload, error, received_at, anon_id, user_id) VALUES
+		('q1', 'web', '{"user_id":"u-many"}', '[]', '2026-01-02T00:00:00.000Z', NULL, 'u-many'),
+		('q2', 'web', '{"anon_id":"dev-3"}', '[]', '2026-01-02T00:00:00.000Z', 'dev-3', NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	body := map[string]any{"subject": map[string]any{"user_id": "u-many"}}
+	export := gdpr(h, "export", testAdminToken, body)
+	mustStatus(t, export, 200, "")
+	counts := export.json(t)["counts"].(map[string]any)
+	if counts["events"] != float64(subjectEvents) || counts["identity_links"] != float64(7) || counts["dlq"] != float64(2) {
+		t.Fatalf("export: got counts %v, want 1500 events, 7 links, 2 DLQ rows", counts)
+	}
+	r := gdpr(h, "delete", testAdminToken, body)
+	mustStatus(t, r, 200, "")
+	delete(counts, "dlq")
+	if got, want := fmt.Sprint(r.json(t)["counts"]), fmt.Sprint(counts); got != want {
+		t.Fatalf("delete: got counts %s, want the export's %s", got, want)
+	}
+	got, want := rollups(t, h), rollups(t, clean)
+	for table := range want {
+		if got[table] != want[table] {
+			t.Errorf("%s after erasure:\n%s\nwant, as if never sent:\n%s", table, got[table], want[table])
+		}
+	}
+	for _, c := range dumpTables(t, h) {
+		if strings.Contains(c.value, "u-many") || strings.Contains(c.value, "dev-") {
+			t.Errorf("%s still holds %q", c.table, c.value)
+		}
+	}
+}
+
+// After an erasure the inspection feed (dev mode) holds no decision of the
+// subject: not of its anon ids, linked or not at the time, nor one whose
+// payload names it.
+func TestGDPRDeleteForgetsDecisions(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 100 })
+	h.setupTenant("acme", "web")
+	h.sendAt("web", 1, "p", "pageview", day(2, 10, 0), map[string]any{"user_id": "u1"})
+	h.sendAt("web", 2, "q", "pageview", day(2, 11, 0), nil)
+	h.sendAt("web", 3, "q", "identify", day(2, 11, 1), map[string]any{"user_id": "u1"})
+	h.sendAt("web", 4, "z", "pageview", day(2, 12, 0), nil)
+	h.sendAt("web", 5, "y", "pageview", day(2, 12, 0), nil)
+	mustStatus(t, h.c("POST", "/v1/events", "web", ev("web", 6, map[string]any{"anon_id": "r", "user_id": "u1", "type": "bad type"})), 400, "invalid_event")
+	if n := len(h.srv.Decisions(DebugFilter{})); n != 6 {
+		t.Fatalf("got %d decisions, want 6", n)
+	}
+	mustStatus(t, gdpr(h, "delete", testAdminToken, map[string]any{"subject": map[string]any{"user_id": "u1"}}), 200, "")
+	mustStatus(t, gdpr(h, "delete", testAdminToken, map[string]any{"subject": map[string]any{"anon_id": "y"}}), 200, "")
+	var left []string
+	for _, d := range h.srv.Decisions(DebugFilter{}) {
+		left = append(left, d.AnonID)
+	}
+	if fmt.Sprint(left) != "[z]" {
+		t.Fatalf("got decisions of %v left, want only z's", left)
+	}
+	h.sendAt("web", 7, "x", "pageview", day(2, 13, 0), nil)
+	if d := h.srv.Decisions(DebugFilter{}); len(d) != 2 || d[0].AnonID != "x" || d[1].AnonID != "z" {
+		t.Fatalf("after forgetting, got %v, want x then z", d)
 	}
 }

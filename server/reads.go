@@ -118,22 +118,21 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request, ps httprouter.
 	if err != nil {
 		return err
 	}
-	anonIDs, err := s.db.LinkedAnonIDs(r.Context(), site.ID, ps.ByName("userId"))
-	if err != nil {
-		return err
-	}
-	if len(anonIDs) == 0 {
-		return fault.Errorf(fault.UserNotFound, "no user with that id has been seen on this site")
-	}
-	events, next, err := s.db.Timeline(r.Context(), site.ID, anonIDs, limit, before)
+	events, next, err := s.db.Timeline(r.Context(), site.ID, ps.ByName("userId"), limit, before)
 	if err != nil {
 		return err
 	}
 	if events == nil {
 		events = []storage.TimelineEvent{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": events, "next_before": next})
+	writeJSON(w, http.StatusOK, timelineBody{Events: events, NextBefore: next})
 	return nil
+}
+
+// timelineBody is a page of a user's timeline.
+type timelineBody struct {
+	Events     []storage.TimelineEvent `json:"events"`
+	NextBefore *string                 `json:"next_before"`
 }
 
 // breakdown answers {dimension, rows: [{value, count}]}: pageviews in the

@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
+
+	"github.com/tally-analytics/tally/fault"
 )
 
 // DayCount is one day of a per-day series.
@@ -121,50 +122,53 @@ type TimelineEvent struct {
 	seq int64
 }
 
-// LinkedAnonIDs returns every anon id ever bound to user on site; none
-// means the user is unknown there.
-func (db *DB) LinkedAnonIDs(ctx context.Context, site, user string) ([]string, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT anon_id FROM identity_links WHERE site_id = ? AND user_id = ? ORDER BY anon_id`, site, user)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
-}
+// timelineColumns are an event's columns as the timeline shows them, from
+// events aliased e.
+const timelineColumns = `e.seq, e.id, e.type, e.url, e.ts, e.anon_id, e.referrer, e.country, e.city, e.browser, e.os, e.device_type`
 
-const timelineColumns = `SELECT seq, id, type, url, ts, anon_id, referrer, country, city, browser, os, device_type FROM events`
+// timelineEvents joins the user's links (?1 the site, ?2 the user) to their
+// anon ids' events; the caller appends conditions on e.
+// CROSS JOIN and INDEXED BY fix the plan: the user's links first, by the
+// (site_id, user_id) index, then each one's events. Left to itself, SQLite
+// walks every event of the site and looks each one's link up.
+const timelineEvents = `SELECT ` + timelineColumns + ` FROM identity_links l INDEXED BY identity_links_site_user CROSS JOIN events e
+	ON e.site_id = l.site_id AND e.anon_id = l.anon_id WHERE l.site_id = ?1 AND l.user_id = ?2`
 
-// Timeline returns a page of the events of anonIDs on site, newest first,
-// with ts strictly before before (no bound when before is zero). The page
-// holds limit events, or more when the events after the limit-th share its
-// ts: a page never ends inside a group of equal timestamps, so the ts
-// cursor neither skips nor repeats an event. next is that last ts when
-// more events exist.
-func (db *DB) Timeline(ctx context.Context, site string, anonIDs []string, limit int, before time.Time) ([]TimelineEvent, *string, error) {
+// Timeline returns a page of the events of every anon id ever linked to
+// user on site, newest first, with ts strictly before before (no bound when
+// before is zero). The page holds limit events, or more when the events
+// after the limit-th share its ts: a page never ends inside a group of
+// equal timestamps, so the ts cursor neither skips nor repeats an event.
+// next is that last ts when more events exist. It reads one snapshot, and
+// joins through identity_links rather than listing the anon ids as
+// parameters, so a user linked to any number of anon ids is served. A user
+// without links gives a user_not_found error.
+func (db *DB) Timeline(ctx context.Context, site, user string, limit int, before time.Time) ([]TimelineEvent, *string, error) {
 	bound := "9999-12-31T23:59:59.999Z"
 	if !before.IsZero() {
 		bound = FormatTime(ceilMillisecond(before))
 	}
-	// One index range per anon id, each already newest first, merged here:
-	// cheaper than letting SQLite sort the union of a long history.
-	var merged []TimelineEvent
-	for _, anon := range anonIDs {
-		page, err := db.timelineQuery(ctx, timelineColumns+` WHERE site_id = ? AND anon_id = ? AND ts < ? ORDER BY ts DESC, seq DESC LIMIT ?`,
-			site, anon, bound, limit+1)
-		if err != nil {
-			return nil, nil, err
-		}
-		merged = append(merged, page...)
+	tx, err := db.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, nil, err
 	}
-	sortTimeline(merged)
+	defer tx.Rollback()
+	var known int
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM identity_links WHERE site_id = ? AND user_id = ?)`, site, user).Scan(&known); err != nil {
+		return nil, nil, err
+	}
+	if known == 0 {
+		return nil, nil, fault.Errorf(fault.UserNotFound, "no user with that id has been seen on this site")
+	}
+	// The newest limit+1 events of each anon id, each one backward walk of
+	// the (site_id, anon_id, ts) index, merged and cut by SQLite: cheaper
+	// than sorting the union of a long history.
+	merged, err := timelineQuery(ctx, tx, `SELECT `+timelineColumns+` FROM identity_links l INDEXED BY identity_links_site_user CROSS JOIN events e
+		ON e.seq IN (SELECT seq FROM events WHERE site_id = l.site_id AND anon_id = l.anon_id AND ts < ?3 ORDER BY ts DESC, seq DESC LIMIT ?4)
+		WHERE l.site_id = ?1 AND l.user_id = ?2 ORDER BY e.ts DESC, e.seq DESC LIMIT ?4`, site, user, bound, limit+1)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(merged) <= limit {
 		return merged, nil, nil
 	}
@@ -175,25 +179,15 @@ func (db *DB) Timeline(ctx context.Context, site string, anonIDs []string, limit
 			page = append(page, e)
 		}
 	}
-	var tied []TimelineEvent
-	for _, anon := range anonIDs {
-		rows, err := db.timelineQuery(ctx, timelineColumns+` WHERE site_id = ? AND anon_id = ? AND ts = ?`, site, anon, edge)
-		if err != nil {
-			return nil, nil, err
-		}
-		tied = append(tied, rows...)
+	tied, err := timelineQuery(ctx, tx, timelineEvents+` AND e.ts = ?3`, site, user, edge)
+	if err != nil {
+		return nil, nil, err
 	}
 	sortTimeline(tied)
 	page = append(page, tied...)
 	// More events exist when anything older than the edge remains.
-	args := []any{site}
-	for _, a := range anonIDs {
-		args = append(args, a)
-	}
 	var more int
-	err := db.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE site_id = ? AND anon_id IN (`+
-		placeholders(len(anonIDs))+`) AND ts < ?)`, append(args, edge)...).Scan(&more)
-	if err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (`+timelineEvents+` AND e.ts < ?3)`, site, user, edge).Scan(&more); err != nil {
 		return nil, nil, err
 	}
 	if more == 0 {
@@ -211,8 +205,8 @@ func sortTimeline(list []TimelineEvent) {
 	})
 }
 
-func (db *DB) timelineQuery(ctx context.Context, query string, args ...any) ([]TimelineEvent, error) {
-	rows, err := db.read.QueryContext(ctx, query, args...)
+func timelineQuery(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]TimelineEvent, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -226,11 +220,6 @@ func (db *DB) timelineQuery(ctx context.Context, query string, args ...any) ([]T
 		list = append(list, e)
 	}
 	return list, rows.Err()
-}
-
-// placeholders returns "?, ?, ?" for n arguments.
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
 // scanRows reads every row of rows into maps of column name to value, for

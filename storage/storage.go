@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
@@ -82,6 +83,10 @@ type DB struct {
 	latest             latestSessions
 	salts              saltCache
 	tenants
+
+	// eraseJobs counts the writer jobs erasures ran, so tests can tell a
+	// whole erasure from a chunked one.
+	eraseJobs atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error

@@ -1,0 +1,595 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// eraseChunk bounds the rows one writer job of an erasure deletes (events,
+// sessions, DLQ rows, links and profiles), so that intake runs between the
+// jobs; like siteDeleteChunk, a few milliseconds of the writer.
+const eraseChunk = 250
+
+// eraseSweepChunk is how many rowids of events, sessions and DLQ one sweep
+// job scans for rows the subject sent while the erasure ran.
+const eraseSweepChunk = 2000
+
+// erasePhase is where an erasure stands.
+type erasePhase int
+
+const (
+	// phaseWalk empties the subject's anon ids one by one: events,
+	// sessions and DLQ rows.
+	phaseWalk erasePhase = iota
+	// phaseSweep scans the rows written since the erasure began, for
+	// those of anon ids the walk had already passed.
+	phaseSweep
+	// phaseLinks deletes the links (and, for an anon id, the profiles of
+	// the users linked to it) and the DLQ rows tagged with the user.
+	phaseLinks
+)
+
+// eraser is one erasure in progress. Its jobs run one after another on the
+// writer goroutine, so its fields need no lock.
+type eraser struct {
+	db     *DB
+	site   string
+	s      Subject
+	phase  erasePhase
+	counts SubjectCounts
+
+	linkCursor int64 // rowid of the last link emptied (user subjects)
+
+	// Rows written after the erasure began have rowids above these floors
+	// (the lowest table maximum seen after any of its jobs), and the sweep
+	// has scanned up to them.
+	floors [3]int64
+}
+
+// sweepTables are scanned by the sweep, with the floors index of each.
+var sweepTables = [3]struct{ table, rowid string }{{"events", "seq"}, {"sessions", "id"}, {"dlq", "rowid"}}
+
+// EraseSubject hard-deletes the subject's rows of events, sessions,
+// user_profiles and identity_links, and the DLQ rows tagged with the
+// subject, and subtracts the erased events and sessions from the daily
+// rollups (deleting the rollup rows that reach zero), so counts stay exact.
+//
+// A subject with at most eraseWholeRows rows and eraseChunk links (nearly
+// every one) is erased in one transaction with its audit row, as SPEC
+// says: no reader sees it half gone. A larger one is erased as a series of
+// writer jobs of at most eraseChunk rows each, a few milliseconds apiece
+// with a rest as long after each, so that a subject with a million events
+// cannot hold the writer for seconds:
+// first the subject's anon ids one by one (events, sessions, DLQ rows),
+// then a sweep of the rows written meanwhile, then the links, and last one
+// job that deletes what is left (the profile, the remaining links and
+// anything sent since) and writes the gdpr.delete audit row with the total
+// counts. Links go last, so an erasure cut short (crash, shutdown, failed
+// job) leaves a subject that still resolves and a repeat finishes it; that
+// repeat's counts and audit row cover only what it deleted itself. It runs
+// to the end even if ctx is cancelled. A repeat on a purged subject finds
+// nothing and returns zero counts.
+func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subject) (SubjectCounts, error) {
+	ctx = context.WithoutCancel(ctx)
+	e := &eraser{db: db, site: site.ID, s: s, floors: [3]int64{-1, -1, -1}}
+	audit := func(tx *Tx) error {
+		return db.audit(tx, site.WorkspaceID, actor, "gdpr.delete", site.ID, map[string]any{
+			"subject_kind": s.kind(), "subject_hash": s.Hash(), "counts": e.counts})
+	}
+	var whole bool
+	err := db.writer.Do(ctx, func(tx *Tx) error {
+		db.eraseJobs.Add(1)
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
+		var err error
+		if whole, err = e.small(tx); err != nil || !whole {
+			return err
+		}
+		if err := e.all(tx); err != nil {
+			return err
+		}
+		return audit(tx)
+	})
+	if err != nil {
+		e.counts = SubjectCounts{} // rolled back
+		return SubjectCounts{}, err
+	}
+	if whole {
+		return e.counts, nil
+	}
+	for done := false; !done; {
+		var held time.Duration
+		err := db.writer.Do(ctx, func(tx *Tx) error {
+			db.eraseJobs.Add(1)
+			if err := db.checkSite(site); err != nil {
+				return err
+			}
+			start := time.Now()
+			var err error
+			done, err = e.step(tx)
+			held = time.Since(start)
+			return err
+		})
+		if err != nil {
+			return SubjectCounts{}, err
+		}
+		// Rest as long as the job held the writer: the erasure takes at
+		// most half of the writer's time, and half as many WAL frames wait
+		// for each checkpoint. With 300,000 events this took the p99 of
+		// another site's single events during the erasure from 21-37 ms
+		// to 10-12 ms, for an erasure of 9 s instead of 5.
+		time.Sleep(held)
+	}
+	err = db.writer.Do(ctx, func(tx *Tx) error {
+		db.eraseJobs.Add(1)
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
+		if err := e.finish(tx); err != nil {
+			return err
+		}
+		return audit(tx)
+	})
+	if err != nil {
+		return SubjectCounts{}, err
+	}
+	return e.counts, nil
+}
+
+// eraseWholeRows is the most events, sessions and DLQ rows a subject may
+// have to be erased in one transaction: a few milliseconds of the writer,
+// like a site delete's chunk.
+const eraseWholeRows = 1000
+
+// small reports whether the subject has at most eraseChunk links and
+// eraseWholeRows rows of events, sessions and DLQ. Every count stops at
+// its bound, so asking costs little however large the subject is.
+func (e *eraser) small(tx *Tx) (bool, error) {
+	var links int
+	q := `SELECT COUNT(*) FROM (SELECT 1 FROM identity_links WHERE ` + e.s.linkWhere() + ` LIMIT ?3)`
+	if err := tx.QueryRow(q, e.site, e.s.id(), eraseChunk+1).Scan(&links); err != nil {
+		return false, err
+	}
+	if links > eraseChunk {
+		return false, nil
+	}
+	var rows int
+	q = `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE ` + e.s.visitorWhere() + ` LIMIT ?3))
+		+ (SELECT COUNT(*) FROM (SELECT 1 FROM sessions WHERE ` + e.s.visitorWhere() + ` LIMIT ?3))
+		+ (SELECT COUNT(*) FROM (SELECT 1 FROM dlq WHERE ` + e.s.dlqWhere() + ` LIMIT ?3))`
+	if err := tx.QueryRow(q, e.site, e.s.id(), eraseWholeRows+1).Scan(&rows); err != nil {
+		return false, err
+	}
+	return rows <= eraseWholeRows, nil
+}
+
+// all erases a small subject whole, in the caller's transaction.
+func (e *eraser) all(tx *Tx) error {
+	n, err := eraseEvents(tx, "events", e.s.visitorWhere(), e.site, e.s.id())
+	if err != nil {
+		return err
+	}
+	e.counts.Events += n
+	if n, err = eraseSessions(tx, "sessions", e.s.visitorWhere(), e.site, e.s.id()); err != nil {
+		return err
+	}
+	e.counts.Sessions += n
+	// Nothing was written meanwhile: finish's sweep has nothing to scan.
+	if err := e.lowerFloors(tx); err != nil {
+		return err
+	}
+	return e.finish(tx)
+}
+
+// step runs one bounded job of the erasure and reports whether only the
+// last job is left.
+func (e *eraser) step(tx *Tx) (done bool, err error) {
+	switch e.phase {
+	case phaseWalk:
+		err = e.walk(tx)
+	case phaseSweep:
+		var caughtUp bool
+		caughtUp, err = e.sweep(tx, eraseSweepChunk)
+		if err == nil && caughtUp {
+			e.phase = phaseLinks
+		}
+	case phaseLinks:
+		done, err = e.links(tx)
+	}
+	if err != nil {
+		return false, err
+	}
+	return done, e.lowerFloors(tx)
+}
+
+// lowerFloors records the tables' highest rowids after a job. SQLite gives
+// a new row the highest rowid plus one, so anything written later lands
+// above the lowest of these, even where the erasure deleted the top rows
+// (the sweep then scans a few emptied rowids again).
+func (e *eraser) lowerFloors(tx *Tx) error {
+	for i, t := range sweepTables {
+		var top int64
+		if err := tx.QueryRow(`SELECT COALESCE(MAX(` + t.rowid + `), 0) FROM ` + t.table).Scan(&top); err != nil {
+			return err
+		}
+		if e.floors[i] < 0 || top < e.floors[i] {
+			e.floors[i] = top
+		}
+	}
+	return nil
+}
+
+// eraseWalkLinks is how many of a user's links one walk job reads, each
+// with a check of whether its anon id still has rows: an index lookup per
+// table, so that anon ids with nothing left (say, thousands forged by
+// someone who knows the site id) cost little.
+const eraseWalkLinks = 1000
+
+// walk empties anon ids of the subject until eraseChunk rows are spent.
+// A user's anon ids are walked in the rowid order of their links, which
+// the (site_id, user_id) index gives without sorting; links added while the
+// walk runs come after the cursor and are walked too.
+func (e *eraser) walk(tx *Tx) error {
+	if e.s.UserID == "" {
+		n, err := e.eraseAnon(tx, e.s.AnonID, eraseChunk)
+		if err == nil && n < eraseChunk {
+			// No sweep: the last job erases by the anon id whatever it
+			// sent meanwhile.
+			e.phase = phaseLinks
+		}
+		return err
+	}
+	type link struct {
+		rowid int64
+		anon  string
+		used  bool
+	}
+	rows, err := tx.Query(`SELECT rowid, anon_id,
+		EXISTS (SELECT 1 FROM events WHERE site_id = ?1 AND anon_id = l.anon_id)
+		OR EXISTS (SELECT 1 FROM sessions WHERE site_id = ?1 AND anon_id = l.anon_id)
+		OR EXISTS (SELECT 1 FROM dlq WHERE site_id = ?1 AND anon_id = l.anon_id)
+		FROM identity_links l INDEXED BY identity_links_site_user WHERE site_id = ?1 AND user_id = ?2 AND rowid > ?3 ORDER BY rowid LIMIT ?4`,
+		e.site, e.s.UserID, e.linkCursor, eraseWalkLinks)
+	if err != nil {
+		return err
+	}
+	var links []link
+	for rows.Next() {
+		var l link
+		if err := rows.Scan(&l.rowid, &l.anon, &l.used); err != nil {
+			rows.Close()
+			return err
+		}
+		links = append(links, l)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	budget := int64(eraseChunk)
+	for _, l := range links {
+		if l.used {
+			n, err := e.eraseAnon(tx, l.anon, budget)
+			if err != nil {
+				return err
+			}
+			if budget -= n; budget == 0 {
+				return nil // the next job starts again at this anon id
+			}
+		}
+		e.linkCursor = l.rowid
+	}
+	if len(links) < eraseWalkLinks {
+		e.phase = phaseSweep
+	}
+	return nil
+}
+
+// eraseAnon deletes up to limit of the anon id's events, sessions and DLQ
+// rows (all of them when limit is negative) and returns how many went.
+func (e *eraser) eraseAnon(tx *Tx, anon string, limit int64) (int64, error) {
+	var total int64
+	for _, t := range []struct {
+		table, rowid string
+		erase        func(*Tx, string, string, ...any) (int64, error)
+		count        *int64
+	}{
+		{"events", "seq", eraseEvents, &e.counts.Events},
+		{"sessions", "id", eraseSessions, &e.counts.Sessions},
+		{"dlq", "rowid", deleteRows, new(int64)},
+	} {
+		where, args := `site_id = ?1 AND anon_id = ?2`, []any{e.site, anon}
+		if limit >= 0 {
+			if total >= limit {
+				break
+			}
+			where = t.rowid + ` IN (SELECT ` + t.rowid + ` FROM ` + t.table + ` WHERE site_id = ?1 AND anon_id = ?2 LIMIT ?3)`
+			args = append(args, limit-total)
+		}
+		n, err := t.erase(tx, t.table, where, args...)
+		if err != nil {
+			return 0, err
+		}
+		*t.count += n
+		total += n
+	}
+	return total, nil
+}
+
+// sweepMatch matches a row of table belonging to the subject, by its own
+// columns and the links still present.
+func (e *eraser) sweepMatch(table string) string {
+	if e.s.UserID == "" {
+		return `anon_id = ?2`
+	}
+	linked := `EXISTS (SELECT 1 FROM identity_links l WHERE l.site_id = ?1 AND l.anon_id = ` + table + `.anon_id AND l.user_id = ?2)`
+	if table == "dlq" {
+		return `(user_id = ?2 OR ` + linked + `)`
+	}
+	return linked
+}
+
+// sweep scans up to chunk rowids of each table above its floor (all of
+// them when chunk is negative) and erases the subject's rows among them:
+// those sent to anon ids the walk had already passed. It reports whether
+// it reached the end of every table.
+func (e *eraser) sweep(tx *Tx, chunk int64) (caughtUp bool, err error) {
+	caughtUp = true
+	for i, t := range sweepTables {
+		var top int64
+		if err := tx.QueryRow(`SELECT COALESCE(MAX(` + t.rowid + `), 0) FROM ` + t.table).Scan(&top); err != nil {
+			return false, err
+		}
+		hi := top
+		if chunk >= 0 && e.floors[i]+chunk < top {
+			hi, caughtUp = e.floors[i]+chunk, false
+		}
+		if hi <= e.floors[i] {
+			continue
+		}
+		// +site_id keeps SQLite on the rowid range rather than the
+		// site's index, which would walk all of the site's rows.
+		where := t.rowid + ` > ?3 AND ` + t.rowid + ` <= ?4 AND +site_id = ?1 AND ` + e.sweepMatch(t.table)
+		erase, count := deleteRows, new(int64)
+		switch t.table {
+		case "events":
+			erase, count = eraseEvents, &e.counts.Events
+		case "sessions":
+			erase, count = eraseSessions, &e.counts.Sessions
+		}
+		n, err := erase(tx, t.table, where, e.site, e.s.id(), e.floors[i], hi)
+		if err != nil {
+			return false, err
+		}
+		*count += n
+		e.floors[i] = hi
+	}
+	return caughtUp, nil
+}
+
+// links deletes up to eraseChunk of the subject's links, with, for an anon
+// id, the profiles of the users they link, and the DLQ rows tagged with a
+// user subject. It reports whether none are left.
+func (e *eraser) links(tx *Tx) (done bool, err error) {
+	if e.s.UserID != "" {
+		n, err := deleteRows(tx, "dlq", `rowid IN (SELECT rowid FROM dlq WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`, e.site, e.s.UserID, eraseChunk)
+		if err != nil || n == eraseChunk {
+			return false, err
+		}
+		n, err = deleteRows(tx, "identity_links", `rowid IN (SELECT rowid FROM identity_links WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`,
+			e.site, e.s.UserID, eraseChunk)
+		e.counts.IdentityLinks += n
+		return n < eraseChunk, err
+	}
+	rows, err := tx.Query(`SELECT user_id FROM identity_links WHERE site_id = ? AND anon_id = ? LIMIT ?`, e.site, e.s.AnonID, eraseChunk)
+	if err != nil {
+		return false, err
+	}
+	var users []string
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			rows.Close()
+			return false, err
+		}
+		users = append(users, u)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	for _, u := range users {
+		n, err := deleteRows(tx, "user_profiles", `site_id = ?1 AND user_id = ?2`, e.site, u)
+		if err != nil {
+			return false, err
+		}
+		e.counts.UserProfiles += n
+		n, err = deleteRows(tx, "identity_links", `site_id = ?1 AND anon_id = ?2 AND user_id = ?3`, e.site, e.s.AnonID, u)
+		if err != nil {
+			return false, err
+		}
+		e.counts.IdentityLinks += n
+	}
+	return len(users) < eraseChunk, nil
+}
+
+// finish is the erasure's last job: whatever the subject sent since the
+// previous jobs, then the profile, the remaining links and DLQ rows. Each
+// is at most a few rows, unless the subject keeps writing faster than the
+// erasure advances.
+func (e *eraser) finish(tx *Tx) error {
+	if e.s.AnonID != "" {
+		if _, err := e.eraseAnon(tx, e.s.AnonID, -1); err != nil {
+			return err
+		}
+	} else if _, err := e.sweep(tx, -1); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		table, where string
+		n            *int64
+	}{
+		{"dlq", e.s.dlqWhere(), new(int64)},
+		{"user_profiles", e.s.profileWhere(), &e.counts.UserProfiles},
+		{"identity_links", e.s.linkWhere(), &e.counts.IdentityLinks},
+	} {
+		n, err := deleteRows(tx, d.table, d.where, e.site, e.s.id())
+		if err != nil {
+			return err
+		}
+		*d.n += n
+	}
+	return nil
+}
+
+// deleteRows deletes the rows of table matched by where.
+func deleteRows(tx *Tx, table, where string, args ...any) (int64, error) {
+	res, err := tx.Exec(`DELETE FROM `+table+` WHERE `+where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("erase %s: %w", table, err)
+	}
+	return res.RowsAffected()
+}
+
+// eraseEvents deletes the events matched by where and subtracts them from
+// daily_events and daily_dimensions, deleting the rollup rows that reach
+// zero: an erased page's path or referrer host must not stay behind at
+// count 0.
+func eraseEvents(tx *Tx, table, where string, args ...any) (int64, error) {
+	rows, err := tx.Query(`DELETE FROM events WHERE `+where+` RETURNING site_id, substr(ts, 1, 10), type, url, referrer,
+		COALESCE(country, ''), COALESCE(browser, ''), COALESCE(os, ''), COALESCE(device_type, '')`, args...)
+	if err != nil {
+		return 0, fmt.Errorf("erase events: %w", err)
+	}
+	days := map[dayKey]int64{}
+	dims := map[dimKey]int64{}
+	var n int64
+	for rows.Next() {
+		var site, day, typ, country, browser, os, device string
+		var u, ref *string
+		if err := rows.Scan(&site, &day, &typ, &u, &ref, &country, &browser, &os, &device); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		n++
+		days[dayKey{site, day, typ}]++
+		if typ == "pageview" {
+			for d, v := range dimensionValues(u, ref, country, browser, os, device) {
+				dims[dimKey{site, day, Dimensions[d], v}]++
+			}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("erase events: %w", err)
+	}
+	// Prepared once: a chunk of pageviews can touch hundreds of rows.
+	for _, r := range []struct {
+		update, drop string
+		keys         [][]any
+	}{
+		{`UPDATE daily_events SET count = MAX(count - ?4, 0) WHERE site_id = ?1 AND day = ?2 AND type = ?3`,
+			`DELETE FROM daily_events WHERE site_id = ?1 AND day = ?2 AND type = ?3 AND count = 0`, dayKeys(days)},
+		{`UPDATE daily_dimensions SET count = MAX(count - ?5, 0) WHERE site_id = ?1 AND day = ?2 AND dimension = ?3 AND value = ?4`,
+			`DELETE FROM daily_dimensions WHERE site_id = ?1 AND day = ?2 AND dimension = ?3 AND value = ?4 AND count = 0`, dimKeys(dims)},
+	} {
+		if err := unroll(tx, r.update, r.drop, r.keys); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+func dayKeys(m map[dayKey]int64) [][]any {
+	out := make([][]any, 0, len(m))
+	for k, n := range m {
+		out = append(out, []any{k.site, k.day, k.typ, n})
+	}
+	return out
+}
+
+func dimKeys(m map[dimKey]int64) [][]any {
+	out := make([][]any, 0, len(m))
+	for k, n := range m {
+		out = append(out, []any{k.site, k.day, k.dim, k.value, n})
+	}
+	return out
+}
+
+// unroll runs update with each of rows (the rollup key, then the count to
+// subtract), and drop with its key, which deletes the row if it reached 0.
+func unroll(tx *Tx, update, drop string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	up, err := tx.Prepare(update)
+	if err != nil {
+		return err
+	}
+	defer up.Close()
+	del, err := tx.Prepare(drop)
+	if err != nil {
+		return err
+	}
+	defer del.Close()
+	for _, r := range rows {
+		if _, err := up.Exec(r...); err != nil {
+			return fmt.Errorf("unroll: %w", err)
+		}
+		if _, err := del.Exec(r[:len(r)-1]...); err != nil {
+			return fmt.Errorf("unroll: %w", err)
+		}
+	}
+	return nil
+}
+
+// eraseSessions deletes the sessions matched by where and subtracts them
+// from daily_sessions, deleting a day's row when no session is left in it.
+func eraseSessions(tx *Tx, table, where string, args ...any) (int64, error) {
+	rows, err := tx.Query(`DELETE FROM sessions WHERE `+where+` RETURNING site_id, started_at, ended_at, event_count`, args...)
+	if err != nil {
+		return 0, fmt.Errorf("erase sessions: %w", err)
+	}
+	deltas := map[[2]string]*sessionDelta{}
+	var n int64
+	for rows.Next() {
+		var site, start, end string
+		var count int64
+		if err := rows.Scan(&site, &start, &end, &count); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		n++
+		s, _ := time.Parse(TimeLayout, start)
+		en, _ := time.Parse(TimeLayout, end)
+		key := [2]string{site, start[:min(len(start), 10)]}
+		d := deltas[key]
+		if d == nil {
+			d = &sessionDelta{}
+			deltas[key] = d
+		}
+		d.sessions++
+		d.durationMS += en.Sub(s).Milliseconds()
+		d.events += count
+		if count == 1 {
+			d.bounces++
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("erase sessions: %w", err)
+	}
+	for k, d := range deltas {
+		if _, err := tx.Exec(`UPDATE daily_sessions SET sessions = sessions - ?, duration_ms = duration_ms - ?,
+			events = events - ?, bounces = bounces - ? WHERE site_id = ? AND day = ?`,
+			d.sessions, d.durationMS, d.events, d.bounces, k[0], k[1]); err != nil {
+			return 0, err
+		}
+		if _, err := tx.Exec(`DELETE FROM daily_sessions WHERE site_id = ? AND day = ? AND sessions <= 0`, k[0], k[1]); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
