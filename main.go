@@ -83,6 +83,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		Locator:       locator,
 		Logger:        log,
 		DebugFeedSize: cfg.DebugFeedSize,
+		DebugAnyHost:  cfg.DevAllowRemote,
 
 		SourcemapUploadsPerMinute: cfg.SourcemapUploadRate,
 		SourcemapMaxFiles:         cfg.SourcemapMaxFiles,

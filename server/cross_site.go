@@ -2,7 +2,10 @@ package server
 
 import (
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 
 	"github.com/tally-analytics/tally/fault"
 )
@@ -26,4 +29,29 @@ func refuseCrossSite(r *http.Request) error {
 		return fault.Errorf(fault.UnsupportedMedia, "send Content-Type: application/json (a cross-site form cannot), e.g. curl -X POST -H 'Content-Type: application/json' %s", r.URL.Path)
 	}
 	return nil
+}
+
+// refuseForeignHost guards the dev endpoints, which take no credential,
+// against DNS rebinding: a page of evil.example whose name is made to
+// resolve to 127.0.0.1 is same-origin to the browser, Origin and Host
+// agree, and it could read the feed's payloads or wipe the data. Its
+// requests still carry Host: evil.example, so unless anyHost is set
+// (DEV_ALLOW_REMOTE), only requests addressed to localhost or a loopback
+// address are served.
+func refuseForeignHost(r *http.Request, anyHost bool) error {
+	if anyHost {
+		return nil
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
+		return nil
+	}
+	return fault.Errorf(fault.Forbidden, "the debug endpoints answer only requests addressed to localhost or a loopback address (set DEV_ALLOW_REMOTE to serve other host names)")
 }

@@ -85,3 +85,43 @@ func TestDebugResetMessageShowsTheWay(t *testing.T) {
 		t.Fatalf("got %s, want the message to name Content-Type: application/json", r.body)
 	}
 }
+
+// The dev endpoints serve only requests addressed to a loopback host, so a
+// page whose name was rebound to 127.0.0.1 (same-origin to the browser)
+// can neither read the feed nor wipe the data; DEV_ALLOW_REMOTE lifts it.
+func TestDebugEndpointsRefuseForeignHosts(t *testing.T) {
+	for _, tt := range []struct {
+		host    string
+		anyHost bool
+		want    int
+	}{
+		{"evil.example", false, 403},
+		{"evil.example:8081", false, 403},
+		{"127.0.0.1.nip.io", false, 403},
+		{"localhost:8081", false, 200},
+		{"127.0.0.2", false, 200},
+		{"[::1]:8081", false, 200},
+		{"evil.example", true, 200},
+	} {
+		t.Run(tt.host, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.DebugFeedSize = 10; c.DebugAnyHost = tt.anyHost })
+			h.setupTenant("acme", "web")
+			intake(t, h.c("POST", "/v1/events", "web", ev("web", 1, nil), "User-Agent", chromeUA))
+			for _, r := range []response{
+				h.q("GET", "/v1/debug/decisions", "", nil, "Host", tt.host),
+				h.q("POST", "/v1/debug/reset", "", "{}", "Host", tt.host, "Origin", "http://"+tt.host),
+			} {
+				if r.status != tt.want {
+					t.Fatalf("got %d %s, want %d", r.status, r.body, tt.want)
+				}
+			}
+			wantEvents := 0
+			if tt.want == 403 {
+				wantEvents = 1
+			}
+			if got := h.count(`SELECT COUNT(*) FROM events`); got != wantEvents {
+				t.Fatalf("got %d events, want %d", got, wantEvents)
+			}
+		})
+	}
+}

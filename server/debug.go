@@ -289,14 +289,22 @@ func (s *Server) Reset(r *http.Request) (map[string]int64, error) {
 //
 // GET /v1/debug/decisions
 func (s *Server) listDecisions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	if err := refuseForeignHost(r, s.cfg.DebugAnyHost); err != nil {
+		return err
+	}
 	limit, err := limitParam(r, 100, max(len(s.feed.ring), 1))
 	if err != nil {
 		return err
 	}
 	q := r.URL.Query()
 	list := s.feed.list(DebugFilter{SiteID: q.Get("site_id"), Type: q.Get("type"), Outcome: q.Get("outcome"), AnonID: q.Get("anon_id"), Limit: limit})
-	writeJSON(w, http.StatusOK, map[string]any{"decisions": list})
+	writeJSON(w, http.StatusOK, decisionsAnswer{Decisions: list})
 	return nil
+}
+
+// decisionsAnswer is the body of the decisions list, newest first.
+type decisionsAnswer struct {
+	Decisions []DebugEvent `json:"decisions"`
 }
 
 // resetAnswer is the body of a reset: the rows deleted, by table.
@@ -311,6 +319,9 @@ type resetAnswer struct {
 //
 // POST /v1/debug/reset
 func (s *Server) reset(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	if err := refuseForeignHost(r, s.cfg.DebugAnyHost); err != nil {
+		return err
+	}
 	if err := refuseCrossSite(r); err != nil {
 		return err
 	}

@@ -59,6 +59,10 @@ type Config struct {
 	// DebugFeedSize, when positive, turns on the inspection feed (dev mode)
 	// with room for that many decisions, and the /v1/debug/ endpoints.
 	DebugFeedSize int
+	// DebugAnyHost lets the /v1/debug/ endpoints answer requests addressed
+	// to any host name; otherwise only to localhost or a loopback address
+	// (dev mode with DEV_ALLOW_REMOTE sets it).
+	DebugAnyHost bool
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
