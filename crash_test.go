@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-analytics/tally/storage"
 	_ "modernc.org/sqlite"
 )
 
@@ -95,7 +96,7 @@ func TestSIGKILLLosesNoAcknowledgedEvent(t *testing.T) {
 	p2.cmd.Process.Signal(interruptSignal)
 	p2.cmd.Wait()
 
-	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
+	db, err := sql.Open("sqlite", storage.FileURI(dbPath)+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}

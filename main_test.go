@@ -235,7 +235,7 @@ func TestMigrationFailureExitsNonZero(t *testing.T) {
 	db.Close()
 	// Forget migration 4 but keep its table: applying it again fails at its
 	// first statement, as a broken release's migration would.
-	op, err := sql.Open("sqlite", "file:"+path)
+	op, err := sql.Open("sqlite", storage.FileURI(path))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -255,7 +255,7 @@ func (h *harness) sqlDB() *sql.DB {
 	if h.op != nil {
 		return h.op
 	}
-	db, err := sql.Open("sqlite", "file:"+h.path+"?_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", storage.FileURI(h.path)+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		h.t.Fatal(err)
 	}

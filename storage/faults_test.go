@@ -89,7 +89,7 @@ func migrateOnly(t *testing.T, path string, files fs.FS) error {
 // schemaState reads the newest recorded migration and whether table exists.
 func schemaState(t *testing.T, path, table string) (version int, exists bool) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	db, err := sql.Open("sqlite", FileURI(path)+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -200,7 +200,7 @@ func dsns(path string, durability Durability) (write, read string, err error) {
 		}
 	}
 	// synchronous follows DURABILITY: see Durability for what each survives.
-	base := "file:" + path + "?" + common + "&_pragma=journal_mode(WAL)&_pragma=synchronous(" + synchronous + ")"
+	base := FileURI(path) + "?" + common + "&_pragma=journal_mode(WAL)&_pragma=synchronous(" + synchronous + ")"
 	// _txlock=immediate takes the write lock at BEGIN, so the writer never
 	// upgrades a read transaction and hits SQLITE_BUSY mid-transaction.
 	//
@@ -212,6 +212,15 @@ func dsns(path string, durability Durability) (write, read string, err error) {
 	// linger in free pages of the file.
 	return base + "&_pragma=cache_size(-65536)&_pragma=temp_store(2)&_pragma=secure_delete(1)&_pragma=wal_autocheckpoint(0)&_txlock=immediate",
 		base + "&_pragma=query_only(1)", nil
+}
+
+// FileURI is the SQLite URI of the database file at path, for
+// database/sql's "sqlite" driver (parameters may follow after a '?').
+// SQLite reads the name as a URI, where '#' would end the path and '?'
+// start the parameters: unescaped, a file named "a#b.db" would silently
+// be "a".
+func FileURI(path string) string {
+	return "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 }
 
 // walRestartFrames is the WAL length (in frames of one 4 KiB page) past

@@ -398,3 +398,29 @@ func TestIngestRefusesADeletedSite(t *testing.T) {
 		t.Fatalf("got %d rows of the deleted site (%v), want 0", n, err)
 	}
 }
+
+// A database path may hold the characters a URI gives meaning to: each
+// path opens its own file, named exactly so.
+func TestDatabasePathWithURICharacters(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a#b.db", "a?mode=ro.db", "a%41.db", "a.db"} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, name)
+			db := openTest(t, path)
+			withSites(t, db, "s-"+strings.NewReplacer("#", "", "?", "", "=", "", "%", "", ".", "").Replace(name))
+			if _, err := os.Stat(path); err != nil {
+				t.Fatalf("got %v, want the database at %s", err, path)
+			}
+		})
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), "-wal") && !strings.HasSuffix(e.Name(), "-shm") {
+			names = append(names, e.Name())
+		}
+	}
+	if got, want := strings.Join(names, ","), "a#b.db,a%41.db,a.db,a?mode=ro.db"; got != want {
+		t.Fatalf("got files %s, want %s", got, want)
+	}
+}
