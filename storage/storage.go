@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
@@ -69,7 +70,10 @@ type DB struct {
 	ckptStop, ckptDone chan struct{}
 	quota              quotaBook
 	latest             latestSessions
-	salts              saltCache
+	// sessionRowsRead counts the sessions rows intake has read, so that
+	// tests can see the writer's reads stay bounded without timing them.
+	sessionRowsRead atomic.Int64
+	salts           saltCache
 	tenants
 
 	closeOnce sync.Once
