@@ -73,7 +73,13 @@ func serveBench(b *testing.B, h http.Handler) *benchTarget {
 // site "bench" and the example plan.
 func startCollector(b *testing.B) (*benchTarget, *storage.DB) {
 	b.Helper()
-	db, err := storage.Open(context.Background(), storage.Options{Path: filepath.Join(b.TempDir(), "bench.db")})
+	return startCollectorAt(b, filepath.Join(b.TempDir(), "bench.db"))
+}
+
+// startCollectorAt is startCollector on the database file at path.
+func startCollectorAt(b *testing.B, path string) (*benchTarget, *storage.DB) {
+	b.Helper()
+	db, err := storage.Open(context.Background(), storage.Options{Path: path})
 	if err != nil {
 		b.Fatal(err)
 	}
