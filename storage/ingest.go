@@ -487,8 +487,12 @@ func (j *ingestJob) loadSessions(site, anon string, events []*IngestEvent) ([]*s
 		}
 		floor, ceil := times[i].Add(-SessionGap), times[k-1].Add(SessionGap)
 		i = k
-		if len(newest) == 0 || newest[0].end.Before(floor) {
-			continue // no session of the visitor ends this late
+		if len(newest) == 0 || newest[0].start.Before(floor) {
+			// Every other session ends more than SessionGap before the
+			// newest starts, so before floor: the newest, already kept,
+			// is the only one these events can touch. This is the usual
+			// case of an event in order whose visitor the memo lacks.
+			continue
 		}
 		near, err := j.readSessions(j.db.ingest.loadSessions, floor, site, anon, FormatTime(ceil))
 		if err != nil {
