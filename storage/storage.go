@@ -73,7 +73,11 @@ type DB struct {
 	// sessionRowsRead counts the sessions rows intake has read, so that
 	// tests can see the writer's reads stay bounded without timing them.
 	sessionRowsRead atomic.Int64
-	salts           saltCache
+	// siteDeleteJob, when set by a test, is told the rows each writer job
+	// of deleteSite removed, table "" for the final job (all its tables),
+	// so that tests can see every job stays bounded without timing it.
+	siteDeleteJob func(table string, rows int64)
+	salts         saltCache
 	tenants
 
 	closeOnce sync.Once

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -334,15 +335,25 @@ func (db *DB) CreateSite(ctx context.Context, actor Actor, ws *Workspace, id, na
 }
 
 // siteDataTables hold a site's data; deleting a site empties them of it so
-// a later site with the same id starts clean (the audit log is kept).
-var siteDataTables = []string{"events", "sessions", "user_profiles", "identity_links", "dlq", "webhook_secrets", "sourcemaps",
-	"event_ids", "daily_events", "daily_sessions", "site_usage", "daily_dimensions"}
-
-// siteChunkTables are the tables a site can fill by the million, each with
-// the column(s) naming one of its rows.
-var siteChunkTables = []struct{ table, key string }{
-	{"events", "rowid"}, {"sessions", "rowid"}, {"event_ids", "site_id, id"},
-	{"identity_links", "rowid"}, {"user_profiles", "rowid"}, {"dlq", "rowid"},
+// a later site with the same id starts clean (the audit log is kept). Each
+// names the column(s) identifying one of its rows and how many rows one
+// writer job deletes. None is deleted whole: clients fill every one of them
+// without bound, the rollups too (one row per distinct url, referrer or
+// event type per day, and days go back as far as event timestamps do).
+var siteDataTables = []struct {
+	table, key string
+	chunk      int
+}{
+	{"events", "rowid", siteDeleteChunk}, {"sessions", "rowid", siteDeleteChunk},
+	{"event_ids", "site_id, id", siteDeleteChunk}, {"identity_links", "rowid", siteDeleteChunk},
+	{"user_profiles", "rowid", siteDeleteChunk}, {"dlq", "rowid", siteDeleteChunk},
+	{"daily_events", "site_id, day, type", siteDeleteChunk},
+	{"daily_dimensions", "site_id, day, dimension, value", siteDeleteChunk},
+	{"daily_sessions", "site_id, day", siteDeleteChunk}, {"site_usage", "site_id, month", siteDeleteChunk},
+	{"webhook_secrets", "rowid", siteDeleteChunk},
+	// A map is up to 25 MiB and secure_delete overwrites it: deleting one
+	// costs about what uploading it did, so one goes per job.
+	{"sourcemaps", "rowid", 1},
 }
 
 // siteDeleteChunk is how many rows one writer job of DeleteSite deletes, a
@@ -353,13 +364,17 @@ var siteChunkTables = []struct{ table, key string }{
 // had held all intake for 1.5 s.
 const siteDeleteChunk = 250
 
+// errSiteRowsLeft makes the final job of deleteSite give way when more
+// than a chunk of some table is left, so that it stays as short as a chunk.
+var errSiteRowsLeft = errors.New("storage: rows of the deleted site left")
+
 // DeleteSite deletes the site id of ws together with all its data, audited
 // as site.delete with the rows removed. The site is hidden at once (intake
-// and reads answer as for an unknown site), its big tables are emptied in
+// and reads answer as for an unknown site), its tables are emptied in
 // chunks, then one transaction deletes the site, what is left of its data
-// and writes the audit row. It runs to the end even if ctx is cancelled. If
-// the process stops midway the site is still there, with part of its data,
-// and deleting it again finishes the work.
+// (at most a chunk a table) and writes the audit row. It runs to the end
+// even if ctx is cancelled. If the process stops midway the site is still
+// there, with part of its data, and deleting it again finishes the work.
 func (db *DB) DeleteSite(ctx context.Context, actor Actor, ws *Workspace, id string) error {
 	db.tenants.mu.Lock()
 	s, ok := db.sites[id]
@@ -381,28 +396,59 @@ func (db *DB) DeleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 
 func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id string) error {
 	deleted := map[string]int64{}
-	for _, t := range siteChunkTables {
-		for {
-			var n int64
-			err := db.writer.Do(ctx, func(tx *Tx) error {
-				res, err := tx.Exec(`DELETE FROM `+t.table+` WHERE (`+t.key+`) IN
-					(SELECT `+t.key+` FROM `+t.table+` WHERE site_id = ? LIMIT ?)`, id, siteDeleteChunk)
+	for {
+		for _, t := range siteDataTables {
+			for {
+				var n int64
+				err := db.writer.Do(ctx, func(tx *Tx) error {
+					res, err := tx.Exec(`DELETE FROM `+t.table+` WHERE (`+t.key+`) IN
+						(SELECT `+t.key+` FROM `+t.table+` WHERE site_id = ? LIMIT ?)`, id, t.chunk)
+					if err != nil {
+						return fmt.Errorf("delete %s of site: %w", t.table, err)
+					}
+					n, err = res.RowsAffected()
+					return err
+				})
 				if err != nil {
-					return fmt.Errorf("delete %s of site: %w", t.table, err)
+					return err
 				}
-				n, err = res.RowsAffected()
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			deleted[t.table] += n
-			if n < siteDeleteChunk {
-				break
+				deleted[t.table] += n
+				if db.siteDeleteJob != nil {
+					db.siteDeleteJob(t.table, n)
+				}
+				if n < int64(t.chunk) {
+					break
+				}
 			}
 		}
+		// Rows committed since their table's chunks (a write that passed
+		// its site check before the site was hidden) go in the final job,
+		// unless there are so many that it would run long: then the chunks
+		// start over.
+		err := db.deleteSiteFinal(ctx, actor, ws, id, deleted)
+		if !errors.Is(err, errSiteRowsLeft) {
+			return err
+		}
 	}
-	return db.writer.Do(ctx, func(tx *Tx) error {
+}
+
+// deleteSiteFinal deletes the site and the rest of its data, and writes the
+// audit row with deleted plus what it removed. It returns errSiteRowsLeft,
+// having changed nothing, if a table holds more than a chunk of the site.
+func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, id string, deleted map[string]int64) error {
+	var rows int64
+	err := db.writer.Do(ctx, func(tx *Tx) error {
+		rows = 0
+		for _, t := range siteDataTables {
+			var left int
+			if err := tx.QueryRow(`SELECT COUNT(*) FROM (SELECT 1 FROM `+t.table+` WHERE site_id = ? LIMIT ?)`,
+				id, t.chunk+1).Scan(&left); err != nil {
+				return fmt.Errorf("count %s of site: %w", t.table, err)
+			}
+			if left > t.chunk {
+				return errSiteRowsLeft
+			}
+		}
 		res, err := tx.Exec(`DELETE FROM sites WHERE id = ? AND workspace_id = ?`, id, ws.ID)
 		if err != nil {
 			return err
@@ -411,15 +457,14 @@ func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 			return fault.Errorf(fault.NotFound, "site not found")
 		}
 		counts := map[string]any{}
-		// Events accepted just before the site was hidden may have
-		// committed since its chunk; small tables go here whole.
-		for _, table := range siteDataTables {
-			res, err := tx.Exec(`DELETE FROM `+table+` WHERE site_id = ?`, id)
+		for _, t := range siteDataTables {
+			res, err := tx.Exec(`DELETE FROM `+t.table+` WHERE site_id = ?`, id)
 			if err != nil {
-				return fmt.Errorf("delete %s of site: %w", table, err)
+				return fmt.Errorf("delete %s of site: %w", t.table, err)
 			}
 			n, _ := res.RowsAffected()
-			counts[table] = deleted[table] + n
+			rows += n
+			counts[t.table] = deleted[t.table] + n
 		}
 		if err := db.audit(tx, ws.ID, actor, "site.delete", id, map[string]any{"deleted_rows": counts}); err != nil {
 			return err
@@ -432,6 +477,10 @@ func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 		})
 		return nil
 	})
+	if err == nil && db.siteDeleteJob != nil {
+		db.siteDeleteJob("", rows)
+	}
+	return err
 }
 
 // NormalizeScopes checks scopes (non-empty, known) and folds duplicates,
