@@ -73,10 +73,10 @@ type DB struct {
 	// sessionRowsRead counts the sessions rows intake has read, so that
 	// tests can see the writer's reads stay bounded without timing them.
 	sessionRowsRead atomic.Int64
-	// siteDeleteJob, when set by a test, is told the rows each writer job
-	// of deleteSite removed, table "" for the final job (all its tables),
-	// so that tests can see every job stays bounded without timing it.
-	siteDeleteJob func(table string, rows int64)
+	// siteDeleteJob, when set by a test, is told the rows of each table
+	// every writer job of deleteSite removed (final for its last job), so
+	// that tests can see the jobs stay bounded without timing them.
+	siteDeleteJob func(table string, rows int64, final bool)
 	salts         saltCache
 	tenants
 

@@ -445,22 +445,24 @@ func TestDeleteSiteBoundsEveryJob(t *testing.T) {
 	want := siteRowCounts(t, db, "big")
 	others := siteRowCounts(t, db, "other")
 
-	// Late rows arrive once the last table has been emptied.
-	const late = 2*siteDeleteChunk + 7
-	last := siteDataTables[len(siteDataTables)-1].table
-	chunks := map[string]int{}
+	// Late rows, more than a chunk, arrive once the last table is empty.
+	chunks := map[string]int64{}
 	for _, table := range siteDataTables {
-		chunks[table.table] = table.chunk
+		chunks[table.table] = int64(table.chunk)
 	}
-	var finals []int64
+	late := 2*chunks["daily_events"] + 7
+	last := siteDataTables[len(siteDataTables)-1].table
 	injected := false
-	db.siteDeleteJob = func(table string, rows int64) {
-		if table == "" {
-			finals = append(finals, rows)
-			return
+	finals := map[string]int64{}
+	db.siteDeleteJob = func(table string, rows int64, final bool) {
+		if rows > chunks[table] {
+			t.Errorf("got a job deleting %d rows of %s (final: %v), want at most %d", rows, table, final, chunks[table])
 		}
-		if rows > int64(chunks[table]) {
-			t.Errorf("got a job deleting %d rows of %s, want at most %d", rows, table, chunks[table])
+		if final {
+			if _, ok := finals[table]; ok {
+				t.Errorf("got two final jobs for %s", table)
+			}
+			finals[table] = rows
 		}
 		if table == last && rows == 0 && !injected {
 			injected = true
@@ -472,7 +474,7 @@ func TestDeleteSiteBoundsEveryJob(t *testing.T) {
 			if err != nil {
 				t.Error(err)
 			}
-			want["daily_events"] += late
+			want["daily_events"] += int(late)
 		}
 	}
 	if err := db.DeleteSite(ctx, sys, ws, "big"); err != nil {
@@ -480,8 +482,8 @@ func TestDeleteSiteBoundsEveryJob(t *testing.T) {
 	}
 	db.siteDeleteJob = nil
 
-	if len(finals) != 1 || finals[0] > siteDeleteChunk {
-		t.Errorf("got final jobs deleting %v rows, want one deleting at most %d", finals, siteDeleteChunk)
+	if len(finals) != len(siteDataTables) {
+		t.Errorf("got a final job over %d tables, want %d", len(finals), len(siteDataTables))
 	}
 	for table, n := range siteRowCounts(t, db, "big") {
 		if n != 0 {

@@ -335,31 +335,71 @@ func (db *DB) CreateSite(ctx context.Context, actor Actor, ws *Workspace, id, na
 }
 
 // siteDataTables hold a site's data; deleting a site empties them of it so
-// a later site with the same id starts clean (the audit log is kept). Each
-// names the column(s) identifying one of its rows and how many rows one
-// writer job deletes. None is deleted whole: clients fill every one of them
-// without bound, the rollups too (one row per distinct url, referrer or
-// event type per day, and days go back as far as event timestamps do).
-var siteDataTables = []struct {
-	table, key string
-	chunk      int
-}{
-	{"events", "rowid", siteDeleteChunk}, {"sessions", "rowid", siteDeleteChunk},
-	{"event_ids", "site_id, id", siteDeleteChunk}, {"identity_links", "rowid", siteDeleteChunk},
-	{"user_profiles", "rowid", siteDeleteChunk}, {"dlq", "rowid", siteDeleteChunk},
-	{"daily_events", "site_id, day, type", siteDeleteChunk},
-	{"daily_dimensions", "site_id, day, dimension, value", siteDeleteChunk},
-	{"daily_sessions", "site_id, day", siteDeleteChunk}, {"site_usage", "site_id, month", siteDeleteChunk},
-	{"webhook_secrets", "rowid", siteDeleteChunk},
+// a later site with the same id starts clean (the audit log is kept). None
+// is deleted whole: clients fill every one of them without bound, the
+// rollups too (a row per distinct url, referrer or event type per day, and
+// days go back as far as event timestamps do). Each says how many rows one
+// writer job deletes, and either nothing (its rows go by rowid) or the
+// columns of its primary key after site_id: a site's rows then lie
+// together in that order and go by ranges of it, one index scan, about
+// five times faster than a lookup per row.
+var siteDataTables = []siteTable{
+	{"events", "", siteDeleteChunk}, {"sessions", "", siteDeleteChunk},
+	{"event_ids", "id", siteDeleteChunk}, {"identity_links", "", siteDeleteChunk},
+	{"user_profiles", "", siteDeleteChunk}, {"dlq", "", siteDeleteChunk},
+	// Rollup rows have no other index: 1,000 of them take 0.7 ms with
+	// 40-character values and 2.3 ms with 500 (measured in one job).
+	{"daily_events", "day, type", 1000}, {"daily_dimensions", "day, dimension, value", 1000},
+	{"daily_sessions", "day", 1000}, {"site_usage", "month", 1000},
+	{"webhook_secrets", "", siteDeleteChunk},
 	// A map is up to 25 MiB and secure_delete overwrites it: deleting one
 	// costs about what uploading it did, so one goes per job.
-	{"sourcemaps", "rowid", 1},
+	{"sourcemaps", "", 1},
 }
 
-// siteDeleteChunk is how many rows one writer job of DeleteSite deletes, a
-// couple of milliseconds of the writer, so that intake of the other sites
-// runs between the chunks instead of waiting for the whole site. Measured
-// with 200,000 events: 3.5 s in all, single events of another site served
+// siteTable is one of siteDataTables.
+type siteTable struct {
+	table string
+	// pk is the primary key after site_id, for deleting by ranges; "" to
+	// delete by rowid.
+	pk    string
+	chunk int
+}
+
+// deleteChunk deletes up to t.chunk rows of site from t.
+func (t siteTable) deleteChunk(tx *Tx, site string) (int64, error) {
+	var res sql.Result
+	var err error
+	if t.pk == "" {
+		res, err = tx.Exec(`DELETE FROM `+t.table+` WHERE rowid IN
+			(SELECT rowid FROM `+t.table+` WHERE site_id = ? LIMIT ?)`, site, t.chunk)
+	} else {
+		last := make([]any, strings.Count(t.pk, ",")+1)
+		dest := make([]any, len(last))
+		for i := range last {
+			dest[i] = &last[i]
+		}
+		err = tx.QueryRow(`SELECT `+t.pk+` FROM `+t.table+` WHERE site_id = ? ORDER BY `+t.pk+` LIMIT 1 OFFSET ?`,
+			site, t.chunk-1).Scan(dest...)
+		switch err {
+		case sql.ErrNoRows: // less than a chunk left
+			res, err = tx.Exec(`DELETE FROM `+t.table+` WHERE site_id = ?`, site)
+		case nil:
+			res, err = tx.Exec(`DELETE FROM `+t.table+` WHERE site_id = ? AND (`+t.pk+`) <= (?`+
+				strings.Repeat(", ?", len(last)-1)+`)`, append([]any{site}, last...)...)
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("delete %s of site: %w", t.table, err)
+	}
+	return res.RowsAffected()
+}
+
+// siteDeleteChunk is how many rows one writer job of DeleteSite deletes
+// from the tables with indexes besides the primary key, a couple of
+// milliseconds of the writer, so that intake of the other sites runs
+// between the chunks instead of waiting for the whole site. Measured with
+// 200,000 events: 3.5 s in all, single events of another site served
 // meanwhile (1,567 of them, 11 waited over 10 ms), where one transaction
 // had held all intake for 1.5 s.
 const siteDeleteChunk = 250
@@ -401,12 +441,8 @@ func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 			for {
 				var n int64
 				err := db.writer.Do(ctx, func(tx *Tx) error {
-					res, err := tx.Exec(`DELETE FROM `+t.table+` WHERE (`+t.key+`) IN
-						(SELECT `+t.key+` FROM `+t.table+` WHERE site_id = ? LIMIT ?)`, id, t.chunk)
-					if err != nil {
-						return fmt.Errorf("delete %s of site: %w", t.table, err)
-					}
-					n, err = res.RowsAffected()
+					var err error
+					n, err = t.deleteChunk(tx, id)
 					return err
 				})
 				if err != nil {
@@ -414,7 +450,7 @@ func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 				}
 				deleted[t.table] += n
 				if db.siteDeleteJob != nil {
-					db.siteDeleteJob(t.table, n)
+					db.siteDeleteJob(t.table, n, false)
 				}
 				if n < int64(t.chunk) {
 					break
@@ -436,9 +472,8 @@ func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 // audit row with deleted plus what it removed. It returns errSiteRowsLeft,
 // having changed nothing, if a table holds more than a chunk of the site.
 func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, id string, deleted map[string]int64) error {
-	var rows int64
+	counts := map[string]int64{}
 	err := db.writer.Do(ctx, func(tx *Tx) error {
-		rows = 0
 		for _, t := range siteDataTables {
 			var left int
 			if err := tx.QueryRow(`SELECT COUNT(*) FROM (SELECT 1 FROM `+t.table+` WHERE site_id = ? LIMIT ?)`,
@@ -456,17 +491,16 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fault.Errorf(fault.NotFound, "site not found")
 		}
-		counts := map[string]any{}
+		total := map[string]int64{}
 		for _, t := range siteDataTables {
 			res, err := tx.Exec(`DELETE FROM `+t.table+` WHERE site_id = ?`, id)
 			if err != nil {
 				return fmt.Errorf("delete %s of site: %w", t.table, err)
 			}
-			n, _ := res.RowsAffected()
-			rows += n
-			counts[t.table] = deleted[t.table] + n
+			counts[t.table], _ = res.RowsAffected()
+			total[t.table] = deleted[t.table] + counts[t.table]
 		}
-		if err := db.audit(tx, ws.ID, actor, "site.delete", id, map[string]any{"deleted_rows": counts}); err != nil {
+		if err := db.audit(tx, ws.ID, actor, "site.delete", id, map[string]any{"deleted_rows": total}); err != nil {
 			return err
 		}
 		tx.OnCommit(func() {
@@ -478,7 +512,9 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 		return nil
 	})
 	if err == nil && db.siteDeleteJob != nil {
-		db.siteDeleteJob("", rows)
+		for table, n := range counts {
+			db.siteDeleteJob(table, n, true)
+		}
 	}
 	return err
 }
