@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -88,6 +89,7 @@ var fairnessCases = []struct {
 }{
 	{"none", nil},
 	{"out_of_order_100k_sessions", outOfOrderVisitor},
+	{"site_delete_many_rollup_rows", rollupHeavySites},
 }
 
 // outOfOrderVisitor gives site "heavy" a visitor with 100,000 sessions, 50
@@ -128,5 +130,52 @@ func outOfOrderVisitor(b *testing.B, db *storage.DB, path string) func(ctx conte
 		_, err := db.Ingest(ctx, []storage.IngestEvent{{ID: uuid.NewString(), SiteID: "heavy", Type: "pageview",
 			AnonID: "heavy-visitor", TS: ts, Raw: []byte(`{}`)}}, nil, nil)
 		return err
+	}
+}
+
+// rollupHeavySites gives as many sites as the load can delete ("heavy-0",
+// "heavy-1", ...) 20,000 distinct urls and 2,000 event types each in the
+// rollups (written with SQL), and returns a job that deletes site heavy-i.
+func rollupHeavySites(b *testing.B, db *storage.DB, path string) func(ctx context.Context, i int) error {
+	b.Helper()
+	const urls, types = 20_000, 2_000
+	sites := b.N/500*int(time.Second/fairnessEvery) + 10 // one job per fairnessEvery
+	sys := storage.Actor{Kind: storage.ActorSystem}
+	ws, ok := db.Workspace("bench")
+	if !ok {
+		b.Fatal("no workspace bench")
+	}
+	for i := range sites {
+		if _, err := db.CreateSite(context.Background(), sys, ws, fmt.Sprintf("heavy-%d", i), "Heavy"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	op, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer op.Close()
+	for _, q := range []struct {
+		sql string
+		n   int
+	}{
+		{`INSERT INTO daily_dimensions(site_id, day, dimension, value, count)
+			SELECT 'heavy-' || s.n, '2026-11-01', 'url', 'https://shop.example/products/item-' || k.n, 1 FROM s, k`, urls},
+		{`INSERT INTO daily_events(site_id, day, type, count) SELECT 'heavy-' || s.n, '2026-11-01', 'custom-' || k.n, 1 FROM s, k`, types},
+	} {
+		if _, err := op.Exec(`WITH RECURSIVE s(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM s WHERE n + 1 < ?),
+			k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?) `+q.sql, sites, q.n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := op.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		b.Fatal(err)
+	}
+	return func(ctx context.Context, i int) error {
+		if i >= sites { // not reached at 500 requests/s
+			<-ctx.Done()
+			return nil
+		}
+		return db.DeleteSite(ctx, sys, ws, fmt.Sprintf("heavy-%d", i))
 	}
 }
