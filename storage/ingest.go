@@ -130,8 +130,9 @@ func (db *DB) Ingest(ctx context.Context, events []IngestEvent, dlq []Quarantine
 	return IngestResult{Duplicate: w.dup, Accepted: w.accepted}, nil
 }
 
-// ErrSiteGone is returned by Ingest when the events' site was deleted
-// after the request's credential was checked: nothing is stored.
+// ErrSiteGone is returned by Ingest, UpsertSourcemap and
+// CreateWebhookSecret when the site was deleted after the request's
+// credential was checked: nothing is stored.
 var ErrSiteGone = &fault.Error{Code: fault.NotFound, Message: "the site was deleted"}
 
 // checkSites refuses a work whose site is no longer known. A request checks

@@ -518,6 +518,41 @@ func TestDeleteSiteBoundsEveryJob(t *testing.T) {
 	}
 }
 
+// A sourcemap or webhook secret whose request found its site before the
+// site was deleted is not stored, so a later site with the same id starts
+// empty; the site's own rows of them went with it.
+func TestSiteDataRefusedOnceDeleted(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	ctx := context.Background()
+	sys := Actor{Kind: ActorSystem}
+	ws := withSites(t, db, "gone", "live")
+	gone, _ := db.Site("gone")
+	live, _ := db.Site("live")
+	if err := db.UpsertSourcemap(ctx, "gone", "r1", "app.min.js", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteSite(ctx, sys, ws, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.UpsertSourcemap(ctx, "gone", "r1", "app.min.js", []byte(`{}`)); err != ErrSiteGone {
+		t.Errorf("got %v uploading a map to a deleted site, want ErrSiteGone", err)
+	}
+	if _, _, err := db.CreateWebhookSecret(ctx, sys, gone, "stripe"); err != ErrSiteGone {
+		t.Errorf("got %v creating a secret of a deleted site, want ErrSiteGone", err)
+	}
+	for table, n := range siteRowCounts(t, db, "gone") {
+		if n != 0 {
+			t.Errorf("got %d rows of the deleted site in %s, want 0", n, table)
+		}
+	}
+	if err := db.UpsertSourcemap(ctx, "live", "r1", "app.min.js", []byte(`{}`)); err != nil {
+		t.Errorf("got %v uploading a map to a live site, want nil", err)
+	}
+	if _, _, err := db.CreateWebhookSecret(ctx, sys, live, "stripe"); err != nil {
+		t.Errorf("got %v creating a secret of a live site, want nil", err)
+	}
+}
+
 // Events of a site deleted after their request's credential check are not
 // stored: the writer refuses them, so the id can start empty again.
 func TestIngestRefusesADeletedSite(t *testing.T) {

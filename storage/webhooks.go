@@ -44,7 +44,8 @@ func (db *DB) ActiveWebhookSecrets(ctx context.Context, site, adapter string) ([
 
 // CreateWebhookSecret makes a random secret for (site, adapter), audited as
 // webhook_secret.create (without the secret). The secret is returned once;
-// it is stored as is, since verifying an HMAC needs it.
+// it is stored as is, since verifying an HMAC needs it. It returns
+// ErrSiteGone if the site was deleted since the request found it.
 func (db *DB) CreateWebhookSecret(ctx context.Context, actor Actor, site *Site, adapter string) (*WebhookSecret, string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
@@ -53,6 +54,9 @@ func (db *DB) CreateWebhookSecret(ctx context.Context, actor Actor, site *Site, 
 	secret := "whsec_" + base64.RawURLEncoding.EncodeToString(b)
 	ws := &WebhookSecret{SiteID: site.ID, Adapter: adapter, CreatedAt: FormatTime(db.now())}
 	err := db.writer.Do(ctx, func(tx *Tx) error {
+		if _, ok := db.Site(site.ID); !ok {
+			return ErrSiteGone
+		}
 		res, err := tx.Exec(`INSERT INTO webhook_secrets(site_id, adapter, secret, created_at) VALUES (?, ?, ?, ?)`,
 			site.ID, adapter, secret, ws.CreatedAt)
 		if err != nil {
