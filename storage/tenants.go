@@ -381,10 +381,10 @@ func (t siteTable) deleteChunk(tx *Tx, site string) (int64, error) {
 		}
 		err = tx.QueryRow(`SELECT `+t.pk+` FROM `+t.table+` WHERE site_id = ? ORDER BY `+t.pk+` LIMIT 1 OFFSET ?`,
 			site, t.chunk-1).Scan(dest...)
-		switch err {
-		case sql.ErrNoRows: // less than a chunk left
+		switch {
+		case errors.Is(err, sql.ErrNoRows): // less than a chunk left
 			res, err = tx.Exec(`DELETE FROM `+t.table+` WHERE site_id = ?`, site)
-		case nil:
+		case err == nil:
 			res, err = tx.Exec(`DELETE FROM `+t.table+` WHERE site_id = ? AND (`+t.pk+`) <= (?`+
 				strings.Repeat(", ?", len(last)-1)+`)`, append([]any{site}, last...)...)
 		}
@@ -457,10 +457,10 @@ func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 				}
 			}
 		}
-		// Rows committed since their table's chunks (a write that passed
-		// its site check before the site was hidden) go in the final job,
-		// unless there are so many that it would run long: then the chunks
-		// start over.
+		// Writes of a site's data check in the writer that the site still
+		// exists (see checkSites), so normally nothing is left by now. The
+		// final job deletes any rest, unless a table holds more than a
+		// chunk of it: then the chunks start over.
 		err := db.deleteSiteFinal(ctx, actor, ws, id, deleted)
 		if !errors.Is(err, errSiteRowsLeft) {
 			return err
