@@ -422,7 +422,7 @@ func fillSite(t *testing.T, db *DB, site string, urls, types, days int) {
 
 // A site's rollups grow with what its clients send (every distinct url and
 // event type is a row), so deleting a site chunks them like its events: no
-// writer job, the final one included, removes more than a chunk of rows,
+// writer job, the final one included, removes more than a chunk of a table,
 // however many the site has; rows that appear after their table was
 // emptied make the final job give way to more chunks instead of growing.
 // All rows go, counted exactly in the audit entry; another site keeps its.
