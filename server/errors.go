@@ -67,9 +67,10 @@ type errorFields struct {
 }
 
 // writeError writes err as the error envelope. Application errors show
-// their code and message; anything else is logged once and shown as a
-// generic internal error, so no internals leak to clients.
-func writeError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+// their code and message; anything else is logged once, with the route
+// pattern that r matched (never the path, which can hold a user id), and
+// shown as a generic internal error, so no internals leak to clients.
+func writeError(log *slog.Logger, w http.ResponseWriter, r *http.Request, route string, err error) {
 	e := fault.As(err)
 	var tooBig *http.MaxBytesError
 	switch {
@@ -77,7 +78,7 @@ func writeError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err er
 	case errors.As(err, &tooBig):
 		e = fault.Errorf(fault.PayloadTooLarge, "request body is larger than %d bytes", tooBig.Limit)
 	default:
-		log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err.Error())
+		log.Error("internal error", "method", r.Method, "route", route, "err", err.Error())
 		e = fault.Errorf(fault.Internal, "internal error")
 	}
 	status, ok := statusOf[e.Code]

@@ -24,7 +24,7 @@ func TestWriteError(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			writeError(discardLogger(), rec, httptest.NewRequest("GET", "/", nil), tt.err)
+			writeError(discardLogger(), rec, httptest.NewRequest("GET", "/", nil), "/", tt.err)
 			r := response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 			mustStatus(t, r, tt.status, tt.code)
 			if got := rec.Header().Get("Retry-After"); got != tt.retryAfter {

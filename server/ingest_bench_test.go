@@ -76,11 +76,17 @@ func serveBench(b *testing.B, h http.Handler) *benchTarget {
 // both modes can be interleaved.
 func startCollector(b *testing.B) (*benchTarget, *storage.DB) {
 	b.Helper()
+	return startCollectorAt(b, filepath.Join(b.TempDir(), "bench.db"))
+}
+
+// startCollectorAt is startCollector on the database file at path.
+func startCollectorAt(b *testing.B, path string) (*benchTarget, *storage.DB) {
+	b.Helper()
 	durability, err := storage.ParseDurability(cmp.Or(os.Getenv("TALLY_BENCH_DURABILITY"), string(storage.DurabilityPower)))
 	if err != nil {
 		b.Fatal(err)
 	}
-	db, err := storage.Open(context.Background(), storage.Options{Path: filepath.Join(b.TempDir(), "bench.db"), Durability: durability})
+	db, err := storage.Open(context.Background(), storage.Options{Path: path, Durability: durability})
 	if err != nil {
 		b.Fatal(err)
 	}

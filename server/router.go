@@ -26,13 +26,15 @@ func newRouter(log *slog.Logger) *router {
 	rt.RedirectTrailingSlash = false
 	rt.RedirectFixedPath = false
 	rt.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(log, w, r, fault.Errorf(fault.NotFound, "no route for %s %s", r.Method, r.URL.Path))
+		writeError(log, w, r, unmatchedRoute, fault.Errorf(fault.NotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
 	rt.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(log, w, r, fault.Errorf(fault.MethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
+		writeError(log, w, r, unmatchedRoute, fault.Errorf(fault.MethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
 	})
+	// Panics in registered routes are caught by adapt, which knows the
+	// route; this one catches those of the rest (preflight, say).
 	rt.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
-		writeError(log, w, r, fmt.Errorf("panic: %v", v))
+		writeError(log, w, r, unmatchedRoute, fmt.Errorf("panic: %v", v))
 	}
 	return rt
 }
@@ -40,19 +42,35 @@ func newRouter(log *slog.Logger) *router {
 // handle registers h at path and at /v1+path (SPEC: every v1.0 endpoint has
 // both; /v1 is canonical).
 func (rt *router) handle(method, path string, h handler) {
-	rt.Handle(method, path, rt.adapt(h))
-	rt.Handle(method, "/v1"+path, rt.adapt(h))
+	rt.route(method, path, h)
+	rt.route(method, "/v1"+path, h)
 }
 
 // handleV1 registers an endpoint added after v1.0: it exists only under /v1.
 func (rt *router) handleV1(method, path string, h handler) {
-	rt.Handle(method, "/v1"+path, rt.adapt(h))
+	rt.route(method, "/v1"+path, h)
 }
 
-func (rt *router) adapt(h handler) httprouter.Handle {
+// route registers h at exactly path.
+func (rt *router) route(method, path string, h handler) {
+	rt.Handle(method, path, rt.adapt(path, h))
+}
+
+// unmatchedRoute names the route of a request that matched none in logs.
+const unmatchedRoute = "(unmatched)"
+
+// adapt turns h into an httprouter handle whose failures, panics included,
+// are logged under pattern: the request path can hold a user id, which
+// logs must not.
+func (rt *router) adapt(pattern string, h handler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		defer func() {
+			if v := recover(); v != nil {
+				writeError(rt.log, w, r, pattern, fmt.Errorf("panic: %v", v))
+			}
+		}()
 		if err := h(w, r, ps); err != nil {
-			writeError(rt.log, w, r, err)
+			writeError(rt.log, w, r, pattern, err)
 		}
 	}
 }

@@ -153,7 +153,7 @@ func preflight(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Query() http.Handler {
 	rt := newRouter(s.log)
 	rt.handle(http.MethodGet, "/healthz", s.healthz)
-	rt.Handle(http.MethodGet, "/", rt.adapt(s.dashboard))
+	rt.route(http.MethodGet, "/", s.dashboard)
 	rt.handleV1(http.MethodGet, "/ui/*filepath", s.dashboard)
 
 	rt.handle(http.MethodGet, "/workspaces", s.listWorkspaces)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -62,7 +63,7 @@ type IngestResult struct {
 
 // ingestStmts are prepared once on the write connection.
 type ingestStmts struct {
-	dedup, insertEvent, link, profile, loadSessions, insertSession, updateSession, deleteSession,
+	dedup, insertEvent, link, profile, newestSession, loadSessions, insertSession, updateSession, deleteSession,
 	dailyEvents, dailySessions, usage, dlq, dailyDims *sql.Stmt
 }
 
@@ -78,8 +79,10 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 		{&s.link, `INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`},
 		{&s.profile, `INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at) VALUES (?, ?, json(?), ?, ?)
 			ON CONFLICT(site_id, user_id) DO UPDATE SET traits = json_patch(traits, excluded.traits), updated_at = excluded.updated_at`},
+		{&s.newestSession, `SELECT id, started_at, ended_at, event_count, user_id FROM sessions
+			WHERE site_id = ? AND anon_id = ? ORDER BY started_at DESC LIMIT 1`},
 		{&s.loadSessions, `SELECT id, started_at, ended_at, event_count, user_id FROM sessions
-			WHERE site_id = ? AND anon_id = ? ORDER BY started_at DESC`},
+			WHERE site_id = ? AND anon_id = ? AND started_at <= ? ORDER BY started_at DESC`},
 		{&s.insertSession, `INSERT INTO sessions(site_id, anon_id, user_id, started_at, ended_at, event_count) VALUES (?, ?, ?, ?, ?, ?)`},
 		{&s.updateSession, `UPDATE sessions SET started_at = ?, ended_at = ?, event_count = ?, user_id = ? WHERE id = ?`},
 		{&s.deleteSession, `DELETE FROM sessions WHERE id = ?`},
@@ -354,7 +357,7 @@ func (j *ingestJob) sessions(site, anon string, events []*IngestEvent) error {
 		}
 	} else {
 		var err error
-		if list, err = j.loadSessions(site, anon, floor); err != nil {
+		if list, err = j.loadSessions(site, anon, events); err != nil {
 			return err
 		}
 	}
@@ -414,9 +417,8 @@ func (j *ingestJob) sessions(site, anon string, events []*IngestEvent) error {
 			j.sessionDelta(site, s, 1)
 		}
 	}
-	// The list holds every session that ends at floor or later, the newest
-	// included, and the events just joined one of them: its newest live
-	// session is the visitor's newest.
+	// The list holds the visitor's newest session and every session the
+	// events could join: its newest live session is the visitor's newest.
 	var newest *session
 	for _, s := range list {
 		if !s.deleted && (newest == nil || s.start.After(newest.start)) {
@@ -460,17 +462,75 @@ func (l *latestSessions) put(newest map[string]session) {
 
 func (l *latestSessions) clear() { l.m = nil }
 
-// loadSessions reads the visitor's sessions that end at floor or later,
-// newest first. Sessions newer than the events are read too: the newest
-// session of the list is then the visitor's newest, which db.latest keeps.
-func (j *ingestJob) loadSessions(site, anon string, floor time.Time) ([]*session, error) {
-	rows, err := j.stmt(j.db.ingest.loadSessions).Query(site, anon)
+// loadSessions reads the visitor's sessions that the events can touch, and
+// the visitor's newest session, which db.latest keeps. Sessions of one
+// visitor do not overlap and lie more than SessionGap apart, so an event
+// touches at most two; reading only those keeps an event far in the past of
+// a visitor with many later sessions from holding the writer. The events
+// are read in clusters (times at most 2×SessionGap apart), one bounded
+// range read each: every session starting within SessionGap of a cluster
+// touches one of its events, so the rows read are at most the sessions the
+// events change, plus one per cluster and the newest.
+func (j *ingestJob) loadSessions(site, anon string, events []*IngestEvent) ([]*session, error) {
+	var list []*session
+	seen := map[int64]bool{}
+	keep := func(s *session) {
+		if !seen[s.id] {
+			seen[s.id] = true
+			orig := *s
+			s.orig = &orig
+			list = append(list, s)
+		}
+	}
+	newest, err := j.readSessions(j.db.ingest.newestSession, time.Time{}, site, anon)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range newest {
+		keep(s)
+	}
+	times := make([]time.Time, len(events))
+	for i, e := range events {
+		times[i] = e.TS.Truncate(time.Millisecond)
+	}
+	slices.SortFunc(times, time.Time.Compare)
+	for i := 0; i < len(times); {
+		k := i + 1
+		for k < len(times) && times[k].Sub(times[k-1]) <= 2*SessionGap {
+			k++
+		}
+		floor, ceil := times[i].Add(-SessionGap), times[k-1].Add(SessionGap)
+		i = k
+		if len(newest) == 0 || newest[0].start.Before(floor) {
+			// Every other session ends more than SessionGap before the
+			// newest starts, so before floor: the newest, already kept,
+			// is the only one these events can touch. This is the usual
+			// case of an event in order whose visitor the memo lacks.
+			continue
+		}
+		near, err := j.readSessions(j.db.ingest.loadSessions, floor, site, anon, FormatTime(ceil))
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range near {
+			keep(s)
+		}
+	}
+	return list, nil
+}
+
+// readSessions runs a query of sessions ordered newest first and returns
+// those that end at floor or later. It stops at the first one that starts
+// before floor: older ones end more than SessionGap before it starts.
+func (j *ingestJob) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) ([]*session, error) {
+	rows, err := j.stmt(stmt).Query(args...)
 	if err != nil {
 		return nil, fmt.Errorf("load sessions: %w", err)
 	}
 	defer rows.Close()
 	var list []*session
 	for rows.Next() {
+		j.db.sessionRowsRead.Add(1)
 		s := &session{}
 		var start, end string
 		if err := rows.Scan(&s.id, &start, &end, &s.count, &s.userID); err != nil {
@@ -479,11 +539,12 @@ func (j *ingestJob) loadSessions(site, anon string, floor time.Time) ([]*session
 		s.start, _ = time.Parse(TimeLayout, start)
 		s.end, _ = time.Parse(TimeLayout, end)
 		if s.end.Before(floor) {
-			break // sessions of one visitor do not overlap: all older ones end earlier
+			break
 		}
-		orig := *s
-		s.orig = &orig
 		list = append(list, s)
+		if s.start.Before(floor) {
+			break
+		}
 	}
 	return list, rows.Err()
 }

@@ -247,3 +247,135 @@ func TestSessionsAfterOtherWritesInTheSameCommit(t *testing.T) {
 		t.Fatalf("got %d sessions of %d events, want 1 of 1 (event 5)", n, events)
 	}
 }
+
+// An event far in the past of a visitor with very many later sessions
+// reads only the sessions it can touch and the visitor's newest (for the
+// memo), not every later one, so it cannot hold the writer; a batch spread
+// across years stays bounded too. The sessions still come out as the rule
+// says, and the daily rollup agrees with them.
+func TestSessionsOfAVisitorWithManySessions(t *testing.T) {
+	const stored = 100_000
+	const spacing = 50 * time.Minute // more than SessionGap, less than twice it
+	base := time.Date(2016, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(k int) time.Time { return base.Add(time.Duration(k) * spacing) }
+
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	withSites(t, db, "s")
+	ctx := context.Background()
+	// Sessions of one event each, 50 minutes apart, and their rollup,
+	// written directly: intake of 100,000 events would take far longer.
+	err := db.writer.Do(ctx, func(tx *Tx) error {
+		if _, err := tx.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?)
+			INSERT INTO sessions(site_id, anon_id, started_at, ended_at, event_count)
+			SELECT 's', 'v', t, t, 1 FROM (SELECT strftime('%Y-%m-%dT%H:%M:%fZ', ?, '+' || (n * ?) || ' minutes') AS t FROM k)`,
+			stored, base.Format("2006-01-02 15:04:05"), int(spacing/time.Minute)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(`INSERT INTO daily_sessions(site_id, day, sessions, duration_ms, events, bounces)
+			SELECT site_id, substr(started_at, 1, 10), COUNT(*), 0, COUNT(*), COUNT(*) FROM sessions GROUP BY 1, 2`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []IngestEvent
+	for k := range stored {
+		all = append(all, IngestEvent{AnonID: "v", TS: at(k)})
+	}
+
+	spread := make([]time.Duration, 500) // one event every 199 sessions, each bridging two
+	for i := range spread {
+		spread[i] = time.Duration(i*199)*spacing + 25*time.Minute
+	}
+	cases := []struct {
+		name    string
+		offsets []time.Duration // from base
+		maxRead int64
+	}{
+		{"bridges two sessions in the middle", []time.Duration{50_000*spacing + 25*time.Minute}, 4},
+		{"joins one session in the middle", []time.Duration{30_000*spacing + 10*time.Minute}, 4},
+		{"after a session bridged by an earlier event", []time.Duration{50_001*spacing + 25*time.Minute}, 4},
+		{"before every session", []time.Duration{-365 * 24 * time.Hour}, 4},
+		{"a batch of 500 spread across the years", spread, 3*500 + 1},
+	}
+	n := 0
+	for _, c := range cases {
+		var events []IngestEvent
+		for _, off := range c.offsets {
+			events = append(events, IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), SiteID: "s",
+				Type: "pageview", AnonID: "v", TS: base.Add(off), Raw: []byte(`{}`)})
+			n++
+		}
+		all = append(all, events...)
+		before := db.sessionRowsRead.Load()
+		if _, err := db.Ingest(ctx, events, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if read := db.sessionRowsRead.Load() - before; read > c.maxRead {
+			t.Errorf("%s: got %d session rows read, want at most %d", c.name, read, c.maxRead)
+		}
+
+		rows, err := db.read.Query(`SELECT anon_id, started_at, ended_at, event_count FROM sessions`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []sessionRow
+		for rows.Next() {
+			var r sessionRow
+			if err := rows.Scan(&r.anon, &r.start, &r.end, &r.count); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, r)
+		}
+		rows.Close()
+		sortSessions(got)
+		want := expectedSessions(all)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: got %d sessions, want %d", c.name, len(got), len(want))
+		}
+		if got, want := dailySessions(t, db), rollupOf(want); got != want {
+			t.Fatalf("%s: got daily sessions %.300s…, want %.300s…", c.name, got, want)
+		}
+	}
+}
+
+// rollupOf is the daily session rollup of rows, as dailySessions prints it.
+func rollupOf(rows []sessionRow) string {
+	days := map[string][4]int64{}
+	for _, r := range rows {
+		start, _ := time.Parse(TimeLayout, r.start)
+		end, _ := time.Parse(TimeLayout, r.end)
+		d := days[r.start[:10]]
+		d[0]++
+		d[1] += end.Sub(start).Milliseconds()
+		d[2] += r.count
+		if r.count == 1 {
+			d[3]++
+		}
+		days[r.start[:10]] = d
+	}
+	return fmt.Sprint(days)
+}
+
+// dailySessions prints the non-empty days of the daily_sessions table.
+func dailySessions(t *testing.T, db *DB) string {
+	t.Helper()
+	rows, err := db.read.Query(`SELECT day, sessions, duration_ms, events, bounces FROM daily_sessions WHERE sessions != 0`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	days := map[string][4]int64{}
+	for rows.Next() {
+		var day string
+		var d [4]int64
+		if err := rows.Scan(&day, &d[0], &d[1], &d[2], &d[3]); err != nil {
+			t.Fatal(err)
+		}
+		days[day] = d
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(days)
+}

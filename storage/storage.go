@@ -81,7 +81,14 @@ type DB struct {
 	ckptStop, ckptDone chan struct{}
 	quota              quotaBook
 	latest             latestSessions
-	salts              saltCache
+	// sessionRowsRead counts the sessions rows intake has read, so that
+	// tests can see the writer's reads stay bounded without timing them.
+	sessionRowsRead atomic.Int64
+	// siteDeleteJob, when set by a test, is told the rows of each table
+	// every writer job of deleteSite removed (final for its last job), so
+	// that tests can see the jobs stay bounded without timing them.
+	siteDeleteJob func(table string, rows int64, final bool)
+	salts         saltCache
 	tenants
 
 	// eraseJobs counts the writer jobs erasures ran, so tests can tell a

@@ -341,11 +341,11 @@ func TestDeleteSiteInChunks(t *testing.T) {
 	}
 	for _, table := range siteDataTables {
 		var left int
-		if err := db.read.QueryRow(`SELECT COUNT(*) FROM ` + table + ` WHERE site_id = 'big'`).Scan(&left); err != nil {
+		if err := db.read.QueryRow(`SELECT COUNT(*) FROM ` + table.table + ` WHERE site_id = 'big'`).Scan(&left); err != nil {
 			t.Fatal(err)
 		}
 		if left != 0 {
-			t.Errorf("got %d rows of the deleted site in %s, want 0", left, table)
+			t.Errorf("got %d rows of the deleted site in %s, want 0", left, table.table)
 		}
 	}
 	var others int
@@ -371,6 +371,150 @@ func TestDeleteSiteInChunks(t *testing.T) {
 	}
 	if _, err := db.CreateSite(ctx, sys, ws, "big", "again"); err != nil {
 		t.Fatalf("re-creating the id: %v", err)
+	}
+}
+
+// siteRowCounts counts the rows of site in every table DeleteSite empties.
+func siteRowCounts(t *testing.T, db *DB, site string) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	for _, table := range siteDataTables {
+		var n int
+		if err := db.read.QueryRow(`SELECT COUNT(*) FROM `+table.table+` WHERE site_id = ?`, site).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		counts[table.table] = n
+	}
+	return counts
+}
+
+// fillSite writes rollup rows straight into the tables (through intake
+// they would take a while): urls distinct urls and types distinct event
+// types on one day, plus days of sessions and a few sourcemaps and
+// webhook secrets.
+func fillSite(t *testing.T, db *DB, site string, urls, types, days int) {
+	t.Helper()
+	err := db.writer.Do(context.Background(), func(tx *Tx) error {
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{`INSERT INTO daily_dimensions(site_id, day, dimension, value, count)
+				SELECT ?, '2026-03-01', 'url', 'https://example.com/' || printf('%0400d', n), 1 FROM k`, []any{site, urls}},
+			{`INSERT INTO daily_events(site_id, day, type, count) SELECT ?, '2026-03-01', 'type-' || n, 1 FROM k`, []any{site, types}},
+			{`INSERT INTO daily_sessions(site_id, day, sessions, duration_ms, events, bounces)
+				SELECT ?, date('2000-01-01', '+' || n || ' days'), 1, 0, 1, 1 FROM k`, []any{site, days}},
+			{`INSERT INTO sourcemaps(site_id, release, file, map, size, created_at, updated_at)
+				SELECT ?, 'r1', 'f' || n || '.js', zeroblob(1000), 1000, '', '' FROM k`, []any{site, 3}},
+			{`INSERT INTO webhook_secrets(site_id, adapter, secret) SELECT ?, 'stripe', 's' || n FROM k`, []any{site, 2}},
+		} {
+			if _, err := tx.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?) `+q.sql,
+				q.args[1], q.args[0]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A site's rollups grow with what its clients send (every distinct url and
+// event type is a row), so deleting a site chunks them like its events: no
+// writer job, the final one included, removes more than a chunk of a table,
+// however many the site has; rows that appear after their table was
+// emptied make the final job give way to more chunks instead of growing.
+// All rows go, counted exactly in the audit entry; another site keeps its.
+func TestDeleteSiteBoundsEveryJob(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	ctx := context.Background()
+	sys := Actor{Kind: ActorSystem}
+	ws := withSites(t, db, "big", "other")
+	fillSite(t, db, "big", 20_000, 3_000, 1_000)
+	fillSite(t, db, "other", 300, 30, 10)
+	events := make([]IngestEvent, 0, 2*siteDeleteChunk)
+	for i := range cap(events) {
+		site := []string{"big", "other"}[i%2]
+		events = append(events, IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), SiteID: site, Type: "pageview",
+			AnonID: fmt.Sprintf("v%d", i%40), TS: time.Date(2026, 3, 1, 10, 0, i, 0, time.UTC), Raw: []byte(`{}`)})
+	}
+	if _, err := db.Ingest(ctx, events, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := siteRowCounts(t, db, "big")
+	others := siteRowCounts(t, db, "other")
+
+	// Late rows, more than a chunk, arrive once the last table is empty.
+	chunks := map[string]int64{}
+	for _, table := range siteDataTables {
+		chunks[table.table] = int64(table.chunk)
+	}
+	late := 2*chunks["daily_events"] + 7
+	last := siteDataTables[len(siteDataTables)-1].table
+	injected := false
+	finals := map[string]int64{}
+	db.siteDeleteJob = func(table string, rows int64, final bool) {
+		if rows > chunks[table] {
+			t.Errorf("got a job deleting %d rows of %s (final: %v), want at most %d", rows, table, final, chunks[table])
+		}
+		if final {
+			if _, ok := finals[table]; ok {
+				t.Errorf("got two final jobs for %s", table)
+			}
+			finals[table] = rows
+		}
+		if table == last && rows == 0 && !injected {
+			injected = true
+			err := db.writer.Do(ctx, func(tx *Tx) error {
+				_, err := tx.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?)
+					INSERT INTO daily_events(site_id, day, type, count) SELECT 'big', '2026-03-02', 'late-' || n, 1 FROM k`, late)
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			want["daily_events"] += int(late)
+		}
+	}
+	if err := db.DeleteSite(ctx, sys, ws, "big"); err != nil {
+		t.Fatal(err)
+	}
+	db.siteDeleteJob = nil
+
+	if len(finals) != len(siteDataTables) {
+		t.Errorf("got a final job over %d tables, want %d", len(finals), len(siteDataTables))
+	}
+	for table, n := range siteRowCounts(t, db, "big") {
+		if n != 0 {
+			t.Errorf("got %d rows of the deleted site in %s, want 0", n, table)
+		}
+	}
+	for table, n := range siteRowCounts(t, db, "other") {
+		if n != others[table] {
+			t.Errorf("got %d rows of the other site in %s, want %d", n, table, others[table])
+		}
+	}
+	entries, _, err := db.Audit(ctx, ws.ID, 1, time.Time{})
+	if err != nil || len(entries) != 1 || entries[0].Action != "site.delete" {
+		t.Fatalf("got %+v (%v), want the site.delete entry", entries, err)
+	}
+	var meta struct {
+		Deleted map[string]int `json:"deleted_rows"`
+	}
+	if err := json.Unmarshal(entries[0].Metadata, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if len(meta.Deleted) != len(want) {
+		t.Errorf("got deleted_rows of %d tables, want %d", len(meta.Deleted), len(want))
+	}
+	for table, n := range want {
+		if meta.Deleted[table] != n {
+			t.Errorf("got deleted_rows[%s] = %d, want %d", table, meta.Deleted[table], n)
+		}
+	}
+	if !injected || want["daily_dimensions"] < 20_000 || want["sourcemaps"] != 3 || want["events"] != siteDeleteChunk {
+		t.Errorf("got %v before the delete (late rows added: %v), want the filled rows", want, injected)
 	}
 }
 
