@@ -3,76 +3,19 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/tally-analytics/tally/internal/smallfs"
 )
-
-// smallFilesystem mounts a tmpfs of size (e.g. "64m") on a fresh folder,
-// unmounted at cleanup. It needs root: it skips without, except in CI.
-func smallFilesystem(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("this test needs root to mount a small file system, and CI runs as root")
-		}
-		t.Skip("needs root to mount a small file system")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	// Registered after TempDir's own cleanup, so it runs before it (and
-	// after the harness's, registered later still, has closed the files).
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount: %v: %s", err, out)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a filler file into dir until the file system is full,
-// and returns the function that deletes it.
-func fillDisk(t *testing.T, dir string) (free func()) {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 64<<10)
-	for _, n := range []int{len(chunk), 512} {
-		for {
-			_, err := f.Write(chunk[:n])
-			if err == nil {
-				continue
-			}
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	f.Close()
-	return func() {
-		if err := os.Remove(path); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // truncateWAL copies the WAL into the database and empties it, so that
 // the next commit needs new space on the disk rather than reusing the
@@ -114,7 +57,7 @@ func mustUnavailable(t *testing.T, r response) {
 }
 
 func TestDiskFullDuringLoad(t *testing.T) {
-	dir := smallFilesystem(t, "64m")
+	dir := smallfs.Mount(t, "64m")
 	h := newHarnessAt(t, filepath.Join(dir, "t.db"))
 	h.setupTenant("acme", "acme-web")
 
@@ -195,7 +138,7 @@ func TestDiskFullDuringLoad(t *testing.T) {
 		}
 	}
 	waitFor(t, 30*time.Second, "events accepted before the disk fills", func() bool { answersOK(); return n202.Load() >= 100 })
-	free := fillDisk(t, dir)
+	free := smallfs.Fill(t, dir, 0)
 	waitFor(t, 30*time.Second, "503 answers on a full disk", func() bool { answersOK(); return n503.Load() >= 5 })
 	waitFor(t, 30*time.Second, "/healthz 503 on a full disk", func() bool { return h.healthStatus() == 503 })
 	freed.Store(true)
@@ -254,7 +197,7 @@ func postEvents(url, token string, body []byte) (status int, retryAfter, code st
 }
 
 func TestFailedCommitLeavesCachesEqualToDatabase(t *testing.T) {
-	dir := smallFilesystem(t, "16m")
+	dir := smallfs.Mount(t, "16m")
 	h := newHarnessAt(t, filepath.Join(dir, "t.db"), func(c *Config) { c.Quota = 3; c.RequireAPIKey = KeyModeTag })
 	tn := h.setupTenant("acme", "acme-web")
 	key := h.q("POST", "/v1/workspaces/acme/keys", testAdminToken, map[string]any{"label": "k", "scopes": []string{"ingest:write"}}).json(t)
@@ -274,7 +217,7 @@ func TestFailedCommitLeavesCachesEqualToDatabase(t *testing.T) {
 	intake(t, h.c("POST", "/v1/events", "other", ev("other", 7, nil)))
 
 	h.truncateWAL()
-	free := fillDisk(t, dir)
+	free := smallfs.Fill(t, dir, 0)
 	mustUnavailable(t, post(ev(tn.site, 2, nil), ev(tn.site, 3, nil)))
 	mustUnavailable(t, h.q("POST", "/v1/workspaces/acme/sites", testAdminToken, map[string]any{"id": "late", "name": "late"}))
 	mustUnavailable(t, h.q("DELETE", "/v1/workspaces/acme/keys/"+keyID, testAdminToken, nil))
@@ -322,13 +265,13 @@ func TestFailedCommitLeavesCachesEqualToDatabase(t *testing.T) {
 }
 
 func TestHealthzFollowsTheWritePath(t *testing.T) {
-	dir := smallFilesystem(t, "16m")
+	dir := smallfs.Mount(t, "16m")
 	h := newHarnessAt(t, filepath.Join(dir, "t.db"))
 	if got := h.healthStatus(); got != 200 {
 		t.Fatalf("got /healthz %d before the disk fills, want 200", got)
 	}
 	h.truncateWAL()
-	free := fillDisk(t, dir)
+	free := smallfs.Fill(t, dir, 0)
 	// Idle: no write fails on its own, so the health check must probe.
 	waitFor(t, 10*time.Second, "/healthz 503 on a full disk", func() bool { return h.healthStatus() == 503 })
 	r := h.q("GET", "/healthz", "", nil)

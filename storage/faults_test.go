@@ -4,19 +4,16 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"errors"
 	"io/fs"
 	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/internal/smallfs"
 )
 
 func TestDurabilityPragmas(t *testing.T) {
@@ -144,14 +141,14 @@ func TestMigrationFailureKeepsThePreviousVersion(t *testing.T) {
 }
 
 func TestMigrationOnAFullDisk(t *testing.T) {
-	dir := smallFilesystem(t, "8m")
+	dir := smallfs.Mount(t, "8m")
 	path := filepath.Join(dir, "a.db")
 	if err := migrateOnly(t, path, embeddedMigrations(t, "0001")); err != nil {
 		t.Fatal(err)
 	}
 	// Room for the shared-memory index and a few pages, not for the
 	// migrations: they fail midway.
-	free := fillDisk(t, dir, 40<<10)
+	free := smallfs.Fill(t, dir, 40<<10)
 	_, err := Open(context.Background(), Options{Path: path})
 	if err == nil {
 		t.Fatal("got no error migrating on a full disk")
@@ -173,70 +170,6 @@ func TestMigrationOnAFullDisk(t *testing.T) {
 	db.Close()
 	if version, exists := schemaState(t, path, "event_ids"); version < 2 || !exists {
 		t.Errorf("got version %d and table event_ids present %v after space came back, want both", version, exists)
-	}
-}
-
-// smallFilesystem mounts a tmpfs of size (e.g. "8m") on a fresh folder,
-// unmounted at cleanup. It needs root: it skips without, except in CI.
-func smallFilesystem(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("this test needs root to mount a small file system, and CI runs as root")
-		}
-		t.Skip("needs root to mount a small file system")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	// Registered after TempDir's own cleanup, so it runs first.
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount: %v: %s", err, out)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a filler file into dir until the file system has only
-// leave bytes free, and returns the function that deletes it.
-func fillDisk(t *testing.T, dir string, leave int64) (free func()) {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	// Fill what a 64 KiB chunk could not.
-	for {
-		if _, err := f.Write(chunk[:512]); err != nil {
-			break
-		}
-	}
-	if leave > 0 {
-		fi, err := f.Stat()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Truncate(fi.Size() - leave); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.Close()
-	return func() {
-		if err := os.Remove(path); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
