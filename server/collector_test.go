@@ -655,25 +655,14 @@ func TestCollectorStoresEventsOfAGoneClient(t *testing.T) {
 // reach the writer, gets nothing stored: the request is answered as for an
 // unknown site, and a site re-created with that id starts empty.
 func TestCollectorSiteDeletedMidRequest(t *testing.T) {
-	var h *harness
-	var armed atomic.Bool
-	h = newHarness(t, func(c *Config) {
-		now := c.Now
-		c.Now = func() time.Time {
-			// The collector reads the clock right after the credential
-			// check; the site goes away at that moment.
-			if armed.CompareAndSwap(true, false) {
-				mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/sites/web", testAdminToken, nil), 204, "")
-			}
-			return now()
-		}
-	})
+	h := newHarness(t)
 	h.setupTenant("acme", "web")
-	armed.Store(true)
+	// The request reads the clock right after its credential check: the
+	// site goes away at that moment.
+	h.clock.OnNextRead(func() {
+		mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/sites/web", testAdminToken, nil), 204, "")
+	})
 	mustStatus(t, h.c("POST", "/v1/events", "web", ev("web", 1, nil), "User-Agent", chromeUA), 401, "unauthorized")
-	if armed.Load() {
-		t.Fatal("the site was not deleted during the request")
-	}
 	if n := h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'web'`); n != 0 {
 		t.Fatalf("got %d stored events of the deleted site, want 0", n)
 	}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -268,25 +267,14 @@ func TestSourcemapMemoryFollowsArrivedBytes(t *testing.T) {
 // no sourcemap: the answer is the deleted site's 404, and a site created
 // again with the id starts without maps.
 func TestSourcemapSiteDeletedMidRequest(t *testing.T) {
-	var h *harness
-	var armed atomic.Bool
-	h = newHarness(t, func(c *Config) {
-		now := c.Now
-		c.Now = func() time.Time {
-			// The upload reads the server's clock right after the
-			// credential check, for its rate limit.
-			if armed.CompareAndSwap(true, false) {
-				mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/sites/web", testAdminToken, nil), 204, "")
-			}
-			return now()
-		}
-	})
+	h := newHarness(t)
 	h.setupTenant("acme", "web")
-	armed.Store(true)
+	// The request reads the clock right after its credential check: the
+	// site goes away at that moment.
+	h.clock.OnNextRead(func() {
+		mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/sites/web", testAdminToken, nil), 204, "")
+	})
 	mustStatus(t, h.q("POST", "/v1/sites/web/sourcemaps", "web", sourcemapBody("1", "a.js", []byte(`{}`))), 404, "not_found")
-	if armed.Load() {
-		t.Fatal("the site was not deleted during the request")
-	}
 	if n := h.count(`SELECT COUNT(*) FROM sourcemaps WHERE site_id = 'web'`); n != 0 {
 		t.Fatalf("got %d sourcemaps of the deleted site, want 0", n)
 	}
