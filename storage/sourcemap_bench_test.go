@@ -107,5 +107,5 @@ func probeWriter(db *DB) (stop func() time.Duration) {
 }
 
 func upsertBench(db *DB, site *Site, release, file string, data []byte) error {
-	return db.UpsertSourcemap(context.Background(), site, release, file, data, SourcemapLimits{})
+	return db.UpsertSourcemap(context.Background(), site, release, file, [][]byte{data}, SourcemapLimits{})
 }
