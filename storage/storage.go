@@ -92,7 +92,7 @@ type DB struct {
 	// writer job of a sourcemap upload, delete or prune wrote or freed, so
 	// that tests can see the jobs stay bounded without timing them.
 	sourcemapJobBytes func(bytes int64)
-	salts         saltCache
+	salts             saltCache
 	tenants
 
 	// eraseJobs counts the writer jobs erasures ran, so tests can tell a
