@@ -14,7 +14,7 @@ CREATE TABLE sourcemap_parts (
     PRIMARY KEY (site_id, upload, seq)
 );
 -- Orphans (of an upload or a freeing cut short) are found by age.
-CREATE INDEX sourcemap_parts_age ON sourcemap_parts(created_at, upload);
+CREATE INDEX sourcemap_parts_age ON sourcemap_parts(created_at, site_id, upload);
 
 ALTER TABLE sourcemaps ADD COLUMN upload TEXT;
 -- Whether any row points at an upload's parts.
