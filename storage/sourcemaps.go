@@ -84,6 +84,9 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 			return abandon(err)
 		}
 	}
+	// From here the outcome must be known: a job that commits after its
+	// caller stopped waiting would point the row at parts then deleted.
+	ctx = context.WithoutCancel(ctx)
 	var replaced sql.NullString
 	err := db.sourcemapJob(ctx, func(tx *Tx) (int64, error) {
 		if err := db.checkSite(site); err != nil {
@@ -122,7 +125,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 	if replaced.Valid {
 		// The new map is stored: should this stop midway, Prune deletes
 		// the rest.
-		db.freeParts(context.WithoutCancel(ctx), site.ID, replaced.String, false)
+		db.freeParts(ctx, site.ID, replaced.String, false)
 	}
 	return nil
 }
@@ -175,6 +178,9 @@ func checkSourcemapCaps(tx *Tx, site, release, file string, size int64, limits S
 // go one a job (maps stored inline, before parts existed, go with their
 // row).
 func (db *DB) DeleteSourcemaps(ctx context.Context, actor Actor, site *Site, release, file string) (files int, bytes int64, err error) {
+	// The job's outcome must be known, to free the parts of the rows it
+	// deleted, so it is waited for even if the client leaves.
+	ctx = context.WithoutCancel(ctx)
 	var uploads []string
 	err = db.sourcemapJob(ctx, func(tx *Tx) (int64, error) {
 		if err := db.checkSite(site); err != nil {
@@ -223,10 +229,28 @@ func (db *DB) DeleteSourcemaps(ctx context.Context, actor Actor, site *Site, rel
 	// The rows are gone and the answer is settled; should this stop
 	// midway, Prune deletes the rest.
 	for _, u := range uploads {
-		db.freeParts(context.WithoutCancel(ctx), site.ID, u, false)
+		db.freeParts(ctx, site.ID, u, false)
 	}
 	return files, bytes, nil
 }
+
+// Queries of freeing parts; they read indexes only, never a part's data
+// (length() of a blob does not load it), and search, never scan
+// (TestSourcemapPartQueriesSearch).
+const (
+	// uploadInUse counts the sourcemap rows pointing at an upload.
+	uploadInUse = `SELECT COUNT(*) FROM sourcemaps WHERE upload = ?`
+	// nextPart finds a part of (site, upload) to delete, and its size.
+	nextPart = `SELECT rowid, length(data) FROM sourcemap_parts WHERE site_id = ? AND upload = ? LIMIT 1`
+	// orphanUploads lists uploads with parts older than a cutoff that no
+	// sourcemap row points at.
+	orphanUploads = `SELECT DISTINCT site_id, upload FROM sourcemap_parts INDEXED BY sourcemap_parts_age
+		WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM sourcemaps WHERE sourcemaps.upload = sourcemap_parts.upload)
+		LIMIT ?`
+)
+
+// orphanBatch is how many orphan uploads one read of Prune lists.
+const orphanBatch = 100
 
 // freeParts deletes the parts of site's upload, one a writer job. With
 // orphan set it stops, deleting nothing more, as soon as a sourcemap row
@@ -239,13 +263,12 @@ func (db *DB) freeParts(ctx context.Context, site, upload string, orphan bool) e
 		err := db.sourcemapJob(ctx, func(tx *Tx) (int64, error) {
 			if orphan {
 				var used int
-				if err := tx.QueryRow(`SELECT COUNT(*) FROM sourcemaps WHERE upload = ?`, upload).Scan(&used); err != nil || used > 0 {
+				if err := tx.QueryRow(uploadInUse, upload).Scan(&used); err != nil || used > 0 {
 					return 0, err
 				}
 			}
 			var rowid int64
-			err := tx.QueryRow(`SELECT rowid, length(data) FROM sourcemap_parts WHERE site_id = ? AND upload = ? LIMIT 1`,
-				site, upload).Scan(&rowid, &freed)
+			err := tx.QueryRow(nextPart, site, upload).Scan(&rowid, &freed)
 			if errors.Is(err, sql.ErrNoRows) {
 				return 0, nil
 			}
@@ -270,9 +293,7 @@ func (db *DB) freeParts(ctx context.Context, site, upload string, orphan bool) e
 func (db *DB) pruneSourcemapParts(ctx context.Context) error {
 	cutoff := FormatTime(db.now().Add(-sourcemapOrphanAge))
 	for {
-		rows, err := db.read.QueryContext(ctx, `SELECT DISTINCT site_id, upload FROM sourcemap_parts INDEXED BY sourcemap_parts_age
-			WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM sourcemaps WHERE sourcemaps.upload = sourcemap_parts.upload)
-			LIMIT 100`, cutoff)
+		rows, err := db.read.QueryContext(ctx, orphanUploads, cutoff, orphanBatch)
 		if err != nil {
 			return fmt.Errorf("find orphan sourcemap parts: %w", err)
 		}
@@ -297,7 +318,7 @@ func (db *DB) pruneSourcemapParts(ctx context.Context) error {
 				return err
 			}
 		}
-		if len(orphans) < 100 {
+		if len(orphans) < orphanBatch {
 			return nil
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -149,20 +150,24 @@ func TestSourcemapJobsHoldAtMostAPart(t *testing.T) {
 }
 
 // An upload that cannot finish deletes the parts it wrote: its site
-// deleted, or the caps filled by another upload, between two parts. A
-// rest of the pieces is what the server hands over for an empty map.
+// deleted, the caps filled by another upload, or its client gone, between
+// two parts.
 func TestSourcemapUploadCutShortLeavesNoParts(t *testing.T) {
 	ctx := context.Background()
 	sys := Actor{Kind: ActorSystem}
 	tests := []struct {
 		name string
-		// between runs after the upload's second part is written.
-		between func(t *testing.T, db *DB, ws *Workspace, site *Site)
+		// between runs after the upload's second part is written; cancel
+		// ends the upload's context.
+		between func(t *testing.T, db *DB, ws *Workspace, site *Site, cancel func())
 		limits  SourcemapLimits
 		code    string
 		maps    int // sourcemap rows left on the site
+		// after is the number of jobs (the check, then parts) before
+		// between runs: 3 unless set.
+		after int
 	}{
-		{"site deleted", func(t *testing.T, db *DB, ws *Workspace, _ *Site) {
+		{"site deleted", func(t *testing.T, db *DB, ws *Workspace, _ *Site, _ func()) {
 			if err := db.DeleteSite(ctx, sys, ws, "web"); err != nil {
 				t.Fatal(err)
 			}
@@ -170,12 +175,19 @@ func TestSourcemapUploadCutShortLeavesNoParts(t *testing.T) {
 			if _, err := db.CreateSite(ctx, sys, ws, "web", "again"); err != nil {
 				t.Fatal(err)
 			}
-		}, SourcemapLimits{}, fault.NotFound, 0},
-		{"caps filled meanwhile", func(t *testing.T, db *DB, _ *Workspace, site *Site) {
+		}, SourcemapLimits{}, fault.NotFound, 0, 0},
+		{"caps filled meanwhile", func(t *testing.T, db *DB, _ *Workspace, site *Site, _ func()) {
 			if err := db.UpsertSourcemap(ctx, site, "1", "other.js", [][]byte{[]byte(`{}`)}, SourcemapLimits{Files: 1}); err != nil {
 				t.Fatal(err)
 			}
-		}, SourcemapLimits{Files: 1}, fault.SourcemapQuotaExceeded, 1},
+		}, SourcemapLimits{Files: 1}, fault.SourcemapQuotaExceeded, 1, 0},
+		{"client gone", func(_ *testing.T, _ *DB, _ *Workspace, _ *Site, cancel func()) { cancel() },
+			SourcemapLimits{}, fault.Internal, 0, 0},
+		// Once every part is written the upload finishes: it cannot tell
+		// whether its last job committed, and must not delete the parts
+		// of a row that points at them.
+		{"client gone before the last job", func(_ *testing.T, _ *DB, _ *Workspace, _ *Site, cancel func()) { cancel() },
+			SourcemapLimits{}, "", 1, 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,27 +202,33 @@ func TestSourcemapUploadCutShortLeavesNoParts(t *testing.T) {
 			defer db.Close()
 			ws := withSites(t, db, "web")
 			site, _ := db.Site("web")
+			upload, cancel := context.WithCancel(ctx)
+			defer cancel()
 			jobs := 0
 			db.sourcemapJobBytes = func(int64) {
 				jobs++
-				if jobs == 3 { // the check, then two parts
+				if jobs == max(tt.after, 3) {
 					db.sourcemapJobBytes = nil
-					tt.between(t, db, ws, site)
+					tt.between(t, db, ws, site, cancel)
 				}
 			}
 			data := bytes.Repeat([]byte{'m'}, 5<<20)
-			err = db.UpsertSourcemap(ctx, site, "1", "app.js", [][]byte{data}, tt.limits)
+			err = db.UpsertSourcemap(upload, site, "1", "app.js", [][]byte{data}, tt.limits)
 			if fault.Code(err) != tt.code {
 				t.Fatalf("got %v, want %s", err, tt.code)
 			}
-			if jobs < 3 {
-				t.Fatalf("got %d jobs, want the upload cut short after its second part", jobs)
-			}
-			if n := countRows(t, db, `SELECT COUNT(*) FROM sourcemap_parts WHERE length(data) = ?`, SourcemapPartMax); n != 0 {
-				t.Errorf("got %d parts of the cut upload left, want 0", n)
+			if jobs < max(tt.after, 3) {
+				t.Fatalf("got %d jobs, want the upload cut short after %d", jobs, max(tt.after, 3))
 			}
 			if n := countRows(t, db, `SELECT COUNT(*) FROM sourcemaps`); n != tt.maps {
 				t.Errorf("got %d sourcemaps, want %d", n, tt.maps)
+			}
+			if tt.code == "" {
+				if got := storedSourcemap(t, db, "web", "1", "app.js"); !bytes.Equal(got, data) {
+					t.Errorf("got a stored map of %d bytes, want the %d uploaded", len(got), len(data))
+				}
+			} else if n := countRows(t, db, `SELECT COUNT(*) FROM sourcemap_parts WHERE length(data) = ?`, SourcemapPartMax); n != 0 {
+				t.Errorf("got %d parts of the cut upload left, want 0", n)
 			}
 		})
 	}
@@ -315,5 +333,40 @@ func TestSourcemapInlineMapFromBeforeParts(t *testing.T) {
 	}
 	if n := countRows(t, db, `SELECT COUNT(*) FROM sourcemap_parts`) + countRows(t, db, `SELECT COUNT(*) FROM sourcemaps`); n != 0 {
 		t.Fatalf("got %d rows and parts left after the delete, want 0", n)
+	}
+}
+
+// Freeing parts and finding orphans search indexes: no query walks the
+// sourcemaps or their parts, whose rows hold up to 1 MiB (or, before
+// migration 0008, 25 MiB) each.
+func TestSourcemapPartQueriesSearch(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	for _, tt := range []struct {
+		query string
+		args  []any
+		want  string // a step the plan must hold
+	}{
+		{uploadInUse, []any{"u"}, "COVERING INDEX sourcemaps_upload"},
+		{nextPart, []any{"s", "u"}, "sqlite_autoindex_sourcemap_parts_1 (site_id=? AND upload=?)"},
+		{orphanUploads, []any{"2026-01-01", 5}, "COVERING INDEX sourcemap_parts_age (created_at<?)"},
+	} {
+		rows, err := db.read.Query(`EXPLAIN QUERY PLAN `+tt.query, tt.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.query, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		joined := strings.Join(plan, "; ")
+		if strings.Contains(joined, "SCAN ") || !strings.Contains(joined, tt.want) {
+			t.Errorf("%s\ngot the plan %q, want searches only, with %q", tt.query, joined, tt.want)
+		}
 	}
 }
