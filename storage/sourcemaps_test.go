@@ -370,3 +370,48 @@ func TestSourcemapPartQueriesSearch(t *testing.T) {
 		}
 	}
 }
+
+// A database written before migration 0008 upgrades with its maps inline:
+// they keep counting, and are replaced and deleted correctly.
+func TestSourcemapUpgradeKeepsInlineMaps(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	if err := migrateOnly(t, path, embeddedMigrations(t, "0007")); err != nil {
+		t.Fatal(err)
+	}
+	old, err := sql.Open("sqlite", FileURI(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Exec(`INSERT INTO workspaces(id, name, slug, created_at) VALUES ('w', 'W', 'w', '2026-01-01T00:00:00.000Z');
+		INSERT INTO sites(id, workspace_id, name, created_at) VALUES ('web', 'w', 'Web', '2026-01-01T00:00:00.000Z');
+		INSERT INTO sourcemaps(site_id, release, file, map, size, created_at, updated_at)
+		VALUES ('web', '1', 'a.js', randomblob(2097152), 2097152, '', ''), ('web', '1', 'b.js', x'7b7d', 2, '', '')`); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+
+	db := openTest(t, path)
+	ctx := context.Background()
+	site, _ := db.Site("web")
+	if got := storedSourcemap(t, db, "web", "1", "b.js"); string(got) != `{}` {
+		t.Fatalf("got %q for an inline map after the upgrade, want {}", got)
+	}
+	limits := SourcemapLimits{Bytes: 2<<20 + 2}
+	if err := db.UpsertSourcemap(ctx, site, "1", "c.js", [][]byte{{1}}, limits); fault.Code(err) != fault.SourcemapQuotaExceeded {
+		t.Fatalf("got %v, want %s: the inline maps count", err, fault.SourcemapQuotaExceeded)
+	}
+	replacement := bytes.Repeat([]byte{'r'}, 2<<20)
+	if err := db.UpsertSourcemap(ctx, site, "1", "a.js", [][]byte{replacement}, limits); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedSourcemap(t, db, "web", "1", "a.js"); !bytes.Equal(got, replacement) {
+		t.Fatalf("got a stored map of %d bytes, want the replacement's %d", len(got), len(replacement))
+	}
+	files, freed, err := db.DeleteSourcemaps(ctx, Actor{Kind: ActorSystem}, site, "1", "")
+	if err != nil || files != 2 || freed != 2<<20+2 {
+		t.Fatalf("got %d files, %d bytes (%v), want 2 and %d", files, freed, err, 2<<20+2)
+	}
+	if n := countRows(t, db, `SELECT COUNT(*) FROM sourcemap_parts`) + countRows(t, db, `SELECT COUNT(*) FROM sourcemaps`); n != 0 {
+		t.Fatalf("got %d rows and parts left after the delete, want 0", n)
+	}
+}
