@@ -183,6 +183,16 @@ func TestSourcemapUploadCutShortLeavesNoParts(t *testing.T) {
 		}, SourcemapLimits{Files: 1}, fault.SourcemapQuotaExceeded, 1, 0},
 		{"client gone", func(_ *testing.T, _ *DB, _ *Workspace, _ *Site, cancel func()) { cancel() },
 			SourcemapLimits{}, fault.Internal, 0, 0},
+		// Only an upload stalled for over an hour can see this: its parts
+		// were pruned as orphans, so it must not point a row at them.
+		{"parts pruned meanwhile", func(t *testing.T, db *DB, _ *Workspace, _ *Site, _ func()) {
+			if err := db.Prune(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := countRows(t, db, `SELECT COUNT(*) FROM sourcemap_parts`); n != 0 {
+				t.Fatalf("got %d parts after the prune, want the stalled upload's pruned", n)
+			}
+		}, SourcemapLimits{}, fault.Unavailable, 0, 0},
 		// Once every part is written the upload finishes: it cannot tell
 		// whether its last job committed, and must not delete the parts
 		// of a row that points at them.
@@ -191,9 +201,17 @@ func TestSourcemapUploadCutShortLeavesNoParts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// A site created again differs from the first; an upload's
+			// parts look old to whatever comes after them.
 			now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+			var mu sync.Mutex
 			db, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: func() time.Time {
-				now = now.Add(time.Millisecond) // a site created again differs from the first
+				mu.Lock()
+				defer mu.Unlock()
+				now = now.Add(time.Millisecond)
+				if tt.code == fault.Unavailable {
+					now = now.Add(time.Hour)
+				}
 				return now
 			}})
 			if err != nil {
