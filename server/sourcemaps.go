@@ -31,8 +31,9 @@ var errMapTooLarge = fault.Errorf(fault.PayloadTooLarge, "the decoded map is lar
 // sourcemapChunk is the largest piece by which an upload's map buffers grow
 // (see readChunked): memory follows the bytes that actually arrived, never
 // the Content-Length a client declares, so slow clients cannot pin memory
-// they do not fill.
-const sourcemapChunk = 1 << 20
+// they do not fill. Each piece is one part in storage, so it is no larger
+// than a part may be.
+const sourcemapChunk = storage.SourcemapPartMax
 
 // sourcemapAnswer is the 201 body of an upload.
 type sourcemapAnswer struct {
@@ -44,7 +45,8 @@ type sourcemapAnswer struct {
 // {size}, the decoded byte count. The credential is the collector's (see
 // sourcemapSite); each site may upload a few maps a minute and store a
 // bounded number of files and bytes. The body is parsed as a stream and the
-// map decoded as it is read, so only the decoded map is ever held in memory.
+// map decoded as it is read, so only the decoded map is ever held in memory,
+// in pieces that storage writes as they are, one writer job each.
 //
 // POST /sites/:siteId/sourcemaps
 func (s *Server) uploadSourcemap(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
@@ -68,7 +70,7 @@ func (s *Server) uploadSourcemap(w http.ResponseWriter, r *http.Request, ps http
 	if err := s.db.UpsertSourcemap(r.Context(), site, up.release, up.file, up.data, limits); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, sourcemapAnswer{Size: len(up.data)})
+	writeJSON(w, http.StatusCreated, sourcemapAnswer{Size: up.size})
 	return nil
 }
 
@@ -138,8 +140,10 @@ func (s *Server) sourcemapSite(r *http.Request, siteID string) (*storage.Site, e
 
 type sourcemapUpload struct {
 	release, file string
-	data          []byte
-	hasMap        bool
+	// data is the decoded map in pieces of at most sourcemapChunk bytes.
+	data   [][]byte
+	size   int
+	hasMap bool
 }
 
 // parseSourcemap reads {"release": s, "file": s, "map": base64} from r.
@@ -195,7 +199,7 @@ func parseSourcemap(r io.Reader) (*sourcemapUpload, error) {
 			if c != '"' {
 				return nil, fault.Errorf(fault.InvalidSourcemap, "map must be a base64 string")
 			}
-			if up.data, err = js.base64String(); err != nil {
+			if up.data, up.size, err = js.base64String(); err != nil {
 				return nil, err
 			}
 			up.hasMap = true
@@ -291,37 +295,38 @@ func (js *jsonStream) smallString() (string, error) {
 }
 
 // base64String decodes the rest of a string (opening quote consumed) as
-// standard base64 while reading it, up to sourcemapMaxDecoded bytes.
-func (js *jsonStream) base64String() ([]byte, error) {
+// standard base64 while reading it, up to sourcemapMaxDecoded bytes, and
+// returns the bytes in pieces (see readChunked) and their total.
+func (js *jsonStream) base64String() ([][]byte, int, error) {
 	content := &stringContent{r: js.r}
 	dec := base64.NewDecoder(base64.StdEncoding, content)
-	data, err := readChunked(io.LimitReader(dec, sourcemapMaxDecoded+1))
+	data, size, err := readChunked(io.LimitReader(dec, sourcemapMaxDecoded+1))
 	if content.err != nil {
 		if errors.Is(content.err, errBadEscape) {
-			return nil, fault.Errorf(fault.InvalidSourcemap, "map must be plain base64")
+			return nil, 0, fault.Errorf(fault.InvalidSourcemap, "map must be plain base64")
 		}
-		return nil, js.syntax(content.err)
+		return nil, 0, js.syntax(content.err)
 	}
 	if err != nil {
-		return nil, fault.Errorf(fault.InvalidSourcemap, "map is not valid base64: %v", err)
+		return nil, 0, fault.Errorf(fault.InvalidSourcemap, "map is not valid base64: %v", err)
 	}
-	if len(data) > sourcemapMaxDecoded {
-		return nil, errMapTooLarge
+	if size > sourcemapMaxDecoded {
+		return nil, 0, errMapTooLarge
 	}
 	// The decoder stops at padding: anything after it in the string is bad.
 	if rest, err := io.ReadAll(content); err != nil || len(bytes.TrimSpace(rest)) > 0 {
-		return nil, fault.Errorf(fault.InvalidSourcemap, "map is not valid base64: data after the padding")
+		return nil, 0, fault.Errorf(fault.InvalidSourcemap, "map is not valid base64: data after the padding")
 	}
-	return data, nil
+	return data, size, nil
 }
 
 // readChunked reads r to its end into chunks, each allocated only once the
 // previous one is full and no larger than what has arrived so far (64 KiB
-// first, then doubling up to sourcemapChunk), and joins them into one slice
-// of exactly the length read. Memory thus follows the bytes received, never
-// a size the client announced; the join makes the total about twice the
-// data, where a doubling buffer would allocate up to four times.
-func readChunked(r io.Reader) ([]byte, error) {
+// first, then doubling up to sourcemapChunk), and returns them with their
+// total length. Memory thus follows the bytes received, never a size the
+// client announced, and is about the data itself: the chunks are stored as
+// they are (storage writes each as a part of the map), never joined.
+func readChunked(r io.Reader) ([][]byte, int, error) {
 	var chunks [][]byte
 	total := 0
 	for size := 64 << 10; ; size = min(2*size, sourcemapChunk) {
@@ -332,20 +337,12 @@ func readChunked(r io.Reader) ([]byte, error) {
 			chunks = append(chunks, chunk[:n])
 		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
+			return chunks, total, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	if len(chunks) == 1 {
-		return chunks[0], nil
-	}
-	data := make([]byte, 0, total)
-	for _, c := range chunks {
-		data = append(data, c...)
-	}
-	return data, nil
 }
 
 var errBadEscape = errors.New("bad escape in base64 string")

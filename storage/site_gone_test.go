@@ -57,12 +57,12 @@ func TestWritesRefuseADeletedSite(t *testing.T) {
 			`SELECT COUNT(*) FROM dlq WHERE site_id = 'web' AND id = 'q1'`, 1, "dlq.replay"},
 		{"upsert a sourcemap", nil,
 			func(db *DB, stale *Site) error {
-				return db.UpsertSourcemap(ctx, stale, "1", "a.js", []byte(`{}`), SourcemapLimits{})
+				return db.UpsertSourcemap(ctx, stale, "1", "a.js", [][]byte{[]byte(`{}`)}, SourcemapLimits{})
 			},
 			`SELECT COUNT(*) FROM sourcemaps WHERE site_id = 'web'`, 0, ""},
 		{"delete sourcemaps", func(t *testing.T, db *DB) {
 			site, _ := db.Site("web")
-			if err := db.UpsertSourcemap(ctx, site, "1", "a.js", []byte(`{}`), SourcemapLimits{}); err != nil {
+			if err := db.UpsertSourcemap(ctx, site, "1", "a.js", [][]byte{[]byte(`{}`)}, SourcemapLimits{}); err != nil {
 				t.Fatal(err)
 			}
 		},

@@ -88,7 +88,11 @@ type DB struct {
 	// every writer job of deleteSite removed (final for its last job), so
 	// that tests can see the jobs stay bounded without timing them.
 	siteDeleteJob func(table string, rows int64, final bool)
-	salts         saltCache
+	// sourcemapJobBytes, when set by a test, is told the bytes of map each
+	// writer job of a sourcemap upload, delete or prune wrote or freed, so
+	// that tests can see the jobs stay bounded without timing them.
+	sourcemapJobBytes func(bytes int64)
+	salts             saltCache
 	tenants
 
 	// eraseJobs counts the writer jobs erasures ran, so tests can tell a

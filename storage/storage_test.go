@@ -59,7 +59,7 @@ func TestOpenAppliesMigrationsOnce(t *testing.T) {
 		t.Fatalf("got %d migration rows for %d versions, want one row each", n, versions)
 	}
 	for _, table := range []string{"events", "sessions", "user_profiles", "identity_links", "audit_log", "dlq",
-		"webhook_secrets", "workspaces", "sites", "api_keys", "sourcemaps"} {
+		"webhook_secrets", "workspaces", "sites", "api_keys", "sourcemaps", "sourcemap_parts"} {
 		var name string
 		if err := db.read.QueryRow(`SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&name); err != nil {
 			t.Errorf("table %s missing: %v", table, err)
@@ -390,8 +390,8 @@ func siteRowCounts(t *testing.T, db *DB, site string) map[string]int {
 
 // fillSite writes rollup rows straight into the tables (through intake
 // they would take a while): urls distinct urls and types distinct event
-// types on one day, plus days of sessions and a few sourcemaps and
-// webhook secrets.
+// types on one day, plus days of sessions and a few sourcemaps (inline, as
+// before migration 0008, and in parts) and webhook secrets.
 func fillSite(t *testing.T, db *DB, site string, urls, types, days int) {
 	t.Helper()
 	err := db.writer.Do(context.Background(), func(tx *Tx) error {
@@ -406,6 +406,8 @@ func fillSite(t *testing.T, db *DB, site string, urls, types, days int) {
 				SELECT ?, date('2000-01-01', '+' || n || ' days'), 1, 0, 1, 1 FROM k`, []any{site, days}},
 			{`INSERT INTO sourcemaps(site_id, release, file, map, size, created_at, updated_at)
 				SELECT ?, 'r1', 'f' || n || '.js', zeroblob(1000), 1000, '', '' FROM k`, []any{site, 3}},
+			{`INSERT INTO sourcemap_parts(site_id, upload, seq, created_at, data)
+				SELECT ?, 'u1', n, '', zeroblob(1000) FROM k`, []any{site, 4}},
 			{`INSERT INTO webhook_secrets(site_id, adapter, secret) SELECT ?, 'stripe', 's' || n FROM k`, []any{site, 2}},
 		} {
 			if _, err := tx.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?) `+q.sql,
@@ -513,7 +515,7 @@ func TestDeleteSiteBoundsEveryJob(t *testing.T) {
 			t.Errorf("got deleted_rows[%s] = %d, want %d", table, meta.Deleted[table], n)
 		}
 	}
-	if !injected || want["daily_dimensions"] < 20_000 || want["sourcemaps"] != 3 || want["events"] != siteDeleteChunk {
+	if !injected || want["daily_dimensions"] < 20_000 || want["sourcemaps"] != 3 || want["sourcemap_parts"] != 4 || want["events"] != siteDeleteChunk {
 		t.Errorf("got %v before the delete (late rows added: %v), want the filled rows", want, injected)
 	}
 }

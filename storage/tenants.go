@@ -365,9 +365,11 @@ var siteDataTables = []siteTable{
 	{"daily_events", "day, type", 1000}, {"daily_dimensions", "day, dimension, value", 1000},
 	{"daily_sessions", "day", 1000}, {"site_usage", "month", 1000},
 	{"webhook_secrets", "", siteDeleteChunk},
-	// A map is up to 25 MiB and secure_delete overwrites it: deleting one
-	// costs about what uploading it did, so one goes per job.
-	{"sourcemaps", "", 1},
+	// A map stored before migration 0008 is inline, up to 25 MiB, and
+	// secure_delete overwrites it: deleting one costs about what uploading
+	// it did, so one row goes per job. Later maps are parts of at most
+	// 1 MiB (SourcemapPartMax), also one per job.
+	{"sourcemaps", "", 1}, {"sourcemap_parts", "", 1},
 }
 
 // siteTable is one of siteDataTables.

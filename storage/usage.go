@@ -146,9 +146,10 @@ const pruneEvery = time.Minute
 // for about 25 s. Intake jobs run between the chunks.
 const pruneChunk = 250
 
-// Prune deletes dedup ids older than DedupWindow and salts older than
-// yesterday. The collector calls it periodically; it is cheap when there
-// is little to delete.
+// Prune deletes dedup ids older than DedupWindow, salts older than
+// yesterday and sourcemap parts a crash left behind (see
+// pruneSourcemapParts). The collector calls it periodically; it is cheap
+// when there is little to delete.
 func (db *DB) Prune(ctx context.Context) error {
 	now := db.now().UTC()
 	cutoff := now.Add(-DedupWindow).UnixMilli()
@@ -170,10 +171,13 @@ func (db *DB) Prune(ctx context.Context) error {
 			break
 		}
 	}
-	return db.writer.Do(ctx, func(tx *Tx) error {
+	if err := db.writer.Do(ctx, func(tx *Tx) error {
 		_, err := tx.Exec(`DELETE FROM daily_salts WHERE day < ?`, now.Add(-24*time.Hour).Format("2006-01-02"))
 		return err
-	})
+	}); err != nil {
+		return err
+	}
+	return db.pruneSourcemapParts(ctx)
 }
 
 // PruneLoop runs Prune every pruneEvery until ctx ends.
