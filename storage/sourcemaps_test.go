@@ -368,21 +368,7 @@ func TestSourcemapPartQueriesSearch(t *testing.T) {
 		{nextPart, []any{"s", "u"}, "sqlite_autoindex_sourcemap_parts_1 (site_id=? AND upload=?)"},
 		{orphanUploads, []any{"2026-01-01", 5}, "COVERING INDEX sourcemap_parts_age (created_at<?)"},
 	} {
-		rows, err := db.read.Query(`EXPLAIN QUERY PLAN `+tt.query, tt.args...)
-		if err != nil {
-			t.Fatalf("%s: %v", tt.query, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		joined := strings.Join(plan, "; ")
+		joined := strings.Join(queryPlan(t, db, tt.query, tt.args...), "; ")
 		if strings.Contains(joined, "SCAN ") || !strings.Contains(joined, tt.want) {
 			t.Errorf("%s\ngot the plan %q, want searches only, with %q", tt.query, joined, tt.want)
 		}

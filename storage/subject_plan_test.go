@@ -29,24 +29,31 @@ func TestSubjectQueriesSearchBySubject(t *testing.T) {
 		timelineEvents+` AND e.ts = ?3`)
 	siteOnly := regexp.MustCompile(`\(site_id=\?\)`)
 	for _, q := range queries {
-		rows, err := db.read.Query(`EXPLAIN QUERY PLAN `+q, "s", "u", "2026-01-01", 5)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := queryPlan(t, db, q, "s", "u", "2026-01-01", 5)
 		for _, step := range plan {
 			if strings.HasPrefix(step, "SCAN ") && step != "SCAN CONSTANT ROW" || siteOnly.MatchString(step) {
 				t.Errorf("%s\nplans %q: got a walk over the site, want searches by the subject", q, plan)
 			}
 		}
 	}
+}
+
+// queryPlan returns the steps of SQLite's plan for query, one detail each.
+func queryPlan(t *testing.T, db *DB, query string, args ...any) []string {
+	t.Helper()
+	rows, err := db.read.Query(`EXPLAIN QUERY PLAN `+query, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	return plan
 }
