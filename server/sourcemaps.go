@@ -331,12 +331,20 @@ func readChunked(r io.Reader) ([][]byte, int, error) {
 	total := 0
 	for size := 64 << 10; ; size = min(2*size, sourcemapChunk) {
 		chunk := make([]byte, size)
-		n, err := io.ReadFull(r, chunk)
+		// Not io.ReadFull: it reports a short last chunk as
+		// io.ErrUnexpectedEOF, which is also what the base64 decoder says
+		// of a truncated map; only io.EOF is the end.
+		n, err := 0, error(nil)
+		for n < size && err == nil {
+			var m int
+			m, err = r.Read(chunk[n:])
+			n += m
+		}
 		total += n
 		if n > 0 {
 			chunks = append(chunks, chunk[:n])
 		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
+		if err == io.EOF {
 			return chunks, total, nil
 		}
 		if err != nil {

@@ -100,6 +100,8 @@ func TestSourcemapUpload(t *testing.T) {
 		{"unknown site, wrong bearer", "/v1/sites/nope/sourcemaps", "web", sourcemapBody("1", "a.js", mapJSON), 401, "unauthorized"},
 		{"unknown site, its own id as bearer", "/v1/sites/nope/sourcemaps", "nope", sourcemapBody("1", "a.js", mapJSON), 404, "not_found"},
 		{"bad base64", "/v1/sites/web/sourcemaps", "web", `{"release":"1","file":"a.js","map":"@@@@"}`, 400, "invalid_sourcemap"},
+		{"truncated base64", "/v1/sites/web/sourcemaps", "web", `{"release":"1","file":"a.js","map":"e30"}`, 400, "invalid_sourcemap"},
+		{"base64 too short for a byte", "/v1/sites/web/sourcemaps", "web", `{"release":"1","file":"a.js","map":"!"}`, 400, "invalid_sourcemap"},
 		{"data after padding", "/v1/sites/web/sourcemaps", "web", `{"release":"1","file":"a.js","map":"YQ==YQ=="}`, 400, "invalid_sourcemap"},
 		{"unicode escape in map", "/v1/sites/web/sourcemaps", "web", `{"release":"1","file":"a.js","map":"\u0041AAA"}`, 400, "invalid_sourcemap"},
 		{"map not a string", "/v1/sites/web/sourcemaps", "web", `{"release":"1","file":"a.js","map":5}`, 400, "invalid_sourcemap"},
