@@ -135,20 +135,7 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 				}
 			}
 
-			rows, err := db.read.Query(`SELECT anon_id, started_at, ended_at, event_count FROM sessions`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []sessionRow
-			for rows.Next() {
-				var r sessionRow
-				if err := rows.Scan(&r.anon, &r.start, &r.end, &r.count); err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, r)
-			}
-			rows.Close()
-			sortSessions(got)
+			got := storedSessions(t, db)
 			if !slices.Equal(got, want) {
 				t.Fatalf("got %d sessions, want %d:\ngot  %v\nwant %v", len(got), len(want), got, want)
 			}
@@ -167,7 +154,7 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 				}
 				days[r.start[:10]] = d
 			}
-			rows, err = db.read.Query(`SELECT day, sessions, duration_ms, events, bounces FROM daily_sessions WHERE sessions != 0`)
+			rows, err := db.read.Query(`SELECT day, sessions, duration_ms, events, bounces FROM daily_sessions WHERE sessions != 0`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,20 +302,7 @@ func TestSessionsOfAVisitorWithManySessions(t *testing.T) {
 			t.Errorf("%s: got %d session rows read, want at most %d", c.name, read, c.maxRead)
 		}
 
-		rows, err := db.read.Query(`SELECT anon_id, started_at, ended_at, event_count FROM sessions`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []sessionRow
-		for rows.Next() {
-			var r sessionRow
-			if err := rows.Scan(&r.anon, &r.start, &r.end, &r.count); err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, r)
-		}
-		rows.Close()
-		sortSessions(got)
+		got := storedSessions(t, db)
 		want := expectedSessions(all)
 		if !slices.Equal(got, want) {
 			t.Fatalf("%s: got %d sessions, want %d", c.name, len(got), len(want))
@@ -378,4 +352,24 @@ func dailySessions(t *testing.T, db *DB) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprint(days)
+}
+
+// storedSessions reads every session row, sorted as sortSessions does.
+func storedSessions(t *testing.T, db *DB) []sessionRow {
+	t.Helper()
+	rows, err := db.read.Query(`SELECT anon_id, started_at, ended_at, event_count FROM sessions`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []sessionRow
+	for rows.Next() {
+		var r sessionRow
+		if err := rows.Scan(&r.anon, &r.start, &r.end, &r.count); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	sortSessions(got)
+	return got
 }

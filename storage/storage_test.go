@@ -352,19 +352,10 @@ func TestDeleteSiteInChunks(t *testing.T) {
 	if err := db.read.QueryRow(`SELECT COUNT(*) FROM events WHERE site_id = 'other'`).Scan(&others); err != nil || others != 10 {
 		t.Fatalf("got %d events of the other site (%v), want 10", others, err)
 	}
-	entries, _, err := db.Audit(ctx, ws.ID, 1, time.Time{})
-	if err != nil || len(entries) != 1 || entries[0].Action != "site.delete" {
-		t.Fatalf("got %+v (%v), want the site.delete entry", entries, err)
-	}
-	var meta struct {
-		Deleted map[string]int `json:"deleted_rows"`
-	}
-	if err := json.Unmarshal(entries[0].Metadata, &meta); err != nil {
-		t.Fatal(err)
-	}
+	deleted := siteDeleteCounts(t, db, ws)
 	want := 2*siteDeleteChunk + 345
-	if meta.Deleted["events"] != want || meta.Deleted["event_ids"] != want || meta.Deleted["sessions"] != sessions {
-		t.Fatalf("got deleted_rows %v, want %d events and ids and %d sessions", meta.Deleted, want, sessions)
+	if deleted["events"] != want || deleted["event_ids"] != want || deleted["sessions"] != sessions {
+		t.Fatalf("got deleted_rows %v, want %d events and ids and %d sessions", deleted, want, sessions)
 	}
 	if _, ok := db.Site("big"); ok {
 		t.Fatal("the deleted site is still known")
@@ -497,22 +488,13 @@ func TestDeleteSiteBoundsEveryJob(t *testing.T) {
 			t.Errorf("got %d rows of the other site in %s, want %d", n, table, others[table])
 		}
 	}
-	entries, _, err := db.Audit(ctx, ws.ID, 1, time.Time{})
-	if err != nil || len(entries) != 1 || entries[0].Action != "site.delete" {
-		t.Fatalf("got %+v (%v), want the site.delete entry", entries, err)
-	}
-	var meta struct {
-		Deleted map[string]int `json:"deleted_rows"`
-	}
-	if err := json.Unmarshal(entries[0].Metadata, &meta); err != nil {
-		t.Fatal(err)
-	}
-	if len(meta.Deleted) != len(want) {
-		t.Errorf("got deleted_rows of %d tables, want %d", len(meta.Deleted), len(want))
+	deleted := siteDeleteCounts(t, db, ws)
+	if len(deleted) != len(want) {
+		t.Errorf("got deleted_rows of %d tables, want %d", len(deleted), len(want))
 	}
 	for table, n := range want {
-		if meta.Deleted[table] != n {
-			t.Errorf("got deleted_rows[%s] = %d, want %d", table, meta.Deleted[table], n)
+		if deleted[table] != n {
+			t.Errorf("got deleted_rows[%s] = %d, want %d", table, deleted[table], n)
 		}
 	}
 	if !injected || want["daily_dimensions"] < 20_000 || want["sourcemaps"] != 3 || want["sourcemap_parts"] != 4 || want["events"] != siteDeleteChunk {
@@ -569,4 +551,21 @@ func TestDatabasePathWithURICharacters(t *testing.T) {
 	if got, want := strings.Join(names, ","), "a#b.db,a%41.db,a.db,a?mode=ro.db"; got != want {
 		t.Fatalf("got files %s, want %s", got, want)
 	}
+}
+
+// siteDeleteCounts returns the deleted_rows of the workspace's newest audit
+// entry, which must be a site.delete.
+func siteDeleteCounts(t *testing.T, db *DB, ws *Workspace) map[string]int {
+	t.Helper()
+	entries, _, err := db.Audit(context.Background(), ws.ID, 1, time.Time{})
+	if err != nil || len(entries) != 1 || entries[0].Action != "site.delete" {
+		t.Fatalf("got %+v (%v), want the site.delete entry", entries, err)
+	}
+	var meta struct {
+		Deleted map[string]int `json:"deleted_rows"`
+	}
+	if err := json.Unmarshal(entries[0].Metadata, &meta); err != nil {
+		t.Fatal(err)
+	}
+	return meta.Deleted
 }
