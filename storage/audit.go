@@ -113,3 +113,17 @@ func ceilMillisecond(t time.Time) time.Time {
 	}
 	return r
 }
+
+// Actor kinds recorded in the audit log (a closed set of the contract).
+const (
+	ActorAdmin  = "admin"
+	ActorAPIKey = "apiKey"
+	ActorSystem = "system"
+)
+
+// Actor is who performed an audited action. ID is empty for the admin
+// token and the system.
+type Actor struct {
+	Kind string
+	ID   string
+}

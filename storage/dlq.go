@@ -166,3 +166,13 @@ func (db *DB) FinishReplay(ctx context.Context, actor Actor, site *Site, e *DLQE
 	})
 	return deleted, err
 }
+
+// DLQSize counts the rows of the dead-letter queue.
+func (db *DB) DLQSize(ctx context.Context) (int, error) {
+	var n int
+	err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM dlq`).Scan(&n)
+	if err == sql.ErrNoRows {
+		return 0, nil
+	}
+	return n, err
+}

@@ -1,0 +1,75 @@
+package storage
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+	"time"
+)
+
+// lastUsedEvery throttles last_used_at writes: an authenticated read only
+// becomes a write when the stored value is this much out of date.
+const lastUsedEvery = time.Minute
+
+// newPlaintextKey returns "sk_<slug>_" followed by 32 base64url characters
+// encoding 24 bytes (192 bits) from crypto/rand.
+func newPlaintextKey(slug string) string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return "sk_" + slug + "_" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// hashKey is the stored form of a key. A plain SHA-256 suffices: the
+// plaintext holds 192 random bits, so there is nothing to brute-force.
+func hashKey(plaintext string) []byte {
+	sum := sha256.Sum256([]byte(plaintext))
+	return sum[:]
+}
+
+// Authenticate returns the active key whose plaintext is given. It reads
+// only memory. The map lookup is by hash, and the final comparison of the
+// hashes is constant-time.
+func (db *DB) Authenticate(plaintext string) (*APIKey, bool) {
+	if !strings.HasPrefix(plaintext, "sk_") {
+		return nil, false
+	}
+	sum := hashKey(plaintext)
+	db.tenants.mu.RLock()
+	k, ok := db.keysByHash[hex.EncodeToString(sum)]
+	db.tenants.mu.RUnlock()
+	if !ok || subtle.ConstantTimeCompare(k.hash, sum) != 1 {
+		return nil, false
+	}
+	return k, true
+}
+
+// TouchKey records a use of key. The stored last_used_at is rewritten at
+// most once a minute per key, off the request's path, so authenticated
+// reads do not each become writes.
+func (db *DB) TouchKey(k *APIKey) {
+	now := db.now()
+	db.tenants.mu.Lock()
+	db.lastUsed[k.ID] = now
+	due := now.Sub(db.lastUsedSave[k.ID]) >= lastUsedEvery
+	if due {
+		db.lastUsedSave[k.ID] = now
+	}
+	db.tenants.mu.Unlock()
+	if !due {
+		return
+	}
+	go func() {
+		// Best effort: a full queue or shutdown skips this write, and the
+		// next use after a minute tries again.
+		_ = db.writer.Submit(context.Background(), 1, func(tx *Tx) error {
+			_, err := tx.Exec(`UPDATE api_keys SET last_used_at = ? WHERE id = ? AND revoked_at IS NULL`, FormatTime(now), k.ID)
+			return err
+		})
+	}()
+}
