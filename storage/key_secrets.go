@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -49,19 +50,47 @@ func (db *DB) Authenticate(plaintext string) (*APIKey, bool) {
 	return k, true
 }
 
+// keyUses holds when each key was last used, and when that was last
+// written to the database. It has a lock of its own: every authenticated
+// API request records a use, and under the tenants' write lock that would
+// queue behind, and then hold up, the read lock every intake request takes
+// to check its credential.
+type keyUses struct {
+	mu    sync.Mutex
+	last  map[string]time.Time // key id → latest use
+	saved map[string]time.Time // key id → the use last written
+}
+
+// use records a use of key id at now and reports whether the stored value
+// is due to be rewritten.
+func (u *keyUses) use(id string, now time.Time) (due bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.last == nil {
+		u.last, u.saved = map[string]time.Time{}, map[string]time.Time{}
+	}
+	u.last[id] = now
+	if now.Sub(u.saved[id]) < lastUsedEvery {
+		return false
+	}
+	u.saved[id] = now
+	return true
+}
+
+// latest returns the latest recorded use of key id, if any.
+func (u *keyUses) latest(id string) (time.Time, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	t, ok := u.last[id]
+	return t, ok
+}
+
 // TouchKey records a use of key. The stored last_used_at is rewritten at
 // most once a minute per key, off the request's path, so authenticated
 // reads do not each become writes.
 func (db *DB) TouchKey(k *APIKey) {
 	now := db.now()
-	db.tenants.mu.Lock()
-	db.lastUsed[k.ID] = now
-	due := now.Sub(db.lastUsedSave[k.ID]) >= lastUsedEvery
-	if due {
-		db.lastUsedSave[k.ID] = now
-	}
-	db.tenants.mu.Unlock()
-	if !due {
+	if !db.tenants.uses.use(k.ID, now) {
 		return
 	}
 	go func() {

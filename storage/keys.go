@@ -152,14 +152,12 @@ func (db *DB) Keys(ctx context.Context, workspaceID string) ([]APIKey, error) {
 	}
 	defer rows.Close()
 	list := []APIKey{}
-	db.tenants.mu.RLock()
-	defer db.tenants.mu.RUnlock()
 	for rows.Next() {
 		k, _, err := scanKey(rows)
 		if err != nil {
 			return nil, err
 		}
-		if t, ok := db.lastUsed[k.ID]; ok && k.RevokedAt == nil {
+		if t, ok := db.tenants.uses.latest(k.ID); ok && k.RevokedAt == nil {
 			s := FormatTime(t)
 			k.LastUsedAt = &s
 		}

@@ -5,30 +5,25 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
-	"time"
 )
 
 // tenants holds the workspaces, sites and active keys in memory. Every
 // change goes through this process's writer, whose commit hooks keep these
 // maps current, so credential checks never query the database.
 type tenants struct {
-	mu           sync.RWMutex
-	wsByID       map[string]*Workspace
-	wsBySlug     map[string]*Workspace
-	sites        map[string]*Site
-	keysByHash   map[string]*APIKey // active keys only
-	lastUsed     map[string]time.Time
-	lastUsedSave map[string]time.Time
+	mu         sync.RWMutex
+	wsBySlug   map[string]*Workspace
+	sites      map[string]*Site
+	keysByHash map[string]*APIKey // active keys only
+	// uses is locked on its own (see keyUses).
+	uses keyUses
 }
 
 func (db *DB) loadTenants(ctx context.Context) error {
 	t := &db.tenants
-	t.wsByID = map[string]*Workspace{}
 	t.wsBySlug = map[string]*Workspace{}
 	t.sites = map[string]*Site{}
 	t.keysByHash = map[string]*APIKey{}
-	t.lastUsed = map[string]time.Time{}
-	t.lastUsedSave = map[string]time.Time{}
 
 	rows, err := db.read.QueryContext(ctx, `SELECT id, name, slug, created_at FROM workspaces`)
 	if err != nil {
@@ -40,7 +35,7 @@ func (db *DB) loadTenants(ctx context.Context) error {
 			rows.Close()
 			return err
 		}
-		t.wsByID[w.ID], t.wsBySlug[w.Slug] = w, w
+		t.wsBySlug[w.Slug] = w
 	}
 	rows.Close()
 
@@ -79,14 +74,6 @@ func (db *DB) Workspace(slug string) (*Workspace, bool) {
 	db.tenants.mu.RLock()
 	defer db.tenants.mu.RUnlock()
 	w, ok := db.wsBySlug[slug]
-	return w, ok
-}
-
-// WorkspaceByID returns the workspace with the given id.
-func (db *DB) WorkspaceByID(id string) (*Workspace, bool) {
-	db.tenants.mu.RLock()
-	defer db.tenants.mu.RUnlock()
-	w, ok := db.wsByID[id]
 	return w, ok
 }
 

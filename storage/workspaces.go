@@ -78,7 +78,7 @@ func (db *DB) CreateWorkspace(ctx context.Context, actor Actor, name, slug strin
 		}
 		tx.OnCommit(func() {
 			db.tenants.mu.Lock()
-			db.wsByID[w.ID], db.wsBySlug[w.Slug] = w, w
+			db.wsBySlug[w.Slug] = w
 			db.tenants.mu.Unlock()
 		})
 		return nil
@@ -108,7 +108,7 @@ func (db *DB) UpdateWorkspace(ctx context.Context, actor Actor, ws *Workspace, n
 		}
 		tx.OnCommit(func() {
 			db.tenants.mu.Lock()
-			db.wsByID[ws.ID], db.wsBySlug[ws.Slug] = &updated, &updated
+			db.wsBySlug[ws.Slug] = &updated
 			db.tenants.mu.Unlock()
 		})
 		return nil
