@@ -43,7 +43,7 @@ func (db *DB) Prune(ctx context.Context) error {
 		}
 	}
 	if err := db.writer.Do(ctx, func(tx *Tx) error {
-		_, err := tx.Exec(`DELETE FROM daily_salts WHERE day < ?`, now.Add(-24*time.Hour).Format("2006-01-02"))
+		_, err := tx.Exec(`DELETE FROM daily_salts WHERE day < ?`, now.Add(-24*time.Hour).Format(dayLayout))
 		return err
 	}); err != nil {
 		return err

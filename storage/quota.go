@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// monthLayout is the format of a quota month ("YYYY-MM", UTC), which
+// sorts by time.
+const monthLayout = "2006-01"
+
 // quotaBook counts accepted events per site in the current UTC month: what
 // is committed (loaded from site_usage at start, then kept by the writer's
 // commit hooks) plus what requests in flight have reserved.
@@ -28,7 +32,7 @@ func (q *quotaBook) roll(month string) {
 }
 
 func (db *DB) loadQuota(ctx context.Context) error {
-	db.quota.roll(db.now().UTC().Format("2006-01"))
+	db.quota.roll(db.now().UTC().Format(monthLayout))
 	rows, err := db.read.QueryContext(ctx, `SELECT site_id, accepted FROM site_usage WHERE month = ?`, db.quota.month)
 	if err != nil {
 		return fmt.Errorf("load usage: %w", err)
@@ -53,7 +57,7 @@ func (db *DB) ReserveQuota(site string, n, limit int) bool {
 	q := &db.quota
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.roll(db.now().UTC().Format("2006-01"))
+	q.roll(db.now().UTC().Format(monthLayout))
 	if q.used[site]+q.reserved[site]+n > limit {
 		return false
 	}
@@ -74,7 +78,7 @@ func (db *DB) MonthlyAccepted(site string) int {
 	q := &db.quota
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.roll(db.now().UTC().Format("2006-01"))
+	q.roll(db.now().UTC().Format(monthLayout))
 	return q.used[site]
 }
 
@@ -82,7 +86,7 @@ func (db *DB) MonthlyAccepted(site string) int {
 func (q *quotaBook) commit(received time.Time, accepted map[string]int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	month := received.UTC().Format("2006-01")
+	month := received.UTC().Format(monthLayout)
 	q.roll(month)
 	if month != q.month {
 		return // last month's events; the book already counts this month

@@ -18,7 +18,7 @@ type saltCache struct {
 // use. Salts older than yesterday are deleted by the dedup pruning, after
 // which cookieless ids of those days cannot be recomputed.
 func (db *DB) DailySalt(ctx context.Context, day time.Time) ([]byte, error) {
-	key := day.UTC().Format("2006-01-02")
+	key := day.UTC().Format(dayLayout)
 	db.salts.mu.Lock()
 	s, ok := db.salts.salts[key]
 	db.salts.mu.Unlock()
