@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tally-analytics/tally/privacy"
+	"github.com/tally-analytics/tally/server"
 	"github.com/tally-analytics/tally/storage"
 )
 
@@ -58,14 +60,14 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.QueryAddr, "query-addr", env("QUERY_ADDR", ":8081"), "query API listen address [QUERY_ADDR]")
 	fs.StringVar(&c.CollectorURL, "collector-url", env("COLLECTOR_URL", ""), "where DLQ replay and webhooks re-POST events (default http://127.0.0.1:<collector port>) [COLLECTOR_URL]")
 	fs.StringVar(&c.AdminToken, "admin-token", env("ADMIN_TOKEN", ""), "operator token; prefer the environment variable, flags show in ps [ADMIN_TOKEN]")
-	fs.StringVar(&c.RequireAPIKey, "require-api-key", env("REQUIRE_API_KEY", "none"), "collector auth: none, tag or require [REQUIRE_API_KEY]")
+	fs.StringVar(&c.RequireAPIKey, "require-api-key", env("REQUIRE_API_KEY", server.KeyModeNone), "collector auth: none, tag or require [REQUIRE_API_KEY]")
 	fs.StringVar(&c.SchemaBundlePath, "schema-bundle-path", env("SCHEMA_BUNDLE_PATH", ""), "tracking plan file; unset disables schema validation [SCHEMA_BUNDLE_PATH]")
 	fs.StringVar(&rate, "ingest-rate-limit", env("INGEST_RATE_LIMIT", "1000"), "events per second per site, 0 = off [INGEST_RATE_LIMIT]")
 	fs.StringVar(&quota, "ingest-quota", env("INGEST_QUOTA", "0"), "accepted events per site per UTC month, 0 = unlimited [INGEST_QUOTA]")
 	fs.StringVar(&smRate, "sourcemap-upload-rate", env("SOURCEMAP_UPLOAD_RATE", "30"), "sourcemap uploads per minute per site, 0 = off [SOURCEMAP_UPLOAD_RATE]")
 	fs.StringVar(&smFiles, "sourcemap-max-files", env("SOURCEMAP_MAX_FILES", "100"), "sourcemap files a site may store, 0 = no cap [SOURCEMAP_MAX_FILES]")
 	fs.StringVar(&smMiB, "sourcemap-max-mib", env("SOURCEMAP_MAX_MIB", "256"), "MiB of sourcemaps (decoded) a site may store, 0 = no cap [SOURCEMAP_MAX_MIB]")
-	fs.StringVar(&c.ConsentMode, "consent-mode", env("CONSENT_MODE", "cookieless"), "events without consent: cookieless (kept without identifiers) or require (dropped) [CONSENT_MODE]")
+	fs.StringVar(&c.ConsentMode, "consent-mode", env("CONSENT_MODE", privacy.ConsentCookieless), "events without consent: cookieless (kept without identifiers) or require (dropped) [CONSENT_MODE]")
 	fs.StringVar(&c.GeoIPDBPath, "geoip-db-path", env("GEOIP_DB_PATH", ""), "MaxMind-format city database for country and city [GEOIP_DB_PATH]")
 	fs.StringVar(&trust, "trust-proxy-headers", env("TRUST_PROXY_HEADERS", "false"), "believe X-Forwarded-For and CDN country/city headers [TRUST_PROXY_HEADERS]")
 	fs.StringVar(&durability, "durability", env("DURABILITY", string(storage.DurabilityPower)), "what a 202 survives: power (fsync per commit: power loss and OS crash) or process (process crash only, faster single events) [DURABILITY]")
@@ -84,10 +86,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	switch c.RequireAPIKey {
-	case "none", "tag", "require":
-	default:
-		return c, fmt.Errorf("REQUIRE_API_KEY must be none, tag or require, not %q", c.RequireAPIKey)
+	if !server.ValidKeyMode(c.RequireAPIKey) {
+		return c, fmt.Errorf("REQUIRE_API_KEY must be %s, %s or %s, not %q", server.KeyModeNone, server.KeyModeTag, server.KeyModeRequire, c.RequireAPIKey)
 	}
 	if c.IngestRateLimit, err = nonNegative("INGEST_RATE_LIMIT", rate); err != nil {
 		return c, err
@@ -107,10 +107,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	if c.SourcemapMaxMiB > maxSourcemapMiB {
 		return c, fmt.Errorf("SOURCEMAP_MAX_MIB must be at most %d (1 TiB), not %q", maxSourcemapMiB, smMiB)
 	}
-	switch c.ConsentMode {
-	case "cookieless", "require":
-	default:
-		return c, fmt.Errorf("CONSENT_MODE must be cookieless or require, not %q", c.ConsentMode)
+	if !privacy.ValidConsentMode(c.ConsentMode) {
+		return c, fmt.Errorf("CONSENT_MODE must be %s or %s, not %q", privacy.ConsentCookieless, privacy.ConsentRequire, c.ConsentMode)
 	}
 	if c.TrustProxy, err = strconv.ParseBool(trust); err != nil {
 		return c, fmt.Errorf("TRUST_PROXY_HEADERS must be true or false, not %q", trust)

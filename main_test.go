@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-analytics/tally/privacy"
 	"github.com/tally-analytics/tally/server"
 	"github.com/tally-analytics/tally/storage"
 )
@@ -477,5 +478,34 @@ func TestDevSetupTextShowsHowToReset(t *testing.T) {
 	want := "curl -X POST -H 'Content-Type: application/json' http://127.0.0.1:8081/v1/debug/reset"
 	if !strings.Contains(out.String(), want) {
 		t.Fatalf("got %q, want it to contain %q", out.String(), want)
+	}
+}
+
+// TestModeSettingsAcceptEveryMode guards that the settings accept exactly
+// the modes the server and privacy packages define, by their constants.
+func TestModeSettingsAcceptEveryMode(t *testing.T) {
+	tests := []struct {
+		env, value string
+		got        func(config) string
+	}{
+		{"REQUIRE_API_KEY", server.KeyModeNone, func(c config) string { return c.RequireAPIKey }},
+		{"REQUIRE_API_KEY", server.KeyModeTag, func(c config) string { return c.RequireAPIKey }},
+		{"REQUIRE_API_KEY", server.KeyModeRequire, func(c config) string { return c.RequireAPIKey }},
+		{"CONSENT_MODE", privacy.ConsentCookieless, func(c config) string { return c.ConsentMode }},
+		{"CONSENT_MODE", privacy.ConsentRequire, func(c config) string { return c.ConsentMode }},
+	}
+	for _, tt := range tests {
+		c, err := loadConfig(nil, func(k string) string { return map[string]string{tt.env: tt.value}[k] }, io.Discard)
+		if err != nil {
+			t.Errorf("%s=%s: got %v, want it accepted", tt.env, tt.value, err)
+			continue
+		}
+		if got := tt.got(c); got != tt.value {
+			t.Errorf("%s=%s: got %q, want %q", tt.env, tt.value, got, tt.value)
+		}
+	}
+	d, _ := loadConfig(nil, func(string) string { return "" }, io.Discard)
+	if d.RequireAPIKey != server.KeyModeNone || d.ConsentMode != privacy.ConsentCookieless {
+		t.Errorf("got defaults %q, %q, want %q, %q", d.RequireAPIKey, d.ConsentMode, server.KeyModeNone, privacy.ConsentCookieless)
 	}
 }

@@ -19,6 +19,11 @@ const (
 	ConsentRequire = "require"
 )
 
+// ValidConsentMode reports whether mode is one of the CONSENT_MODE modes.
+func ValidConsentMode(mode string) bool {
+	return mode == ConsentCookieless || mode == ConsentRequire
+}
+
 // CookielessPrefix starts every anon id made by Cookieless, so such ids
 // are recognisable in the data.
 const CookielessPrefix = "c_"

@@ -26,6 +26,11 @@ const (
 	KeyModeRequire = "require"
 )
 
+// ValidKeyMode reports whether mode is one of the REQUIRE_API_KEY modes.
+func ValidKeyMode(mode string) bool {
+	return mode == KeyModeNone || mode == KeyModeTag || mode == KeyModeRequire
+}
+
 // Config holds the settings the HTTP layer needs.
 type Config struct {
 	// AdminToken is the operator token; empty disables admin access.
