@@ -16,7 +16,7 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// config is every setting of CONTRACT section 1. Each is read from its
+// config is every setting of README "Configuration". Each is read from its
 // environment variable, and a flag of the same name in kebab case
 // (--database-path) overrides it.
 type config struct {

@@ -63,7 +63,7 @@ var agentMemo = struct {
 }{m: make(map[string]Agent)}
 
 // ParseAgent classifies a User-Agent string. A missing User-Agent is not a
-// bot (CONTRACT 3) and has no device type.
+// bot (README "Gates, in order") and has no device type.
 func ParseAgent(s string) Agent {
 	if len(s) > agentCacheMaxLen {
 		return parseAgent(s)

@@ -1,6 +1,6 @@
 // Package schema checks events at the wire boundary: the envelope every
-// event must carry (CONTRACT section 3) and, when a tracking plan is
-// loaded, the per-type JSON Schema of the plan (CONTRACT section 4).
+// event must carry (README "Intake") and, when a tracking plan is loaded,
+// the per-type JSON Schema of the plan (README "Tracking plan").
 package schema
 
 import (

@@ -139,7 +139,7 @@ func TestGDPRDeleteByUser(t *testing.T) {
 		t.Fatalf("after erasure: pageviews %v, events %v", pv["count"], evs["by_name"])
 	}
 	mustStatus(t, h.q("GET", "/v1/sites/web/users/u1/timeline", tn.readKey, nil), 404, "user_not_found")
-	// The DLQ row tagged with u1 is gone; the one mentioning u1 only inside its payload stays (SPEC).
+	// The DLQ row tagged with u1 is gone; the one mentioning u1 only inside its payload stays (README "GDPR").
 	if n := h.count(`SELECT COUNT(*) FROM dlq WHERE id = 'd1'`); n != 0 {
 		t.Error("tagged DLQ row kept")
 	}
@@ -147,7 +147,7 @@ func TestGDPRDeleteByUser(t *testing.T) {
 		t.Error("untagged DLQ row deleted")
 	}
 	// A full dump of the live tables holds no trace of u1 or its devices,
-	// except the DLQ payload SPEC keeps; the audit log has only hashes.
+	// except the DLQ payload README "GDPR" keeps; the audit log has only hashes.
 	cells := dumpTables(t, h)
 	if len(cells) < 20 {
 		t.Fatalf("got %d cells in the dump: the dump is not reading the tables", len(cells))
@@ -199,7 +199,7 @@ func dumpTables(t *testing.T, h *harness) []cell {
 			}
 			rows.Scan(ptrs...)
 			if table == "dlq" && fmt.Sprint(vals[0]) == "d2" {
-				continue // kept by SPEC: the subject appears only inside its payload
+				continue // kept (README "GDPR"): the subject appears only inside its payload
 			}
 			for _, v := range vals {
 				if bs, ok := v.([]byte); ok {

@@ -56,8 +56,8 @@ var sweepTables = [3]struct{ table, rowid string }{{"events", "seq"}, {"sessions
 // rollups (deleting the rollup rows that reach zero), so counts stay exact.
 //
 // A subject with at most eraseWholeRows rows and eraseChunk links (nearly
-// every one) is erased in one transaction with its audit row, as SPEC
-// says: no reader sees it half gone. A larger one is erased as a series of
+// every one) is erased in one transaction with its audit row (README
+// "GDPR"): no reader sees it half gone. A larger one is erased as a series of
 // writer jobs of at most eraseChunk rows each, a few milliseconds apiece
 // with a rest as long after each, so that a subject with a million events
 // cannot hold the writer for seconds:

@@ -195,7 +195,7 @@ func TestEraseSubjectCatchesEventsSentMeanwhile(t *testing.T) {
 }
 
 // A subject of at most eraseWholeRows rows is erased in one transaction
-// with its audit row, as SPEC says, so no reader sees it half gone; a
+// with its audit row (README "GDPR"), so no reader sees it half gone; a
 // larger one in bounded jobs. Both leave exactly what a database that
 // never saw the subject holds.
 func TestEraseSubjectWholeOrChunked(t *testing.T) {

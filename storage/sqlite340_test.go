@@ -12,7 +12,7 @@ import (
 
 // TestOlderSQLiteShellReadsTheDatabase opens a database this package wrote
 // with the system's sqlite3 shell (Debian's is 3.40, the oldest version
-// CONTRACT 2 promises), reads it, inserts a webhook secret the way an
+// README "Storage" promises), reads it, inserts a webhook secret the way an
 // operator would, and sees the audit log refuse changes.
 func TestOlderSQLiteShellReadsTheDatabase(t *testing.T) {
 	shell, err := exec.LookPath("sqlite3")

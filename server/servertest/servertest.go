@@ -69,7 +69,8 @@ type Option func(*options)
 // timeouts, daily cookieless salts, audit times. See Clock.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
-// WithPlan validates events against a tracking plan (CONTRACT 4 format).
+// WithPlan validates events against a tracking plan, in the format of
+// README "Tracking plan".
 func WithPlan(planJSON string) Option { return func(o *options) { o.planJSON = planJSON } }
 
 // WithRequireAPIKey sets the collector's REQUIRE_API_KEY mode.
