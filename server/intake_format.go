@@ -9,7 +9,7 @@ import (
 )
 
 // intakeFormat is what one intake endpoint's wire format decides; the
-// gates themselves (intake.go) are the same for every format. A new format
+// gates themselves (intake_steps.go) are the same for every format. A new format
 // (another vendor's HTTP API or tracker) maps its messages into
 // schema.Event in parse and sets the other fields; it copies no gate.
 type intakeFormat struct {
