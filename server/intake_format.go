@@ -9,8 +9,8 @@ import (
 )
 
 // intakeFormat is what one intake endpoint's wire format decides; the
-// gates themselves (intake_steps.go) are the same for every format. A new format
-// (another vendor's HTTP API or tracker) maps its messages into
+// gates themselves (intake_steps.go) are the same for every format. A new
+// format (another vendor's HTTP API or tracker) maps its messages into
 // schema.Event in parse and sets the other fields; it copies no gate.
 type intakeFormat struct {
 	// endpoint labels the format's metrics and log lines; it must be one
