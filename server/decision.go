@@ -1,0 +1,78 @@
+package server
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/tally-analytics/tally/fault"
+)
+
+// decision is what one intake request came to; it is logged as one line
+// and, in dev mode, recorded event by event in the inspection feed.
+type decision struct {
+	endpoint string
+	site     string
+	events   int
+	answer   intakeAnswer
+	reason   string // the gate that decided, or accepted / accepted_consent
+	bots     int
+	consent  int
+	status   int
+	details  []fault.Detail
+	body     []byte
+	// records holds one entry per parsed event; outcome "" means the
+	// request ended before that event was decided.
+	records []DebugEvent
+	// refused lists the events a storeValid format refused one by one
+	// while the rest of the batch went on; always empty for allOrNothing
+	// formats, which refuse the whole request instead.
+	refused []refusal
+}
+
+// refusal is one event of a storeValid batch that a gate refused on its
+// own: its position in the request, its wire bytes, the error code the
+// whole request would have got under allOrNothing, and that error's
+// details for this event (pointers into the request, as in the error).
+type refusal struct {
+	index   int
+	raw     json.RawMessage
+	code    string
+	details []fault.Detail
+}
+
+// Event outcomes in the inspection feed.
+const (
+	outcomeAccepted    = "accepted"
+	outcomeDuplicate   = "duplicate"
+	outcomeQuarantined = "quarantined"
+	outcomeDropped     = "dropped"
+	outcomeRejected    = "rejected"
+)
+
+// mark records the fate of event i, once: the first gate to decide an
+// event wins, so a request-wide refusal does not overwrite it.
+func (d *decision) mark(i int, outcome, reason string, details []fault.Detail) {
+	if d.records != nil && d.records[i].Outcome == "" {
+		d.records[i].Outcome, d.records[i].Reason, d.records[i].Details = outcome, reason, details
+	}
+}
+
+// logDecision writes the one log line of an intake request: no IP, no
+// credential, no property or trait values.
+func (s *Server) logDecision(d *decision, took time.Duration) {
+	attrs := []any{"endpoint", d.endpoint, "site_id", d.site, "status", d.status, "reason", d.reason,
+		"events", d.events, "accepted", d.answer.Accepted, "duplicates", d.answer.Duplicates,
+		"quarantined", d.answer.Quarantined, "dropped", d.answer.Dropped, "duration_ms", float64(took.Microseconds()) / 1000}
+	if len(d.details) > 0 {
+		paths := make([]string, 0, len(d.details))
+		for _, dt := range d.details {
+			paths = append(paths, dt.Path)
+		}
+		attrs = append(attrs, "problems", paths)
+	}
+	if d.status >= 500 {
+		s.log.Error("intake", attrs...)
+		return
+	}
+	s.log.Info("intake", attrs...)
+}
