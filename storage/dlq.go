@@ -148,7 +148,7 @@ func (db *DB) CookielessQuarantine(ctx context.Context, site, id, anon string) (
 // It reports whether the row is gone. A site deleted since the caller
 // looked it up gets ErrSiteGone and nothing written.
 func (db *DB) FinishReplay(ctx context.Context, actor Actor, site *Site, e *DLQEntry, replayedAt time.Time, requarantined bool) (deleted bool, err error) {
-	err = db.writer.Do(ctx, func(tx *Tx) error {
+	err = db.writer.do(ctx, func(tx *writeTx) error {
 		deleted = false
 		if err := db.checkSite(site); err != nil {
 			return err

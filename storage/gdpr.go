@@ -148,7 +148,7 @@ func (db *DB) ExportSubject(ctx context.Context, actor Actor, site *Site, s Subj
 		*part.count = int64(len(list))
 	}
 	tx.Rollback()
-	err = db.writer.Do(ctx, func(tx *Tx) error {
+	err = db.writer.do(ctx, func(tx *writeTx) error {
 		if err := db.checkSite(site); err != nil {
 			return err
 		}

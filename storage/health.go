@@ -112,12 +112,15 @@ func (h *writeHealth) state() (failure *fault.Error, lastOK time.Time) {
 // changes nothing would not do: SQLite leaves an unchanged page clean.
 // schema_migrations is the one table every release has and no reader
 // counts; version 0 never names a migration.
-func probeWrite(tx *Tx) error {
+func probeWrite(tx *writeTx) error {
 	if _, err := tx.Exec(`INSERT INTO schema_migrations(version, name, applied_at) VALUES (0, 'write probe', '')`); err != nil {
 		return err
 	}
-	_, err := tx.Exec(`DELETE FROM schema_migrations WHERE version = 0`)
-	return err
+	if _, err := tx.Exec(`DELETE FROM schema_migrations WHERE version = 0`); err != nil {
+		return err
+	}
+	tx.markWritten()
+	return nil
 }
 
 // WriteHealth reports whether writes reach the database file: nil, or an
@@ -136,8 +139,7 @@ func (db *DB) WriteHealth(ctx context.Context) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	j := &job{fn: probeWrite, weight: 1, done: make(chan error, 1), probe: true}
-	err := db.writer.enqueue(pctx, j, false)
+	err := db.writer.submit(pctx, 1, probeWrite)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:

@@ -79,7 +79,7 @@ func (db *DB) CreateKey(ctx context.Context, actor Actor, ws *Workspace, label s
 		CreatedAt: FormatTime(db.now()), hash: hashKey(plaintext)}
 	hash := hex.EncodeToString(k.hash)
 	scopesJSON, _ := json.Marshal(scopes)
-	err = db.writer.Do(ctx, func(tx *Tx) error {
+	err = db.writer.do(ctx, func(tx *writeTx) error {
 		if _, err := tx.Exec(`INSERT INTO api_keys(id, workspace_id, label, scopes, key_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 			k.ID, k.WorkspaceID, k.Label, string(scopesJSON), hash, k.CreatedAt); err != nil {
 			return err
@@ -87,7 +87,7 @@ func (db *DB) CreateKey(ctx context.Context, actor Actor, ws *Workspace, label s
 		if err := db.audit(tx, ws.ID, actor, "key.create", k.ID, map[string]any{"label": label, "scopes": scopes}); err != nil {
 			return err
 		}
-		tx.OnCommit(func() {
+		tx.onCommit(func() {
 			db.tenants.mu.Lock()
 			db.keysByHash[hash] = k
 			db.tenants.mu.Unlock()
@@ -104,7 +104,7 @@ func (db *DB) CreateKey(ctx context.Context, actor Actor, ws *Workspace, label s
 // unknown or already revoked key is not_found.
 func (db *DB) RevokeKey(ctx context.Context, actor Actor, ws *Workspace, keyID string) error {
 	now := FormatTime(db.now())
-	return db.writer.Do(ctx, func(tx *Tx) error {
+	return db.writer.do(ctx, func(tx *writeTx) error {
 		var hash string
 		err := tx.QueryRow(`SELECT key_hash FROM api_keys WHERE id = ? AND workspace_id = ? AND revoked_at IS NULL`,
 			keyID, ws.ID).Scan(&hash)
@@ -120,7 +120,7 @@ func (db *DB) RevokeKey(ctx context.Context, actor Actor, ws *Workspace, keyID s
 		if err := db.audit(tx, ws.ID, actor, "key.revoke", keyID, map[string]any{}); err != nil {
 			return err
 		}
-		tx.OnCommit(func() {
+		tx.onCommit(func() {
 			db.tenants.mu.Lock()
 			delete(db.keysByHash, hash)
 			db.tenants.mu.Unlock()

@@ -26,7 +26,7 @@ func (db *DB) Prune(ctx context.Context) error {
 	cutoff := now.Add(-DedupWindow).UnixMilli()
 	for {
 		var deleted int64
-		err := db.writer.Do(ctx, func(tx *Tx) error {
+		err := db.writer.do(ctx, func(tx *writeTx) error {
 			res, err := tx.Exec(`DELETE FROM event_ids WHERE (site_id, id) IN
 				(SELECT site_id, id FROM event_ids WHERE received_ms < ? ORDER BY received_ms LIMIT ?)`, cutoff, pruneChunk)
 			if err != nil {
@@ -42,7 +42,7 @@ func (db *DB) Prune(ctx context.Context) error {
 			break
 		}
 	}
-	if err := db.writer.Do(ctx, func(tx *Tx) error {
+	if err := db.writer.do(ctx, func(tx *writeTx) error {
 		_, err := tx.Exec(`DELETE FROM daily_salts WHERE day < ?`, now.Add(-24*time.Hour).Format("2006-01-02"))
 		return err
 	}); err != nil {

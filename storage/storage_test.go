@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,8 +14,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/tally-analytics/tally/fault"
 )
 
 func openTest(t *testing.T, path string) *DB {
@@ -70,7 +67,7 @@ func TestOpenAppliesMigrationsOnce(t *testing.T) {
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
-	if err := db.writer.Do(context.Background(), func(tx *Tx) error {
+	if err := db.writer.do(context.Background(), func(tx *writeTx) error {
 		_, err := tx.Exec(`INSERT INTO schema_migrations(version, name, applied_at) VALUES (9999, 'future', 'x')`)
 		return err
 	}); err != nil {
@@ -123,109 +120,6 @@ func TestMemoryDatabaseIsSharedAndIsolated(t *testing.T) {
 	}
 	if list, _ := b.Workspaces(context.Background()); len(list) != 0 {
 		t.Fatalf("got %d workspaces in a second :memory: database, want 0", len(list))
-	}
-}
-
-func TestWriterIsolatesFailingJobs(t *testing.T) {
-	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make([]error, 60)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = db.writer.Submit(ctx, 1, func(tx *Tx) error {
-				if _, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES ('s', ?, 'u', 'now')`, i); err != nil {
-					return err
-				}
-				switch i % 3 {
-				case 1:
-					return fault.Errorf(fault.InvalidEvent, "job %d refuses", i)
-				case 2:
-					if i == 2 {
-						panic("job panics")
-					}
-				}
-				return nil
-			})
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		wantErr := i%3 == 1 || i == 2
-		if (err != nil) != wantErr {
-			t.Errorf("job %d: got err %v, want error %v", i, err, wantErr)
-		}
-	}
-	var n int
-	if err := db.read.QueryRow(`SELECT COUNT(*) FROM identity_links`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 39 { // 60 jobs, 20 refused, 1 panicked
-		t.Fatalf("got %d committed rows, want 39", n)
-	}
-}
-
-func TestWriterQueueFullAndDrainOnClose(t *testing.T) {
-	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), QueueSize: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	release := make(chan struct{})
-	started := make(chan struct{})
-	go db.writer.Submit(ctx, 1, func(tx *Tx) error { close(started); <-release; return nil })
-	<-started // the writer is busy; the queue (2) fills up
-	var wg sync.WaitGroup
-	results := make(chan error, 2)
-	for i := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results <- db.writer.Submit(ctx, 1, func(tx *Tx) error {
-				_, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES ('s', ?, 'u', 'now')`, i)
-				return err
-			})
-		}()
-	}
-	for db.writer.QueueLen() < 2 {
-		// wait until both are queued
-	}
-	if err := db.writer.Submit(ctx, 1, func(*Tx) error { return nil }); !errors.Is(err, ErrQueueFull) {
-		t.Fatalf("got %v on a full queue, want ErrQueueFull", err)
-	}
-	close(release)
-	wg.Wait()
-	close(results)
-	for err := range results {
-		if err != nil {
-			t.Fatalf("queued job: %v", err)
-		}
-	}
-	// Jobs queued before Close are committed; later ones are refused.
-	done := make(chan error, 1)
-	block := make(chan struct{})
-	running := make(chan struct{})
-	go db.writer.Submit(ctx, 1, func(tx *Tx) error { close(running); <-block; return nil })
-	<-running // the writer is inside that job, so the next one stays queued
-	go func() {
-		done <- db.writer.Submit(ctx, 1, func(tx *Tx) error {
-			_, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES ('s', 'late', 'u', 'now')`)
-			return err
-		})
-	}()
-	for db.writer.QueueLen() < 1 {
-	}
-	closed := make(chan struct{})
-	go func() { db.Close(); close(closed) }()
-	close(block)
-	<-closed
-	if err := <-done; err != nil {
-		t.Fatalf("job queued before Close: %v", err)
-	}
-	if err := db.writer.Submit(ctx, 1, func(*Tx) error { return nil }); !errors.Is(err, ErrClosed) {
-		t.Fatalf("got %v after Close, want ErrClosed", err)
 	}
 }
 
@@ -385,7 +279,7 @@ func siteRowCounts(t *testing.T, db *DB, site string) map[string]int {
 // before migration 0008, and in parts) and webhook secrets.
 func fillSite(t *testing.T, db *DB, site string, urls, types, days int) {
 	t.Helper()
-	err := db.writer.Do(context.Background(), func(tx *Tx) error {
+	err := db.writer.do(context.Background(), func(tx *writeTx) error {
 		for _, q := range []struct {
 			sql  string
 			args []any
@@ -459,7 +353,7 @@ func TestDeleteSiteBoundsEveryJob(t *testing.T) {
 		}
 		if table == last && rows == 0 && !injected {
 			injected = true
-			err := db.writer.Do(ctx, func(tx *Tx) error {
+			err := db.writer.do(ctx, func(tx *writeTx) error {
 				_, err := tx.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?)
 					INSERT INTO daily_events(site_id, day, type, count) SELECT 'big', '2026-03-02', 'late-' || n, 1 FROM k`, late)
 				return err

@@ -53,7 +53,7 @@ func (db *DB) CreateWebhookSecret(ctx context.Context, actor Actor, site *Site, 
 	}
 	secret := "whsec_" + base64.RawURLEncoding.EncodeToString(b)
 	ws := &WebhookSecret{SiteID: site.ID, Adapter: adapter, CreatedAt: FormatTime(db.now())}
-	err := db.writer.Do(ctx, func(tx *Tx) error {
+	err := db.writer.do(ctx, func(tx *writeTx) error {
 		if err := db.checkSite(site); err != nil {
 			return err
 		}
@@ -98,7 +98,7 @@ func (db *DB) WebhookSecrets(ctx context.Context, site string) ([]WebhookSecret,
 // with the id may hold a secret with the same id).
 func (db *DB) RevokeWebhookSecret(ctx context.Context, actor Actor, site *Site, id int64) error {
 	now := FormatTime(db.now())
-	return db.writer.Do(ctx, func(tx *Tx) error {
+	return db.writer.do(ctx, func(tx *writeTx) error {
 		if err := db.checkSite(site); err != nil {
 			return err
 		}
