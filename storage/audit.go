@@ -32,7 +32,7 @@ func (db *DB) audit(tx *writeTx, workspaceID string, actor Actor, action, target
 		return fmt.Errorf("read newest audit ts: %w", err)
 	}
 	if newest != nil {
-		last, err := time.Parse(TimeLayout, *newest)
+		last, err := time.Parse(timeLayout, *newest)
 		if err != nil {
 			return fmt.Errorf("bad audit ts %q: %w", *newest, err)
 		}

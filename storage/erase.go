@@ -75,7 +75,7 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 	e := &eraser{db: db, site: site.ID, s: s, floors: [3]int64{-1, -1, -1}}
 	audit := func(tx *writeTx) error {
 		return db.audit(tx, site.WorkspaceID, actor, "gdpr.delete", site.ID, map[string]any{
-			"subject_kind": s.kind(), "subject_hash": s.Hash(), "counts": e.counts})
+			"subject_kind": s.kind(), "subject_hash": s.hash(), "counts": e.counts})
 	}
 	var whole bool
 	err := db.writer.do(ctx, func(tx *writeTx) error {
@@ -562,8 +562,8 @@ func eraseSessions(tx *writeTx, table, where string, args ...any) (int64, error)
 			return 0, err
 		}
 		n++
-		s, _ := time.Parse(TimeLayout, start)
-		en, _ := time.Parse(TimeLayout, end)
+		s, _ := time.Parse(timeLayout, start)
+		en, _ := time.Parse(timeLayout, end)
 		key := [2]string{site, start[:min(len(start), 10)]}
 		d := deltas[key]
 		if d == nil {

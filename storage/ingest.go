@@ -11,12 +11,13 @@ import (
 	"github.com/tally-analytics/tally/fault"
 )
 
-// SessionGap is the inactivity that ends a session (CONTRACT 5).
-const SessionGap = 30 * time.Minute
+// sessionGap is the inactivity that ends a session (README "Identity and
+// sessions").
+const sessionGap = 30 * time.Minute
 
-// DedupWindow is how long a stored event's id suppresses repeats. The
-// contract asks for at least 24 h.
-const DedupWindow = 48 * time.Hour
+// dedupWindow is how long a stored event's id suppresses repeats (README
+// "Gates, in order", dedup and storage).
+const dedupWindow = 48 * time.Hour
 
 // IngestEvent is one validated, enriched event ready to store.
 type IngestEvent struct {
@@ -295,7 +296,7 @@ type session struct {
 
 // sessions assigns events (of one site and anon id) to sessions. It
 // loads the visitor's sessions that could touch these events, merges the
-// events in (an event within SessionGap of a session joins it; an event
+// events in (an event within sessionGap of a session joins it; an event
 // that bridges two sessions merges them), and writes back only what
 // changed. Out-of-order arrival therefore gives the same sessions as
 // in-order arrival.
@@ -305,11 +306,11 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 		minTS = minTime(minTS, e.TS)
 	}
 	key := site + "\x00" + anon
-	floor := minTS.Add(-SessionGap)
+	floor := minTS.Add(-sessionGap)
 	var list []*session
 	if c, ok := j.memo.get(key); ok && !minTS.Before(c.start) {
 		// No event precedes the visitor's newest session, and older
-		// sessions end more than SessionGap before it starts: only that
+		// sessions end more than sessionGap before it starts: only that
 		// one can take these events, so the table need not be read.
 		if !c.end.Before(floor) {
 			orig := c
@@ -327,7 +328,7 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 		ts := e.TS.Truncate(time.Millisecond)
 		var into *session
 		for _, s := range list {
-			if s.deleted || ts.Before(s.start.Add(-SessionGap)) || ts.After(s.end.Add(SessionGap)) {
+			if s.deleted || ts.Before(s.start.Add(-sessionGap)) || ts.After(s.end.Add(sessionGap)) {
 				continue
 			}
 			if into == nil {
@@ -395,11 +396,11 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 
 // loadSessions reads the visitor's sessions that the events can touch, and
 // the visitor's newest session, which the memo keeps. Sessions of one
-// visitor do not overlap and lie more than SessionGap apart, so an event
+// visitor do not overlap and lie more than sessionGap apart, so an event
 // touches at most two; reading only those keeps an event far in the past of
 // a visitor with many later sessions from holding the writer. The events
-// are read in clusters (times at most 2×SessionGap apart), one bounded
-// range read each: every session starting within SessionGap of a cluster
+// are read in clusters (times at most 2×sessionGap apart), one bounded
+// range read each: every session starting within sessionGap of a cluster
 // touches one of its events, so the rows read are at most the sessions the
 // events change, plus one per cluster and the newest.
 func (j *ingestRun) loadSessions(site, anon string, events []*IngestEvent) ([]*session, error) {
@@ -427,13 +428,13 @@ func (j *ingestRun) loadSessions(site, anon string, events []*IngestEvent) ([]*s
 	slices.SortFunc(times, time.Time.Compare)
 	for i := 0; i < len(times); {
 		k := i + 1
-		for k < len(times) && times[k].Sub(times[k-1]) <= 2*SessionGap {
+		for k < len(times) && times[k].Sub(times[k-1]) <= 2*sessionGap {
 			k++
 		}
-		floor, ceil := times[i].Add(-SessionGap), times[k-1].Add(SessionGap)
+		floor, ceil := times[i].Add(-sessionGap), times[k-1].Add(sessionGap)
 		i = k
 		if len(newest) == 0 || newest[0].start.Before(floor) {
-			// Every other session ends more than SessionGap before the
+			// Every other session ends more than sessionGap before the
 			// newest starts, so before floor: the newest, already kept,
 			// is the only one these events can touch. This is the usual
 			// case of an event in order whose visitor the memo lacks.
@@ -452,7 +453,7 @@ func (j *ingestRun) loadSessions(site, anon string, events []*IngestEvent) ([]*s
 
 // readSessions runs a query of sessions ordered newest first and returns
 // those that end at floor or later. It stops at the first one that starts
-// before floor: older ones end more than SessionGap before it starts.
+// before floor: older ones end more than sessionGap before it starts.
 func (j *ingestRun) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) ([]*session, error) {
 	rows, err := j.stmt(stmt).Query(args...)
 	if err != nil {
@@ -467,8 +468,8 @@ func (j *ingestRun) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) (
 		if err := rows.Scan(&s.id, &start, &end, &s.count, &s.userID); err != nil {
 			return nil, err
 		}
-		s.start, _ = time.Parse(TimeLayout, start)
-		s.end, _ = time.Parse(TimeLayout, end)
+		s.start, _ = time.Parse(timeLayout, start)
+		s.end, _ = time.Parse(timeLayout, end)
 		if s.end.Before(floor) {
 			break
 		}

@@ -21,9 +21,9 @@ func TestPruneDeletesExpiredIdsInChunks(t *testing.T) {
 	expired, fresh := 2*pruneChunk+17, 300
 	err = db.writer.do(ctx, func(tx *writeTx) error {
 		for i := range expired + fresh {
-			at := now.Add(-DedupWindow - time.Minute).Add(time.Duration(i) * time.Millisecond)
+			at := now.Add(-dedupWindow - time.Minute).Add(time.Duration(i) * time.Millisecond)
 			if i >= expired {
-				at = now.Add(-DedupWindow + time.Minute)
+				at = now.Add(-dedupWindow + time.Minute)
 			}
 			if _, err := tx.Exec(`INSERT INTO event_ids(site_id, id, received_ms) VALUES ('s', ?, ?)`, fmt.Sprint(i), at.UnixMilli()); err != nil {
 				return err

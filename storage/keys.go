@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -41,9 +42,9 @@ const (
 	ScopeAdmin       = "admin"
 )
 
-// NormalizeScopes checks scopes (non-empty, known) and folds duplicates,
+// normalizeScopes checks scopes (non-empty, known) and folds duplicates,
 // keeping first-seen order.
-func NormalizeScopes(scopes []string) ([]string, error) {
+func normalizeScopes(scopes []string) ([]string, error) {
 	if len(scopes) == 0 {
 		return nil, fault.Errorf(fault.InvalidScopes, "scopes must be a non-empty array of %q, %q or %q", ScopeIngestWrite, ScopeQueryRead, ScopeAdmin)
 	}
@@ -70,7 +71,7 @@ func (db *DB) CreateKey(ctx context.Context, actor Actor, ws *Workspace, label s
 	if err != nil {
 		return nil, "", err
 	}
-	scopes, err = NormalizeScopes(scopes)
+	scopes, err = normalizeScopes(scopes)
 	if err != nil {
 		return nil, "", err
 	}
@@ -108,7 +109,7 @@ func (db *DB) RevokeKey(ctx context.Context, actor Actor, ws *Workspace, keyID s
 		var hash string
 		err := tx.QueryRow(`SELECT key_hash FROM api_keys WHERE id = ? AND workspace_id = ? AND revoked_at IS NULL`,
 			keyID, ws.ID).Scan(&hash)
-		if err == sql.ErrNoRows {
+		if errors.Is(err, sql.ErrNoRows) {
 			return fault.Errorf(fault.NotFound, "key not found")
 		}
 		if err != nil {

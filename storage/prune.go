@@ -17,13 +17,13 @@ const pruneEvery = time.Minute
 // for about 25 s. Intake jobs run between the chunks.
 const pruneChunk = 250
 
-// Prune deletes dedup ids older than DedupWindow, salts older than
+// Prune deletes dedup ids older than dedupWindow, salts older than
 // yesterday and sourcemap parts a crash left behind (see
 // pruneSourcemapParts). The collector calls it periodically; it is cheap
 // when there is little to delete.
 func (db *DB) Prune(ctx context.Context) error {
 	now := db.now().UTC()
-	cutoff := now.Add(-DedupWindow).UnixMilli()
+	cutoff := now.Add(-dedupWindow).UnixMilli()
 	for {
 		var deleted int64
 		err := db.writer.do(ctx, func(tx *writeTx) error {

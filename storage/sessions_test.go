@@ -20,7 +20,7 @@ type sessionRow struct {
 
 // expectedSessions is the contract's rule computed directly: a visitor's
 // events sorted by time, cut where two follow each other by more than
-// SessionGap.
+// sessionGap.
 func expectedSessions(events []IngestEvent) []sessionRow {
 	byAnon := map[string][]time.Time{}
 	for _, e := range events {
@@ -32,7 +32,7 @@ func expectedSessions(events []IngestEvent) []sessionRow {
 		cur := sessionRow{anon: anon, start: FormatTime(ts[0]), end: FormatTime(ts[0]), count: 1}
 		last := ts[0]
 		for _, t := range ts[1:] {
-			if t.Sub(last) > SessionGap {
+			if t.Sub(last) > sessionGap {
 				rows = append(rows, cur)
 				cur = sessionRow{anon: anon, start: FormatTime(t), count: 0}
 			}
@@ -78,7 +78,7 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 			for v := range 12 {
 				at := base.Add(time.Duration(rng.IntN(60)) * time.Minute)
 				for range 10 + rng.IntN(30) {
-					gaps := []time.Duration{time.Second, 5 * time.Minute, 29 * time.Minute, SessionGap, SessionGap + time.Millisecond, 2 * time.Hour}
+					gaps := []time.Duration{time.Second, 5 * time.Minute, 29 * time.Minute, sessionGap, sessionGap + time.Millisecond, 2 * time.Hour}
 					at = at.Add(gaps[rng.IntN(len(gaps))])
 					events = append(events, IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", len(events)),
 						SiteID: "s", Type: "pageview", AnonID: fmt.Sprintf("v%d", v), TS: at, Raw: []byte(`{}`)})
@@ -143,8 +143,8 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 			// The daily rollup agrees with the sessions themselves.
 			days := map[string][4]int64{}
 			for _, r := range want {
-				start, _ := time.Parse(TimeLayout, r.start)
-				end, _ := time.Parse(TimeLayout, r.end)
+				start, _ := time.Parse(timeLayout, r.start)
+				end, _ := time.Parse(timeLayout, r.end)
 				d := days[r.start[:10]]
 				d[0]++
 				d[1] += end.Sub(start).Milliseconds()
@@ -182,7 +182,7 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 // says, and the daily rollup agrees with them.
 func TestSessionsOfAVisitorWithManySessions(t *testing.T) {
 	const stored = 100_000
-	const spacing = 50 * time.Minute // more than SessionGap, less than twice it
+	const spacing = 50 * time.Minute // more than sessionGap, less than twice it
 	base := time.Date(2016, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(k int) time.Time { return base.Add(time.Duration(k) * spacing) }
 
@@ -257,8 +257,8 @@ func TestSessionsOfAVisitorWithManySessions(t *testing.T) {
 func rollupOf(rows []sessionRow) string {
 	days := map[string][4]int64{}
 	for _, r := range rows {
-		start, _ := time.Parse(TimeLayout, r.start)
-		end, _ := time.Parse(TimeLayout, r.end)
+		start, _ := time.Parse(timeLayout, r.start)
+		end, _ := time.Parse(timeLayout, r.end)
 		d := days[r.start[:10]]
 		d[0]++
 		d[1] += end.Sub(start).Milliseconds()

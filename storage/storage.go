@@ -31,13 +31,13 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// TimeLayout is the one timestamp format of the service: UTC, exactly three
+// timeLayout is the one timestamp format of the service: UTC, exactly three
 // fraction digits. It is fixed width, so stored text sorts in time order.
-const TimeLayout = "2006-01-02T15:04:05.000Z"
+const timeLayout = "2006-01-02T15:04:05.000Z"
 
-// FormatTime renders t in TimeLayout.
+// FormatTime renders t in timeLayout.
 func FormatTime(t time.Time) string {
-	return t.UTC().Format(TimeLayout)
+	return t.UTC().Format(timeLayout)
 }
 
 // Options configures Open.

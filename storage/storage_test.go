@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -406,10 +407,10 @@ func TestIngestRefusesADeletedSite(t *testing.T) {
 		return IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), SiteID: site, Type: "pageview",
 			AnonID: "v", TS: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), Raw: []byte(`{}`)}
 	}
-	if _, err := db.Ingest(ctx, []IngestEvent{event("gone", 1)}, nil, nil); err != ErrSiteGone {
+	if _, err := db.Ingest(ctx, []IngestEvent{event("gone", 1)}, nil, nil); !errors.Is(err, ErrSiteGone) {
 		t.Fatalf("got %v for a deleted site, want ErrSiteGone", err)
 	}
-	if _, err := db.Ingest(ctx, nil, []Quarantined{{ID: "q", SiteID: "gone", Payload: []byte(`{}`), Errors: `[]`}}, nil); err != ErrSiteGone {
+	if _, err := db.Ingest(ctx, nil, []Quarantined{{ID: "q", SiteID: "gone", Payload: []byte(`{}`), Errors: `[]`}}, nil); !errors.Is(err, ErrSiteGone) {
 		t.Fatalf("got %v for a DLQ row of a deleted site, want ErrSiteGone", err)
 	}
 	if r, err := db.Ingest(ctx, []IngestEvent{event("live", 2)}, nil, nil); err != nil || r.Accepted != 1 {

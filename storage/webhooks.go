@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/base64"
+	"errors"
 
 	"github.com/tally-analytics/tally/fault"
 )
@@ -105,7 +106,7 @@ func (db *DB) RevokeWebhookSecret(ctx context.Context, actor Actor, site *Site, 
 		var adapter string
 		err := tx.QueryRow(`SELECT adapter FROM webhook_secrets WHERE rowid = ? AND site_id = ? AND (revoked_at IS NULL OR revoked_at > ?)`,
 			id, site.ID, now).Scan(&adapter)
-		if err == sql.ErrNoRows {
+		if errors.Is(err, sql.ErrNoRows) {
 			return fault.Errorf(fault.NotFound, "no active webhook secret with that id on this site")
 		}
 		if err != nil {
