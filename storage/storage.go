@@ -55,7 +55,7 @@ type Options struct {
 	// file (default 250 ms). Tests shorten it.
 	CheckpointEvery time.Duration
 	// Logger receives the writer's changes of health (writes failing,
-	// working again); nil means none.
+	// working again) and failing WAL checkpoints; nil means none.
 	Logger *slog.Logger
 	// Durability is what an acknowledged commit survives; "" means
 	// DurabilityPower.
@@ -254,27 +254,12 @@ const walRestartFrames = 16384
 // (writer.loop): its next transaction then overwrites the WAL from the
 // start. No journal_size_limit is set: truncating a WAL file that a burst
 // made long stalled the next commit for 30 ms, while a WAL that starts over
-// at 64 MiB stays near that size.
-//
-// A failing checkpoint is logged when it starts failing and when it works
-// again: the WAL then grows until one succeeds, which the operator should
-// know, but a pass every interval must not flood the log.
+// at 64 MiB stays near that size. Failures are logged (checkpointFailures).
 func checkpointLoop(db *sql.DB, w *writer, interval time.Duration, restartFrames int, log *slog.Logger, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	failing := false
-	report := func(err error) {
-		switch {
-		case log == nil:
-		case err != nil && !failing:
-			// SQLite's message names the condition, never a value.
-			log.Warn("WAL checkpoints are failing; the WAL grows until one succeeds", "err", err.Error())
-		case err == nil && failing:
-			log.Info("WAL checkpoints work again")
-		}
-		failing = err != nil
-	}
+	failures := checkpointFailures{log: log}
 	for {
 		select {
 		case <-stop:
@@ -285,7 +270,7 @@ func checkpointLoop(db *sql.DB, w *writer, interval time.Duration, restartFrames
 		case <-t.C:
 			var busy, frames, copied int
 			err := db.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
-			report(err)
+			failures.report(err)
 			if err != nil || frames < restartFrames {
 				continue
 			}
@@ -293,11 +278,33 @@ func checkpointLoop(db *sql.DB, w *writer, interval time.Duration, restartFrames
 			// one, so that the writer's share is a few frames.
 			for range 2 {
 				_, err := db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
-				report(err)
+				failures.report(err)
 			}
 			w.checkpointWanted.Store(true)
 		}
 	}
+}
+
+// checkpointFailures logs the checkpoint loop's failures: one line when
+// checkpoints start failing, one when they work again. The WAL grows until
+// one succeeds, which the operator should know, but a pass every interval
+// must not flood the log.
+type checkpointFailures struct {
+	log     *slog.Logger // nil: no log
+	failing bool
+}
+
+// report records the outcome of one checkpoint.
+func (c *checkpointFailures) report(err error) {
+	switch {
+	case c.log == nil:
+	case err != nil && !c.failing:
+		// SQLite's message names the condition, never a value.
+		c.log.Warn("WAL checkpoints are failing; the WAL grows until one succeeds", "err", err.Error())
+	case err == nil && c.failing:
+		c.log.Info("WAL checkpoints work again")
+	}
+	c.failing = err != nil
 }
 
 func randomHex(n int) string {

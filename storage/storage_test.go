@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,6 +202,64 @@ func TestWALStartsOverUnderSteadyLoad(t *testing.T) {
 		t.Fatalf("got %d WAL restarts in 20 s of steady load (%d events), want at least 3", restarts, sent.Load())
 	}
 }
+
+// A failing checkpoint is logged once when checkpoints start failing and
+// once when they work again, not at every pass.
+func TestCheckpointFailuresAreLoggedOnce(t *testing.T) {
+	var logs bytes.Buffer
+	c := checkpointFailures{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	broken := errors.New("disk I/O error")
+	for _, err := range []error{nil, broken, broken, broken, nil, nil, broken, nil} {
+		c.report(err)
+	}
+	for _, want := range []struct {
+		line  string
+		count int
+	}{{"WAL checkpoints are failing", 2}, {"WAL checkpoints work again", 2}} {
+		if got := strings.Count(logs.String(), want.line); got != want.count {
+			t.Errorf("got %d lines %q, want %d, in:\n%s", got, want.line, want.count, logs.String())
+		}
+	}
+}
+
+// The checkpoint loop reports its failures instead of dropping them: here
+// its connection is closed under it.
+func TestCheckpointLoopLogsFailures(t *testing.T) {
+	lines := make(chan string, 100)
+	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), CheckpointEvery: time.Millisecond,
+		Logger: slog.New(recordsTo(lines))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.ckpt.Close()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case line := <-lines:
+			if strings.HasPrefix(line, "WAL checkpoints are failing") {
+				return
+			}
+		case <-timeout:
+			t.Fatal("got no log line of a failing checkpoint in 10 s, want one")
+		}
+	}
+}
+
+// recordsTo is a slog handler that sends each record's message to lines,
+// dropping it when lines is full.
+type recordsTo chan<- string
+
+func (h recordsTo) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordsTo) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h <- r.Message:
+	default:
+	}
+	return nil
+}
+func (h recordsTo) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordsTo) WithGroup(string) slog.Handler      { return h }
 
 // Deleting a site with more rows than one chunk removes all of them, counts
 // them in the audit entry, and leaves other sites alone.

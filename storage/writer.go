@@ -49,12 +49,19 @@ func (tx *writeTx) markWritten() { tx.wrote = true }
 // mergeGroup is a kind of job whose consecutive queued jobs run merged: one
 // call writes the parts of them all, so that what they share is written
 // once per transaction instead of once per job. The writer knows nothing
-// of what the parts are; their own file holds the rules of merging them.
+// of what the parts are; the group's own file holds the rules of merging
+// them (intake: ingest_job.go).
+//
+// What a group learns of the transactions is generic: whether its unit is
+// the whole transaction (alone), the transaction's number (writeTx.seq, so
+// that it can tell whether another transaction ran since one of its own),
+// and its commit, through the hooks it registers.
 type mergeGroup interface {
 	// runMerged writes parts in tx as one unit, failing as a whole. alone
 	// says that the unit is the transaction's whole content, run without
 	// a savepoint: nothing else in it wrote before, nothing will after.
-	// A unit that fails, whether merged or alone, is run again one part at
+	// Otherwise it runs in a savepoint, among other jobs. A unit that
+	// fails alone, or merged from several parts, is run again one part at
 	// a time (parts of length 1, alone false), each in a savepoint of its
 	// own, so that one bad part cannot fail the others.
 	runMerged(tx *writeTx, parts []any, alone bool) error
