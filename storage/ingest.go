@@ -188,7 +188,7 @@ type ingestRun struct {
 	linked   map[[3]string]bool
 }
 
-// stmt returns s bound to the job's transaction, binding it once per job.
+// stmt returns s bound to the run's transaction, binding it once per run.
 func (j *ingestRun) stmt(s *sql.Stmt) *sql.Stmt {
 	if j.stmts == nil {
 		j.stmts = map[*sql.Stmt]*sql.Stmt{}
@@ -283,9 +283,9 @@ func (j *ingestRun) finish() error {
 	return j.rollups()
 }
 
-// session is one row of sessions as the job sees it.
+// session is one row of sessions as the run sees it.
 type session struct {
-	id         int64 // 0 for a session this job creates
+	id         int64 // 0 for a session this run creates
 	start, end time.Time
 	count      int64
 	userID     *string
@@ -498,7 +498,7 @@ func (j *ingestRun) sessionDelta(site string, s *session, sign int64) {
 	}
 }
 
-// rollups writes the job's per-day and per-month aggregates, one upsert per
+// rollups writes the run's per-day and per-month aggregates, one upsert per
 // key rather than one per event.
 func (j *ingestRun) rollups() error {
 	keys := make([]dayKey, 0, len(j.days))

@@ -80,7 +80,9 @@ type DB struct {
 	ckpt               *sql.DB
 	ckptStop, ckptDone chan struct{}
 	quota              quotaBook
-	intake             intake
+	// intake merges the writer's intake jobs and keeps their memo of
+	// sessions (ingest_job.go).
+	intake intake
 	// sessionRowsRead counts the sessions rows intake has read, so that
 	// tests can see the writer's reads stay bounded without timing them.
 	sessionRowsRead atomic.Int64
