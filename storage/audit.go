@@ -25,14 +25,14 @@ type AuditEntry struct {
 // mutation it records. Its ts is now, moved 1 ms past the workspace's newest
 // entry when it would collide or go backwards: entries of one workspace
 // never share a ts, which keeps the ts cursor exact.
-func (db *DB) audit(tx *Tx, workspaceID string, actor Actor, action, target string, metadata map[string]any) error {
+func (db *DB) audit(tx *writeTx, workspaceID string, actor Actor, action, target string, metadata map[string]any) error {
 	ts := db.now().UTC().Truncate(time.Millisecond)
 	var newest *string
 	if err := tx.QueryRow(`SELECT MAX(ts) FROM audit_log WHERE workspace_id = ?`, workspaceID).Scan(&newest); err != nil {
 		return fmt.Errorf("read newest audit ts: %w", err)
 	}
 	if newest != nil {
-		last, err := time.Parse(TimeLayout, *newest)
+		last, err := time.Parse(timeLayout, *newest)
 		if err != nil {
 			return fmt.Errorf("bad audit ts %q: %w", *newest, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/tally-analytics/tally/fault"
@@ -100,7 +101,7 @@ func (db *DB) DLQEntry(ctx context.Context, site, id string) (*DLQEntry, error) 
 	var ua, endpoint *string
 	err := db.read.QueryRowContext(ctx, `SELECT id, site_id, payload, error, received_at, user_agent, endpoint FROM dlq WHERE site_id = ? AND id = ?`,
 		site, id).Scan(&e.ID, &e.SiteID, &payload, &errs, &e.ReceivedAt, &ua, &endpoint)
-	if err == sql.ErrNoRows {
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fault.Errorf(fault.NotFound, "no quarantined event with that id on this site")
 	}
 	if err != nil {
@@ -125,7 +126,7 @@ func (db *DB) CookielessQuarantine(ctx context.Context, site, id, anon string) (
 	var browser, os, device *string
 	err := db.read.QueryRowContext(ctx, `SELECT browser, os, device_type FROM dlq WHERE site_id = ? AND id = ? AND anon_id = ? AND cookieless = 1`,
 		site, id, anon).Scan(&browser, &os, &device)
-	if err == sql.ErrNoRows {
+	if errors.Is(err, sql.ErrNoRows) {
 		return QuarantinedAgent{}, false, nil
 	}
 	if err != nil {
@@ -148,7 +149,7 @@ func (db *DB) CookielessQuarantine(ctx context.Context, site, id, anon string) (
 // It reports whether the row is gone. A site deleted since the caller
 // looked it up gets ErrSiteGone and nothing written.
 func (db *DB) FinishReplay(ctx context.Context, actor Actor, site *Site, e *DLQEntry, replayedAt time.Time, requarantined bool) (deleted bool, err error) {
-	err = db.writer.Do(ctx, func(tx *Tx) error {
+	err = db.writer.do(ctx, func(tx *writeTx) error {
 		deleted = false
 		if err := db.checkSite(site); err != nil {
 			return err
@@ -171,7 +172,7 @@ func (db *DB) FinishReplay(ctx context.Context, actor Actor, site *Site, e *DLQE
 func (db *DB) DLQSize(ctx context.Context) (int, error) {
 	var n int
 	err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM dlq`).Scan(&n)
-	if err == sql.ErrNoRows {
+	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
 	return n, err

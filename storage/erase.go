@@ -73,12 +73,12 @@ var sweepTables = [3]struct{ table, rowid string }{{"events", "seq"}, {"sessions
 func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subject) (SubjectCounts, error) {
 	ctx = context.WithoutCancel(ctx)
 	e := &eraser{db: db, site: site.ID, s: s, floors: [3]int64{-1, -1, -1}}
-	audit := func(tx *Tx) error {
+	audit := func(tx *writeTx) error {
 		return db.audit(tx, site.WorkspaceID, actor, "gdpr.delete", site.ID, map[string]any{
-			"subject_kind": s.kind(), "subject_hash": s.Hash(), "counts": e.counts})
+			"subject_kind": s.kind(), "subject_hash": s.hash(), "counts": e.counts})
 	}
 	var whole bool
-	err := db.writer.Do(ctx, func(tx *Tx) error {
+	err := db.writer.do(ctx, func(tx *writeTx) error {
 		db.eraseJobs.Add(1)
 		if err := db.checkSite(site); err != nil {
 			return err
@@ -101,7 +101,7 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 	}
 	for done := false; !done; {
 		var held time.Duration
-		err := db.writer.Do(ctx, func(tx *Tx) error {
+		err := db.writer.do(ctx, func(tx *writeTx) error {
 			db.eraseJobs.Add(1)
 			if err := db.checkSite(site); err != nil {
 				return err
@@ -122,7 +122,7 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 		// to 10-12 ms, for an erasure of 9 s instead of 5.
 		time.Sleep(held)
 	}
-	err = db.writer.Do(ctx, func(tx *Tx) error {
+	err = db.writer.do(ctx, func(tx *writeTx) error {
 		db.eraseJobs.Add(1)
 		if err := db.checkSite(site); err != nil {
 			return err
@@ -146,7 +146,7 @@ const eraseWholeRows = 1000
 // small reports whether the subject has at most eraseChunk links and
 // eraseWholeRows rows of events, sessions and DLQ. Every count stops at
 // its bound, so asking costs little however large the subject is.
-func (e *eraser) small(tx *Tx) (bool, error) {
+func (e *eraser) small(tx *writeTx) (bool, error) {
 	var links int
 	q := `SELECT COUNT(*) FROM (SELECT 1 FROM identity_links WHERE ` + e.s.linkWhere() + ` LIMIT ?3)`
 	if err := tx.QueryRow(q, e.site, e.s.id(), eraseChunk+1).Scan(&links); err != nil {
@@ -166,7 +166,7 @@ func (e *eraser) small(tx *Tx) (bool, error) {
 }
 
 // all erases a small subject whole, in the caller's transaction.
-func (e *eraser) all(tx *Tx) error {
+func (e *eraser) all(tx *writeTx) error {
 	n, err := eraseEvents(tx, "events", e.s.visitorWhere(), e.site, e.s.id())
 	if err != nil {
 		return err
@@ -185,7 +185,7 @@ func (e *eraser) all(tx *Tx) error {
 
 // step runs one bounded job of the erasure and reports whether only the
 // last job is left.
-func (e *eraser) step(tx *Tx) (done bool, err error) {
+func (e *eraser) step(tx *writeTx) (done bool, err error) {
 	switch e.phase {
 	case phaseWalk:
 		err = e.walk(tx)
@@ -208,7 +208,7 @@ func (e *eraser) step(tx *Tx) (done bool, err error) {
 // a new row the highest rowid plus one, so anything written later lands
 // above the lowest of these, even where the erasure deleted the top rows
 // (the sweep then scans a few emptied rowids again).
-func (e *eraser) lowerFloors(tx *Tx) error {
+func (e *eraser) lowerFloors(tx *writeTx) error {
 	for i, t := range sweepTables {
 		var top int64
 		if err := tx.QueryRow(`SELECT COALESCE(MAX(` + t.rowid + `), 0) FROM ` + t.table).Scan(&top); err != nil {
@@ -231,7 +231,7 @@ const eraseWalkLinks = 1000
 // A user's anon ids are walked in the rowid order of their links, which
 // the (site_id, user_id) index gives without sorting; links added while the
 // walk runs come after the cursor and are walked too.
-func (e *eraser) walk(tx *Tx) error {
+func (e *eraser) walk(tx *writeTx) error {
 	if e.s.UserID == "" {
 		n, err := e.eraseAnon(tx, e.s.AnonID, eraseChunk)
 		if err == nil && n < eraseChunk {
@@ -289,11 +289,11 @@ func (e *eraser) walk(tx *Tx) error {
 
 // eraseAnon deletes up to limit of the anon id's events, sessions and DLQ
 // rows (all of them when limit is negative) and returns how many went.
-func (e *eraser) eraseAnon(tx *Tx, anon string, limit int64) (int64, error) {
+func (e *eraser) eraseAnon(tx *writeTx, anon string, limit int64) (int64, error) {
 	var total int64
 	for _, t := range []struct {
 		table, rowid string
-		erase        func(*Tx, string, string, ...any) (int64, error)
+		erase        func(*writeTx, string, string, ...any) (int64, error)
 		count        *int64
 	}{
 		{"events", "seq", eraseEvents, &e.counts.Events},
@@ -335,7 +335,7 @@ func (e *eraser) sweepMatch(table string) string {
 // them when chunk is negative) and erases the subject's rows among them:
 // those sent to anon ids the walk had already passed. It reports whether
 // it reached the end of every table.
-func (e *eraser) sweep(tx *Tx, chunk int64) (caughtUp bool, err error) {
+func (e *eraser) sweep(tx *writeTx, chunk int64) (caughtUp bool, err error) {
 	caughtUp = true
 	for i, t := range sweepTables {
 		var top int64
@@ -372,7 +372,7 @@ func (e *eraser) sweep(tx *Tx, chunk int64) (caughtUp bool, err error) {
 // links deletes up to eraseChunk of the subject's links, with, for an anon
 // id, the profiles of the users they link, and the DLQ rows tagged with a
 // user subject. It reports whether none are left.
-func (e *eraser) links(tx *Tx) (done bool, err error) {
+func (e *eraser) links(tx *writeTx) (done bool, err error) {
 	if e.s.UserID != "" {
 		n, err := deleteRows(tx, "dlq", `rowid IN (SELECT rowid FROM dlq WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`, e.site, e.s.UserID, eraseChunk)
 		if err != nil || n == eraseChunk {
@@ -419,7 +419,7 @@ func (e *eraser) links(tx *Tx) (done bool, err error) {
 // previous jobs, then the profile, the remaining links and DLQ rows. Each
 // is at most a few rows, unless the subject keeps writing faster than the
 // erasure advances.
-func (e *eraser) finish(tx *Tx) error {
+func (e *eraser) finish(tx *writeTx) error {
 	if e.s.AnonID != "" {
 		if _, err := e.eraseAnon(tx, e.s.AnonID, -1); err != nil {
 			return err
@@ -445,7 +445,7 @@ func (e *eraser) finish(tx *Tx) error {
 }
 
 // deleteRows deletes the rows of table matched by where.
-func deleteRows(tx *Tx, table, where string, args ...any) (int64, error) {
+func deleteRows(tx *writeTx, table, where string, args ...any) (int64, error) {
 	res, err := tx.Exec(`DELETE FROM `+table+` WHERE `+where, args...)
 	if err != nil {
 		return 0, fmt.Errorf("erase %s: %w", table, err)
@@ -457,7 +457,7 @@ func deleteRows(tx *Tx, table, where string, args ...any) (int64, error) {
 // daily_events and daily_dimensions, deleting the rollup rows that reach
 // zero: an erased page's path or referrer host must not stay behind at
 // count 0.
-func eraseEvents(tx *Tx, table, where string, args ...any) (int64, error) {
+func eraseEvents(tx *writeTx, table, where string, args ...any) (int64, error) {
 	rows, err := tx.Query(`DELETE FROM events WHERE `+where+` RETURNING site_id, substr(ts, 1, 10), type, url, referrer,
 		COALESCE(country, ''), COALESCE(browser, ''), COALESCE(os, ''), COALESCE(device_type, '')`, args...)
 	if err != nil {
@@ -520,7 +520,7 @@ func dimKeys(m map[dimKey]int64) [][]any {
 
 // unroll runs update with each of rows (the rollup key, then the count to
 // subtract), and drop with its key, which deletes the row if it reached 0.
-func unroll(tx *Tx, update, drop string, rows [][]any) error {
+func unroll(tx *writeTx, update, drop string, rows [][]any) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -547,7 +547,7 @@ func unroll(tx *Tx, update, drop string, rows [][]any) error {
 
 // eraseSessions deletes the sessions matched by where and subtracts them
 // from daily_sessions, deleting a day's row when no session is left in it.
-func eraseSessions(tx *Tx, table, where string, args ...any) (int64, error) {
+func eraseSessions(tx *writeTx, table, where string, args ...any) (int64, error) {
 	rows, err := tx.Query(`DELETE FROM sessions WHERE `+where+` RETURNING site_id, started_at, ended_at, event_count`, args...)
 	if err != nil {
 		return 0, fmt.Errorf("erase sessions: %w", err)
@@ -562,8 +562,8 @@ func eraseSessions(tx *Tx, table, where string, args ...any) (int64, error) {
 			return 0, err
 		}
 		n++
-		s, _ := time.Parse(TimeLayout, start)
-		en, _ := time.Parse(TimeLayout, end)
+		s, _ := time.Parse(timeLayout, start)
+		en, _ := time.Parse(timeLayout, end)
 		key := [2]string{site, start[:min(len(start), 10)]}
 		d := deltas[key]
 		if d == nil {

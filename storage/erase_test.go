@@ -111,7 +111,7 @@ func runSteps(t *testing.T, db *DB, e *eraser, stop func() bool) {
 	t.Helper()
 	for done := false; !done && !stop(); {
 		before := subjectRows(t, db)
-		err := db.writer.Do(context.Background(), func(tx *Tx) error {
+		err := db.writer.do(context.Background(), func(tx *writeTx) error {
 			var err error
 			done, err = e.step(tx)
 			return err
@@ -178,7 +178,7 @@ func TestEraseSubjectCatchesEventsSentMeanwhile(t *testing.T) {
 				f.send("d9", &u, 2, false)
 			}
 			runSteps(t, db, e, func() bool { return false })
-			err := db.writer.Do(context.Background(), func(tx *Tx) error { return e.finish(tx) })
+			err := db.writer.do(context.Background(), func(tx *writeTx) error { return e.finish(tx) })
 			if err != nil {
 				t.Fatal(err)
 			}

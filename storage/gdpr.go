@@ -31,9 +31,9 @@ func (s Subject) id() string {
 	return s.AnonID
 }
 
-// Hash is what the audit log keeps of the subject: the first 12 hex
+// hash is what the audit log keeps of the subject: the first 12 hex
 // characters of the SHA-256 of the bare id.
-func (s Subject) Hash() string {
+func (s Subject) hash() string {
 	sum := sha256.Sum256([]byte(s.id()))
 	return hex.EncodeToString(sum[:])[:12]
 }
@@ -148,12 +148,12 @@ func (db *DB) ExportSubject(ctx context.Context, actor Actor, site *Site, s Subj
 		*part.count = int64(len(list))
 	}
 	tx.Rollback()
-	err = db.writer.Do(ctx, func(tx *Tx) error {
+	err = db.writer.do(ctx, func(tx *writeTx) error {
 		if err := db.checkSite(site); err != nil {
 			return err
 		}
 		return db.audit(tx, site.WorkspaceID, actor, "gdpr.export", site.ID, map[string]any{
-			"subject_kind": s.kind(), "subject_hash": s.Hash(), "counts": out.Counts})
+			"subject_kind": s.kind(), "subject_hash": s.hash(), "counts": out.Counts})
 	})
 	if err != nil {
 		return nil, err

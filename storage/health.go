@@ -21,15 +21,15 @@ const unwritableRetryAfter = 5
 // Errors of a write the database could not take. Nothing of such a write
 // was committed, and the writer recovers by itself once the cause is gone.
 var (
-	ErrDiskFull = &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
+	errDiskFull = &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
 		Message: "the database's disk is full; nothing was stored, retry later"}
-	ErrReadOnly = &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
+	errReadOnly = &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
 		Message: "the database is read-only; nothing was stored, retry later"}
-	ErrDiskIO = &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
+	errDiskIO = &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
 		Message: "the database's disk failed a write; nothing was stored, retry later"}
-	// ErrWriteStalled is the health check's answer when a probe write did
+	// errWriteStalled is the health check's answer when a probe write did
 	// not commit within probeTimeout.
-	ErrWriteStalled = &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
+	errWriteStalled = &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
 		Message: "the database did not complete a write in time"}
 )
 
@@ -43,11 +43,11 @@ func unwritable(err error) *fault.Error {
 	}
 	switch se.Code() & 0xff { // the primary code of an extended one
 	case sqlite3.SQLITE_FULL:
-		return ErrDiskFull
+		return errDiskFull
 	case sqlite3.SQLITE_READONLY:
-		return ErrReadOnly
+		return errReadOnly
 	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
-		return ErrDiskIO
+		return errDiskIO
 	}
 	return nil
 }
@@ -112,12 +112,15 @@ func (h *writeHealth) state() (failure *fault.Error, lastOK time.Time) {
 // changes nothing would not do: SQLite leaves an unchanged page clean.
 // schema_migrations is the one table every release has and no reader
 // counts; version 0 never names a migration.
-func probeWrite(tx *Tx) error {
+func probeWrite(tx *writeTx) error {
 	if _, err := tx.Exec(`INSERT INTO schema_migrations(version, name, applied_at) VALUES (0, 'write probe', '')`); err != nil {
 		return err
 	}
-	_, err := tx.Exec(`DELETE FROM schema_migrations WHERE version = 0`)
-	return err
+	if _, err := tx.Exec(`DELETE FROM schema_migrations WHERE version = 0`); err != nil {
+		return err
+	}
+	tx.markWritten()
+	return nil
 }
 
 // WriteHealth reports whether writes reach the database file: nil, or an
@@ -136,16 +139,15 @@ func (db *DB) WriteHealth(ctx context.Context) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	j := &job{fn: probeWrite, weight: 1, done: make(chan error, 1), probe: true}
-	err := db.writer.enqueue(pctx, j, false)
+	err := db.writer.submit(pctx, 1, probeWrite)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
 		return ctx.Err() // the caller left: nothing learnt
 	case errors.Is(err, context.DeadlineExceeded):
-		err = ErrWriteStalled
+		err = errWriteStalled
 	case fault.As(err) == nil:
-		err = ErrDiskIO
+		err = errDiskIO
 	}
 	h.probedAt, h.probeErr = time.Now(), err
 	return err

@@ -11,12 +11,13 @@ import (
 	"github.com/tally-analytics/tally/fault"
 )
 
-// SessionGap is the inactivity that ends a session (CONTRACT 5).
-const SessionGap = 30 * time.Minute
+// sessionGap is the inactivity that ends a session (README "Identity and
+// sessions").
+const sessionGap = 30 * time.Minute
 
-// DedupWindow is how long a stored event's id suppresses repeats. The
-// contract asks for at least 24 h.
-const DedupWindow = 48 * time.Hour
+// dedupWindow is how long a stored event's id suppresses repeats (README
+// "Gates, in order", dedup and storage).
+const dedupWindow = 48 * time.Hour
 
 // IngestEvent is one validated, enriched event ready to store.
 type IngestEvent struct {
@@ -112,19 +113,6 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 	return &s, nil
 }
 
-// ingestWork is one Ingest call's share of a writer batch. The writer runs
-// the works of consecutive Ingest calls together (see Writer.commit), so a
-// visitor's session rows and the daily rollups are written once per batch
-// rather than once per request.
-type ingestWork struct {
-	events   []IngestEvent
-	dlq      []Quarantined
-	received time.Time
-	dup      []bool
-	accepted int
-	usage    map[string]int
-}
-
 // Ingest stores events (deduplicated by site and id) and quarantined DLQ
 // rows, and keeps identity links, profiles, sessions and the daily rollups
 // current in the same transaction. It returns after the commit. A full write
@@ -134,12 +122,11 @@ func (db *DB) Ingest(ctx context.Context, events []IngestEvent, dlq []Quarantine
 	if len(events) == 0 && len(dlq) == 0 {
 		return IngestResult{Duplicate: []bool{}}, nil
 	}
-	w := &ingestWork{events: events, dlq: dlq, received: db.now().UTC(), dup: make([]bool, len(events))}
-	j := &job{weight: max(len(events)+len(dlq), 1), done: make(chan error, 1), stats: stats, work: w}
-	if err := db.writer.enqueue(ctx, j, false); err != nil {
+	w, j := db.ingestJob(events, dlq, stats)
+	if err := db.writer.run(ctx, j, false); err != nil {
 		return IngestResult{}, err
 	}
-	return IngestResult{Duplicate: w.dup, Accepted: w.accepted}, nil
+	return w.result(), nil
 }
 
 // ErrSiteGone is returned by Ingest, and by every other write that names a
@@ -176,42 +163,21 @@ func (db *DB) checkSites(w *ingestWork) error {
 	return nil
 }
 
-// runIngest stores works in tx as one unit. whole says that the unit is
-// the entire transaction, so the sessions table holds exactly what was last
-// committed and db.latest may stand in for reading it.
-func (db *DB) runIngest(tx *Tx, works []*ingestWork, whole bool) error {
-	j := &ingestJob{db: db, tx: tx, whole: whole, days: map[dayKey]int{}, usage: map[[2]string]int{}, dims: map[dimKey]int{},
-		sessDays: map[[2]string]*sessionDelta{}, groups: map[[2]string][]*IngestEvent{}, linked: map[[3]string]bool{}}
-	for _, w := range works {
-		if err := j.add(w); err != nil {
-			return err
-		}
-	}
-	if err := j.finish(); err != nil {
-		return err
-	}
-	if latest := j.latest; len(latest) > 0 {
-		tx.OnCommit(func() { db.latest.put(latest) })
-	}
-	for _, w := range works {
-		received, usage := w.received, w.usage
-		tx.OnCommit(func() { db.quota.commit(received, usage) })
-	}
-	return nil
-}
-
 type dayKey struct{ site, day, typ string }
 
 type sessionDelta struct {
 	sessions, durationMS, events, bounces int64
 }
 
-// ingestJob accumulates what a run of works writes besides the event rows.
-type ingestJob struct {
-	db       *DB
-	tx       *Tx
-	whole    bool
-	latest   map[string]session // visitor key -> newest session, for db.latest
+// ingestRun accumulates what a run of works (see intake.runMerged) writes
+// besides the event rows.
+type ingestRun struct {
+	db *DB
+	tx *writeTx
+	// memo is the intake memo of visitors' newest sessions, or nil where
+	// it may not be trusted (see latestSessions).
+	memo     *latestSessions
+	latest   map[string]session // visitor key -> newest session, for the memo
 	stmts    map[*sql.Stmt]*sql.Stmt
 	days     map[dayKey]int
 	dims     map[dimKey]int
@@ -222,8 +188,8 @@ type ingestJob struct {
 	linked   map[[3]string]bool
 }
 
-// stmt returns s bound to the job's transaction, binding it once per job.
-func (j *ingestJob) stmt(s *sql.Stmt) *sql.Stmt {
+// stmt returns s bound to the run's transaction, binding it once per run.
+func (j *ingestRun) stmt(s *sql.Stmt) *sql.Stmt {
 	if j.stmts == nil {
 		j.stmts = map[*sql.Stmt]*sql.Stmt{}
 	}
@@ -237,15 +203,11 @@ func (j *ingestJob) stmt(s *sql.Stmt) *sql.Stmt {
 
 // add stores one work's events and DLQ rows; sessions and rollups wait for
 // finish.
-func (j *ingestJob) add(w *ingestWork) error {
+func (j *ingestRun) add(w *ingestWork) error {
 	st := j.db.ingest
 	recv := FormatTime(w.received)
 	recvMS := w.received.UnixMilli()
-	month := w.received.Format("2006-01")
-	// A work may be retried alone after a merged run failed: start clean.
-	clear(w.dup)
-	w.accepted = 0
-	w.usage = map[string]int{}
+	month := w.received.Format(monthLayout)
 	if err := j.db.checkSites(w); err != nil {
 		return err
 	}
@@ -312,7 +274,7 @@ func (j *ingestJob) add(w *ingestWork) error {
 }
 
 // finish writes the sessions and rollups of everything added.
-func (j *ingestJob) finish() error {
+func (j *ingestRun) finish() error {
 	for _, g := range j.order {
 		if err := j.sessions(g[0], g[1], j.groups[g]); err != nil {
 			return err
@@ -321,9 +283,9 @@ func (j *ingestJob) finish() error {
 	return j.rollups()
 }
 
-// session is one row of sessions as the job sees it.
+// session is one row of sessions as the run sees it.
 type session struct {
-	id         int64 // 0 for a session this job creates
+	id         int64 // 0 for a session this run creates
 	start, end time.Time
 	count      int64
 	userID     *string
@@ -334,21 +296,21 @@ type session struct {
 
 // sessions assigns events (of one site and anon id) to sessions. It
 // loads the visitor's sessions that could touch these events, merges the
-// events in (an event within SessionGap of a session joins it; an event
+// events in (an event within sessionGap of a session joins it; an event
 // that bridges two sessions merges them), and writes back only what
 // changed. Out-of-order arrival therefore gives the same sessions as
 // in-order arrival.
-func (j *ingestJob) sessions(site, anon string, events []*IngestEvent) error {
+func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 	minTS := events[0].TS
 	for _, e := range events {
 		minTS = minTime(minTS, e.TS)
 	}
 	key := site + "\x00" + anon
-	floor := minTS.Add(-SessionGap)
+	floor := minTS.Add(-sessionGap)
 	var list []*session
-	if c, ok := j.db.latest.get(key); ok && j.whole && !minTS.Before(c.start) {
+	if c, ok := j.memo.get(key); ok && !minTS.Before(c.start) {
 		// No event precedes the visitor's newest session, and older
-		// sessions end more than SessionGap before it starts: only that
+		// sessions end more than sessionGap before it starts: only that
 		// one can take these events, so the table need not be read.
 		if !c.end.Before(floor) {
 			orig := c
@@ -366,7 +328,7 @@ func (j *ingestJob) sessions(site, anon string, events []*IngestEvent) error {
 		ts := e.TS.Truncate(time.Millisecond)
 		var into *session
 		for _, s := range list {
-			if s.deleted || ts.Before(s.start.Add(-SessionGap)) || ts.After(s.end.Add(SessionGap)) {
+			if s.deleted || ts.Before(s.start.Add(-sessionGap)) || ts.After(s.end.Add(sessionGap)) {
 				continue
 			}
 			if into == nil {
@@ -432,46 +394,16 @@ func (j *ingestJob) sessions(site, anon string, events []*IngestEvent) error {
 	return nil
 }
 
-// latestSessions remembers each recent visitor's newest session as last
-// committed, so that an event arriving in order (the usual case) joins it
-// without reading the sessions table. Only the writer goroutine uses it:
-// ingest runs read it, their commit hooks fill it, and any transaction that
-// was not one whole ingest run (an erasure, a site delete, a retried run)
-// empties it, since it may have changed sessions behind its back.
-type latestSessions struct {
-	m map[string]session // site + "\x00" + anon id -> newest session
-}
-
-// latestSessionsMax bounds the memo (about 150 bytes an entry); when full it
-// starts over, which costs one read per visitor.
-const latestSessionsMax = 100_000
-
-func (l *latestSessions) get(key string) (session, bool) {
-	s, ok := l.m[key]
-	return s, ok
-}
-
-func (l *latestSessions) put(newest map[string]session) {
-	if l.m == nil || len(l.m)+len(newest) > latestSessionsMax {
-		l.m = make(map[string]session, len(newest))
-	}
-	for k, s := range newest {
-		l.m[k] = s
-	}
-}
-
-func (l *latestSessions) clear() { l.m = nil }
-
 // loadSessions reads the visitor's sessions that the events can touch, and
-// the visitor's newest session, which db.latest keeps. Sessions of one
-// visitor do not overlap and lie more than SessionGap apart, so an event
+// the visitor's newest session, which the memo keeps. Sessions of one
+// visitor do not overlap and lie more than sessionGap apart, so an event
 // touches at most two; reading only those keeps an event far in the past of
 // a visitor with many later sessions from holding the writer. The events
-// are read in clusters (times at most 2×SessionGap apart), one bounded
-// range read each: every session starting within SessionGap of a cluster
+// are read in clusters (times at most 2×sessionGap apart), one bounded
+// range read each: every session starting within sessionGap of a cluster
 // touches one of its events, so the rows read are at most the sessions the
 // events change, plus one per cluster and the newest.
-func (j *ingestJob) loadSessions(site, anon string, events []*IngestEvent) ([]*session, error) {
+func (j *ingestRun) loadSessions(site, anon string, events []*IngestEvent) ([]*session, error) {
 	var list []*session
 	seen := map[int64]bool{}
 	keep := func(s *session) {
@@ -496,13 +428,13 @@ func (j *ingestJob) loadSessions(site, anon string, events []*IngestEvent) ([]*s
 	slices.SortFunc(times, time.Time.Compare)
 	for i := 0; i < len(times); {
 		k := i + 1
-		for k < len(times) && times[k].Sub(times[k-1]) <= 2*SessionGap {
+		for k < len(times) && times[k].Sub(times[k-1]) <= 2*sessionGap {
 			k++
 		}
-		floor, ceil := times[i].Add(-SessionGap), times[k-1].Add(SessionGap)
+		floor, ceil := times[i].Add(-sessionGap), times[k-1].Add(sessionGap)
 		i = k
 		if len(newest) == 0 || newest[0].start.Before(floor) {
-			// Every other session ends more than SessionGap before the
+			// Every other session ends more than sessionGap before the
 			// newest starts, so before floor: the newest, already kept,
 			// is the only one these events can touch. This is the usual
 			// case of an event in order whose visitor the memo lacks.
@@ -521,8 +453,8 @@ func (j *ingestJob) loadSessions(site, anon string, events []*IngestEvent) ([]*s
 
 // readSessions runs a query of sessions ordered newest first and returns
 // those that end at floor or later. It stops at the first one that starts
-// before floor: older ones end more than SessionGap before it starts.
-func (j *ingestJob) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) ([]*session, error) {
+// before floor: older ones end more than sessionGap before it starts.
+func (j *ingestRun) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) ([]*session, error) {
 	rows, err := j.stmt(stmt).Query(args...)
 	if err != nil {
 		return nil, fmt.Errorf("load sessions: %w", err)
@@ -536,8 +468,8 @@ func (j *ingestJob) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) (
 		if err := rows.Scan(&s.id, &start, &end, &s.count, &s.userID); err != nil {
 			return nil, err
 		}
-		s.start, _ = time.Parse(TimeLayout, start)
-		s.end, _ = time.Parse(TimeLayout, end)
+		s.start, _ = time.Parse(timeLayout, start)
+		s.end, _ = time.Parse(timeLayout, end)
 		if s.end.Before(floor) {
 			break
 		}
@@ -551,7 +483,7 @@ func (j *ingestJob) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) (
 
 // sessionDelta adds (sign 1) or removes (sign -1) s's contribution to the
 // daily session rollup of its start day.
-func (j *ingestJob) sessionDelta(site string, s *session, sign int64) {
+func (j *ingestRun) sessionDelta(site string, s *session, sign int64) {
 	k := [2]string{site, FormatTime(s.start)[:10]}
 	d := j.sessDays[k]
 	if d == nil {
@@ -566,9 +498,9 @@ func (j *ingestJob) sessionDelta(site string, s *session, sign int64) {
 	}
 }
 
-// rollups writes the job's per-day and per-month aggregates, one upsert per
+// rollups writes the run's per-day and per-month aggregates, one upsert per
 // key rather than one per event.
-func (j *ingestJob) rollups() error {
+func (j *ingestRun) rollups() error {
 	keys := make([]dayKey, 0, len(j.days))
 	for k := range j.days {
 		keys = append(keys, k)

@@ -96,7 +96,7 @@ func (db *DB) TouchKey(k *APIKey) {
 	go func() {
 		// Best effort: a full queue or shutdown skips this write, and the
 		// next use after a minute tries again.
-		_ = db.writer.Submit(context.Background(), 1, func(tx *Tx) error {
+		_ = db.writer.submit(context.Background(), 1, func(tx *writeTx) error {
 			_, err := tx.Exec(`UPDATE api_keys SET last_used_at = ? WHERE id = ? AND revoked_at IS NULL`, FormatTime(now), k.ID)
 			return err
 		})

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -41,9 +42,9 @@ const (
 	ScopeAdmin       = "admin"
 )
 
-// NormalizeScopes checks scopes (non-empty, known) and folds duplicates,
+// normalizeScopes checks scopes (non-empty, known) and folds duplicates,
 // keeping first-seen order.
-func NormalizeScopes(scopes []string) ([]string, error) {
+func normalizeScopes(scopes []string) ([]string, error) {
 	if len(scopes) == 0 {
 		return nil, fault.Errorf(fault.InvalidScopes, "scopes must be a non-empty array of %q, %q or %q", ScopeIngestWrite, ScopeQueryRead, ScopeAdmin)
 	}
@@ -70,7 +71,7 @@ func (db *DB) CreateKey(ctx context.Context, actor Actor, ws *Workspace, label s
 	if err != nil {
 		return nil, "", err
 	}
-	scopes, err = NormalizeScopes(scopes)
+	scopes, err = normalizeScopes(scopes)
 	if err != nil {
 		return nil, "", err
 	}
@@ -79,7 +80,7 @@ func (db *DB) CreateKey(ctx context.Context, actor Actor, ws *Workspace, label s
 		CreatedAt: FormatTime(db.now()), hash: hashKey(plaintext)}
 	hash := hex.EncodeToString(k.hash)
 	scopesJSON, _ := json.Marshal(scopes)
-	err = db.writer.Do(ctx, func(tx *Tx) error {
+	err = db.writer.do(ctx, func(tx *writeTx) error {
 		if _, err := tx.Exec(`INSERT INTO api_keys(id, workspace_id, label, scopes, key_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 			k.ID, k.WorkspaceID, k.Label, string(scopesJSON), hash, k.CreatedAt); err != nil {
 			return err
@@ -87,7 +88,7 @@ func (db *DB) CreateKey(ctx context.Context, actor Actor, ws *Workspace, label s
 		if err := db.audit(tx, ws.ID, actor, "key.create", k.ID, map[string]any{"label": label, "scopes": scopes}); err != nil {
 			return err
 		}
-		tx.OnCommit(func() {
+		tx.onCommit(func() {
 			db.tenants.mu.Lock()
 			db.keysByHash[hash] = k
 			db.tenants.mu.Unlock()
@@ -104,11 +105,11 @@ func (db *DB) CreateKey(ctx context.Context, actor Actor, ws *Workspace, label s
 // unknown or already revoked key is not_found.
 func (db *DB) RevokeKey(ctx context.Context, actor Actor, ws *Workspace, keyID string) error {
 	now := FormatTime(db.now())
-	return db.writer.Do(ctx, func(tx *Tx) error {
+	return db.writer.do(ctx, func(tx *writeTx) error {
 		var hash string
 		err := tx.QueryRow(`SELECT key_hash FROM api_keys WHERE id = ? AND workspace_id = ? AND revoked_at IS NULL`,
 			keyID, ws.ID).Scan(&hash)
-		if err == sql.ErrNoRows {
+		if errors.Is(err, sql.ErrNoRows) {
 			return fault.Errorf(fault.NotFound, "key not found")
 		}
 		if err != nil {
@@ -120,7 +121,7 @@ func (db *DB) RevokeKey(ctx context.Context, actor Actor, ws *Workspace, keyID s
 		if err := db.audit(tx, ws.ID, actor, "key.revoke", keyID, map[string]any{}); err != nil {
 			return err
 		}
-		tx.OnCommit(func() {
+		tx.onCommit(func() {
 			db.tenants.mu.Lock()
 			delete(db.keysByHash, hash)
 			db.tenants.mu.Unlock()

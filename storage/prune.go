@@ -17,16 +17,16 @@ const pruneEvery = time.Minute
 // for about 25 s. Intake jobs run between the chunks.
 const pruneChunk = 250
 
-// Prune deletes dedup ids older than DedupWindow, salts older than
+// Prune deletes dedup ids older than dedupWindow, salts older than
 // yesterday and sourcemap parts a crash left behind (see
 // pruneSourcemapParts). The collector calls it periodically; it is cheap
 // when there is little to delete.
 func (db *DB) Prune(ctx context.Context) error {
 	now := db.now().UTC()
-	cutoff := now.Add(-DedupWindow).UnixMilli()
+	cutoff := now.Add(-dedupWindow).UnixMilli()
 	for {
 		var deleted int64
-		err := db.writer.Do(ctx, func(tx *Tx) error {
+		err := db.writer.do(ctx, func(tx *writeTx) error {
 			res, err := tx.Exec(`DELETE FROM event_ids WHERE (site_id, id) IN
 				(SELECT site_id, id FROM event_ids WHERE received_ms < ? ORDER BY received_ms LIMIT ?)`, cutoff, pruneChunk)
 			if err != nil {
@@ -42,7 +42,7 @@ func (db *DB) Prune(ctx context.Context) error {
 			break
 		}
 	}
-	if err := db.writer.Do(ctx, func(tx *Tx) error {
+	if err := db.writer.do(ctx, func(tx *writeTx) error {
 		_, err := tx.Exec(`DELETE FROM daily_salts WHERE day < ?`, now.Add(-24*time.Hour).Format(dayLayout))
 		return err
 	}); err != nil {

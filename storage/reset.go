@@ -14,7 +14,7 @@ var resetTables = []string{"events", "sessions", "dlq", "identity_links", "user_
 // dev mode and tests.
 func (db *DB) ResetData(ctx context.Context) (map[string]int64, error) {
 	deleted := map[string]int64{}
-	err := db.writer.Do(ctx, func(tx *Tx) error {
+	err := db.writer.do(ctx, func(tx *writeTx) error {
 		for _, table := range resetTables {
 			res, err := tx.Exec(`DELETE FROM ` + table)
 			if err != nil {
@@ -22,7 +22,7 @@ func (db *DB) ResetData(ctx context.Context) (map[string]int64, error) {
 			}
 			deleted[table], _ = res.RowsAffected()
 		}
-		tx.OnCommit(func() {
+		tx.onCommit(func() {
 			db.quota.mu.Lock()
 			db.quota.used, db.quota.reserved = map[string]int{}, map[string]int{}
 			db.quota.mu.Unlock()

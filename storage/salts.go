@@ -30,7 +30,7 @@ func (db *DB) DailySalt(ctx context.Context, day time.Time) ([]byte, error) {
 		return nil, err
 	}
 	var salt []byte
-	err := db.writer.Do(ctx, func(tx *Tx) error {
+	err := db.writer.do(ctx, func(tx *writeTx) error {
 		if _, err := tx.Exec(`INSERT INTO daily_salts(day, salt) VALUES (?, ?) ON CONFLICT DO NOTHING`, key, fresh); err != nil {
 			return err
 		}

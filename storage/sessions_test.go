@@ -20,7 +20,7 @@ type sessionRow struct {
 
 // expectedSessions is the contract's rule computed directly: a visitor's
 // events sorted by time, cut where two follow each other by more than
-// SessionGap.
+// sessionGap.
 func expectedSessions(events []IngestEvent) []sessionRow {
 	byAnon := map[string][]time.Time{}
 	for _, e := range events {
@@ -32,7 +32,7 @@ func expectedSessions(events []IngestEvent) []sessionRow {
 		cur := sessionRow{anon: anon, start: FormatTime(ts[0]), end: FormatTime(ts[0]), count: 1}
 		last := ts[0]
 		for _, t := range ts[1:] {
-			if t.Sub(last) > SessionGap {
+			if t.Sub(last) > sessionGap {
 				rows = append(rows, cur)
 				cur = sessionRow{anon: anon, start: FormatTime(t), count: 0}
 			}
@@ -78,7 +78,7 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 			for v := range 12 {
 				at := base.Add(time.Duration(rng.IntN(60)) * time.Minute)
 				for range 10 + rng.IntN(30) {
-					gaps := []time.Duration{time.Second, 5 * time.Minute, 29 * time.Minute, SessionGap, SessionGap + time.Millisecond, 2 * time.Hour}
+					gaps := []time.Duration{time.Second, 5 * time.Minute, 29 * time.Minute, sessionGap, sessionGap + time.Millisecond, 2 * time.Hour}
 					at = at.Add(gaps[rng.IntN(len(gaps))])
 					events = append(events, IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", len(events)),
 						SiteID: "s", Type: "pageview", AnonID: fmt.Sprintf("v%d", v), TS: at, Raw: []byte(`{}`)})
@@ -120,7 +120,7 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						errs <- db.writer.Do(ctx, func(tx *Tx) error {
+						errs <- db.writer.do(ctx, func(tx *writeTx) error {
 							_, err := tx.Exec(`INSERT OR IGNORE INTO daily_salts(day, salt) VALUES ('2000-01-01', x'00')`)
 							return err
 						})
@@ -143,8 +143,8 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 			// The daily rollup agrees with the sessions themselves.
 			days := map[string][4]int64{}
 			for _, r := range want {
-				start, _ := time.Parse(TimeLayout, r.start)
-				end, _ := time.Parse(TimeLayout, r.end)
+				start, _ := time.Parse(timeLayout, r.start)
+				end, _ := time.Parse(timeLayout, r.end)
 				d := days[r.start[:10]]
 				d[0]++
 				d[1] += end.Sub(start).Milliseconds()
@@ -175,66 +175,6 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 	}
 }
 
-// The newest-session memo is not trusted within, nor after, a transaction
-// in which something else changed sessions (an erasure, say) between or
-// after intake of the same visitor.
-func TestSessionsAfterOtherWritesInTheSameCommit(t *testing.T) {
-	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
-	withSites(t, db, "s")
-	ctx := context.Background()
-	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	event := func(n int) []IngestEvent {
-		return []IngestEvent{{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), SiteID: "s", Type: "pageview",
-			AnonID: "v", TS: at.Add(time.Duration(n) * time.Minute), Raw: []byte(`{}`)}}
-	}
-	ingest := func(n int) *job {
-		evs := event(n)
-		return &job{weight: 1, done: make(chan error, 1), work: &ingestWork{events: evs, received: at, dup: make([]bool, len(evs))}}
-	}
-	erase := func() *job {
-		return &job{weight: 1, done: make(chan error, 1), fn: func(tx *Tx) error {
-			_, err := tx.Exec(`DELETE FROM sessions WHERE anon_id = 'v'`)
-			return err
-		}}
-	}
-	// commit runs batch as one transaction, as the writer does with what is
-	// queued; the writer goroutine is idle meanwhile.
-	commit := func(batch ...*job) {
-		t.Helper()
-		db.writer.commit(batch)
-		for _, j := range batch {
-			if err := <-j.done; err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	sessions := func() (n, events int) {
-		t.Helper()
-		if err := db.read.QueryRow(`SELECT COUNT(*), COALESCE(SUM(event_count), 0) FROM sessions WHERE anon_id = 'v'`).Scan(&n, &events); err != nil {
-			t.Fatal(err)
-		}
-		return n, events
-	}
-	send := func(n int) {
-		t.Helper()
-		if _, err := db.Ingest(ctx, event(n), nil, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	send(0)                               // the memo now holds v's session
-	commit(ingest(1), erase(), ingest(2)) // 2 must not join the erased session
-	send(3)                               // in order: the memo would be used
-	if n, events := sessions(); n != 1 || events != 2 {
-		t.Fatalf("got %d sessions of %d events, want 1 of 2 (events 2 and 3)", n, events)
-	}
-	commit(ingest(4), erase()) // the memo's entry from 4 is stale at commit
-	send(5)
-	if n, events := sessions(); n != 1 || events != 1 {
-		t.Fatalf("got %d sessions of %d events, want 1 of 1 (event 5)", n, events)
-	}
-}
-
 // An event far in the past of a visitor with very many later sessions
 // reads only the sessions it can touch and the visitor's newest (for the
 // memo), not every later one, so it cannot hold the writer; a batch spread
@@ -242,7 +182,7 @@ func TestSessionsAfterOtherWritesInTheSameCommit(t *testing.T) {
 // says, and the daily rollup agrees with them.
 func TestSessionsOfAVisitorWithManySessions(t *testing.T) {
 	const stored = 100_000
-	const spacing = 50 * time.Minute // more than SessionGap, less than twice it
+	const spacing = 50 * time.Minute // more than sessionGap, less than twice it
 	base := time.Date(2016, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(k int) time.Time { return base.Add(time.Duration(k) * spacing) }
 
@@ -251,7 +191,7 @@ func TestSessionsOfAVisitorWithManySessions(t *testing.T) {
 	ctx := context.Background()
 	// Sessions of one event each, 50 minutes apart, and their rollup,
 	// written directly: intake of 100,000 events would take far longer.
-	err := db.writer.Do(ctx, func(tx *Tx) error {
+	err := db.writer.do(ctx, func(tx *writeTx) error {
 		if _, err := tx.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?)
 			INSERT INTO sessions(site_id, anon_id, started_at, ended_at, event_count)
 			SELECT 's', 'v', t, t, 1 FROM (SELECT strftime('%Y-%m-%dT%H:%M:%fZ', ?, '+' || (n * ?) || ' minutes') AS t FROM k)`,
@@ -317,8 +257,8 @@ func TestSessionsOfAVisitorWithManySessions(t *testing.T) {
 func rollupOf(rows []sessionRow) string {
 	days := map[string][4]int64{}
 	for _, r := range rows {
-		start, _ := time.Parse(TimeLayout, r.start)
-		end, _ := time.Parse(TimeLayout, r.end)
+		start, _ := time.Parse(timeLayout, r.start)
+		end, _ := time.Parse(timeLayout, r.end)
 		d := days[r.start[:10]]
 		d[0]++
 		d[1] += end.Sub(start).Milliseconds()

@@ -45,7 +45,7 @@ type siteTable struct {
 }
 
 // deleteChunk deletes up to t.chunk rows of site from t.
-func (t siteTable) deleteChunk(tx *Tx, site string) (int64, error) {
+func (t siteTable) deleteChunk(tx *writeTx, site string) (int64, error) {
 	var res sql.Result
 	var err error
 	if t.pk == "" {
@@ -118,7 +118,7 @@ func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 		for _, t := range siteDataTables {
 			for {
 				var n int64
-				err := db.writer.Do(ctx, func(tx *Tx) error {
+				err := db.writer.do(ctx, func(tx *writeTx) error {
 					var err error
 					n, err = t.deleteChunk(tx, id)
 					return err
@@ -151,7 +151,7 @@ func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 // having changed nothing, if a table holds more than a chunk of the site.
 func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, id string, deleted map[string]int64) error {
 	counts := map[string]int64{}
-	err := db.writer.Do(ctx, func(tx *Tx) error {
+	err := db.writer.do(ctx, func(tx *writeTx) error {
 		for _, t := range siteDataTables {
 			var left int
 			if err := tx.QueryRow(`SELECT COUNT(*) FROM (SELECT 1 FROM `+t.table+` WHERE site_id = ? LIMIT ?)`,
@@ -181,7 +181,7 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 		if err := db.audit(tx, ws.ID, actor, "site.delete", id, map[string]any{"deleted_rows": total}); err != nil {
 			return err
 		}
-		tx.OnCommit(func() {
+		tx.onCommit(func() {
 			// site_usage went with the site; so does its in-memory count.
 			db.quota.mu.Lock()
 			delete(db.quota.used, id)

@@ -46,7 +46,7 @@ func BenchmarkDeleteSiteRollups(b *testing.B) {
 	for i := range b.N {
 		b.StopTimer()
 		site := fmt.Sprintf("site-%d", i)
-		if err := db.writer.Do(ctx, func(tx *Tx) error {
+		if err := db.writer.do(ctx, func(tx *writeTx) error {
 			_, err := tx.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?)
 				INSERT INTO daily_dimensions(site_id, day, dimension, value, count)
 				SELECT ?, '2026-11-01', 'url', 'https://shop.example/products/item-' || n, 1 FROM k`, urls, site)

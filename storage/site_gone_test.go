@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -107,7 +108,7 @@ func TestWritesRefuseADeletedSite(t *testing.T) {
 			if err := db.DeleteSite(ctx, sys, old, "web"); err != nil {
 				t.Fatal(err)
 			}
-			if err := tt.write(db, stale); err != ErrSiteGone {
+			if err := tt.write(db, stale); !errors.Is(err, ErrSiteGone) {
 				t.Fatalf("deleted site: got %v, want ErrSiteGone", err)
 			}
 			if n := count(t, db, tt.left); n != 0 {
@@ -118,7 +119,7 @@ func TestWritesRefuseADeletedSite(t *testing.T) {
 			if tt.prepare != nil {
 				tt.prepare(t, db)
 			}
-			if err := tt.write(db, stale); err != ErrSiteGone {
+			if err := tt.write(db, stale); !errors.Is(err, ErrSiteGone) {
 				t.Fatalf("site created again in another workspace: got %v, want ErrSiteGone", err)
 			}
 			if n := count(t, db, tt.left); n != tt.want {

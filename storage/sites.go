@@ -43,7 +43,7 @@ func (db *DB) CreateSite(ctx context.Context, actor Actor, ws *Workspace, id, na
 		return nil, err
 	}
 	s := &Site{ID: id, WorkspaceID: ws.ID, Name: name, CreatedAt: FormatTime(db.now())}
-	err = db.writer.Do(ctx, func(tx *Tx) error {
+	err = db.writer.do(ctx, func(tx *writeTx) error {
 		var n int
 		if err := tx.QueryRow(`SELECT COUNT(*) FROM sites WHERE id = ?`, id).Scan(&n); err != nil {
 			return err
@@ -58,7 +58,7 @@ func (db *DB) CreateSite(ctx context.Context, actor Actor, ws *Workspace, id, na
 		if err := db.audit(tx, ws.ID, actor, "site.create", s.ID, map[string]any{"name": name}); err != nil {
 			return err
 		}
-		tx.OnCommit(func() {
+		tx.onCommit(func() {
 			db.tenants.mu.Lock()
 			db.sites[s.ID] = s
 			db.tenants.mu.Unlock()

@@ -127,7 +127,7 @@ func probeWriter(db *DB) (stop func() time.Duration) {
 			default:
 			}
 			start := time.Now()
-			if err := db.writer.Do(context.Background(), func(*Tx) error { return nil }); err != nil {
+			if err := db.writer.do(context.Background(), func(*writeTx) error { return nil }); err != nil {
 				return
 			}
 			longest = max(longest, time.Since(start))

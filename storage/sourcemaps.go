@@ -56,7 +56,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 	for _, p := range parts {
 		size += int64(len(p))
 	}
-	if err := db.sourcemapJob(ctx, func(tx *Tx) (int64, error) {
+	if err := db.sourcemapJob(ctx, func(tx *writeTx) (int64, error) {
 		if err := db.checkSite(site); err != nil {
 			return 0, err
 		}
@@ -73,7 +73,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 		return err
 	}
 	for seq, p := range parts {
-		if err := db.sourcemapJob(ctx, func(tx *Tx) (int64, error) {
+		if err := db.sourcemapJob(ctx, func(tx *writeTx) (int64, error) {
 			if err := db.checkSite(site); err != nil {
 				return 0, err
 			}
@@ -88,7 +88,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 	// caller stopped waiting would point the row at parts then deleted.
 	ctx = context.WithoutCancel(ctx)
 	var replaced sql.NullString
-	err := db.sourcemapJob(ctx, func(tx *Tx) (int64, error) {
+	err := db.sourcemapJob(ctx, func(tx *writeTx) (int64, error) {
 		if err := db.checkSite(site); err != nil {
 			return 0, err
 		}
@@ -148,7 +148,7 @@ func splitParts(pieces [][]byte) [][]byte {
 // if the site's usage would then exceed limits; a replacement counts with
 // its new size instead of the old one. It reads the sourcemaps_usage index
 // only: the maps stay on disk.
-func checkSourcemapCaps(tx *Tx, site, release, file string, size int64, limits SourcemapLimits) error {
+func checkSourcemapCaps(tx *writeTx, site, release, file string, size int64, limits SourcemapLimits) error {
 	var files, replaced int
 	var bytes, replacedBytes int64
 	if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(SUM(size), 0),
@@ -182,7 +182,7 @@ func (db *DB) DeleteSourcemaps(ctx context.Context, actor Actor, site *Site, rel
 	// deleted, so it is waited for even if the client leaves.
 	ctx = context.WithoutCancel(ctx)
 	var uploads []string
-	err = db.sourcemapJob(ctx, func(tx *Tx) (int64, error) {
+	err = db.sourcemapJob(ctx, func(tx *writeTx) (int64, error) {
 		if err := db.checkSite(site); err != nil {
 			return 0, err
 		}
@@ -260,7 +260,7 @@ func (db *DB) freeParts(ctx context.Context, site, upload string, orphan bool) e
 	for {
 		var freed int64
 		found := false
-		err := db.sourcemapJob(ctx, func(tx *Tx) (int64, error) {
+		err := db.sourcemapJob(ctx, func(tx *writeTx) (int64, error) {
 			if orphan {
 				var used int
 				if err := tx.QueryRow(uploadInUse, upload).Scan(&used); err != nil || used > 0 {
@@ -326,9 +326,9 @@ func (db *DB) pruneSourcemapParts(ctx context.Context) error {
 
 // sourcemapJob runs fn as a writer job; fn returns the bytes of map it
 // wrote or freed, which a test hook (DB.sourcemapJobBytes) is told.
-func (db *DB) sourcemapJob(ctx context.Context, fn func(tx *Tx) (int64, error)) error {
+func (db *DB) sourcemapJob(ctx context.Context, fn func(tx *writeTx) (int64, error)) error {
 	var n int64
-	err := db.writer.Do(ctx, func(tx *Tx) error {
+	err := db.writer.do(ctx, func(tx *writeTx) error {
 		var err error
 		n, err = fn(tx)
 		return err

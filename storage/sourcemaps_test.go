@@ -274,7 +274,7 @@ func TestSourcemapOrphanPartsPruned(t *testing.T) {
 	}
 	// What a crash leaves: parts of an upload that never got its row.
 	crashed := func(upload string) {
-		err := db.writer.Do(ctx, func(tx *Tx) error {
+		err := db.writer.do(ctx, func(tx *writeTx) error {
 			_, err := tx.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < 3)
 				INSERT INTO sourcemap_parts(site_id, upload, seq, created_at, data)
 				SELECT 'web', ?, n, ?, zeroblob(?) FROM k`, upload, FormatTime(clock()), SourcemapPartMax)
@@ -315,7 +315,7 @@ func TestSourcemapInlineMapFromBeforeParts(t *testing.T) {
 	withSites(t, db, "web")
 	ctx := context.Background()
 	site, _ := db.Site("web")
-	err := db.writer.Do(ctx, func(tx *Tx) error {
+	err := db.writer.do(ctx, func(tx *writeTx) error {
 		_, err := tx.Exec(`INSERT INTO sourcemaps(site_id, release, file, map, size, created_at, updated_at)
 			VALUES ('web', '1', 'a.js', zeroblob(3145728), 3145728, '', ''), ('web', '1', 'b.js', x'7b7d', 2, '', '')`)
 		return err

@@ -1,6 +1,6 @@
 // Package storage keeps the service's state in one SQLite file in WAL mode.
 //
-// One goroutine owns the only write connection (see Writer); every mutation
+// One goroutine owns the only write connection (see writer); every mutation
 // is a job handed to it, and jobs queued together commit in one transaction.
 // Reads use a separate pool of read-only connections, which WAL lets run
 // while the writer commits. The package imports nothing from HTTP.
@@ -31,13 +31,13 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// TimeLayout is the one timestamp format of the service: UTC, exactly three
+// timeLayout is the one timestamp format of the service: UTC, exactly three
 // fraction digits. It is fixed width, so stored text sorts in time order.
-const TimeLayout = "2006-01-02T15:04:05.000Z"
+const timeLayout = "2006-01-02T15:04:05.000Z"
 
-// FormatTime renders t in TimeLayout.
+// FormatTime renders t in timeLayout.
 func FormatTime(t time.Time) string {
-	return t.UTC().Format(TimeLayout)
+	return t.UTC().Format(timeLayout)
 }
 
 // Options configures Open.
@@ -55,7 +55,7 @@ type Options struct {
 	// file (default 250 ms). Tests shorten it.
 	CheckpointEvery time.Duration
 	// Logger receives the writer's changes of health (writes failing,
-	// working again); nil means none.
+	// working again) and failing WAL checkpoints; nil means none.
 	Logger *slog.Logger
 	// Durability is what an acknowledged commit survives; "" means
 	// DurabilityPower.
@@ -73,14 +73,16 @@ type DB struct {
 	path   string
 	write  *sql.DB
 	read   *sql.DB
-	writer *Writer
+	writer *writer
 	now    func() time.Time
 	ingest *ingestStmts
 	// ckpt runs WAL checkpoints; nil for :memory:, which has no WAL.
 	ckpt               *sql.DB
 	ckptStop, ckptDone chan struct{}
 	quota              quotaBook
-	latest             latestSessions
+	// intake merges the writer's intake jobs and keeps their memo of
+	// sessions (ingest_job.go).
+	intake intake
 	// sessionRowsRead counts the sessions rows intake has read, so that
 	// tests can see the writer's reads stay bounded without timing them.
 	sessionRowsRead atomic.Int64
@@ -173,17 +175,18 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		write.Close()
 		return nil, err
 	}
-	db.writer = newWriter(write, opts.QueueSize, db.runIngest, db.latest.clear, opts.Logger)
+	db.intake.db = db
+	db.writer = newWriter(write, opts.QueueSize, opts.Logger)
 	if opts.Path != ":memory:" {
 		if db.ckpt, err = sql.Open("sqlite", writeDSN); err != nil {
-			db.writer.Close()
+			db.writer.close()
 			read.Close()
 			write.Close()
 			return nil, err
 		}
 		db.ckpt.SetMaxOpenConns(1)
 		db.ckptStop, db.ckptDone = make(chan struct{}), make(chan struct{})
-		go checkpointLoop(db.ckpt, db.writer, opts.CheckpointEvery, opts.walRestartFrames, db.ckptStop, db.ckptDone)
+		go checkpointLoop(db.ckpt, db.writer, opts.CheckpointEvery, opts.walRestartFrames, opts.Logger, db.ckptStop, db.ckptDone)
 	}
 	return db, nil
 }
@@ -250,33 +253,60 @@ const walRestartFrames = 16384
 // So once the WAL holds restartFrames frames, the loop copies twice more
 // (each pass only what was committed during the previous one) and asks the
 // writer to copy the last few frames itself, between two batches
-// (Writer.loop): its next transaction then overwrites the WAL from the
+// (writer.loop): its next transaction then overwrites the WAL from the
 // start. No journal_size_limit is set: truncating a WAL file that a burst
 // made long stalled the next commit for 30 ms, while a WAL that starts over
-// at 64 MiB stays near that size.
-func checkpointLoop(db *sql.DB, w *Writer, interval time.Duration, restartFrames int, stop <-chan struct{}, done chan<- struct{}) {
+// at 64 MiB stays near that size. Failures are logged (checkpointFailures).
+func checkpointLoop(db *sql.DB, w *writer, interval time.Duration, restartFrames int, log *slog.Logger, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	failures := checkpointFailures{log: log}
 	for {
 		select {
 		case <-stop:
-			db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+			if _, err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil && log != nil {
+				log.Warn("final WAL checkpoint failed; the WAL file stays and is copied after the next start", "err", err.Error())
+			}
 			return
 		case <-t.C:
 			var busy, frames, copied int
 			err := db.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+			failures.report(err)
 			if err != nil || frames < restartFrames {
 				continue
 			}
 			// Copy what was committed during that pass, then during this
 			// one, so that the writer's share is a few frames.
 			for range 2 {
-				db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+				_, err := db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+				failures.report(err)
 			}
 			w.checkpointWanted.Store(true)
 		}
 	}
+}
+
+// checkpointFailures logs the checkpoint loop's failures: one line when
+// checkpoints start failing, one when they work again. The WAL grows until
+// one succeeds, which the operator should know, but a pass every interval
+// must not flood the log.
+type checkpointFailures struct {
+	log     *slog.Logger // nil: no log
+	failing bool
+}
+
+// report records the outcome of one checkpoint.
+func (c *checkpointFailures) report(err error) {
+	switch {
+	case c.log == nil:
+	case err != nil && !c.failing:
+		// SQLite's message names the condition, never a value.
+		c.log.Warn("WAL checkpoints are failing; the WAL grows until one succeeds", "err", err.Error())
+	case err == nil && c.failing:
+		c.log.Info("WAL checkpoints work again")
+	}
+	c.failing = err != nil
 }
 
 func randomHex(n int) string {
@@ -361,7 +391,7 @@ func applyMigration(ctx context.Context, db *sql.DB, files fs.FS, name string, v
 // A second Close does nothing and returns the first one's result.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
-		db.writer.Close()
+		db.writer.close()
 		var cerr error
 		if db.ckpt != nil {
 			close(db.ckptStop)

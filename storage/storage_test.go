@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,8 +17,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/tally-analytics/tally/fault"
 )
 
 func openTest(t *testing.T, path string) *DB {
@@ -70,7 +70,7 @@ func TestOpenAppliesMigrationsOnce(t *testing.T) {
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
-	if err := db.writer.Do(context.Background(), func(tx *Tx) error {
+	if err := db.writer.do(context.Background(), func(tx *writeTx) error {
 		_, err := tx.Exec(`INSERT INTO schema_migrations(version, name, applied_at) VALUES (9999, 'future', 'x')`)
 		return err
 	}); err != nil {
@@ -123,109 +123,6 @@ func TestMemoryDatabaseIsSharedAndIsolated(t *testing.T) {
 	}
 	if list, _ := b.Workspaces(context.Background()); len(list) != 0 {
 		t.Fatalf("got %d workspaces in a second :memory: database, want 0", len(list))
-	}
-}
-
-func TestWriterIsolatesFailingJobs(t *testing.T) {
-	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make([]error, 60)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = db.writer.Submit(ctx, 1, func(tx *Tx) error {
-				if _, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES ('s', ?, 'u', 'now')`, i); err != nil {
-					return err
-				}
-				switch i % 3 {
-				case 1:
-					return fault.Errorf(fault.InvalidEvent, "job %d refuses", i)
-				case 2:
-					if i == 2 {
-						panic("job panics")
-					}
-				}
-				return nil
-			})
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		wantErr := i%3 == 1 || i == 2
-		if (err != nil) != wantErr {
-			t.Errorf("job %d: got err %v, want error %v", i, err, wantErr)
-		}
-	}
-	var n int
-	if err := db.read.QueryRow(`SELECT COUNT(*) FROM identity_links`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 39 { // 60 jobs, 20 refused, 1 panicked
-		t.Fatalf("got %d committed rows, want 39", n)
-	}
-}
-
-func TestWriterQueueFullAndDrainOnClose(t *testing.T) {
-	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), QueueSize: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	release := make(chan struct{})
-	started := make(chan struct{})
-	go db.writer.Submit(ctx, 1, func(tx *Tx) error { close(started); <-release; return nil })
-	<-started // the writer is busy; the queue (2) fills up
-	var wg sync.WaitGroup
-	results := make(chan error, 2)
-	for i := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results <- db.writer.Submit(ctx, 1, func(tx *Tx) error {
-				_, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES ('s', ?, 'u', 'now')`, i)
-				return err
-			})
-		}()
-	}
-	for db.writer.QueueLen() < 2 {
-		// wait until both are queued
-	}
-	if err := db.writer.Submit(ctx, 1, func(*Tx) error { return nil }); !errors.Is(err, ErrQueueFull) {
-		t.Fatalf("got %v on a full queue, want ErrQueueFull", err)
-	}
-	close(release)
-	wg.Wait()
-	close(results)
-	for err := range results {
-		if err != nil {
-			t.Fatalf("queued job: %v", err)
-		}
-	}
-	// Jobs queued before Close are committed; later ones are refused.
-	done := make(chan error, 1)
-	block := make(chan struct{})
-	running := make(chan struct{})
-	go db.writer.Submit(ctx, 1, func(tx *Tx) error { close(running); <-block; return nil })
-	<-running // the writer is inside that job, so the next one stays queued
-	go func() {
-		done <- db.writer.Submit(ctx, 1, func(tx *Tx) error {
-			_, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES ('s', 'late', 'u', 'now')`)
-			return err
-		})
-	}()
-	for db.writer.QueueLen() < 1 {
-	}
-	closed := make(chan struct{})
-	go func() { db.Close(); close(closed) }()
-	close(block)
-	<-closed
-	if err := <-done; err != nil {
-		t.Fatalf("job queued before Close: %v", err)
-	}
-	if err := db.writer.Submit(ctx, 1, func(*Tx) error { return nil }); !errors.Is(err, ErrClosed) {
-		t.Fatalf("got %v after Close, want ErrClosed", err)
 	}
 }
 
@@ -306,6 +203,64 @@ func TestWALStartsOverUnderSteadyLoad(t *testing.T) {
 	}
 }
 
+// A failing checkpoint is logged once when checkpoints start failing and
+// once when they work again, not at every pass.
+func TestCheckpointFailuresAreLoggedOnce(t *testing.T) {
+	var logs bytes.Buffer
+	c := checkpointFailures{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	broken := errors.New("disk I/O error")
+	for _, err := range []error{nil, broken, broken, broken, nil, nil, broken, nil} {
+		c.report(err)
+	}
+	for _, want := range []struct {
+		line  string
+		count int
+	}{{"WAL checkpoints are failing", 2}, {"WAL checkpoints work again", 2}} {
+		if got := strings.Count(logs.String(), want.line); got != want.count {
+			t.Errorf("got %d lines %q, want %d, in:\n%s", got, want.line, want.count, logs.String())
+		}
+	}
+}
+
+// The checkpoint loop reports its failures instead of dropping them: here
+// its connection is closed under it.
+func TestCheckpointLoopLogsFailures(t *testing.T) {
+	lines := make(chan string, 100)
+	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), CheckpointEvery: time.Millisecond,
+		Logger: slog.New(recordsTo(lines))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.ckpt.Close()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case line := <-lines:
+			if strings.HasPrefix(line, "WAL checkpoints are failing") {
+				return
+			}
+		case <-timeout:
+			t.Fatal("got no log line of a failing checkpoint in 10 s, want one")
+		}
+	}
+}
+
+// recordsTo is a slog handler that sends each record's message to lines,
+// dropping it when lines is full.
+type recordsTo chan<- string
+
+func (h recordsTo) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordsTo) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h <- r.Message:
+	default:
+	}
+	return nil
+}
+func (h recordsTo) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordsTo) WithGroup(string) slog.Handler      { return h }
+
 // Deleting a site with more rows than one chunk removes all of them, counts
 // them in the audit entry, and leaves other sites alone.
 func TestDeleteSiteInChunks(t *testing.T) {
@@ -385,7 +340,7 @@ func siteRowCounts(t *testing.T, db *DB, site string) map[string]int {
 // before migration 0008, and in parts) and webhook secrets.
 func fillSite(t *testing.T, db *DB, site string, urls, types, days int) {
 	t.Helper()
-	err := db.writer.Do(context.Background(), func(tx *Tx) error {
+	err := db.writer.do(context.Background(), func(tx *writeTx) error {
 		for _, q := range []struct {
 			sql  string
 			args []any
@@ -459,7 +414,7 @@ func TestDeleteSiteBoundsEveryJob(t *testing.T) {
 		}
 		if table == last && rows == 0 && !injected {
 			injected = true
-			err := db.writer.Do(ctx, func(tx *Tx) error {
+			err := db.writer.do(ctx, func(tx *writeTx) error {
 				_, err := tx.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?)
 					INSERT INTO daily_events(site_id, day, type, count) SELECT 'big', '2026-03-02', 'late-' || n, 1 FROM k`, late)
 				return err
@@ -512,10 +467,10 @@ func TestIngestRefusesADeletedSite(t *testing.T) {
 		return IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), SiteID: site, Type: "pageview",
 			AnonID: "v", TS: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), Raw: []byte(`{}`)}
 	}
-	if _, err := db.Ingest(ctx, []IngestEvent{event("gone", 1)}, nil, nil); err != ErrSiteGone {
+	if _, err := db.Ingest(ctx, []IngestEvent{event("gone", 1)}, nil, nil); !errors.Is(err, ErrSiteGone) {
 		t.Fatalf("got %v for a deleted site, want ErrSiteGone", err)
 	}
-	if _, err := db.Ingest(ctx, nil, []Quarantined{{ID: "q", SiteID: "gone", Payload: []byte(`{}`), Errors: `[]`}}, nil); err != ErrSiteGone {
+	if _, err := db.Ingest(ctx, nil, []Quarantined{{ID: "q", SiteID: "gone", Payload: []byte(`{}`), Errors: `[]`}}, nil); !errors.Is(err, ErrSiteGone) {
 		t.Fatalf("got %v for a DLQ row of a deleted site, want ErrSiteGone", err)
 	}
 	if r, err := db.Ingest(ctx, []IngestEvent{event("live", 2)}, nil, nil); err != nil || r.Accepted != 1 {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/base64"
+	"errors"
 
 	"github.com/tally-analytics/tally/fault"
 )
@@ -53,7 +54,7 @@ func (db *DB) CreateWebhookSecret(ctx context.Context, actor Actor, site *Site, 
 	}
 	secret := "whsec_" + base64.RawURLEncoding.EncodeToString(b)
 	ws := &WebhookSecret{SiteID: site.ID, Adapter: adapter, CreatedAt: FormatTime(db.now())}
-	err := db.writer.Do(ctx, func(tx *Tx) error {
+	err := db.writer.do(ctx, func(tx *writeTx) error {
 		if err := db.checkSite(site); err != nil {
 			return err
 		}
@@ -98,14 +99,14 @@ func (db *DB) WebhookSecrets(ctx context.Context, site string) ([]WebhookSecret,
 // with the id may hold a secret with the same id).
 func (db *DB) RevokeWebhookSecret(ctx context.Context, actor Actor, site *Site, id int64) error {
 	now := FormatTime(db.now())
-	return db.writer.Do(ctx, func(tx *Tx) error {
+	return db.writer.do(ctx, func(tx *writeTx) error {
 		if err := db.checkSite(site); err != nil {
 			return err
 		}
 		var adapter string
 		err := tx.QueryRow(`SELECT adapter FROM webhook_secrets WHERE rowid = ? AND site_id = ? AND (revoked_at IS NULL OR revoked_at > ?)`,
 			id, site.ID, now).Scan(&adapter)
-		if err == sql.ErrNoRows {
+		if errors.Is(err, sql.ErrNoRows) {
 			return fault.Errorf(fault.NotFound, "no active webhook secret with that id on this site")
 		}
 		if err != nil {

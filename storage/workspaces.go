@@ -61,7 +61,7 @@ func (db *DB) CreateWorkspace(ctx context.Context, actor Actor, name, slug strin
 		return nil, fault.Errorf(fault.InvalidSlug, "slug must match ^[a-z][a-z0-9-]{0,63}$")
 	}
 	w := &Workspace{ID: uuid.NewString(), Name: name, Slug: slug, CreatedAt: FormatTime(db.now())}
-	err = db.writer.Do(ctx, func(tx *Tx) error {
+	err = db.writer.do(ctx, func(tx *writeTx) error {
 		var n int
 		if err := tx.QueryRow(`SELECT COUNT(*) FROM workspaces WHERE slug = ?`, slug).Scan(&n); err != nil {
 			return err
@@ -76,7 +76,7 @@ func (db *DB) CreateWorkspace(ctx context.Context, actor Actor, name, slug strin
 		if err := db.audit(tx, w.ID, actor, "workspace.create", w.ID, map[string]any{"slug": slug, "name": name}); err != nil {
 			return err
 		}
-		tx.OnCommit(func() {
+		tx.onCommit(func() {
 			db.tenants.mu.Lock()
 			db.wsBySlug[w.Slug] = w
 			db.tenants.mu.Unlock()
@@ -98,7 +98,7 @@ func (db *DB) UpdateWorkspace(ctx context.Context, actor Actor, ws *Workspace, n
 	}
 	updated := *ws
 	updated.Name = name
-	err = db.writer.Do(ctx, func(tx *Tx) error {
+	err = db.writer.do(ctx, func(tx *writeTx) error {
 		if _, err := tx.Exec(`UPDATE workspaces SET name = ?, updated_at = ? WHERE id = ?`,
 			name, FormatTime(db.now()), ws.ID); err != nil {
 			return err
@@ -106,7 +106,7 @@ func (db *DB) UpdateWorkspace(ctx context.Context, actor Actor, ws *Workspace, n
 		if err := db.audit(tx, ws.ID, actor, "workspace.update", ws.ID, map[string]any{"name": name, "previous_name": ws.Name}); err != nil {
 			return err
 		}
-		tx.OnCommit(func() {
+		tx.onCommit(func() {
 			db.tenants.mu.Lock()
 			db.wsBySlug[ws.Slug] = &updated
 			db.tenants.mu.Unlock()

@@ -13,58 +13,103 @@ import (
 	"github.com/tally-analytics/tally/fault"
 )
 
-// ErrQueueFull is returned by Submit when the writer's queue is full; the
+// ErrQueueFull is returned by a write when the writer's queue is full; the
 // caller should answer 503 with Retry-After rather than wait without bound.
 var ErrQueueFull = &fault.Error{Code: fault.Unavailable, Message: "the write queue is full, retry shortly", RetryAfter: 1}
 
-// ErrClosed is returned for jobs submitted after Close.
+// ErrClosed is returned for writes submitted after Close.
 var ErrClosed = &fault.Error{Code: fault.Unavailable, Message: "the server is shutting down", RetryAfter: 1}
 
 // maxBatchWeight caps how many rows one group transaction holds, so a very
 // long queue still commits (and acknowledges) in steps.
 const maxBatchWeight = 5000
 
-// Tx is the transaction a job runs in. Jobs that ran together share it, and
-// one job's failure undoes only that job: each runs inside its own
-// savepoint, except in a transaction of intake jobs only, which is rolled
-// back whole and retried job by job when it fails (see Writer.commit).
-type Tx struct {
+// writeTx is the transaction a job runs in. Jobs that ran together share
+// the SQL transaction, and one job's failure undoes only that job (see
+// writer.commit).
+type writeTx struct {
 	*sql.Tx
-	onCommit []func()
+	// seq numbers the writer's transactions: each one begun, committed or
+	// not, gets the next number. A job that keeps a copy of what it wrote
+	// can tell from it whether any other transaction ran since its own.
+	seq   uint64
+	hooks []func()
+	wrote bool
 }
 
-// OnCommit registers f to run on the writer goroutine after the transaction
+// onCommit registers f to run on the writer goroutine after the transaction
 // commits (and not at all if the job fails). In-memory caches are updated
 // here, in commit order.
-func (tx *Tx) OnCommit(f func()) { tx.onCommit = append(tx.onCommit, f) }
+func (tx *writeTx) onCommit(f func()) { tx.hooks = append(tx.hooks, f) }
 
+// markWritten tells the writer that the job surely dirtied a page, so that
+// its commit proves the database file writable (see writer.answer).
+func (tx *writeTx) markWritten() { tx.wrote = true }
+
+// mergeGroup is a kind of job whose consecutive queued jobs run merged: one
+// call writes the parts of them all, so that what they share is written
+// once per transaction instead of once per job. The writer knows nothing
+// of what the parts are; the group's own file holds the rules of merging
+// them (intake: ingest_job.go).
+//
+// What a group learns of the transactions is generic: whether its unit is
+// the whole transaction (alone), the transaction's number (writeTx.seq, so
+// that it can tell whether another transaction ran since one of its own),
+// and its commit, through the hooks it registers.
+type mergeGroup interface {
+	// runMerged writes parts in tx as one unit, failing as a whole. alone
+	// says that the unit is the transaction's whole content, run without
+	// a savepoint: nothing else in it wrote before, nothing will after.
+	// Otherwise it runs in a savepoint, among other jobs. A unit that
+	// fails alone, or merged from several parts, is run again one part at
+	// a time (parts of length 1, alone false), each in a savepoint of its
+	// own, so that one bad part cannot fail the others.
+	runMerged(tx *writeTx, parts []any, alone bool) error
+}
+
+// job is one unit of work handed to the writer: either fn, or a part of
+// group that runs merged with the group's consecutive jobs.
 type job struct {
-	fn     func(*Tx) error
+	fn    func(*writeTx) error
+	group mergeGroup
+	part  any
+
 	weight int
 	done   chan error
 	// stats, when set, receives how long the group commit took.
 	stats func(commit time.Duration)
-	// work marks an Ingest job, which has no fn: consecutive ones run
-	// merged through Writer.ingest (see commit).
-	work *ingestWork
-	// probe marks the health check's probe write (see probeWrite).
-	probe bool
 }
 
-// Writer owns the write connection. One goroutine takes whatever jobs are
+// newJob returns a job running fn that writes about weight rows.
+func newJob(weight int, fn func(*writeTx) error) *job {
+	return &job{fn: fn, weight: max(weight, 1), done: make(chan error, 1)}
+}
+
+// wait waits for j's commit and returns its outcome. If ctx ends first it
+// returns ctx.Err(), but the job still runs: it may be committed.
+func (j *job) wait(ctx context.Context) error {
+	select {
+	case err := <-j.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// writer owns the write connection. One goroutine takes whatever jobs are
 // queued, runs them in one transaction and commits; only then does each
 // job's caller get its answer. There is no timer: a lone job commits at once,
 // and under load the queue that builds up during one commit is the next
-// batch (group commit).
-type Writer struct {
+// batch (group commit). newWriter starts the goroutine, close stops it
+// after the queue is drained.
+type writer struct {
 	db    *sql.DB
 	queue chan *job
-	// ingest runs several Ingest works as one unit. whole is set when that
-	// unit is the entire transaction: nothing else in it wrote before.
-	ingest func(tx *Tx, works []*ingestWork, whole bool) error
-	// mixed is called after a transaction that was not one whole ingest
-	// unit commits; the ingest side drops what it caches of the database.
-	mixed func()
+	log   *slog.Logger // nil: no log
+
+	// seq is the number of the latest transaction begun (writeTx.seq).
+	// Only the writer goroutine uses it.
+	seq uint64
 
 	// checkpointWanted is set by checkpointLoop when the WAL has grown long:
 	// the writer then checkpoints between two batches so that the WAL can
@@ -79,69 +124,65 @@ type Writer struct {
 	exited chan struct{}
 }
 
-func newWriter(db *sql.DB, size int, ingest func(*Tx, []*ingestWork, bool) error, mixed func(), log *slog.Logger) *Writer {
-	w := &Writer{db: db, queue: make(chan *job, size), exited: make(chan struct{}), ingest: ingest, mixed: mixed,
+func newWriter(db *sql.DB, size int, log *slog.Logger) *writer {
+	w := &writer{db: db, queue: make(chan *job, size), exited: make(chan struct{}), log: log,
 		health: writeHealth{log: log}}
 	go w.loop()
 	return w
 }
 
-// Submit queues fn without waiting for room: a full queue gives ErrQueueFull
-// at once. It then waits for the commit. weight is the number of rows the
-// job writes (at least 1), used to size batches. If ctx ends first, Submit
-// returns ctx.Err(), but the job still runs: it may be committed.
-func (w *Writer) Submit(ctx context.Context, weight int, fn func(*Tx) error) error {
-	return w.submit(ctx, weight, fn, false)
+// submit queues fn without waiting for room: a full queue gives
+// ErrQueueFull at once. It then waits for the commit. weight is the number
+// of rows the job writes (at least 1), used to size batches. If ctx ends
+// first, submit returns ctx.Err(), but the job still runs: it may be
+// committed.
+func (w *writer) submit(ctx context.Context, weight int, fn func(*writeTx) error) error {
+	return w.run(ctx, newJob(weight, fn), false)
 }
 
-// Do queues fn, waiting for room if the queue is full, then waits for the
+// do queues fn, waiting for room if the queue is full, then waits for the
 // commit. It is for rare administrative writes that must not be refused.
-func (w *Writer) Do(ctx context.Context, fn func(*Tx) error) error {
-	return w.submit(ctx, 1, fn, true)
+func (w *writer) do(ctx context.Context, fn func(*writeTx) error) error {
+	return w.run(ctx, newJob(1, fn), true)
 }
 
-func (w *Writer) submit(ctx context.Context, weight int, fn func(*Tx) error, wait bool) error {
-	return w.enqueue(ctx, &job{fn: fn, weight: max(weight, 1), done: make(chan error, 1)}, wait)
-}
-
-// enqueue queues j (waiting for room when wait is set) and waits for its
+// run queues j (waiting for room when wait is set) and waits for its
 // commit.
-func (w *Writer) enqueue(ctx context.Context, j *job, wait bool) error {
+func (w *writer) run(ctx context.Context, j *job, wait bool) error {
+	if err := w.enqueue(ctx, j, wait); err != nil {
+		return err
+	}
+	return j.wait(ctx)
+}
+
+// enqueue queues j and returns once it is queued; j.wait gives its
+// outcome. Without wait a full queue gives ErrQueueFull at once; with it,
+// enqueue waits for room until ctx ends.
+func (w *writer) enqueue(ctx context.Context, j *job, wait bool) error {
 	w.mu.RLock()
+	defer w.mu.RUnlock()
 	if w.closed {
-		w.mu.RUnlock()
 		return ErrClosed
 	}
 	if wait {
 		select {
 		case w.queue <- j:
+			return nil
 		case <-ctx.Done():
-			w.mu.RUnlock()
 			return ctx.Err()
 		}
-	} else {
-		select {
-		case w.queue <- j:
-		default:
-			w.mu.RUnlock()
-			return ErrQueueFull
-		}
 	}
-	w.mu.RUnlock()
 	select {
-	case err := <-j.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	case w.queue <- j:
+		return nil
+	default:
+		return ErrQueueFull
 	}
 }
 
-// QueueLen reports how many jobs wait for the writer.
-func (w *Writer) QueueLen() int { return len(w.queue) }
-
-// Close refuses new jobs, commits every queued one and waits for the writer
+// close refuses new jobs, commits every queued one and waits for the writer
 // goroutine to stop.
-func (w *Writer) Close() {
+func (w *writer) close() {
 	w.mu.Lock()
 	if !w.closed {
 		w.closed = true
@@ -151,7 +192,7 @@ func (w *Writer) Close() {
 	<-w.exited
 }
 
-func (w *Writer) loop() {
+func (w *writer) loop() {
 	defer close(w.exited)
 	var carry *job
 	for {
@@ -188,46 +229,55 @@ func (w *Writer) loop() {
 			// Only the frames committed since the checkpoint loop's last
 			// pass are left to copy, so this is short; afterwards the next
 			// transaction restarts the WAL (see checkpointLoop).
-			w.db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+			if _, err := w.db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil && w.log != nil {
+				// The WAL then grows on until a later pass restarts it.
+				w.log.Warn("WAL checkpoint between two commits failed", "err", err.Error())
+			}
 		}
 	}
 }
 
+// begin starts the next transaction and numbers it.
+func (w *writer) begin() (*sql.Tx, uint64, error) {
+	w.seq++
+	sqlTx, err := w.db.BeginTx(context.Background(), nil)
+	return sqlTx, w.seq, err
+}
+
 // commit runs batch in one transaction and answers every job after the
-// commit. A batch of intake jobs only (the usual one) first runs as one
-// merged unit straight in the transaction; anything else, or such a run
-// that failed (and was rolled back whole), runs with each job or run of
-// intake jobs in a savepoint of its own.
-func (w *Writer) commit(batch []*job) {
+// commit. A batch of one group's jobs only (the usual one: intake) first
+// runs as one merged unit straight in the transaction (commitAlone);
+// anything else, or such a unit that failed (and was rolled back whole),
+// runs with each plain job, and each run of consecutive jobs of one group,
+// in a savepoint of its own.
+func (w *writer) commit(batch []*job) {
 	start := time.Now()
-	allIngest := true
-	for _, j := range batch {
-		allIngest = allIngest && j.work != nil
-	}
-	if allIngest && w.commitWhole(batch, start) {
+	one := oneGroup(batch)
+	if one && w.commitAlone(batch, start) {
 		return
 	}
 	errs := make([]error, len(batch))
-	hooks := make([][]func(), len(batch))
-	sqlTx, err := w.db.BeginTx(context.Background(), nil)
+	txs := make([]*writeTx, len(batch))
+	sqlTx, seq, err := w.begin()
 	if err != nil {
 		for i := range errs {
 			errs[i] = fmt.Errorf("begin write transaction: %w", err)
 		}
-		w.answer(batch, errs, hooks, false, start)
+		w.answer(batch, errs, txs, start)
 		return
 	}
 	for i := 0; i < len(batch); {
-		if batch[i].work == nil {
-			errs[i], hooks[i] = runJob(sqlTx, batch[i])
+		g := batch[i].group
+		if g == nil {
+			txs[i], errs[i] = runJob(sqlTx, seq, batch[i].fn)
 			i++
 			continue
 		}
 		k := i + 1
-		for k < len(batch) && batch[k].work != nil {
+		for k < len(batch) && batch[k].group == g {
 			k++
 		}
-		w.runIngest(sqlTx, batch[i:k], errs[i:k], hooks[i:k], !allIngest)
+		runMerged(sqlTx, seq, g, batch[i:k], errs[i:k], txs[i:k], !one)
 		i = k
 	}
 	if err := sqlTx.Commit(); err != nil {
@@ -238,60 +288,102 @@ func (w *Writer) commit(batch []*job) {
 			}
 		}
 	}
-	w.answer(batch, errs, hooks, false, start)
+	w.answer(batch, errs, txs, start)
 }
 
-// commitWhole runs batch, intake jobs only, as one merged unit that is the
-// whole transaction. Without a savepoint SQLite copies no page into the
-// savepoint's in-memory journal, which was about a fifth of the writer's
-// work in long batched runs. It reports false, having rolled the transaction back, if the
-// run failed: commit then runs the jobs one by one.
-func (w *Writer) commitWhole(batch []*job, start time.Time) bool {
-	sqlTx, err := w.db.BeginTx(context.Background(), nil)
+// oneGroup reports whether every job of batch belongs to one merge group.
+func oneGroup(batch []*job) bool {
+	g := batch[0].group
+	if g == nil {
+		return false
+	}
+	for _, j := range batch[1:] {
+		if j.group != g {
+			return false
+		}
+	}
+	return true
+}
+
+// commitAlone runs batch, jobs of one group only, as one merged unit that
+// is the whole transaction. Without a savepoint SQLite copies no page into
+// the savepoint's in-memory journal, which was about a fifth of the
+// writer's work in long batched runs. It reports false, having rolled the
+// transaction back, if the unit failed: commit then runs the jobs one by
+// one.
+func (w *writer) commitAlone(batch []*job, start time.Time) bool {
+	sqlTx, seq, err := w.begin()
 	if err != nil {
 		return false // commit tries again and reports the error
 	}
-	works := make([]*ingestWork, len(batch))
-	for i, j := range batch {
-		works[i] = j.work
-	}
-	tx := &Tx{Tx: sqlTx}
-	if err := recovered(func() error { return w.ingest(tx, works, true) }); err != nil {
+	tx := &writeTx{Tx: sqlTx, seq: seq}
+	if err := recovered(func() error { return batch[0].group.runMerged(tx, parts(batch), true) }); err != nil {
 		sqlTx.Rollback()
 		return false
 	}
 	errs := make([]error, len(batch))
-	hooks := make([][]func(), len(batch))
-	hooks[0] = tx.onCommit
+	txs := make([]*writeTx, len(batch))
+	txs[0] = tx // the unit's hooks run once, with its first job's
 	if err := sqlTx.Commit(); err != nil {
 		err = fmt.Errorf("commit: %w", err)
 		for i := range errs {
 			errs[i] = err
 		}
 	}
-	w.answer(batch, errs, hooks, true, start)
+	w.answer(batch, errs, txs, start)
 	return true
 }
 
-// answer runs the commit hooks of the jobs that succeeded, then answers
-// every job. whole tells that the transaction was one merged intake unit;
-// after any other, the intake side's memo of the database is dropped.
-// A job refused because the database cannot be written (disk full,
-// read-only) gets an unavailable error with Retry-After, and the batch's
-// outcome is recorded for the health check.
-func (w *Writer) answer(batch []*job, errs []error, hooks [][]func(), whole bool, start time.Time) {
+// parts returns the parts of jobs, which belong to one merge group.
+func parts(jobs []*job) []any {
+	p := make([]any, len(jobs))
+	for i, j := range jobs {
+		p[i] = j.part
+	}
+	return p
+}
+
+// runMerged runs jobs, consecutive ones of group g, as one merged unit in
+// a savepoint; when merged is false, or should the unit fail, each job runs
+// alone in a savepoint, so one bad job cannot fail the others. A unit's
+// transaction is recorded at its first job.
+func runMerged(sqlTx *sql.Tx, seq uint64, g mergeGroup, jobs []*job, errs []error, txs []*writeTx, merged bool) {
+	p := parts(jobs)
+	if merged {
+		tx, err := runJob(sqlTx, seq, func(tx *writeTx) error { return g.runMerged(tx, p, false) })
+		if err == nil {
+			txs[0] = tx
+			return
+		}
+		if len(jobs) == 1 {
+			errs[0] = err
+			return
+		}
+	}
+	for i := range jobs {
+		txs[i], errs[i] = runJob(sqlTx, seq, func(tx *writeTx) error { return g.runMerged(tx, p[i:i+1], false) })
+	}
+}
+
+// answer runs the commit hooks of the jobs that succeeded, in commit order,
+// then answers every job. A job refused because the database cannot be
+// written (disk full, read-only) gets an unavailable error with
+// Retry-After, and the batch's outcome is recorded for the health check:
+// a failure, or a success if a committed job surely wrote pages (a commit
+// of jobs that changed nothing succeeds even on a full disk).
+func (w *writer) answer(batch []*job, errs []error, txs []*writeTx, start time.Time) {
 	elapsed := time.Since(start)
 	var failure *fault.Error
 	var cause error
 	wrote := false
-	for i, j := range batch {
+	for i := range batch {
 		if errs[i] == nil {
-			for _, h := range hooks[i] {
-				h()
+			if tx := txs[i]; tx != nil {
+				for _, h := range tx.hooks {
+					h()
+				}
+				wrote = wrote || tx.wrote
 			}
-			// Only these surely wrote pages: a commit of a job that
-			// changed nothing succeeds even on a full disk.
-			wrote = wrote || j.probe || (j.work != nil && (j.work.accepted > 0 || len(j.work.dlq) > 0))
 			continue
 		}
 		if f := unwritable(errs[i]); f != nil {
@@ -307,39 +399,11 @@ func (w *Writer) answer(batch []*job, errs []error, hooks [][]func(), whole bool
 	case wrote:
 		w.health.committed()
 	}
-	if !whole && w.mixed != nil {
-		w.mixed()
-	}
 	for i, j := range batch {
 		if j.stats != nil {
 			j.stats(elapsed)
 		}
 		j.done <- errs[i]
-	}
-}
-
-// runIngest runs consecutive Ingest jobs as one merged job in a savepoint,
-// so their sessions and rollups are written once; when merged is false, or
-// should the merged job fail, each job runs alone, so one bad request
-// cannot fail the others.
-func (w *Writer) runIngest(sqlTx *sql.Tx, jobs []*job, errs []error, hooks [][]func(), merged bool) {
-	if merged {
-		works := make([]*ingestWork, len(jobs))
-		for i, j := range jobs {
-			works[i] = j.work
-		}
-		err, h := runJob(sqlTx, &job{fn: func(tx *Tx) error { return w.ingest(tx, works, false) }})
-		if err == nil {
-			hooks[0] = h
-			return
-		}
-		if len(jobs) == 1 {
-			errs[0] = err
-			return
-		}
-	}
-	for i, j := range jobs {
-		errs[i], hooks[i] = runJob(sqlTx, &job{fn: func(tx *Tx) error { return w.ingest(tx, []*ingestWork{j.work}, false) }})
 	}
 }
 
@@ -354,21 +418,23 @@ func recovered(fn func() error) (err error) {
 	return fn()
 }
 
-// runJob runs one job inside a savepoint of tx.
-func runJob(sqlTx *sql.Tx, j *job) (err error, hooks []func()) {
+// runJob runs fn inside a savepoint of sqlTx, transaction number seq. It
+// returns the writeTx fn ran in, which holds its commit hooks, or the error
+// that undid it.
+func runJob(sqlTx *sql.Tx, seq uint64, fn func(*writeTx) error) (*writeTx, error) {
 	if _, err := sqlTx.Exec(`SAVEPOINT job`); err != nil {
-		return fmt.Errorf("savepoint: %w", err), nil
+		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	tx := &Tx{Tx: sqlTx}
-	if err = recovered(func() error { return j.fn(tx) }); err != nil {
+	tx := &writeTx{Tx: sqlTx, seq: seq}
+	if err := recovered(func() error { return fn(tx) }); err != nil {
 		if _, rerr := sqlTx.Exec(`ROLLBACK TO job`); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))
 		}
 		sqlTx.Exec(`RELEASE job`)
-		return err, nil
+		return nil, err
 	}
 	if _, err := sqlTx.Exec(`RELEASE job`); err != nil {
-		return fmt.Errorf("release savepoint: %w", err), nil
+		return nil, fmt.Errorf("release savepoint: %w", err)
 	}
-	return nil, tx.onCommit
+	return tx, nil
 }
