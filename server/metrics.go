@@ -13,8 +13,7 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// Label values of the collector's metrics (SPEC "Metrics emitted by the
-// collector"). No per-tenant labels exist.
+// Label values of the collector's metrics (README "Metrics"). No per-tenant labels exist.
 const (
 	endpointEvents = "events"
 	endpointS2S    = "s2s"

@@ -39,8 +39,8 @@ func newRouter(log *slog.Logger) *router {
 	return rt
 }
 
-// handle registers h at path and at /v1+path (SPEC: every v1.0 endpoint has
-// both; /v1 is canonical).
+// handle registers h at path and at /v1+path (README "API walk-through":
+// every v1.0 endpoint has both; /v1 is canonical).
 func (rt *router) handle(method, path string, h handler) {
 	rt.route(method, path, h)
 	rt.route(method, "/v1"+path, h)
