@@ -367,25 +367,32 @@ type exportCounts struct {
 	DLQ int64 `json:"dlq"`
 }
 
+// storedRow is a table's row as stored, every column by its name (JSON
+// columns as JSON), so that an export stays complete whatever columns
+// later migrations add.
+type storedRow map[string]any
+
+func storedRowOf(r *map[string]any) storedRow { return *r }
+
 // gdprExportBody is the answer of POST /sites/:siteId/gdpr/export: every
-// row of the subject, complete. Each row is a table's row as stored, every
-// column by its name (events with raw), so that an export stays complete
-// whatever columns later migrations add.
+// row of the subject, complete (events with raw).
 type gdprExportBody struct {
-	SiteID        string           `json:"site_id"`
-	Subject       subjectBody      `json:"subject"`
-	Counts        exportCounts     `json:"counts"`
-	Events        []map[string]any `json:"events"`
-	Sessions      []map[string]any `json:"sessions"`
-	UserProfiles  []map[string]any `json:"user_profiles"`
-	IdentityLinks []map[string]any `json:"identity_links"`
-	DLQ           []map[string]any `json:"dlq"`
+	SiteID        string       `json:"site_id"`
+	Subject       subjectBody  `json:"subject"`
+	Counts        exportCounts `json:"counts"`
+	Events        []storedRow  `json:"events"`
+	Sessions      []storedRow  `json:"sessions"`
+	UserProfiles  []storedRow  `json:"user_profiles"`
+	IdentityLinks []storedRow  `json:"identity_links"`
+	DLQ           []storedRow  `json:"dlq"`
 }
 
 func gdprExportOf(siteID string, subj storage.Subject, x *storage.SubjectExport) gdprExportBody {
 	return gdprExportBody{SiteID: siteID, Subject: subjectOf(subj),
 		Counts: exportCounts{subjectCounts: subjectCountsOf(x.Counts.SubjectCounts), DLQ: x.Counts.DLQ},
-		Events: x.Events, Sessions: x.Sessions, UserProfiles: x.UserProfiles, IdentityLinks: x.IdentityLinks, DLQ: x.DLQ}
+		Events: rowsOf(x.Events, storedRowOf), Sessions: rowsOf(x.Sessions, storedRowOf),
+		UserProfiles: rowsOf(x.UserProfiles, storedRowOf), IdentityLinks: rowsOf(x.IdentityLinks, storedRowOf),
+		DLQ: rowsOf(x.DLQ, storedRowOf)}
 }
 
 // gdprDeleteBody is the answer of POST /sites/:siteId/gdpr/delete: the
