@@ -21,38 +21,6 @@ const DefaultDebugFeedSize = 10_000
 // debugPayloadLimit caps each payload kept in the feed.
 const debugPayloadLimit = 16 << 10
 
-// Enrichment is what the collector derived for a stored event.
-type Enrichment struct {
-	AnonID     string `json:"anon_id"` // as stored: the cookieless hash for consent-denied events
-	Browser    string `json:"browser,omitempty"`
-	OS         string `json:"os,omitempty"`
-	DeviceType string `json:"device_type,omitempty"`
-	Country    string `json:"country,omitempty"`
-	City       string `json:"city,omitempty"`
-	Cookieless bool   `json:"cookieless"`
-}
-
-// DebugEvent is one intake decision: an event's fate, or a whole request
-// refused before its events could be read.
-type DebugEvent struct {
-	Seq      int64  `json:"seq"`
-	Time     string `json:"time"`
-	Endpoint string `json:"endpoint"`
-	SiteID   string `json:"site_id,omitempty"`
-	Status   int    `json:"status"`
-	// Outcome is accepted, duplicate, quarantined, dropped (a gate dropped
-	// it; see Reason) or rejected (the request was refused: Reason is the
-	// error code).
-	Outcome    string          `json:"outcome"`
-	Reason     string          `json:"reason,omitempty"`
-	EventID    string          `json:"event_id,omitempty"`
-	Type       string          `json:"type,omitempty"`
-	AnonID     string          `json:"anon_id,omitempty"`
-	Details    []fault.Detail  `json:"details,omitempty"`
-	Enrichment *Enrichment     `json:"enrichment,omitempty"`
-	Payload    json.RawMessage `json:"payload,omitempty"`
-}
-
 // debugFeed keeps the newest decisions in a ring. A nil feed records
 // nothing (dev mode off).
 type debugFeed struct {
@@ -300,17 +268,6 @@ func (s *Server) listDecisions(w http.ResponseWriter, r *http.Request, _ httprou
 	list := s.feed.list(DebugFilter{SiteID: q.Get("site_id"), Type: q.Get("type"), Outcome: q.Get("outcome"), AnonID: q.Get("anon_id"), Limit: limit})
 	writeJSON(w, http.StatusOK, decisionsAnswer{Decisions: list})
 	return nil
-}
-
-// decisionsAnswer is the body of the decisions list, newest first.
-type decisionsAnswer struct {
-	Decisions []DebugEvent `json:"decisions"`
-}
-
-// resetAnswer is the body of a reset: the rows deleted, by table.
-type resetAnswer struct {
-	OK      bool             `json:"ok"`
-	Deleted map[string]int64 `json:"deleted"`
 }
 
 // reset clears events, sessions, the DLQ and the feed in one call. It

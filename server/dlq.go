@@ -26,7 +26,7 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request, ps httprouter.P
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": rows, "next_cursor": next})
+	writeJSON(w, http.StatusOK, dlqPage{Events: rowsOf(rows, dlqRowOf), NextCursor: next})
 	return nil
 }
 
@@ -74,15 +74,4 @@ func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request, ps httprouter
 	writeJSON(w, http.StatusOK, replayAnswer{ID: entry.ID, ReplayedAt: storage.FormatTime(replayedAt),
 		Accepted: answer.Accepted, Duplicates: answer.Duplicates, Requarantined: !deleted})
 	return nil
-}
-
-// replayAnswer is the 200 body of a DLQ replay. Accepted, Duplicates and
-// Requarantined are additions to SPEC's {id, replayed_at}: whether the
-// event is now stored, or back in the DLQ.
-type replayAnswer struct {
-	ID            string `json:"id"`
-	ReplayedAt    string `json:"replayed_at"`
-	Accepted      int    `json:"accepted"`
-	Duplicates    int    `json:"duplicates"`
-	Requarantined bool   `json:"requarantined"`
 }

@@ -56,16 +56,6 @@ var statusOf = map[string]int{
 	fault.SourcemapQuotaExceeded: http.StatusRequestEntityTooLarge,
 }
 
-type errorBody struct {
-	Error errorFields `json:"error"`
-}
-
-type errorFields struct {
-	Code    string         `json:"code"`
-	Message string         `json:"message"`
-	Details []fault.Detail `json:"details,omitempty"`
-}
-
 // writeError writes err as the error envelope. Application errors show
 // their code and message; anything else is logged once, with the route
 // pattern that r matched (never the path, which can hold a user id), and

@@ -11,7 +11,7 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// gdprBodyLimit caps GDPR request bodies (SPEC Limits).
+// gdprBodyLimit caps GDPR request bodies (README "GDPR").
 const gdprBodyLimit = 16 << 10
 
 // gdprSubject authenticates a GDPR request (admin token or admin key) and
@@ -48,21 +48,6 @@ func (s *Server) gdprSubject(w http.ResponseWriter, r *http.Request, ps httprout
 	return p, site, subj, nil
 }
 
-// gdprExportBody is the answer of an export: SPEC's fields, plus the DLQ
-// rows tagged with the subject (and their count), which erasure deletes.
-type gdprExportBody struct {
-	SiteID  string          `json:"site_id"`
-	Subject storage.Subject `json:"subject"`
-	*storage.SubjectExport
-}
-
-// gdprDeleteBody is the answer of an erasure.
-type gdprDeleteBody struct {
-	SiteID  string                `json:"site_id"`
-	Subject storage.Subject       `json:"subject"`
-	Counts  storage.SubjectCounts `json:"counts"`
-}
-
 // gdprExport answers every row of the subject, complete, including raw.
 //
 // POST /sites/:siteId/gdpr/export
@@ -75,7 +60,7 @@ func (s *Server) gdprExport(w http.ResponseWriter, r *http.Request, ps httproute
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, gdprExportBody{SiteID: site.ID, Subject: subj, SubjectExport: out})
+	writeJSON(w, http.StatusOK, gdprExportOf(site.ID, subj, out))
 	return nil
 }
 
@@ -103,6 +88,6 @@ func (s *Server) gdprDelete(w http.ResponseWriter, r *http.Request, ps httproute
 	if s.feed != nil {
 		s.feed.forget(subjectMatch(site.ID, subj, anons))
 	}
-	writeJSON(w, http.StatusOK, gdprDeleteBody{SiteID: site.ID, Subject: subj, Counts: counts})
+	writeJSON(w, http.StatusOK, gdprDeleteBody{SiteID: site.ID, Subject: subjectOf(subj), Counts: subjectCountsOf(counts)})
 	return nil
 }

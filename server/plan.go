@@ -38,6 +38,6 @@ func (s *Server) reloadPlan(w http.ResponseWriter, r *http.Request, _ httprouter
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"mode": plan.Mode, "events": plan.Events()})
+	writeJSON(w, http.StatusOK, planBody{Events: plan.Events(), Mode: plan.Mode})
 	return nil
 }

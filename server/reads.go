@@ -66,7 +66,7 @@ func (s *Server) pageviews(w http.ResponseWriter, r *http.Request, ps httprouter
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"count": total, "by_day": days})
+	writeJSON(w, http.StatusOK, pageviewsBody{ByDay: rowsOf(days, dayCountOf), Count: total})
 	return nil
 }
 
@@ -83,7 +83,7 @@ func (s *Server) eventCounts(w http.ResponseWriter, r *http.Request, ps httprout
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"by_name": list})
+	writeJSON(w, http.StatusOK, eventCountsBody{ByName: rowsOf(list, nameCountOf)})
 	return nil
 }
 
@@ -100,7 +100,7 @@ func (s *Server) sessions(w http.ResponseWriter, r *http.Request, ps httprouter.
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, stats)
+	writeJSON(w, http.StatusOK, sessionsOf(stats))
 	return nil
 }
 
@@ -122,17 +122,12 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request, ps httprouter.
 	if err != nil {
 		return err
 	}
-	if events == nil {
-		events = []storage.TimelineEvent{}
+	list := rowsOf(events, timelineEventOf)
+	if list == nil {
+		list = []timelineEvent{}
 	}
-	writeJSON(w, http.StatusOK, timelineBody{Events: events, NextBefore: next})
+	writeJSON(w, http.StatusOK, timelineBody{Events: list, NextBefore: next})
 	return nil
-}
-
-// timelineBody is a page of a user's timeline.
-type timelineBody struct {
-	Events     []storage.TimelineEvent `json:"events"`
-	NextBefore *string                 `json:"next_before"`
 }
 
 // breakdown answers {dimension, rows: [{value, count}]}: pageviews in the
@@ -157,6 +152,6 @@ func (s *Server) breakdown(w http.ResponseWriter, r *http.Request, ps httprouter
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"dimension": dim, "rows": rows})
+	writeJSON(w, http.StatusOK, breakdownBody{Dimension: dim, Rows: rowsOf(rows, breakdownRowOf)})
 	return nil
 }

@@ -197,13 +197,6 @@ func (s *Server) Query() http.Handler {
 	return rt
 }
 
-// healthBody is the answer of /healthz.
-type healthBody struct {
-	Status string `json:"status"`
-	// Reason says what fails when Status is "unavailable".
-	Reason string `json:"reason,omitempty"`
-}
-
 // healthz answers 200 {"status":"ok"} while the database answers reads
 // and takes writes, else 503 {"status":"unavailable","reason":...}, so
 // that a load balancer or orchestrator can act on a full disk. How the

@@ -35,12 +35,6 @@ var errMapTooLarge = fault.Errorf(fault.PayloadTooLarge, "the decoded map is lar
 // than a part may be.
 const sourcemapChunk = storage.SourcemapPartMax
 
-// sourcemapAnswer is the 201 body of an upload.
-type sourcemapAnswer struct {
-	// Size is the decoded byte count (CONTRACT).
-	Size int `json:"size"`
-}
-
 // uploadSourcemap takes {release, file, map (base64)} and answers 201
 // {size}, the decoded byte count. The credential is the collector's (see
 // sourcemapSite); each site may upload a few maps a minute and store a
@@ -72,12 +66,6 @@ func (s *Server) uploadSourcemap(w http.ResponseWriter, r *http.Request, ps http
 	}
 	writeJSON(w, http.StatusCreated, sourcemapAnswer{Size: up.size})
 	return nil
-}
-
-// sourcemapDeletion is the 200 body of a delete: what was freed.
-type sourcemapDeletion struct {
-	Files int   `json:"files"`
-	Bytes int64 `json:"bytes"`
 }
 
 // deleteSourcemaps deletes the maps of ?release= (only ?file= of it, when
@@ -219,8 +207,7 @@ func parseSourcemap(r io.Reader) (*sourcemapUpload, error) {
 			return nil, js.syntax(nil)
 		}
 	}
-	if c, err := js.next(); err != io.EOF {
-		_ = c
+	if _, err := js.next(); !errors.Is(err, io.EOF) {
 		return nil, js.syntax(err)
 	}
 	if n := utf8.RuneCountInString(up.release); n < 1 || n > 128 {
@@ -344,7 +331,7 @@ func readChunked(r io.Reader) ([][]byte, int, error) {
 		if n > 0 {
 			chunks = append(chunks, chunk[:n])
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return chunks, total, nil
 		}
 		if err != nil {

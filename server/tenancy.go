@@ -20,7 +20,7 @@ func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, _ httpro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"workspaces": list})
+	writeJSON(w, http.StatusOK, workspaceList{Workspaces: rowsOf(list, workspaceOf)})
 	return nil
 }
 
@@ -48,7 +48,7 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, _ httpr
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, ws)
+	writeJSON(w, http.StatusCreated, workspaceOf(ws))
 	return nil
 }
 
@@ -60,7 +60,7 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, ps httprou
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ws)
+	writeJSON(w, http.StatusOK, workspaceOf(ws))
 	return nil
 }
 
@@ -88,7 +88,7 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, ps http
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ws)
+	writeJSON(w, http.StatusOK, workspaceOf(ws))
 	return nil
 }
 
@@ -104,7 +104,7 @@ func (s *Server) listSites(w http.ResponseWriter, r *http.Request, ps httprouter
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sites": list})
+	writeJSON(w, http.StatusOK, siteList{Sites: rowsOf(list, siteOf)})
 	return nil
 }
 
@@ -132,7 +132,7 @@ func (s *Server) createSite(w http.ResponseWriter, r *http.Request, ps httproute
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, site)
+	writeJSON(w, http.StatusCreated, siteOf(site))
 	return nil
 }
 
@@ -163,19 +163,8 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, ps httprouter.
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"keys": keys})
+	writeJSON(w, http.StatusOK, keyList{Keys: rowsOf(keys, keyOf)})
 	return nil
-}
-
-// createdKey is the one response that carries a key's plaintext.
-type createdKey struct {
-	ID          string   `json:"id"`
-	WorkspaceID string   `json:"workspace_id"`
-	Label       string   `json:"label"`
-	Scopes      []string `json:"scopes"`
-	CreatedAt   string   `json:"created_at"`
-	Plaintext   string   `json:"plaintext"`
-	Warning     string   `json:"warning"`
 }
 
 // createKey takes {label, scopes} and answers 201 with the key and its
@@ -244,6 +233,6 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, ps httprouter
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": entries, "next_cursor": next})
+	writeJSON(w, http.StatusOK, auditPage{Entries: rowsOf(entries, auditEntryOf), NextCursor: next})
 	return nil
 }

@@ -92,12 +92,6 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, ps httprouter.P
 	return nil
 }
 
-// webhookAnswer is the 200 body of a webhook: how many events were stored.
-type webhookAnswer struct {
-	OK        bool `json:"ok"`
-	Forwarded int  `json:"forwarded"`
-}
-
 // verifySignature checks a "t=<unix>,v1=<hex>[,v1=<hex>...]" header: the
 // timestamp within signatureTolerance of now, and some v1 equal to the hex
 // HMAC-SHA256 of "<t>.<body>" under some active secret (so a rotation's
@@ -160,7 +154,7 @@ type paymentsEvent struct {
 // the id is derived from the processor event id; amount and currency go
 // in properties, amount in the currency's minor unit as the processor
 // sends it; consent is "granted" (README "Webhooks", Consent).
-func mapPaymentsEvent(siteID string, body []byte) (map[string]any, error) {
+func mapPaymentsEvent(siteID string, body []byte) (*canonicalEvent, error) {
 	var pe paymentsEvent
 	if err := json.Unmarshal(body, &pe); err != nil || pe.ID == "" || pe.Type == "" {
 		return nil, fault.Errorf(fault.InvalidBody, "the body must be a processor event with id, type and data.object")
@@ -217,24 +211,38 @@ func mapPaymentsEvent(siteID string, body []byte) (map[string]any, error) {
 	} else {
 		props["charge_id"] = str(obj, "id")
 	}
-	event := map[string]any{
-		"id":         uuid.NewSHA1(paymentsNamespace, []byte(siteID+":"+pe.ID)).String(),
-		"site_id":    siteID,
-		"anon_id":    anon,
-		"type":       typ,
-		"properties": props,
+	event := &canonicalEvent{
+		ID:         uuid.NewSHA1(paymentsNamespace, []byte(siteID+":"+pe.ID)).String(),
+		SiteID:     siteID,
+		AnonID:     anon,
+		Type:       typ,
+		Properties: props,
 		// A payment is a record of the contract with the customer, kept
 		// under that contract, not tracking: it passes the consent gate of
 		// CONSENT_MODE=require and is never made cookieless.
-		"consent": schema.ConsentGranted,
+		Consent: schema.ConsentGranted,
 	}
 	if u := str(meta, "user_id"); u != "" && utf8.RuneCountInString(u) <= 256 {
-		event["user_id"] = u
+		event.UserID = u
 	}
 	if pe.Created > 0 {
-		event["ts"] = time.Unix(pe.Created, 0).UTC().Format(time.RFC3339)
+		event.TS = time.Unix(pe.Created, 0).UTC().Format(time.RFC3339)
 	}
 	return event, nil
+}
+
+// canonicalEvent is the event a webhook sends the collector. The collector
+// stores these bytes as the event's raw, which exports show, so the fields
+// stay in alphabetical order, the order of a JSON map's keys.
+type canonicalEvent struct {
+	AnonID     string         `json:"anon_id"`
+	Consent    string         `json:"consent"`
+	ID         string         `json:"id"`
+	Properties map[string]any `json:"properties"`
+	SiteID     string         `json:"site_id"`
+	TS         string         `json:"ts,omitempty"`
+	Type       string         `json:"type"`
+	UserID     string         `json:"user_id,omitempty"`
 }
 
 // createWebhookSecret makes a secret for {adapter} (default "payments") and
@@ -265,9 +273,8 @@ func (s *Server) createWebhookSecret(w http.ResponseWriter, r *http.Request, ps 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"id": ws.ID, "site_id": ws.SiteID, "adapter": ws.Adapter,
-		"created_at": ws.CreatedAt, "revoked_at": nil, "secret": secret,
-		"warning": "Save this secret now: it is shown only once by this API."})
+	writeJSON(w, http.StatusCreated, createdWebhookSecret{ID: ws.ID, SiteID: ws.SiteID, Adapter: ws.Adapter,
+		CreatedAt: ws.CreatedAt, Secret: secret, Warning: "Save this secret now: it is shown only once by this API."})
 	return nil
 }
 
@@ -283,7 +290,7 @@ func (s *Server) listWebhookSecrets(w http.ResponseWriter, r *http.Request, ps h
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"secrets": list})
+	writeJSON(w, http.StatusOK, webhookSecretList{Secrets: rowsOf(list, webhookSecretOf)})
 	return nil
 }
 

@@ -11,14 +11,14 @@ import (
 
 // AuditEntry is one row of the append-only audit log.
 type AuditEntry struct {
-	ID          string          `json:"id"`
-	WorkspaceID string          `json:"workspace_id"`
-	ActorKind   string          `json:"actor_kind"`
-	ActorID     *string         `json:"actor_id"`
-	Action      string          `json:"action"`
-	Target      *string         `json:"target"`
-	Metadata    json.RawMessage `json:"metadata"`
-	TS          string          `json:"ts"`
+	ID          string
+	WorkspaceID string
+	ActorKind   string
+	ActorID     *string
+	Action      string
+	Target      *string
+	Metadata    json.RawMessage
+	TS          string
 }
 
 // audit appends an entry inside tx, so it commits or rolls back with the

@@ -47,8 +47,8 @@ func referrerHost(p *string) string {
 
 // BreakdownRow is one value of a dimension and its pageviews.
 type BreakdownRow struct {
-	Value *string `json:"value"`
-	Count int64   `json:"count"`
+	Value *string
+	Count int64
 }
 
 // Breakdown counts pageviews in from..to by one dimension, count

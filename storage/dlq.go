@@ -12,11 +12,11 @@ import (
 
 // DLQRow is a quarantined event as the DLQ list shows it.
 type DLQRow struct {
-	ID         string          `json:"id"`
-	SiteID     string          `json:"site_id"`
-	Payload    json.RawMessage `json:"payload"`
-	Error      json.RawMessage `json:"error"`
-	ReceivedAt string          `json:"received_at"`
+	ID         string
+	SiteID     string
+	Payload    json.RawMessage
+	Error      json.RawMessage
+	ReceivedAt string
 }
 
 // DLQEntry is what a replay needs of a quarantined event.

@@ -11,8 +11,8 @@ import (
 // Subject is the person of a GDPR request: exactly one of AnonID and
 // UserID is set.
 type Subject struct {
-	AnonID string `json:"anon_id,omitempty"`
-	UserID string `json:"user_id,omitempty"`
+	AnonID string
+	UserID string
 }
 
 // kind is "anon_id" or "user_id".
@@ -38,7 +38,8 @@ func (s Subject) hash() string {
 	return hex.EncodeToString(sum[:])[:12]
 }
 
-// SubjectCounts counts a subject's rows per table.
+// SubjectCounts counts a subject's rows per table. Its JSON form is the
+// counts of the gdpr.delete audit entry's metadata.
 type SubjectCounts struct {
 	Events        int64 `json:"events"`
 	Sessions      int64 `json:"sessions"`
@@ -46,8 +47,9 @@ type SubjectCounts struct {
 	IdentityLinks int64 `json:"identity_links"`
 }
 
-// ExportCounts counts the rows of an export: the four tables SPEC names and
-// the DLQ rows tagged with the subject, which erasure deletes too.
+// ExportCounts counts the rows of an export: the four tables a subject has rows in and
+// the DLQ rows tagged with the subject, which erasure deletes too. Its JSON
+// form is the counts of the gdpr.export audit entry's metadata.
 type ExportCounts struct {
 	SubjectCounts
 	DLQ int64 `json:"dlq"`
@@ -55,12 +57,12 @@ type ExportCounts struct {
 
 // SubjectExport holds every row of a subject, complete (events with raw).
 type SubjectExport struct {
-	Counts        ExportCounts     `json:"counts"`
-	Events        []map[string]any `json:"events"`
-	Sessions      []map[string]any `json:"sessions"`
-	UserProfiles  []map[string]any `json:"user_profiles"`
-	IdentityLinks []map[string]any `json:"identity_links"`
-	DLQ           []map[string]any `json:"dlq"`
+	Counts        ExportCounts
+	Events        []map[string]any
+	Sessions      []map[string]any
+	UserProfiles  []map[string]any
+	IdentityLinks []map[string]any
+	DLQ           []map[string]any
 }
 
 // The subject's rows of each table as SQL conditions over ?1 (the site) and

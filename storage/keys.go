@@ -14,13 +14,13 @@ import (
 
 // APIKey is a workspace-scoped credential's metadata (never its plaintext).
 type APIKey struct {
-	ID          string   `json:"id"`
-	WorkspaceID string   `json:"workspace_id"`
-	Label       string   `json:"label"`
-	Scopes      []string `json:"scopes"`
-	CreatedAt   string   `json:"created_at"`
-	LastUsedAt  *string  `json:"last_used_at"`
-	RevokedAt   *string  `json:"revoked_at"`
+	ID          string
+	WorkspaceID string
+	Label       string
+	Scopes      []string
+	CreatedAt   string
+	LastUsedAt  *string
+	RevokedAt   *string
 
 	hash []byte // SHA-256 of the plaintext
 }

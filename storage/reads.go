@@ -13,22 +13,22 @@ import (
 
 // DayCount is one day of a per-day series.
 type DayCount struct {
-	Date  string `json:"date"`
-	Count int64  `json:"count"`
+	Date  string
+	Count int64
 }
 
 // NameCount is one event type and its count.
 type NameCount struct {
-	Name  string `json:"name"`
-	Count int64  `json:"count"`
+	Name  string
+	Count int64
 }
 
 // SessionStats summarises the sessions that start in a range.
 type SessionStats struct {
-	Count        int64   `json:"count"`
-	AvgDurationS float64 `json:"avg_duration_s"`
-	AvgEvents    float64 `json:"avg_events"`
-	BounceRate   float64 `json:"bounce_rate"`
+	Count        int64
+	AvgDurationS float64
+	AvgEvents    float64
+	BounceRate   float64
 }
 
 // dayLayout is the format of rollup days and of read ranges.
@@ -107,17 +107,17 @@ func (db *DB) Sessions(ctx context.Context, site string, from, to time.Time) (Se
 // TimelineEvent is an event as the per-user timeline shows it: no raw
 // payload and no user agent, which may carry personal data.
 type TimelineEvent struct {
-	ID         string  `json:"id"`
-	Type       string  `json:"type"`
-	URL        *string `json:"url"`
-	TS         string  `json:"ts"`
-	AnonID     string  `json:"anon_id"`
-	Referrer   *string `json:"referrer"`
-	Country    *string `json:"country"`
-	City       *string `json:"city"`
-	Browser    *string `json:"browser"`
-	OS         *string `json:"os"`
-	DeviceType *string `json:"device_type"`
+	ID         string
+	Type       string
+	URL        *string
+	TS         string
+	AnonID     string
+	Referrer   *string
+	Country    *string
+	City       *string
+	Browser    *string
+	OS         *string
+	DeviceType *string
 
 	seq int64
 }
@@ -272,7 +272,9 @@ func (r rawJSON) MarshalJSON() ([]byte, error) {
 	return []byte(fmt.Sprintf("%q", string(r))), nil
 }
 
-// StoredEvent is an event row as stored, for tests and dev tools.
+// StoredEvent is an event row as stored, for tests and dev tools. It is
+// servertest's Event, so its JSON form is what test suites see when they
+// encode one.
 type StoredEvent struct {
 	ID         string          `json:"id"`
 	SiteID     string          `json:"site_id"`

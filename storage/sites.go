@@ -8,10 +8,10 @@ import (
 
 // Site is a property inside exactly one workspace.
 type Site struct {
-	ID          string `json:"id"`
-	WorkspaceID string `json:"workspace_id"`
-	Name        string `json:"name"`
-	CreatedAt   string `json:"created_at"`
+	ID          string
+	WorkspaceID string
+	Name        string
+	CreatedAt   string
 }
 
 // Sites lists the sites of a workspace, ordered by id.

@@ -12,11 +12,11 @@ import (
 
 // WebhookSecret is a webhook secret's metadata (never the secret itself).
 type WebhookSecret struct {
-	ID        int64   `json:"id"`
-	SiteID    string  `json:"site_id"`
-	Adapter   string  `json:"adapter"`
-	CreatedAt string  `json:"created_at"`
-	RevokedAt *string `json:"revoked_at"`
+	ID        int64
+	SiteID    string
+	Adapter   string
+	CreatedAt string
+	RevokedAt *string
 }
 
 // ActiveWebhookSecrets returns the secrets of (site, adapter) that are not

@@ -12,10 +12,10 @@ import (
 
 // Workspace is the customer boundary.
 type Workspace struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Slug      string `json:"slug"`
-	CreatedAt string `json:"created_at"`
+	ID        string
+	Name      string
+	Slug      string
+	CreatedAt string
 }
 
 var (

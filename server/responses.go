@@ -1,0 +1,451 @@
+package server
+
+import (
+	"encoding/json"
+
+	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/storage"
+)
+
+// The bodies of the answers, by area. These types are the wire contract:
+// field names, order, null versus absent (omitempty) are what clients
+// read, and TestResponseShapes (testdata/shapes.golden) pins them. Storage
+// rows never reach the wire themselves; each has a conversion below. The
+// fields of bodies that began as JSON maps are in alphabetical order, the
+// order the maps were encoded in. The intake's 202 body, intakeAnswer,
+// lives with the intake code.
+
+// rowsOf converts a list of storage rows with f, keeping a nil list nil
+// (null on the wire) and an empty one empty ([]).
+func rowsOf[S, T any](in []S, f func(*S) T) []T {
+	if in == nil {
+		return nil
+	}
+	out := make([]T, len(in))
+	for i := range in {
+		out[i] = f(&in[i])
+	}
+	return out
+}
+
+// Health and errors.
+
+// healthBody is the answer of GET /healthz (both listeners).
+type healthBody struct {
+	Status string `json:"status"`
+	// Reason says what fails when Status is "unavailable".
+	Reason string `json:"reason,omitempty"`
+}
+
+// errorBody is the envelope of every error answer, on every route
+// (README "API walk-through").
+type errorBody struct {
+	Error errorFields `json:"error"`
+}
+
+// errorFields are an error's stable code, its message and, for request
+// problems, the JSON Pointers at fault (fault.Detail, whose JSON form is
+// also what the DLQ stores of a plan violation).
+type errorFields struct {
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	Details []fault.Detail `json:"details,omitempty"`
+}
+
+// Tenancy (README "Tenancy rules", "Audit log").
+
+// workspaceBody is a workspace: the answer of POST /workspaces,
+// GET and PATCH /workspaces/:slug, and an element of workspaceList.
+type workspaceBody struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Slug      string `json:"slug"`
+	CreatedAt string `json:"created_at"`
+}
+
+func workspaceOf(w *storage.Workspace) workspaceBody {
+	return workspaceBody{ID: w.ID, Name: w.Name, Slug: w.Slug, CreatedAt: w.CreatedAt}
+}
+
+// workspaceList is the answer of GET /workspaces.
+type workspaceList struct {
+	Workspaces []workspaceBody `json:"workspaces"`
+}
+
+// siteBody is a site: the answer of POST /workspaces/:slug/sites and an
+// element of siteList.
+type siteBody struct {
+	ID          string `json:"id"`
+	WorkspaceID string `json:"workspace_id"`
+	Name        string `json:"name"`
+	CreatedAt   string `json:"created_at"`
+}
+
+func siteOf(s *storage.Site) siteBody {
+	return siteBody{ID: s.ID, WorkspaceID: s.WorkspaceID, Name: s.Name, CreatedAt: s.CreatedAt}
+}
+
+// siteList is the answer of GET /workspaces/:slug/sites.
+type siteList struct {
+	Sites []siteBody `json:"sites"`
+}
+
+// keyBody is an API key's metadata, never its plaintext: an element of
+// keyList.
+type keyBody struct {
+	ID          string   `json:"id"`
+	WorkspaceID string   `json:"workspace_id"`
+	Label       string   `json:"label"`
+	Scopes      []string `json:"scopes"`
+	CreatedAt   string   `json:"created_at"`
+	LastUsedAt  *string  `json:"last_used_at"`
+	RevokedAt   *string  `json:"revoked_at"`
+}
+
+func keyOf(k *storage.APIKey) keyBody {
+	return keyBody{ID: k.ID, WorkspaceID: k.WorkspaceID, Label: k.Label, Scopes: k.Scopes,
+		CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt}
+}
+
+// keyList is the answer of GET /workspaces/:slug/keys.
+type keyList struct {
+	Keys []keyBody `json:"keys"`
+}
+
+// createdKey is the answer of POST /workspaces/:slug/keys, the one
+// response that carries a key's plaintext.
+type createdKey struct {
+	ID          string   `json:"id"`
+	WorkspaceID string   `json:"workspace_id"`
+	Label       string   `json:"label"`
+	Scopes      []string `json:"scopes"`
+	CreatedAt   string   `json:"created_at"`
+	Plaintext   string   `json:"plaintext"`
+	Warning     string   `json:"warning"`
+}
+
+// auditEntryBody is one audit log entry; Metadata is the JSON object
+// stored with it.
+type auditEntryBody struct {
+	ID          string          `json:"id"`
+	WorkspaceID string          `json:"workspace_id"`
+	ActorKind   string          `json:"actor_kind"`
+	ActorID     *string         `json:"actor_id"`
+	Action      string          `json:"action"`
+	Target      *string         `json:"target"`
+	Metadata    json.RawMessage `json:"metadata"`
+	TS          string          `json:"ts"`
+}
+
+func auditEntryOf(e *storage.AuditEntry) auditEntryBody {
+	return auditEntryBody{ID: e.ID, WorkspaceID: e.WorkspaceID, ActorKind: e.ActorKind, ActorID: e.ActorID,
+		Action: e.Action, Target: e.Target, Metadata: e.Metadata, TS: e.TS}
+}
+
+// auditPage is the answer of GET /workspaces/:slug/audit: entries newest
+// first, and the cursor of the next page (null on the last).
+type auditPage struct {
+	Entries    []auditEntryBody `json:"entries"`
+	NextCursor *string          `json:"next_cursor"`
+}
+
+// Tracking plan (README "Tracking plan").
+
+// planBody is the answer of POST /v1/plan/reload: the new plan's mode and
+// the event types it names.
+type planBody struct {
+	Events []string `json:"events"`
+	Mode   string   `json:"mode"`
+}
+
+// Dead-letter queue (README "Dead-letter queue").
+
+// dlqRowBody is a quarantined event: its wire JSON and the plan's
+// violations.
+type dlqRowBody struct {
+	ID         string          `json:"id"`
+	SiteID     string          `json:"site_id"`
+	Payload    json.RawMessage `json:"payload"`
+	Error      json.RawMessage `json:"error"`
+	ReceivedAt string          `json:"received_at"`
+}
+
+func dlqRowOf(r *storage.DLQRow) dlqRowBody {
+	return dlqRowBody{ID: r.ID, SiteID: r.SiteID, Payload: r.Payload, Error: r.Error, ReceivedAt: r.ReceivedAt}
+}
+
+// dlqPage is the answer of GET /sites/:siteId/dlq: rows newest first, and
+// the cursor of the next page (null on the last).
+type dlqPage struct {
+	Events     []dlqRowBody `json:"events"`
+	NextCursor *string      `json:"next_cursor"`
+}
+
+// replayAnswer is the answer of POST /sites/:siteId/dlq/:eventId/replay.
+// Accepted, Duplicates and Requarantined say whether the event is now
+// stored, or back in the DLQ.
+type replayAnswer struct {
+	ID            string `json:"id"`
+	ReplayedAt    string `json:"replayed_at"`
+	Accepted      int    `json:"accepted"`
+	Duplicates    int    `json:"duplicates"`
+	Requarantined bool   `json:"requarantined"`
+}
+
+// Reads (README "Analytics reads", "Breakdown").
+
+// dayCount is one day of a per-day series.
+type dayCount struct {
+	Date  string `json:"date"`
+	Count int64  `json:"count"`
+}
+
+func dayCountOf(d *storage.DayCount) dayCount { return dayCount{Date: d.Date, Count: d.Count} }
+
+// pageviewsBody is the answer of GET /sites/:siteId/pageviews: the total
+// and every day of the range, zero-filled.
+type pageviewsBody struct {
+	ByDay []dayCount `json:"by_day"`
+	Count int64      `json:"count"`
+}
+
+// nameCount is one event type and its count.
+type nameCount struct {
+	Name  string `json:"name"`
+	Count int64  `json:"count"`
+}
+
+func nameCountOf(n *storage.NameCount) nameCount { return nameCount{Name: n.Name, Count: n.Count} }
+
+// eventCountsBody is the answer of GET /sites/:siteId/events.
+type eventCountsBody struct {
+	ByName []nameCount `json:"by_name"`
+}
+
+// sessionsBody is the answer of GET /sites/:siteId/sessions.
+type sessionsBody struct {
+	Count        int64   `json:"count"`
+	AvgDurationS float64 `json:"avg_duration_s"`
+	AvgEvents    float64 `json:"avg_events"`
+	BounceRate   float64 `json:"bounce_rate"`
+}
+
+func sessionsOf(s storage.SessionStats) sessionsBody {
+	return sessionsBody{Count: s.Count, AvgDurationS: s.AvgDurationS, AvgEvents: s.AvgEvents, BounceRate: s.BounceRate}
+}
+
+// timelineEvent is an event as the timeline shows it: no raw payload and
+// no user agent, which may carry personal data.
+type timelineEvent struct {
+	ID         string  `json:"id"`
+	Type       string  `json:"type"`
+	URL        *string `json:"url"`
+	TS         string  `json:"ts"`
+	AnonID     string  `json:"anon_id"`
+	Referrer   *string `json:"referrer"`
+	Country    *string `json:"country"`
+	City       *string `json:"city"`
+	Browser    *string `json:"browser"`
+	OS         *string `json:"os"`
+	DeviceType *string `json:"device_type"`
+}
+
+func timelineEventOf(e *storage.TimelineEvent) timelineEvent {
+	return timelineEvent{ID: e.ID, Type: e.Type, URL: e.URL, TS: e.TS, AnonID: e.AnonID, Referrer: e.Referrer,
+		Country: e.Country, City: e.City, Browser: e.Browser, OS: e.OS, DeviceType: e.DeviceType}
+}
+
+// timelineBody is the answer of GET /sites/:siteId/users/:userId/timeline:
+// a page of the user's events, newest first, and the cursor of the next
+// page (null on the last).
+type timelineBody struct {
+	Events     []timelineEvent `json:"events"`
+	NextBefore *string         `json:"next_before"`
+}
+
+// breakdownRow is one value of a dimension (null when absent) and its
+// pageviews.
+type breakdownRow struct {
+	Value *string `json:"value"`
+	Count int64   `json:"count"`
+}
+
+func breakdownRowOf(r *storage.BreakdownRow) breakdownRow {
+	return breakdownRow{Value: r.Value, Count: r.Count}
+}
+
+// breakdownBody is the answer of GET /v1/sites/:siteId/breakdown.
+type breakdownBody struct {
+	Dimension string         `json:"dimension"`
+	Rows      []breakdownRow `json:"rows"`
+}
+
+// Sourcemaps (README "Sourcemaps").
+
+// sourcemapAnswer is the answer of POST /sites/:siteId/sourcemaps.
+type sourcemapAnswer struct {
+	// Size is the decoded byte count.
+	Size int `json:"size"`
+}
+
+// sourcemapDeletion is the answer of DELETE /v1/sites/:siteId/sourcemaps:
+// what was freed.
+type sourcemapDeletion struct {
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+}
+
+// Webhooks (README "Webhooks").
+
+// webhookAnswer is the answer of POST /webhooks/:adapter/:siteId: how many
+// events were stored.
+type webhookAnswer struct {
+	OK        bool `json:"ok"`
+	Forwarded int  `json:"forwarded"`
+}
+
+// webhookSecretBody is a webhook secret's metadata, never the secret: an
+// element of webhookSecretList.
+type webhookSecretBody struct {
+	ID        int64   `json:"id"`
+	SiteID    string  `json:"site_id"`
+	Adapter   string  `json:"adapter"`
+	CreatedAt string  `json:"created_at"`
+	RevokedAt *string `json:"revoked_at"`
+}
+
+func webhookSecretOf(s *storage.WebhookSecret) webhookSecretBody {
+	return webhookSecretBody{ID: s.ID, SiteID: s.SiteID, Adapter: s.Adapter, CreatedAt: s.CreatedAt, RevokedAt: s.RevokedAt}
+}
+
+// webhookSecretList is the answer of GET /v1/sites/:siteId/webhook-secrets.
+type webhookSecretList struct {
+	Secrets []webhookSecretBody `json:"secrets"`
+}
+
+// createdWebhookSecret is the answer of POST
+// /v1/sites/:siteId/webhook-secrets, the one response that carries the
+// secret. RevokedAt is always null: a new secret is active.
+type createdWebhookSecret struct {
+	Adapter   string  `json:"adapter"`
+	CreatedAt string  `json:"created_at"`
+	ID        int64   `json:"id"`
+	RevokedAt *string `json:"revoked_at"`
+	Secret    string  `json:"secret"`
+	SiteID    string  `json:"site_id"`
+	Warning   string  `json:"warning"`
+}
+
+// GDPR (README "GDPR").
+
+// subjectBody is the person of a GDPR request: exactly one id is set.
+type subjectBody struct {
+	AnonID string `json:"anon_id,omitempty"`
+	UserID string `json:"user_id,omitempty"`
+}
+
+func subjectOf(s storage.Subject) subjectBody {
+	return subjectBody{AnonID: s.AnonID, UserID: s.UserID}
+}
+
+// subjectCounts counts a subject's rows per table.
+type subjectCounts struct {
+	Events        int64 `json:"events"`
+	Sessions      int64 `json:"sessions"`
+	UserProfiles  int64 `json:"user_profiles"`
+	IdentityLinks int64 `json:"identity_links"`
+}
+
+func subjectCountsOf(c storage.SubjectCounts) subjectCounts {
+	return subjectCounts{Events: c.Events, Sessions: c.Sessions, UserProfiles: c.UserProfiles, IdentityLinks: c.IdentityLinks}
+}
+
+// exportCounts counts the rows of an export, the DLQ rows tagged with the
+// subject included.
+type exportCounts struct {
+	subjectCounts
+	DLQ int64 `json:"dlq"`
+}
+
+// storedRow is a table's row as stored, every column by its name (JSON
+// columns as JSON), so that an export stays complete whatever columns
+// later migrations add.
+type storedRow map[string]any
+
+func storedRowOf(r *map[string]any) storedRow { return *r }
+
+// gdprExportBody is the answer of POST /sites/:siteId/gdpr/export: every
+// row of the subject, complete (events with raw).
+type gdprExportBody struct {
+	SiteID        string       `json:"site_id"`
+	Subject       subjectBody  `json:"subject"`
+	Counts        exportCounts `json:"counts"`
+	Events        []storedRow  `json:"events"`
+	Sessions      []storedRow  `json:"sessions"`
+	UserProfiles  []storedRow  `json:"user_profiles"`
+	IdentityLinks []storedRow  `json:"identity_links"`
+	DLQ           []storedRow  `json:"dlq"`
+}
+
+func gdprExportOf(siteID string, subj storage.Subject, x *storage.SubjectExport) gdprExportBody {
+	return gdprExportBody{SiteID: siteID, Subject: subjectOf(subj),
+		Counts: exportCounts{subjectCounts: subjectCountsOf(x.Counts.SubjectCounts), DLQ: x.Counts.DLQ},
+		Events: rowsOf(x.Events, storedRowOf), Sessions: rowsOf(x.Sessions, storedRowOf),
+		UserProfiles: rowsOf(x.UserProfiles, storedRowOf), IdentityLinks: rowsOf(x.IdentityLinks, storedRowOf),
+		DLQ: rowsOf(x.DLQ, storedRowOf)}
+}
+
+// gdprDeleteBody is the answer of POST /sites/:siteId/gdpr/delete: the
+// rows erased.
+type gdprDeleteBody struct {
+	SiteID  string        `json:"site_id"`
+	Subject subjectBody   `json:"subject"`
+	Counts  subjectCounts `json:"counts"`
+}
+
+// Dev mode (README "Dev mode").
+
+// Enrichment is what the collector derived for a stored event.
+type Enrichment struct {
+	AnonID     string `json:"anon_id"` // as stored: the cookieless hash for consent-denied events
+	Browser    string `json:"browser,omitempty"`
+	OS         string `json:"os,omitempty"`
+	DeviceType string `json:"device_type,omitempty"`
+	Country    string `json:"country,omitempty"`
+	City       string `json:"city,omitempty"`
+	Cookieless bool   `json:"cookieless"`
+}
+
+// DebugEvent is one intake decision, an element of decisionsAnswer (and
+// servertest's Decision): an event's fate, or a whole request refused
+// before its events could be read.
+type DebugEvent struct {
+	Seq      int64  `json:"seq"`
+	Time     string `json:"time"`
+	Endpoint string `json:"endpoint"`
+	SiteID   string `json:"site_id,omitempty"`
+	Status   int    `json:"status"`
+	// Outcome is accepted, duplicate, quarantined, dropped (a gate dropped
+	// it; see Reason) or rejected (the request was refused: Reason is the
+	// error code).
+	Outcome    string          `json:"outcome"`
+	Reason     string          `json:"reason,omitempty"`
+	EventID    string          `json:"event_id,omitempty"`
+	Type       string          `json:"type,omitempty"`
+	AnonID     string          `json:"anon_id,omitempty"`
+	Details    []fault.Detail  `json:"details,omitempty"`
+	Enrichment *Enrichment     `json:"enrichment,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+}
+
+// decisionsAnswer is the answer of GET /v1/debug/decisions, newest first.
+type decisionsAnswer struct {
+	Decisions []DebugEvent `json:"decisions"`
+}
+
+// resetAnswer is the answer of POST /v1/debug/reset: the rows deleted, by
+// table.
+type resetAnswer struct {
+	OK      bool             `json:"ok"`
+	Deleted map[string]int64 `json:"deleted"`
+}
