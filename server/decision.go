@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/tally-analytics/tally/fault"
@@ -75,4 +76,21 @@ func (s *Server) logDecision(d *decision, took time.Duration) {
 		return
 	}
 	s.log.Info("intake", attrs...)
+}
+
+// dropReasonsHeader names, on a 202 that dropped events, the gates that
+// dropped them, so a forwarder (DLQ replay, webhooks) can say why its event
+// was not stored.
+const dropReasonsHeader = "Tally-Drop-Reasons"
+
+// dropReasons lists the gates that dropped events of a 202, comma-separated.
+func (d *decision) dropReasons() string {
+	var reasons []string
+	if d.bots > 0 {
+		reasons = append(reasons, reasonBot)
+	}
+	if d.answer.Dropped > d.bots {
+		reasons = append(reasons, reasonConsentRequired)
+	}
+	return strings.Join(reasons, ", ")
 }

@@ -23,7 +23,7 @@ func dateRange(r *http.Request) (from, to time.Time, err error) {
 		if v == "" {
 			return time.Time{}, fault.Errorf(fault.InvalidDateParam, "%s is required, as YYYY-MM-DD", name)
 		}
-		t, err := time.Parse("2006-01-02", v)
+		t, err := time.Parse(time.DateOnly, v)
 		if err != nil {
 			return time.Time{}, fault.Errorf(fault.InvalidDateParam, "%s must be a date as YYYY-MM-DD, not %q", name, v)
 		}
@@ -36,7 +36,7 @@ func dateRange(r *http.Request) (from, to time.Time, err error) {
 		return
 	}
 	if from.After(to) {
-		return from, to, fault.Errorf(fault.InvalidDateRange, "from (%s) is after to (%s)", from.Format("2006-01-02"), to.Format("2006-01-02"))
+		return from, to, fault.Errorf(fault.InvalidDateRange, "from (%s) is after to (%s)", from.Format(time.DateOnly), to.Format(time.DateOnly))
 	}
 	if days := int(to.Sub(from).Hours()/24) + 1; days > maxRangeDays {
 		return from, to, fault.Errorf(fault.InvalidDateRange, "a range may span at most %d days, this one spans %d", maxRangeDays, days)

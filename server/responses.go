@@ -12,8 +12,7 @@ import (
 // read, and TestResponseShapes (testdata/shapes.golden) pins them. Storage
 // rows never reach the wire themselves; each has a conversion below. The
 // fields of bodies that began as JSON maps are in alphabetical order, the
-// order the maps were encoded in. The intake's 202 body, intakeAnswer,
-// lives with the intake code.
+// order the maps were encoded in.
 
 // rowsOf converts a list of storage rows with f, keeping a nil list nil
 // (null on the wire) and an empty one empty ([]).
@@ -50,6 +49,17 @@ type errorFields struct {
 	Code    string         `json:"code"`
 	Message string         `json:"message"`
 	Details []fault.Detail `json:"details,omitempty"`
+}
+
+// Intake (README "Intake").
+
+// intakeAnswer is the 202 body of the intake endpoints, POST /events and
+// POST /s2s/events (collector).
+type intakeAnswer struct {
+	Accepted    int `json:"accepted"`
+	Duplicates  int `json:"duplicates"`
+	Quarantined int `json:"quarantined"`
+	Dropped     int `json:"dropped"`
 }
 
 // Tenancy (README "Tenancy rules", "Audit log").

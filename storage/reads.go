@@ -32,7 +32,7 @@ type SessionStats struct {
 }
 
 // dayLayout is the format of rollup days and of read ranges.
-const dayLayout = "2006-01-02"
+const dayLayout = time.DateOnly
 
 // Pageviews returns the pageview count of every day from..to (inclusive,
 // UTC days), zero-filled, oldest first, and their total. It reads the
