@@ -2,10 +2,7 @@ package storage
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/hex"
 	"strings"
 	"sync"
@@ -15,23 +12,6 @@ import (
 // lastUsedEvery throttles last_used_at writes: an authenticated read only
 // becomes a write when the stored value is this much out of date.
 const lastUsedEvery = time.Minute
-
-// newPlaintextKey returns "sk_<slug>_" followed by 32 base64url characters
-// encoding 24 bytes (192 bits) from crypto/rand.
-func newPlaintextKey(slug string) string {
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return "sk_" + slug + "_" + base64.RawURLEncoding.EncodeToString(b)
-}
-
-// hashKey is the stored form of a key. A plain SHA-256 suffices: the
-// plaintext holds 192 random bits, so there is nothing to brute-force.
-func hashKey(plaintext string) []byte {
-	sum := sha256.Sum256([]byte(plaintext))
-	return sum[:]
-}
 
 // Authenticate returns the active key whose plaintext is given. It reads
 // only memory. The map lookup is by hash, and the final comparison of the
