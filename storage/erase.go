@@ -74,6 +74,7 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 	ctx = context.WithoutCancel(ctx)
 	e := &eraser{db: db, site: site.ID, s: s, floors: [3]int64{-1, -1, -1}}
 	audit := func(tx *writeTx) error {
+		tx.onCommit(db.intake.forget) // the subject's anon ids leave memory too
 		return db.audit(tx, site.WorkspaceID, actor, "gdpr.delete", site.ID, map[string]any{
 			"subject_kind": s.kind(), "subject_hash": s.hash(), "counts": e.counts})
 	}

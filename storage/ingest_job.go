@@ -142,3 +142,9 @@ func (l *latestSessions) put(newest map[string]session, seq uint64) {
 }
 
 func (l *latestSessions) clear() { l.m = nil }
+
+// forget empties the memo at once. Erasure, site deletion and reset call
+// it when they commit: the next run would empty it anyway (it is no longer
+// current), but until then it would keep the ids of the visitors whose
+// data just went, in memory, on an idle server for as long as it runs.
+func (in *intake) forget() { in.memo.clear() }

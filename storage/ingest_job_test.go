@@ -224,3 +224,43 @@ func TestSessionsMemoSparesReads(t *testing.T) {
 		t.Fatalf("got %d sessions of %d events, want 1 of 7", n, events)
 	}
 }
+
+// Erasing a subject, deleting a site or resetting the data empties the
+// memo when it commits, so the ids of visitors whose data went do not stay
+// in memory until the next intake run.
+func TestMemoForgetsErasedVisitors(t *testing.T) {
+	ctx := context.Background()
+	sys := Actor{Kind: ActorSystem}
+	tests := []struct {
+		name string
+		drop func(db *DB, ws *Workspace) error
+	}{
+		{"erasure", func(db *DB, ws *Workspace) error {
+			site, _ := db.Site("s")
+			_, err := db.EraseSubject(ctx, sys, site, Subject{AnonID: "a"})
+			return err
+		}},
+		{"site delete", func(db *DB, ws *Workspace) error { return db.DeleteSite(ctx, sys, ws, "s") }},
+		{"reset", func(db *DB, ws *Workspace) error { _, err := db.ResetData(ctx); return err }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+			ws := withSites(t, db, "s")
+			ev := IngestEvent{ID: "00000000-0000-4000-8000-000000000001", SiteID: "s", Type: "pageview",
+				AnonID: "a", TS: time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC), Raw: []byte(`{}`)}
+			if _, err := db.Ingest(ctx, []IngestEvent{ev}, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(db.intake.memo.m); got != 1 {
+				t.Fatalf("got %d visitors in the memo after one event, want 1", got)
+			}
+			if err := tt.drop(db, ws); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(db.intake.memo.m); got != 0 {
+				t.Errorf("got %d visitors in the memo after the %s, want 0", got, tt.name)
+			}
+		})
+	}
+}

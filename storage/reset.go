@@ -22,6 +22,7 @@ func (db *DB) ResetData(ctx context.Context) (map[string]int64, error) {
 			}
 			deleted[table], _ = res.RowsAffected()
 		}
+		tx.onCommit(db.intake.forget)
 		tx.onCommit(func() {
 			db.quota.mu.Lock()
 			db.quota.used, db.quota.reserved = map[string]int{}, map[string]int{}

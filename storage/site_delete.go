@@ -181,6 +181,7 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 		if err := db.audit(tx, ws.ID, actor, "site.delete", id, map[string]any{"deleted_rows": total}); err != nil {
 			return err
 		}
+		tx.onCommit(db.intake.forget)
 		tx.onCommit(func() {
 			// site_usage went with the site; so does its in-memory count.
 			db.quota.mu.Lock()
