@@ -153,7 +153,8 @@ func (s *Server) deleteSite(w http.ResponseWriter, r *http.Request, ps httproute
 	return nil
 }
 
-// listKeys answers {"keys": [...]} with metadata only.
+// listKeys answers {"keys": [...]} with metadata only: those the caller
+// manages (see manages).
 //
 // GET /workspaces/:slug/keys
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
