@@ -52,6 +52,9 @@ const (
 	// SourcemapQuotaExceeded: a site's stored sourcemaps would pass their
 	// file or byte cap.
 	SourcemapQuotaExceeded = "sourcemap_quota_exceeded"
+	// InvalidSites: a key's site restriction is empty or names a site that
+	// is not in the workspace.
+	InvalidSites = "invalid_sites"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

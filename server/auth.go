@@ -92,18 +92,26 @@ func (s *Server) workspace(r *http.Request, slug, scope string) (principal, *sto
 	if err := p.require(scope); err != nil {
 		return p, nil, err
 	}
+	if !p.admin && p.key.Restricted() && len(p.key.Sites) == 0 {
+		return p, nil, errNoSitesLeft
+	}
 	return p, ws, nil
 }
 
+// errNoSitesLeft answers a key restricted to sites that have all been
+// deleted: it can do nothing (README "Authentication").
+var errNoSitesLeft = fault.Errorf(fault.Forbidden, "this key was restricted to sites that have all been deleted, so it can do nothing; revoke it")
+
 // site authenticates the caller and resolves the :siteId site, with the
-// same 404-before-403 rule as workspace.
+// same 404-before-403 rule as workspace. A site outside a key's site
+// restriction is that same 404.
 func (s *Server) site(r *http.Request, siteID, scope string) (principal, *storage.Site, error) {
 	p, err := s.authenticate(r)
 	if err != nil {
 		return p, nil, err
 	}
 	site, ok := s.db.Site(siteID)
-	if !ok || (!p.admin && p.key.WorkspaceID != site.WorkspaceID) {
+	if !ok || (!p.admin && (p.key.WorkspaceID != site.WorkspaceID || !p.key.AllowsSite(site.ID))) {
 		return p, nil, errNotFound
 	}
 	if err := p.require(scope); err != nil {

@@ -31,8 +31,9 @@ const keyPrefix = "sk_"
 // one starting "sk_" or "internal_", can ingest with its own bearer.
 //
 // A key needs ingest:write (admin also satisfies it). An unknown site, a
-// site of another workspace and a revoked key are all 401 unauthorized, so
-// nothing about other tenants can be learned here.
+// site of another workspace or outside the key's site restriction, and a
+// revoked key are all 401 unauthorized, so nothing about other tenants can
+// be learned here.
 func (s *Server) collectorCredential(r *http.Request) (*storage.Site, string, error) {
 	token, ok := bearer(r)
 	if !ok {
@@ -76,7 +77,7 @@ func (s *Server) keySite(r *http.Request, k *storage.APIKey) (*storage.Site, str
 		return nil, "", fault.Errorf(fault.Unauthorized, "an API key must come with an X-Site-Id header naming the site")
 	}
 	site, ok := s.db.Site(siteID)
-	if !ok || site.WorkspaceID != k.WorkspaceID {
+	if !ok || site.WorkspaceID != k.WorkspaceID || !k.AllowsSite(site.ID) {
 		return nil, "", fault.Errorf(fault.Unauthorized, "this key cannot write to that site")
 	}
 	if !k.HasScope(storage.ScopeIngestWrite) {

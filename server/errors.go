@@ -24,6 +24,7 @@ var statusOf = map[string]int{
 	fault.InvalidSiteID:        http.StatusBadRequest,
 	fault.InvalidLabel:         http.StatusBadRequest,
 	fault.InvalidScopes:        http.StatusBadRequest,
+	fault.InvalidSites:         http.StatusBadRequest,
 	fault.InvalidLimit:         http.StatusBadRequest,
 	fault.InvalidCursor:        http.StatusBadRequest,
 	fault.InvalidDateParam:     http.StatusBadRequest,

@@ -110,11 +110,13 @@ type keyBody struct {
 	CreatedAt   string   `json:"created_at"`
 	LastUsedAt  *string  `json:"last_used_at"`
 	RevokedAt   *string  `json:"revoked_at"`
+	// Sites is the key's site restriction, null for every site.
+	Sites []string `json:"sites"`
 }
 
 func keyOf(k *storage.APIKey) keyBody {
 	return keyBody{ID: k.ID, WorkspaceID: k.WorkspaceID, Label: k.Label, Scopes: k.Scopes,
-		CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt}
+		CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt, Sites: k.Sites}
 }
 
 // keyList is the answer of GET /workspaces/:slug/keys.
@@ -132,6 +134,8 @@ type createdKey struct {
 	CreatedAt   string   `json:"created_at"`
 	Plaintext   string   `json:"plaintext"`
 	Warning     string   `json:"warning"`
+	// Sites is the key's site restriction, null for every site.
+	Sites []string `json:"sites"`
 }
 
 // auditEntryBody is one audit log entry; Metadata is the JSON object

@@ -104,6 +104,8 @@ func TestResponseShapes(t *testing.T) {
 		{api: "q", method: "GET", path: "/v1/workspaces/acme/sites", token: testAdminToken, status: 200, alias: true},
 		{api: "q", method: "POST", path: "/v1/workspaces/acme/keys", token: testAdminToken, status: 201,
 			body: map[string]any{"label": "dash", "scopes": []string{"query:read"}}, save: map[string]string{"key": "id"}},
+		{api: "q", method: "POST", path: "/v1/workspaces/acme/keys", token: testAdminToken, status: 201,
+			body: map[string]any{"label": "web only", "scopes": []string{"ingest:write"}, "sites": []string{"web"}}},
 		{api: "q", method: "GET", path: "/v1/workspaces/acme/keys", token: tn.adminKey, status: 200, alias: true},
 		{api: "q", method: "GET", path: "/v1/workspaces/acme/keys", token: tn.readKey, status: 403},
 

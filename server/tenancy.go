@@ -1,7 +1,9 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
+	"slices"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -151,11 +153,12 @@ func (s *Server) deleteSite(w http.ResponseWriter, r *http.Request, ps httproute
 	return nil
 }
 
-// listKeys answers {"keys": [...]} with metadata only.
+// listKeys answers {"keys": [...]} with metadata only: those the caller
+// manages (see manages).
 //
 // GET /workspaces/:slug/keys
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	_, ws, err := s.workspace(r, ps.ByName("slug"), storage.ScopeAdmin)
+	p, ws, err := s.workspace(r, ps.ByName("slug"), storage.ScopeAdmin)
 	if err != nil {
 		return err
 	}
@@ -163,11 +166,55 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, ps httprouter.
 	if err != nil {
 		return err
 	}
+	keys = slices.DeleteFunc(keys, func(k storage.APIKey) bool { return !p.manages(&k) })
 	writeJSON(w, http.StatusOK, keyList{Keys: rowsOf(keys, keyOf)})
 	return nil
 }
 
-// createKey takes {label, scopes} and answers 201 with the key and its
+// manages reports whether p may see and revoke key k: the admin token and
+// an unrestricted key every key of the workspace, a site-restricted key
+// only the keys restricted to some of its own sites (README
+// "Authentication").
+func (p principal) manages(k *storage.APIKey) bool {
+	if p.admin || !p.key.Restricted() {
+		return true
+	}
+	if !k.Restricted() {
+		return false
+	}
+	for _, id := range k.Sites {
+		if !p.key.AllowsSite(id) {
+			return false
+		}
+	}
+	return true
+}
+
+// keySites reads the optional "sites" of a key to create: nil (absent or
+// null) for every site. A site-restricted creator must name some of its
+// own sites; one outside them gets the answer of an unknown site.
+func (p principal) keySites(body object) ([]string, error) {
+	var sites []string
+	if raw, ok := body["sites"]; ok {
+		if err := json.Unmarshal(raw, &sites); err != nil {
+			return nil, fault.Errorf(fault.InvalidSites, "sites must be an array of site ids, or absent for every site")
+		}
+	}
+	if p.admin || !p.key.Restricted() {
+		return sites, nil
+	}
+	if sites == nil {
+		return nil, fault.Errorf(fault.Forbidden, "this key is restricted to sites, so the keys it creates must be too: send \"sites\" with some of %q", p.key.Sites)
+	}
+	for _, id := range sites {
+		if !p.key.AllowsSite(id) {
+			return nil, storage.UnknownSiteFault(id)
+		}
+	}
+	return sites, nil
+}
+
+// createKey takes {label, scopes, sites} and answers 201 with the key and its
 // plaintext, shown this once.
 //
 // POST /workspaces/:slug/keys
@@ -188,12 +235,16 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, ps httprouter
 	if err != nil {
 		return err
 	}
-	k, plaintext, err := s.db.CreateKey(r.Context(), p.actor(), ws, label, scopes)
+	sites, err := p.keySites(body)
+	if err != nil {
+		return err
+	}
+	k, plaintext, err := s.db.CreateKeyForSites(r.Context(), p.actor(), ws, label, scopes, sites)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusCreated, createdKey{
-		ID: k.ID, WorkspaceID: k.WorkspaceID, Label: k.Label, Scopes: k.Scopes, CreatedAt: k.CreatedAt,
+		ID: k.ID, WorkspaceID: k.WorkspaceID, Label: k.Label, Scopes: k.Scopes, CreatedAt: k.CreatedAt, Sites: k.Sites,
 		Plaintext: plaintext,
 		Warning:   "Save this key now: it is shown only once and cannot be recovered.",
 	})
@@ -209,6 +260,16 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter
 	if err != nil {
 		return err
 	}
+	if !p.admin && p.key.Restricted() {
+		keys, err := s.db.Keys(r.Context(), ws.ID)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(keys, func(k storage.APIKey) bool { return k.ID == ps.ByName("keyId") })
+		if i < 0 || !p.manages(&keys[i]) {
+			return fault.Errorf(fault.NotFound, "key not found")
+		}
+	}
 	if err := s.db.RevokeKey(r.Context(), p.actor(), ws, ps.ByName("keyId")); err != nil {
 		return err
 	}
@@ -221,9 +282,12 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter
 //
 // GET /workspaces/:slug/audit
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	_, ws, err := s.workspace(r, ps.ByName("slug"), storage.ScopeAdmin)
+	p, ws, err := s.workspace(r, ps.ByName("slug"), storage.ScopeAdmin)
 	if err != nil {
 		return err
+	}
+	if !p.admin && p.key.Restricted() {
+		return fault.Errorf(fault.Forbidden, "the audit log covers every site of the workspace, so a key restricted to sites cannot read it")
 	}
 	limit, cursor, err := pageParams(r, "cursor")
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/tally-analytics/tally/fault"
@@ -21,6 +22,10 @@ type APIKey struct {
 	CreatedAt   string
 	LastUsedAt  *string
 	RevokedAt   *string
+	// Sites restricts the key to these sites of its workspace; nil means
+	// every site. A deleted site leaves the list, so an empty (non-nil)
+	// list reaches no site (README "Authentication").
+	Sites []string
 
 	hash []byte // SHA-256 of the plaintext
 }
@@ -33,6 +38,15 @@ func (k *APIKey) HasScope(scope string) bool {
 		}
 	}
 	return false
+}
+
+// Restricted reports whether the key is limited to some sites.
+func (k *APIKey) Restricted() bool { return k.Sites != nil }
+
+// AllowsSite reports whether the key may address site id; an unrestricted
+// key may address every site of its workspace (the caller checks that).
+func (k *APIKey) AllowsSite(id string) bool {
+	return k.Sites == nil || slices.Contains(k.Sites, id)
 }
 
 // Scopes of API keys.
@@ -64,9 +78,47 @@ func normalizeScopes(scopes []string) ([]string, error) {
 	return out, nil
 }
 
-// CreateKey makes a key for ws, audited as key.create. It returns the
-// metadata and the plaintext, which is not kept anywhere.
+// normalizeSites checks a key's site restriction against ws (nil: every
+// site; else a non-empty list of ws's sites) and folds duplicates, keeping
+// first-seen order. It returns the sites, for checkSite in the writer.
+func (db *DB) normalizeSites(ws *Workspace, ids []string) ([]string, []*Site, error) {
+	if ids == nil {
+		return nil, nil, nil
+	}
+	if len(ids) == 0 {
+		return nil, nil, fault.Errorf(fault.InvalidSites, "sites must be a non-empty array of site ids of this workspace, or absent for every site")
+	}
+	out, sites := []string{}, []*Site{}
+	for _, id := range ids {
+		if slices.Contains(out, id) {
+			continue
+		}
+		s, ok := db.Site(id)
+		if !ok || s.WorkspaceID != ws.ID {
+			return nil, nil, UnknownSiteFault(id)
+		}
+		out, sites = append(out, id), append(sites, s)
+	}
+	return out, sites, nil
+}
+
+// UnknownSiteFault is the answer to a key restriction naming a site that
+// is not in the workspace (or, for a restricted creator, not in its own
+// restriction: the same answer, so other sites cannot be probed).
+func UnknownSiteFault(id string) error {
+	return fault.Errorf(fault.InvalidSites, "sites: no site %q in this workspace", id)
+}
+
+// CreateKey makes a key for ws that may address every site of it; see
+// CreateKeyForSites.
 func (db *DB) CreateKey(ctx context.Context, actor Actor, ws *Workspace, label string, scopes []string) (*APIKey, string, error) {
+	return db.CreateKeyForSites(ctx, actor, ws, label, scopes, nil)
+}
+
+// CreateKeyForSites makes a key for ws restricted to sites (nil: every
+// site), audited as key.create. It returns the metadata and the
+// plaintext, which is not kept anywhere.
+func (db *DB) CreateKeyForSites(ctx context.Context, actor Actor, ws *Workspace, label string, scopes, sites []string) (*APIKey, string, error) {
 	label, err := cleanText(label, fault.InvalidLabel, "label")
 	if err != nil {
 		return nil, "", err
@@ -75,17 +127,36 @@ func (db *DB) CreateKey(ctx context.Context, actor Actor, ws *Workspace, label s
 	if err != nil {
 		return nil, "", err
 	}
+	sites, found, err := db.normalizeSites(ws, sites)
+	if err != nil {
+		return nil, "", err
+	}
 	plaintext := newPlaintextKey(ws.Slug)
-	k := &APIKey{ID: uuid.NewString(), WorkspaceID: ws.ID, Label: label, Scopes: scopes,
+	k := &APIKey{ID: uuid.NewString(), WorkspaceID: ws.ID, Label: label, Scopes: scopes, Sites: sites,
 		CreatedAt: FormatTime(db.now()), hash: hashKey(plaintext)}
 	hash := hex.EncodeToString(k.hash)
 	scopesJSON, _ := json.Marshal(scopes)
+	var sitesJSON *string
+	if sites != nil {
+		b, _ := json.Marshal(sites)
+		sitesJSON = new(string)
+		*sitesJSON = string(b)
+	}
 	err = db.writer.do(ctx, func(tx *writeTx) error {
-		if _, err := tx.Exec(`INSERT INTO api_keys(id, workspace_id, label, scopes, key_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			k.ID, k.WorkspaceID, k.Label, string(scopesJSON), hash, k.CreatedAt); err != nil {
+		// A site deleted since the check above would stay in the list:
+		// DeleteSite drops it from keys only in its last transaction, and
+		// hides it before its first, so one still visible here is dropped
+		// from this key too.
+		for _, s := range found {
+			if db.checkSite(s) != nil {
+				return UnknownSiteFault(s.ID)
+			}
+		}
+		if _, err := tx.Exec(`INSERT INTO api_keys(id, workspace_id, label, scopes, key_hash, created_at, sites) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			k.ID, k.WorkspaceID, k.Label, string(scopesJSON), hash, k.CreatedAt, sitesJSON); err != nil {
 			return err
 		}
-		if err := db.audit(tx, ws.ID, actor, "key.create", k.ID, map[string]any{"label": label, "scopes": scopes}); err != nil {
+		if err := db.audit(tx, ws.ID, actor, "key.create", k.ID, map[string]any{"label": label, "scopes": scopes, "sites": sites}); err != nil {
 			return err
 		}
 		tx.onCommit(func() {
@@ -130,18 +201,51 @@ func (db *DB) RevokeKey(ctx context.Context, actor Actor, ws *Workspace, keyID s
 	})
 }
 
-const keyColumns = `SELECT id, workspace_id, label, scopes, created_at, last_used_at, revoked_at, key_hash FROM api_keys`
+const keyColumns = `SELECT id, workspace_id, label, scopes, created_at, last_used_at, revoked_at, key_hash, sites FROM api_keys`
 
 func scanKey(rows *sql.Rows) (*APIKey, string, error) {
 	k := &APIKey{}
 	var scopes, hash string
-	if err := rows.Scan(&k.ID, &k.WorkspaceID, &k.Label, &scopes, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &hash); err != nil {
+	var sites *string
+	if err := rows.Scan(&k.ID, &k.WorkspaceID, &k.Label, &scopes, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &hash, &sites); err != nil {
 		return nil, "", err
 	}
 	if err := json.Unmarshal([]byte(scopes), &k.Scopes); err != nil {
 		return nil, "", fmt.Errorf("key %s: bad scopes column: %w", k.ID, err)
 	}
+	if sites != nil {
+		k.Sites = []string{}
+		if err := json.Unmarshal([]byte(*sites), &k.Sites); err != nil || k.Sites == nil {
+			return nil, "", fmt.Errorf("key %s: bad sites column: %v", k.ID, err)
+		}
+	}
 	return k, hash, nil
+}
+
+// dropSiteFromKeys removes site id of workspace wsID from every key
+// restricted to it, in tx, the transaction that deletes the site; after
+// the commit, the cached keys follow. A cached key is replaced, never
+// changed, since requests in flight hold it.
+func (db *DB) dropSiteFromKeys(tx *writeTx, wsID, id string) error {
+	if _, err := tx.Exec(`UPDATE api_keys SET sites =
+			(SELECT json_group_array(value) FROM (SELECT value FROM json_each(api_keys.sites) WHERE value <> ?1 ORDER BY key))
+		WHERE workspace_id = ?2 AND sites IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(api_keys.sites) WHERE value = ?1)`,
+		id, wsID); err != nil {
+		return fmt.Errorf("drop site from keys: %w", err)
+	}
+	tx.onCommit(func() {
+		db.tenants.mu.Lock()
+		defer db.tenants.mu.Unlock()
+		for hash, k := range db.keysByHash {
+			if k.WorkspaceID != wsID || !k.Restricted() || !slices.Contains(k.Sites, id) {
+				continue
+			}
+			c := *k
+			c.Sites = slices.DeleteFunc(slices.Clone(k.Sites), func(s string) bool { return s == id })
+			db.keysByHash[hash] = &c
+		}
+	})
+	return nil
 }
 
 // Keys lists the keys of a workspace (active and revoked), oldest first.

@@ -169,6 +169,9 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fault.Errorf(fault.NotFound, "site not found")
 		}
+		if err := db.dropSiteFromKeys(tx, ws.ID, id); err != nil {
+			return err
+		}
 		total := map[string]int64{}
 		for _, t := range siteDataTables {
 			res, err := tx.Exec(`DELETE FROM `+t.table+` WHERE site_id = ?`, id)
