@@ -76,7 +76,16 @@ func segmentFormat(call *segmentCall) *intakeFormat {
 		},
 		agentFrom: agentField, locate: true, batch: storeValid,
 		siteFromCredential: true, bodyLimit: segmentBodyLimit, tooLarge: fault.InvalidEvent,
-		okStatus: 200, okBody: segmentOK, dlqPayload: segmentDLQPayload, cookieless: segmentCookieless}
+		redact: redactWriteKey, okStatus: 200, okBody: segmentOK, dlqPayload: segmentDLQPayload, cookieless: segmentCookieless}
+}
+
+// redactWriteKey drops the body's top-level writeKey: a credential, which
+// neither raw nor the inspection feed may keep.
+func redactWriteKey(body []byte) []byte {
+	if !bytes.Contains(body, []byte(`"writeKey"`)) {
+		return body
+	}
+	return withoutMember(bytes.TrimSpace(body), "writeKey")
 }
 
 // segmentOK is the body of a request the Segment intake took: Segment's

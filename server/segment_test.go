@@ -529,6 +529,14 @@ func TestSegmentMetricsAndFeed(t *testing.T) {
 		list.Decisions[0].Status != 200 {
 		t.Errorf("got %s, want one segment decision of type Order Completed, status 200", r.body)
 	}
+	// The write key is a credential: no payload in the feed keeps it, not
+	// even that of a request refused whole.
+	mustStatus(t, h.segmentPost("/v1/track", "", `{"writeKey":"shop","anonymousId":"a"}`), 400, "invalid_event")
+	segmentOKAnswer(t, h.segmentPost("/v1/batch", "", `{"writeKey":"shop","batch":[{"type":"page","anonymousId":"a","writeKey":"shop"}]}`))
+	r = h.q("GET", "/v1/debug/decisions", "", nil)
+	if strings.Contains(string(r.body), "writeKey") || len(r.json(t)["decisions"].([]any)) != 3 {
+		t.Errorf("got %s, want three decisions, no writeKey", r.body)
+	}
 }
 
 // TestSegmentRoutesCoexist checks the native /v1 collector routes still
@@ -557,5 +565,53 @@ func TestSegmentWithoutWriteKey(t *testing.T) {
 		if got := string(withoutMember(json.RawMessage(tt.in), "writeKey")); got != tt.want {
 			t.Errorf("%s: got %s, want %s", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestSegmentLaterJobFails makes the second writer job of a long batch
+// fail (a trigger refuses one of its rows): the answer is an error the SDK
+// retries, the feed and the metrics count the first job's messages as
+// stored, and the retry finds those duplicates and stores the rest.
+func TestSegmentLaterJobFails(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 1000 })
+	h.setupTenant("acme", "shop")
+	if _, err := h.sqlDB().Exec(`CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.type = 'Refused'
+		BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`); err != nil {
+		t.Fatal(err)
+	}
+	n := maxJob + 10
+	parts := make([]string, n)
+	for i := range parts {
+		event := "Fine"
+		if i == n-1 {
+			event = "Refused"
+		}
+		parts[i] = fmt.Sprintf(`{"type":"track","anonymousId":"a","event":%q,"messageId":"m%d"}`, event, i)
+	}
+	body := `{"batch":[` + strings.Join(parts, ",") + `]}`
+	r := h.segmentPost("/v1/batch", "shop", body)
+	if r.status < 500 {
+		t.Fatalf("got %d %s, want a 5xx the SDK retries", r.status, r.body)
+	}
+	if got := h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'shop'`); got != maxJob {
+		t.Fatalf("got %d stored, want the first job's %d", got, maxJob)
+	}
+	if got := metricValue(t, h, `service_events_accepted_total{endpoint="segment"}`); got != fmt.Sprint(maxJob) {
+		t.Errorf("got %s accepted in the metrics, want %d", got, maxJob)
+	}
+	if got := metricValue(t, h, `service_events_dropped_total{endpoint="segment",reason="internal"}`); got != "10" {
+		t.Errorf("got %s dropped as internal, want 10", got)
+	}
+	var list decisionsAnswer
+	json.Unmarshal(h.q("GET", "/v1/debug/decisions?outcome=accepted&limit=1000", "", nil).body, &list)
+	if len(list.Decisions) != maxJob {
+		t.Errorf("got %d accepted decisions, want %d", len(list.Decisions), maxJob)
+	}
+	if _, err := h.sqlDB().Exec(`DROP TRIGGER refuse`); err != nil {
+		t.Fatal(err)
+	}
+	a := segmentOKAnswer(t, h.segmentPost("/v1/batch", "shop", body))
+	if a.Accepted != 10 || a.Duplicates != maxJob {
+		t.Errorf("retry: got %+v, want 10 accepted, %d duplicates", a, maxJob)
 	}
 }
