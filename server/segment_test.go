@@ -457,16 +457,19 @@ func TestSegmentDLQReplay(t *testing.T) {
 	h, tn, fix := quarantineHarness(t)
 	// The batch's context (its userAgent and page) must survive the DLQ.
 	body := `{"batch":[{"type":"track","anonymousId":"a","event":"purchase","messageId":"m-1","timestamp":"2026-01-31T10:00:00.120Z"}],
-		"sentAt":"2026-01-31T10:05:00.120Z","context":{"userAgent":"` + chromeUA + `","page":{"url":"https://shop.test/cart"}}}`
+		"sentAt":"2026-01-31T10:05:00.120Z","context":{"ip":"203.0.113.9","userAgent":"` + chromeUA + `","page":{"url":"https://shop.test/cart"}}}`
 	a := segmentOKAnswer(t, h.segmentPost("/v1/batch", "web", body))
 	if a.Quarantined != 1 {
 		t.Fatalf("got %+v, want 1 quarantined", a)
 	}
 	id := uuid.NewSHA1(segmentNamespace, []byte("m-1")).String()
-	var endpoint string
-	h.sqlDB().QueryRow(`SELECT endpoint FROM dlq WHERE id = ?`, id).Scan(&endpoint)
+	var endpoint, payload string
+	h.sqlDB().QueryRow(`SELECT endpoint, payload FROM dlq WHERE id = ?`, id).Scan(&endpoint, &payload)
 	if endpoint != endpointSegment {
 		t.Fatalf("got DLQ endpoint %q, want %q", endpoint, endpointSegment)
+	}
+	if strings.Contains(payload, "203.0.113.9") || strings.Contains(payload, "sentAt") || !strings.Contains(payload, "https://shop.test/cart") {
+		t.Errorf("got DLQ payload %s, want the mapped message: the batch context merged in, no ip, no sentAt", payload)
 	}
 	fix()
 	r := h.q("POST", "/v1/sites/web/dlq/"+id+"/replay", tn.adminKey, nil)
@@ -613,5 +616,33 @@ func TestSegmentLaterJobFails(t *testing.T) {
 	a := segmentOKAnswer(t, h.segmentPost("/v1/batch", "shop", body))
 	if a.Accepted != 10 || a.Duplicates != maxJob {
 		t.Errorf("retry: got %+v, want 10 accepted, %d duplicates", a, maxJob)
+	}
+}
+
+func TestSegmentLocation(t *testing.T) {
+	loc, err := privacy.NewLocator("../testdata/geoip-test.mmdb", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(c *Config) { c.Locator = loc })
+	h.setupTenant("acme", "shop")
+	body := `{"batch":[
+		{"type":"track","anonymousId":"a","event":"ip","context":{"ip":"203.0.113.9","userAgent":"x"}},
+		{"type":"track","anonymousId":"a","event":"batch ip"},
+		{"type":"track","anonymousId":"a","event":"own ip","context":{"ip":"198.51.100.7"}}],
+		"context":{"ip":"2001:db8::1"}}`
+	segmentOKAnswer(t, h.segmentPost("/v1/batch", "shop", body))
+	segmentOKAnswer(t, h.segmentPost("/v1/track", "shop", `{"anonymousId":"a","event":"no ip"}`))
+	want := map[string]string{"ip": "DE Berlin", "batch ip": "JP Tokyo", "own ip": "FR Paris", "no ip": "NL Amsterdam"}
+	for _, e := range h.segmentEvents("shop") {
+		if got := e.country.String + " " + e.city.String; got != want[e.typ] {
+			t.Errorf("%s: got %s, want %s", e.typ, got, want[e.typ])
+		}
+		if strings.Contains(e.raw, `"ip":`) || strings.Contains(e.raw, "203.0.113.9") {
+			t.Errorf("%s: raw %s keeps the address", e.typ, e.raw)
+		}
+	}
+	if e := h.segmentEvents("shop")[0]; e.raw != `{"type":"track","anonymousId":"a","event":"ip","context":{"userAgent":"x"}}` {
+		t.Errorf("got raw %s, want the message's bytes without context.ip", e.raw)
 	}
 }
