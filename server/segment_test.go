@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -694,4 +695,24 @@ func FuzzSegmentIntake(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestSegmentLogs(t *testing.T) {
+	var buf bytes.Buffer
+	h := newHarness(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&buf, nil)) })
+	h.setupTenant("acme", "shop")
+	secret := "very-secret-property-value"
+	segmentOKAnswer(t, h.segmentPost("/v1/batch", "", `{"writeKey":"shop","batch":[
+		{"type":"identify","userId":"alice@example.com","traits":{"t":"`+secret+`"},"context":{"ip":"203.0.113.9"}},
+		{"type":"track","anonymousId":"a","properties":{"p":"`+secret+`"}}]}`))
+	lines := logLines(t, &buf, "intake")
+	if len(lines) != 1 || lines[0]["endpoint"] != endpointSegment || lines[0]["rejected"] != float64(1) ||
+		fmt.Sprint(lines[0]["refused"]) != "[/batch/1/event]" {
+		t.Fatalf("got %v, want one segment line naming the refused message's problem", lines)
+	}
+	for _, banned := range []string{"203.0.113.9", secret, "alice@example.com", "writeKey"} {
+		if strings.Contains(buf.String(), banned) {
+			t.Errorf("logs contain %q:\n%s", banned, buf.String())
+		}
+	}
 }
