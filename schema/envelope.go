@@ -55,7 +55,15 @@ type Event struct {
 	Traits     json.RawMessage
 	Consent    string // "", ConsentGranted or ConsentDenied
 	UserAgent  *string
+	// ClientIP is the visitor's address a message carries (Segment's
+	// context.ip), "" for none: read only for the location lookup, never
+	// stored or logged (README "Segment-compatible intake").
+	ClientIP string
 }
+
+// MaxTypeLen is the longest event type of any intake format, in
+// characters: a Segment track's type is its event name.
+const MaxTypeLen = 255
 
 var typePattern = regexp.MustCompile(`^[A-Za-z0-9_.:$-]{1,64}$`)
 
