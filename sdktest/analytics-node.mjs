@@ -35,7 +35,8 @@ analytics.page({
   context: { userAgent },
 })
 analytics.track({ anonymousId, userId, event: 'Order Completed', properties: { revenue: 49, currency: 'EUR' } })
-analytics.alias({ previousId: anonymousId, userId })
+// alias links an id the visitor had before (another device's) to the user.
+analytics.alias({ previousId: 'old-anon-node', userId })
 analytics.track({ anonymousId, userId, event: 'Product Viewed', properties: { sku: 'A-1' }, messageId: 'node-fixed-message-1' })
 analytics.track({ anonymousId, userId, event: 'Product Viewed', properties: { sku: 'B-2' } })
 analytics.screen({ anonymousId, userId, name: 'Basket' })

@@ -18,6 +18,7 @@ type segmentMessage struct {
 	MessageID   string `json:"messageId"`
 	AnonymousID string `json:"anonymousId"`
 	UserID      string `json:"userId"`
+	PreviousID  string `json:"previousId"`
 	Timestamp   string `json:"timestamp"`
 	Properties  struct {
 		URL      string `json:"url"`

@@ -150,8 +150,8 @@ func TestSegmentNodeSDK(t *testing.T) {
 	if len(x.UserProfiles) != 1 || x.UserProfiles[0].Traits["name"] != "Ada" || x.UserProfiles[0].Traits["plan"] != "pro" {
 		t.Errorf("GDPR export, profile: got %+v, want the identify traits name=Ada plan=pro", x.UserProfiles)
 	}
-	if !x.linked("anon-node-1", "u-node-1") {
-		t.Errorf("GDPR export, identity links: got %+v, want anon-node-1 linked to u-node-1", x.IdentityLinks)
+	if !x.linked("anon-node-1", "u-node-1") || !x.linked("old-anon-node", "u-node-1") {
+		t.Errorf("GDPR export, identity links: got %+v, want anon-node-1 (identify, track) and old-anon-node (alias) linked to u-node-1", x.IdentityLinks)
 	}
 	order := byMessage[messages[2].msg.MessageID]
 	for _, e := range x.Events {
