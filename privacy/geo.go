@@ -101,6 +101,35 @@ func (l *Locator) Locate(r *http.Request, useAddress bool) Location {
 	return loc
 }
 
+// LocateAddr is Locate for a visitor address the request carries in its
+// body (Segment's context.ip) rather than in its connection: the proxy
+// headers still count, then addr is looked up and dropped. An address that
+// does not parse locates nothing.
+func (l *Locator) LocateAddr(r *http.Request, addr string) Location {
+	var loc Location
+	if l == nil {
+		return loc
+	}
+	if l.trustProxy {
+		loc = l.Locate(r, false)
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(addr))
+	if l.db == nil || err != nil || (loc.Country != "" && loc.City != "") {
+		return loc
+	}
+	var rec cityRecord
+	if err := l.db.Lookup(a.Unmap()).Decode(&rec); err != nil {
+		return loc
+	}
+	if loc.Country == "" {
+		loc.Country = rec.Country.ISOCode
+	}
+	if loc.City == "" {
+		loc.City = rec.City.Names["en"]
+	}
+	return loc
+}
+
 func firstHeader(r *http.Request, names []string) string {
 	for _, n := range names {
 		if v := strings.TrimSpace(r.Header.Get(n)); v != "" {

@@ -55,6 +55,10 @@ type Event struct {
 	Traits     json.RawMessage
 	Consent    string // "", ConsentGranted or ConsentDenied
 	UserAgent  *string
+	// ClientIP is the visitor's address a message carries (Segment's
+	// context.ip), "" for none: read only for the location lookup, never
+	// stored or logged (README "Segment-compatible intake").
+	ClientIP string
 }
 
 var typePattern = regexp.MustCompile(`^[A-Za-z0-9_.:$-]{1,64}$`)

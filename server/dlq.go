@@ -32,8 +32,9 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request, ps httprouter.P
 
 // replayDLQ re-POSTs a quarantined event's stored payload, verbatim, to the
 // collector endpoint it first came to, so every gate runs again: /events
-// with the User-Agent it came with, or /s2s/events, where the payload's
-// user_agent field is read (it need not be a valid header). 202 storing the
+// with the User-Agent it came with, /s2s/events, where the payload's
+// user_agent field is read (it need not be a valid header), or Segment's
+// /v1/batch as a batch of one (a 200 there is the 202 of the others). 202 storing the
 // event, or quarantining it again: the row is deleted unless requarantined
 // (audit dlq.replay, same transaction) and the answer is 200 {id,
 // replayed_at}. 202 dropping the event (bot, consent) or any other status:
@@ -50,16 +51,22 @@ func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request, ps httprouter
 	if err != nil {
 		return err
 	}
-	path, userAgent := pathEvents, entry.UserAgent
-	if entry.Endpoint == endpointS2S {
+	path, userAgent, payload, ok := pathEvents, entry.UserAgent, []byte(entry.Payload), http.StatusAccepted
+	switch entry.Endpoint {
+	case endpointS2S:
 		path, userAgent = pathS2S, "tally-replay/1"
+	case endpointSegment:
+		// The stored message is the mapped one (its batch's context
+		// merged in): a batch of one maps it the same way again.
+		path, userAgent, ok = pathSegmentBatch, "tally-replay/1", http.StatusOK
+		payload = append(append([]byte(`{"batch":[`), entry.Payload...), "]}"...)
 	}
-	res, err := s.forward(r.Context(), site.ID, path, entry.Payload, userAgent)
+	res, err := s.forward(r.Context(), site.ID, path, payload, userAgent)
 	if err != nil {
 		s.log.Warn("dlq replay: collector unreachable", "site_id", site.ID, "err", err.Error())
 		return fault.Errorf(fault.CollectorUnreachable, "the collector could not be reached; the event stays in the DLQ")
 	}
-	if res.status != http.StatusAccepted {
+	if res.status != ok {
 		return fault.Errorf(fault.CollectorRejected, "the collector answered %s; the event stays in the DLQ", res.describe())
 	}
 	answer := res.answer

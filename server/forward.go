@@ -55,7 +55,7 @@ type forwardResult struct {
 	dropReasons string
 }
 
-// Collector paths a re-POST goes to.
+// Collector paths a re-POST goes to (and pathSegmentBatch).
 const (
 	pathEvents = "/events"
 	pathS2S    = "/s2s/events"
@@ -90,8 +90,8 @@ func (s *Server) forward(ctx context.Context, siteID, path string, body []byte, 
 	defer res.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 	fr := forwardResult{status: res.StatusCode, body: b}
-	if fr.status == http.StatusAccepted {
-		// A 202 without counts stores nothing as far as the forwarder can tell.
+	if fr.status == http.StatusAccepted || fr.status == http.StatusOK {
+		// A 202 (the Segment intake's 200) without counts stores nothing as far as the forwarder can tell.
 		json.Unmarshal(b, &fr.answer)
 		fr.dropReasons = res.Header.Get(dropReasonsHeader)
 	}
@@ -101,7 +101,7 @@ func (s *Server) forward(ctx context.Context, siteID, path string, body []byte, 
 // stored reports whether the one event a 202 answered is in events: newly
 // accepted, or a duplicate of a stored one. Dropped or quarantined, it is not.
 func (fr forwardResult) stored() bool {
-	return fr.status == http.StatusAccepted && fr.answer.Accepted+fr.answer.Duplicates > 0
+	return fr.answer.Accepted+fr.answer.Duplicates > 0
 }
 
 // fate says what the collector did with an event it answered 202 but did not

@@ -26,6 +26,9 @@ func (s *Server) ingest(f *intakeFormat) handler {
 		p := &intakePipeline{s: s, f: f, m: m, w: w, r: r}
 		d := &p.d
 		d.endpoint, d.status = f.endpoint, http.StatusAccepted
+		if f.okStatus != 0 {
+			d.status = f.okStatus
+		}
 		err := p.run()
 		if err != nil {
 			if e := fault.As(err); e != nil {
@@ -51,6 +54,10 @@ func (s *Server) ingest(f *intakeFormat) handler {
 		}
 		if reasons := d.dropReasons(); reasons != "" {
 			w.Header().Set(dropReasonsHeader, reasons)
+		}
+		if f.okBody != nil {
+			writeJSON(w, d.status, f.okBody(d))
+			return nil
 		}
 		writeJSON(w, http.StatusAccepted, d.answer)
 		return nil

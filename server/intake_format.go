@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -33,6 +34,27 @@ type intakeFormat struct {
 	locate bool
 	// batch is what a batch with some failing events comes to.
 	batch batchPolicy
+
+	// The fields below are for formats other than Tally's own; their zero
+	// values are the native behaviour.
+
+	// siteFromCredential: the messages name no site, they are the
+	// credential's (the envelope step sets SiteID).
+	siteFromCredential bool
+	// bodyLimit caps the body (0: ingestBodyLimit); tooLarge is the fault
+	// code of a body over it ("": payload_too_large, 413).
+	bodyLimit int64
+	tooLarge  string
+	// okStatus and okBody are the answer of a request the pipeline took
+	// (zero: 202 with the counts).
+	okStatus int
+	okBody   func(d *decision) any
+	// dlqPayload is what the DLQ keeps of a quarantined event, which its
+	// replay re-posts (nil: Raw).
+	dlqPayload func(ev *schema.Event) json.RawMessage
+	// cookieless rewrites Fields and Raw of an event privacy.Cookieless
+	// made cookieless into the format's own field names (nil: Tally's).
+	cookieless func(ev *schema.Event)
 }
 
 // agentSource is where an event's visitor User-Agent comes from.

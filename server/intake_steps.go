@@ -26,10 +26,17 @@ func (p *intakePipeline) credential() error {
 
 // bodySize reads the body, at most ingestBodyLimit bytes (413).
 func (p *intakePipeline) bodySize() error {
-	body, err := readBody(p.w, p.r, ingestBodyLimit)
+	limit := int64(ingestBodyLimit)
+	if p.f.bodyLimit > 0 {
+		limit = p.f.bodyLimit
+	}
+	body, err := readBody(p.w, p.r, limit)
 	if err != nil {
-		if fault.Code(err) != fault.PayloadTooLarge {
+		switch {
+		case fault.Code(err) != fault.PayloadTooLarge:
 			err = fault.Errorf(fault.InvalidEvent, "could not read the request body")
+		case p.f.tooLarge != "":
+			err = fault.Errorf(p.f.tooLarge, "the request body is larger than %d bytes", limit)
 		}
 		return err
 	}
@@ -44,6 +51,11 @@ func (p *intakePipeline) envelope() error {
 	events, refused, err := p.f.parse(p.d.body, p.now)
 	if err != nil {
 		return err
+	}
+	if p.f.siteFromCredential {
+		for i := range events {
+			events[i].SiteID = p.site.ID
+		}
 	}
 	if len(refused) > 0 && p.f.batch == allOrNothing {
 		var details []fault.Detail
@@ -216,6 +228,9 @@ func (p *intakePipeline) consentCookieless() error {
 				}
 				p.replayed[ev.Index] = a
 				privacy.StripIdentifiers(ev)
+				if p.f.cookieless != nil {
+					p.f.cookieless(ev)
+				}
 				continue
 			}
 		}
@@ -226,6 +241,9 @@ func (p *intakePipeline) consentCookieless() error {
 			}
 		}
 		privacy.Cookieless(ev, salt)
+		if p.f.cookieless != nil {
+			p.f.cookieless(ev)
+		}
 	}
 	return nil
 }
@@ -275,7 +293,11 @@ func (p *intakePipeline) trackingPlan() error {
 func (p *intakePipeline) quarantine(ev *schema.Event, own []fault.Detail) {
 	p.d.mark(ev.Index, outcomeQuarantined, reasonSchemaInvalid, own)
 	agent := p.f.agent(ev, p.headerUA)
-	q := storage.Quarantined{ID: ev.ID, SiteID: ev.SiteID, Payload: ev.Raw,
+	payload := ev.Raw
+	if p.f.dlqPayload != nil {
+		payload = p.f.dlqPayload(ev)
+	}
+	q := storage.Quarantined{ID: ev.ID, SiteID: ev.SiteID, Payload: payload,
 		Errors: schema.MarshalDetails(own), AnonID: ev.AnonID, UserID: ev.UserID,
 		Endpoint: p.f.endpoint, UserAgent: agent}
 	if ev.Consent == schema.ConsentDenied {
@@ -333,13 +355,54 @@ func (p *intakePipeline) enrichment() error {
 	loc := p.s.locator.Locate(p.r, p.f.locate)
 	for i := range p.kept {
 		ev := &p.kept[i]
-		row := enrich(ev, p.f.agent(ev, p.headerUA), loc, p.credentialTag)
+		at := loc
+		if ev.ClientIP != "" {
+			at = p.s.locator.LocateAddr(p.r, ev.ClientIP)
+		}
+		row := enrich(ev, p.f.agent(ev, p.headerUA), at, p.credentialTag)
 		if a, ok := p.replayed[ev.Index]; ok {
 			row.Browser, row.OS, row.DeviceType = a.Browser, a.OS, a.DeviceType
 		}
 		p.rows = append(p.rows, row)
 	}
 	return nil
+}
+
+// maxJob is the most events (and DLQ rows) one writer job holds: a
+// native request's largest batch, so a longer Segment batch holds the
+// writer no longer at a time than a native one (README "Segment-compatible
+// intake").
+const maxJob = schema.MaxBatch
+
+// ingestJobs has the writer store the rows, then the DLQ rows, in jobs of
+// at most maxJob, one after the other. committed is how many of the rows
+// the jobs that succeeded stored (or found duplicates); res covers those.
+func (p *intakePipeline) ingestJobs() (res storage.IngestResult, committed int, err error) {
+	stats := func(took time.Duration) { p.m.storage[p.f.endpoint].Update(took.Seconds()) }
+	if len(p.rows)+len(p.quarantined) <= maxJob {
+		res, err = p.s.db.Ingest(p.ctx, p.rows, p.quarantined, stats)
+		if err == nil {
+			committed = len(p.rows)
+		}
+		return res, committed, err
+	}
+	res.Duplicate = make([]bool, 0, len(p.rows))
+	for start := 0; start < len(p.rows); start += maxJob {
+		chunk := p.rows[start:min(start+maxJob, len(p.rows))]
+		r, err := p.s.db.Ingest(p.ctx, chunk, nil, stats)
+		if err != nil {
+			return res, committed, err
+		}
+		res.Accepted += r.Accepted
+		res.Duplicate = append(res.Duplicate, r.Duplicate...)
+		committed += len(chunk)
+	}
+	for start := 0; start < len(p.quarantined); start += maxJob {
+		if _, err := p.s.db.Ingest(p.ctx, nil, p.quarantined[start:min(start+maxJob, len(p.quarantined))], stats); err != nil {
+			return res, committed, err
+		}
+	}
+	return res, committed, nil
 }
 
 // enrich turns a validated event into a storage row; ua is its visitor's
@@ -366,16 +429,26 @@ func enrich(ev *schema.Event, ua string, loc privacy.Location, credential string
 // is stored, and a retry of the request is deduplicated.
 func (p *intakePipeline) store() error {
 	m, d, endpoint := p.m, &p.d, p.f.endpoint
-	res, err := p.s.db.Ingest(p.ctx, p.rows, p.quarantined, func(took time.Duration) {
-		m.storage[endpoint].Update(took.Seconds())
-	})
+	res, committed, err := p.ingestJobs()
 	if errors.Is(err, storage.ErrSiteGone) {
 		// Deleted between the credential check and the commit: the
 		// answer a request for that site now gets.
 		return fault.Errorf(fault.Unauthorized, "unknown site")
 	}
 	if err != nil {
-		m.drop(endpoint, reasonInternal, len(p.rows)+len(p.quarantined))
+		// The jobs before the failing one are stored: they count as
+		// such, and a retry of the request finds them duplicates.
+		m.drop(endpoint, reasonInternal, len(p.rows)-committed+len(p.quarantined))
+		m.accepted[endpoint].Add(res.Accepted)
+		m.deduped[endpoint].Add(committed - res.Accepted)
+		d.answer.Accepted, d.answer.Duplicates = res.Accepted, committed-res.Accepted
+		for i := range committed {
+			outcome := outcomeAccepted
+			if res.Duplicate[i] {
+				outcome = outcomeDuplicate
+			}
+			d.mark(p.kept[i].Index, outcome, "", nil)
+		}
 		d.reason = reasonInternal
 		for i := range p.kept {
 			d.mark(p.kept[i].Index, outcomeDropped, reasonInternal, nil)

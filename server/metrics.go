@@ -18,6 +18,9 @@ import (
 const (
 	endpointEvents = "events"
 	endpointS2S    = "s2s"
+	// endpointSegment labels Segment's HTTP Tracking API (README
+	// "Segment-compatible intake"), all of its paths.
+	endpointSegment = "segment"
 
 	reasonAccepted        = "accepted"
 	reasonAcceptedConsent = "accepted_consent"
@@ -30,7 +33,7 @@ const (
 )
 
 var (
-	endpoints = []string{endpointEvents, endpointS2S}
+	endpoints = []string{endpointEvents, endpointS2S, endpointSegment}
 	reasons   = []string{reasonAccepted, reasonAcceptedConsent, reasonBot, reasonInternal,
 		reasonConsentRequired, reasonRateLimit, reasonQuota, reasonSchemaInvalid}
 

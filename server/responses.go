@@ -62,6 +62,15 @@ type intakeAnswer struct {
 	Dropped     int `json:"dropped"`
 }
 
+// segmentAnswer is the 200 of the Segment intake (README
+// "Segment-compatible intake"): Segment's {"success": true}, the counts of
+// intakeAnswer, and the messages of a batch refused one by one.
+type segmentAnswer struct {
+	Success bool `json:"success"`
+	intakeAnswer
+	Rejected int `json:"rejected"`
+}
+
 // Tenancy (README "Tenancy rules", "Audit log").
 
 // workspaceBody is a workspace: the answer of POST /workspaces,

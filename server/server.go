@@ -129,6 +129,7 @@ func (s *Server) Collector() http.Handler {
 	rt.handle(http.MethodPost, "/events", s.ingest(browserEvents))
 	rt.handle(http.MethodPost, "/s2s/events", s.ingest(serverEvents))
 	rt.handleV1(http.MethodGet, "/script.js", s.script)
+	s.segmentRoutes(rt)
 	rt.GlobalOPTIONS = http.HandlerFunc(preflight)
 	return cors(rt)
 }
