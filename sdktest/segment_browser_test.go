@@ -188,7 +188,7 @@ func TestSegmentBrowserSDK(t *testing.T) {
 	if len(events) != 11 {
 		t.Fatalf("got %d events, want 11", len(events))
 	}
-	checkMapping(t, messages, events)
+	checkMapping(t, srv.SiteID, messages, events)
 	for _, e := range events {
 		if deref(e.Browser) != "Chrome" || deref(e.OS) != "Linux" || deref(e.DeviceType) != "desktop" {
 			t.Errorf("event %s (%s): got %s/%s/%s, want Chrome/Linux/desktop from context.userAgent",
@@ -218,8 +218,8 @@ func TestSegmentBrowserSDK(t *testing.T) {
 		var tl timeline
 		q.get(site+"/users/"+user.id+"/timeline", &tl)
 		for _, e := range tl.Events {
-			if e.AnonID != user.anon {
-				t.Errorf("timeline of %s: got an event of %q, want only %q's", user.id, e.AnonID, user.anon)
+			if e.AnonID != user.anon && !(e.Type == "alias" && e.AnonID == user.old) {
+				t.Errorf("timeline of %s: got a %s of %q, want only %q's events and the alias of %q", user.id, e.Type, e.AnonID, user.anon, user.old)
 			}
 		}
 		var x subjectExport

@@ -95,7 +95,7 @@ func TestSegmentNodeSDK(t *testing.T) {
 	if len(events) != 7 {
 		t.Fatalf("got %d events stored, want 7 (8 sent, one a resend); decisions: %+v", len(events), srv.Decisions(servertest.Filter{}))
 	}
-	byMessage := checkMapping(t, messages, events)
+	byMessage := checkMapping(t, srv.SiteID, messages, events)
 	if d := srv.Decisions(servertest.Filter{Outcome: "duplicate"}); len(d) != 1 || d[0].EventID != byMessage["node-fixed-message-1"].ID {
 		t.Errorf("duplicates in the feed: got %+v, want the resend of node-fixed-message-1", d)
 	}
