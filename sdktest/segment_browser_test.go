@@ -96,13 +96,15 @@ type browserRequest struct {
 	Headers map[string]string `json:"headers"`
 	Body    string            `json:"body"`
 	Status  int               `json:"status"`
-	Error   string            `json:"error"`
+	// RetryAfter is the answer's Retry-After as the page's script sees it
+	// (null unless the collector exposes it to other origins).
+	RetryAfter *string `json:"retryAfter"`
+	Error      string  `json:"error"`
 }
 
-// runPage opens path, runs script (a JavaScript function of the SDK's
-// analytics object) in it, waits until the SDK has made n requests and
-// had every answer, and returns them.
-func runPage(t *testing.T, ctx context.Context, pageURL, script string, n int) []browserRequest {
+// openPage opens pageURL and starts script (a JavaScript function of the
+// SDK's analytics object) in it.
+func openPage(t *testing.T, ctx context.Context, pageURL, script string) {
 	t.Helper()
 	if err := chromedp.Do(ctx, chromedp.Navigate(pageURL)); err != nil {
 		t.Fatalf("%s: %v", pageURL, err)
@@ -110,17 +112,34 @@ func runPage(t *testing.T, ctx context.Context, pageURL, script string, n int) [
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.run(`+script+`), true`)); err != nil {
 		t.Fatalf("%s: %v", pageURL, err)
 	}
-	sentJSON, err := chromedp.Run(ctx, chromedp.Poll[string](
-		`window.sent.length >= `+strconv.Itoa(n)+` && window.sent.every(function (s) { return s.status !== 0; }) && JSON.stringify(window.sent)`,
-		chromedp.WithPollingTimeout(30*time.Second)))
+}
+
+// sentRequests returns the requests the page's SDK has made so far.
+func sentRequests(t *testing.T, ctx context.Context) []browserRequest {
+	t.Helper()
+	sentJSON, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify(window.sent)`))
 	if err != nil {
-		partial, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify(window.sent)`))
-		t.Fatalf("%s: %v; the SDK's requests so far: %s", pageURL, err, partial)
+		t.Fatal(err)
 	}
 	var sent []browserRequest
 	if err := json.Unmarshal([]byte(sentJSON), &sent); err != nil {
 		t.Fatal(err)
 	}
+	return sent
+}
+
+// runPage opens pageURL, runs script in it, waits until the SDK has made
+// n requests and had every answer, and returns them.
+func runPage(t *testing.T, ctx context.Context, pageURL, script string, n int) []browserRequest {
+	t.Helper()
+	openPage(t, ctx, pageURL, script)
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](
+		`window.sent.length >= `+strconv.Itoa(n)+` && window.sent.every(function (s) { return s.status !== 0; })`,
+		chromedp.WithPollingTimeout(30*time.Second)))
+	if err != nil {
+		t.Fatalf("%s: %v; the SDK's requests so far: %+v", pageURL, err, sentRequests(t, ctx))
+	}
+	sent := sentRequests(t, ctx)
 	if len(sent) != n {
 		t.Fatalf("%s: got %d requests, want %d: %+v", pageURL, len(sent), n, sent)
 	}
@@ -232,6 +251,48 @@ func TestSegmentBrowserSDK(t *testing.T) {
 		}
 		if len(x.UserProfiles) != 1 || x.UserProfiles[0].Traits["plan"] == nil {
 			t.Errorf("%s: got profiles %+v, want the identify traits", user.id, x.UserProfiles)
+		}
+	}
+}
+
+// TestSegmentBrowserSDKRetriesRateLimited makes the collector answer 429
+// to part of a page's calls: the page can read Retry-After (the collector
+// exposes it to other origins), Segment's browser SDK retries, its retries
+// carrying X-Retry-Count, a header the collector's CORS preflight must
+// allow, and every event arrives once.
+func TestSegmentBrowserSDKRetriesRateLimited(t *testing.T) {
+	ctx := browser(t)
+	srv := servertest.New(t, servertest.WithRateLimit(2)) // a bucket of 4 events
+	pages := sdkPages(t, srv.CollectorURL, srv.SiteID)
+
+	openPage(t, ctx, pages.URL+"/standard.html", `async function (a) {
+		a.setAnonymousId("anon-retry");
+		for (let i = 0; i < 6; i++) a.track("Step " + i);
+	}`)
+	events := waitEvents(t, srv, 6)
+	sent := sentRequests(t, ctx)
+	limited, retried := 0, 0
+	for _, r := range sent {
+		if r.Status == http.StatusTooManyRequests {
+			limited++
+			if r.RetryAfter == nil {
+				t.Errorf("a 429 to %s: the page cannot read its Retry-After, so the SDK cannot wait as told", r.URL)
+			}
+		}
+		if r.Headers["X-Retry-Count"] != "" && r.Status == 200 {
+			retried++
+		}
+	}
+	if limited == 0 || retried == 0 {
+		t.Fatalf("got %d answers 429 and %d retries delivered, want both (the test needs the limit to bite): %+v", limited, retried, sent)
+	}
+	seen := map[string]int{}
+	for _, e := range events {
+		seen[e.Type]++
+	}
+	for i := 0; i < 6; i++ {
+		if name := "Step " + strconv.Itoa(i); seen[name] != 1 {
+			t.Errorf("%q: got %d stored, want 1 (all: %v)", name, seen[name], seen)
 		}
 	}
 }

@@ -160,3 +160,33 @@ func TestSegmentNodeSDK(t *testing.T) {
 		}
 	}
 }
+
+// TestSegmentNodeSDKRetriesRateLimited makes the collector answer 429 with
+// Retry-After to part of the Node SDK's batches: the SDK waits and sends
+// them again, and every message is stored once.
+func TestSegmentNodeSDKRetriesRateLimited(t *testing.T) {
+	node := lookPath("node", "nodejs")
+	if node == "" {
+		need(t, "node is not installed", "apt-get install nodejs npm")
+	}
+	nodeModules(t, "@segment/analytics-node")
+	srv := servertest.New(t, servertest.WithRateLimit(2)) // a bucket of 4 events: two of the four batches
+
+	cmd := exec.Command(node, "analytics-node.mjs")
+	cmd.Env = append(os.Environ(), "TALLY_HOST="+srv.CollectorURL, "TALLY_WRITE_KEY="+srv.SiteID)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("analytics-node.mjs: %v\n%s\n%s", err, stderr.Bytes(), stdout.Bytes())
+	}
+	if !bytes.Contains(stdout.Bytes(), []byte(`"status":429`)) {
+		t.Fatalf("no answer was 429, so the test proved nothing:\n%s", stdout.Bytes())
+	}
+	events, err := srv.Events()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 7 {
+		t.Fatalf("got %d events stored, want 7; decisions: %+v", len(events), srv.Decisions(servertest.Filter{}))
+	}
+}
