@@ -61,6 +61,10 @@ type Event struct {
 	ClientIP string
 }
 
+// MaxTypeLen is the longest event type of any intake format, in
+// characters: a Segment track's type is its event name.
+const MaxTypeLen = 255
+
 var typePattern = regexp.MustCompile(`^[A-Za-z0-9_.:$-]{1,64}$`)
 
 // Parse reads a request body holding one event object or a batch array of

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -95,8 +96,11 @@ func ParsePlan(data []byte) (*Plan, error) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if name != Wildcard && !typePattern.MatchString(name) {
-			return nil, fmt.Errorf("event %q: the name must match ^[A-Za-z0-9_.:$-]{1,64}$ or be %q", name, Wildcard)
+		// Names are wider than the native type pattern: a Segment track's
+		// type is its event name, such as "Order Completed" (README
+		// "Segment-compatible intake").
+		if n := utf8.RuneCountInString(name); name != Wildcard && (n < 1 || n > MaxTypeLen) {
+			return nil, fmt.Errorf("event %q: the name must be 1 to %d characters or be %q", name, MaxTypeLen, Wildcard)
 		}
 		sch, err := c.Compile(planURL + "#/events/" + escapePointer(name))
 		if err != nil {

@@ -241,8 +241,8 @@ func segmentMessage(raw json.RawMessage, call *segmentCall, prefix string, b seg
 	ev.Type = call.eventType
 	if call.name == "track" {
 		name, ok := stringField(f, "event")
-		if n := utf8.RuneCountInString(name); !ok || n < 1 || n > 255 {
-			bad("event", "a track needs event, the event name: a string of 1 to 255 characters")
+		if n := utf8.RuneCountInString(name); !ok || n < 1 || n > schema.MaxTypeLen {
+			bad("event", "a track needs event, the event name: a string of 1 to %d characters", schema.MaxTypeLen)
 		}
 		ev.Type = name
 	}
