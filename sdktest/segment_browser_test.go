@@ -262,7 +262,7 @@ func TestSegmentBrowserSDK(t *testing.T) {
 // allow, and every event arrives once.
 func TestSegmentBrowserSDKRetriesRateLimited(t *testing.T) {
 	ctx := browser(t)
-	srv := servertest.New(t, servertest.WithRateLimit(2)) // a bucket of 4 events
+	srv := servertest.New(t, servertest.WithRateLimit(1)) // a bucket of 2 events
 	pages := sdkPages(t, srv.CollectorURL, srv.SiteID)
 
 	openPage(t, ctx, pages.URL+"/standard.html", `async function (a) {
@@ -270,6 +270,11 @@ func TestSegmentBrowserSDKRetriesRateLimited(t *testing.T) {
 		for (let i = 0; i < 6; i++) a.track("Step " + i);
 	}`)
 	events := waitEvents(t, srv, 6)
+	// The collector commits before the page sees the answer: wait for it.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.sent.every(function (s) { return s.status !== 0; })`,
+		chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("the SDK's requests never all got an answer: %v %+v", err, sentRequests(t, ctx))
+	}
 	sent := sentRequests(t, ctx)
 	limited, retried := 0, 0
 	for _, r := range sent {
