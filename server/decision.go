@@ -71,6 +71,16 @@ func (s *Server) logDecision(d *decision, took time.Duration) {
 		}
 		attrs = append(attrs, "problems", paths)
 	}
+	if len(d.refused) > 0 {
+		// The events a storeValid batch refused one by one: where, not what.
+		paths := make([]string, 0, len(d.refused))
+		for _, rf := range d.refused {
+			for _, dt := range rf.details {
+				paths = append(paths, dt.Path)
+			}
+		}
+		attrs = append(attrs, "rejected", len(d.refused), "refused", paths)
+	}
 	if d.status >= 500 {
 		s.log.Error("intake", attrs...)
 		return

@@ -45,6 +45,9 @@ type intakeFormat struct {
 	// code of a body over it ("": payload_too_large, 413).
 	bodyLimit int64
 	tooLarge  string
+	// redact drops a credential the body carries (Segment's writeKey)
+	// before the body is parsed or kept anywhere (nil: none).
+	redact func(body []byte) []byte
 	// okStatus and okBody are the answer of a request the pipeline took
 	// (zero: 202 with the counts).
 	okStatus int

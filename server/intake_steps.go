@@ -40,6 +40,9 @@ func (p *intakePipeline) bodySize() error {
 		}
 		return err
 	}
+	if p.f.redact != nil {
+		body = p.f.redact(body)
+	}
 	p.d.body = body
 	return nil
 }
@@ -443,11 +446,11 @@ func (p *intakePipeline) store() error {
 		m.deduped[endpoint].Add(committed - res.Accepted)
 		d.answer.Accepted, d.answer.Duplicates = res.Accepted, committed-res.Accepted
 		for i := range committed {
-			outcome := outcomeAccepted
 			if res.Duplicate[i] {
-				outcome = outcomeDuplicate
+				d.mark(p.kept[i].Index, outcomeDuplicate, "", nil)
+			} else {
+				d.mark(p.kept[i].Index, outcomeAccepted, reasonAccepted, nil)
 			}
-			d.mark(p.kept[i].Index, outcome, "", nil)
 		}
 		d.reason = reasonInternal
 		for i := range p.kept {

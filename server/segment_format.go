@@ -76,7 +76,16 @@ func segmentFormat(call *segmentCall) *intakeFormat {
 		},
 		agentFrom: agentField, locate: true, batch: storeValid,
 		siteFromCredential: true, bodyLimit: segmentBodyLimit, tooLarge: fault.InvalidEvent,
-		okStatus: 200, okBody: segmentOK, dlqPayload: segmentDLQPayload, cookieless: segmentCookieless}
+		redact: redactWriteKey, okStatus: 200, okBody: segmentOK, dlqPayload: segmentDLQPayload, cookieless: segmentCookieless}
+}
+
+// redactWriteKey drops the body's top-level writeKey: a credential, which
+// neither raw nor the inspection feed may keep.
+func redactWriteKey(body []byte) []byte {
+	if !bytes.Contains(body, []byte(`"writeKey"`)) {
+		return body
+	}
+	return withoutMember(bytes.TrimSpace(body), "writeKey")
 }
 
 // segmentOK is the body of a request the Segment intake took: Segment's
@@ -184,8 +193,12 @@ func segmentMessage(raw json.RawMessage, call *segmentCall, prefix string, b seg
 	f := ev.Fields
 	if _, ok := f["writeKey"]; ok {
 		// The write key is a credential: raw keeps the message without it.
-		ev.Raw = withoutMember(raw, "writeKey")
+		ev.Raw = withoutMember(ev.Raw, "writeKey")
 		delete(f, "writeKey")
+	}
+	if bytes.Contains(f["context"], []byte(`"ip"`)) {
+		// context.ip is for the location lookup only: never stored.
+		ev.Raw = withoutNested(ev.Raw, "context", "ip")
 	}
 	if call == nil {
 		name, _ := stringField(f, "type")
@@ -338,13 +351,16 @@ func segmentConsent(consent json.RawMessage) string {
 // message as it was mapped, so its replay through /v1/batch maps the same:
 // the batch's context and integrations merged in, timestamp the corrected
 // event time and no sentAt, and its messageId (the event id when it had
-// none).
+// none). Like raw, it keeps no context.ip.
 func segmentDLQPayload(ev *schema.Event) json.RawMessage {
 	f := make(map[string]json.RawMessage, len(ev.Fields)+1)
 	for k, v := range ev.Fields {
 		f[k] = v
 	}
 	delete(f, "sentAt")
+	if ctx, ok := f["context"]; ok && bytes.Contains(ctx, []byte(`"ip"`)) {
+		f["context"] = withoutMember(ctx, "ip")
+	}
 	f["timestamp"], _ = json.Marshal(ev.TS.Format(time.RFC3339Nano))
 	if _, ok := stringField(f, "messageId"); !ok {
 		f["messageId"], _ = json.Marshal(ev.ID)
@@ -475,6 +491,42 @@ func firstString(a, b json.RawMessage, name string) *string {
 		}
 	}
 	return nil
+}
+
+// withoutNested is the JSON object raw less the member name of its object
+// member outer, every other byte as it was.
+func withoutNested(raw json.RawMessage, outer, name string) json.RawMessage {
+	start, end, ok := valueSpan(raw, outer)
+	if !ok {
+		return raw
+	}
+	inner := withoutMember(raw[start:end], name)
+	out := make([]byte, 0, len(raw))
+	return append(append(append(out, raw[:start]...), inner...), raw[end:]...)
+}
+
+// valueSpan is where the value of the top-level member name of the JSON
+// object raw lies.
+func valueSpan(raw json.RawMessage, name string) (start, end int, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, 0, false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return 0, 0, false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return 0, 0, false
+		}
+		if key, _ := t.(string); key == name {
+			end = int(dec.InputOffset())
+			return end - len(v), end, true
+		}
+	}
+	return 0, 0, false
 }
 
 // withoutMember is the JSON object raw less its member name, every other

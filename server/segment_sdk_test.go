@@ -115,6 +115,14 @@ func TestSegmentAnalyticsGo(t *testing.T) {
 	if got := get("/v1/sites/shop/pageviews?" + day); !strings.Contains(got, `"count":1`) {
 		t.Errorf("pageviews: got %s, want 1", got)
 	}
+	// One session per anon id: anon-1 (the page, the alias and the tracks with an
+	// anonymousId) and user-1 (the identify and the track with only a userId).
+	if got := h.count(`SELECT COUNT(*) FROM sessions WHERE site_id = 'shop'`); got == 0 {
+		t.Errorf("got no sessions, want the messages' sessions")
+	}
+	if got := get("/v1/sites/shop/sessions?" + day); !strings.Contains(got, `"count":2`) {
+		t.Errorf("sessions: got %s, want 2 (anon-1 and user-1)", got)
+	}
 	for dim, want := range map[string]string{"url": `"value":"https://shop.test/pricing"`, "referrer": `"value":"news.test"`, "browser": `"value":"Chrome"`} {
 		if got := get("/v1/sites/shop/breakdown?dimension=" + dim + "&" + day); !strings.Contains(got, want) {
 			t.Errorf("breakdown by %s: got %s, want %s", dim, got, want)

@@ -1,10 +1,16 @@
 package server
 
 import (
+	"bytes"
+	"context"
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +18,7 @@ import (
 
 	"github.com/tally-analytics/tally/privacy"
 	"github.com/tally-analytics/tally/schema"
+	"github.com/tally-analytics/tally/storage"
 )
 
 // segmentPost sends body to a Segment path of the collector with writeKey
@@ -457,16 +464,19 @@ func TestSegmentDLQReplay(t *testing.T) {
 	h, tn, fix := quarantineHarness(t)
 	// The batch's context (its userAgent and page) must survive the DLQ.
 	body := `{"batch":[{"type":"track","anonymousId":"a","event":"purchase","messageId":"m-1","timestamp":"2026-01-31T10:00:00.120Z"}],
-		"sentAt":"2026-01-31T10:05:00.120Z","context":{"userAgent":"` + chromeUA + `","page":{"url":"https://shop.test/cart"}}}`
+		"sentAt":"2026-01-31T10:05:00.120Z","context":{"ip":"203.0.113.9","userAgent":"` + chromeUA + `","page":{"url":"https://shop.test/cart"}}}`
 	a := segmentOKAnswer(t, h.segmentPost("/v1/batch", "web", body))
 	if a.Quarantined != 1 {
 		t.Fatalf("got %+v, want 1 quarantined", a)
 	}
 	id := uuid.NewSHA1(segmentNamespace, []byte("m-1")).String()
-	var endpoint string
-	h.sqlDB().QueryRow(`SELECT endpoint FROM dlq WHERE id = ?`, id).Scan(&endpoint)
+	var endpoint, payload string
+	h.sqlDB().QueryRow(`SELECT endpoint, payload FROM dlq WHERE id = ?`, id).Scan(&endpoint, &payload)
 	if endpoint != endpointSegment {
 		t.Fatalf("got DLQ endpoint %q, want %q", endpoint, endpointSegment)
+	}
+	if strings.Contains(payload, "203.0.113.9") || strings.Contains(payload, "sentAt") || !strings.Contains(payload, "https://shop.test/cart") {
+		t.Errorf("got DLQ payload %s, want the mapped message: the batch context merged in, no ip, no sentAt", payload)
 	}
 	fix()
 	r := h.q("POST", "/v1/sites/web/dlq/"+id+"/replay", tn.adminKey, nil)
@@ -529,6 +539,14 @@ func TestSegmentMetricsAndFeed(t *testing.T) {
 		list.Decisions[0].Status != 200 {
 		t.Errorf("got %s, want one segment decision of type Order Completed, status 200", r.body)
 	}
+	// The write key is a credential: no payload in the feed keeps it, not
+	// even that of a request refused whole.
+	mustStatus(t, h.segmentPost("/v1/track", "", `{"writeKey":"shop","anonymousId":"a"}`), 400, "invalid_event")
+	segmentOKAnswer(t, h.segmentPost("/v1/batch", "", `{"writeKey":"shop","batch":[{"type":"page","anonymousId":"a","writeKey":"shop"}]}`))
+	r = h.q("GET", "/v1/debug/decisions", "", nil)
+	if strings.Contains(string(r.body), "writeKey") || len(r.json(t)["decisions"].([]any)) != 3 {
+		t.Errorf("got %s, want three decisions, no writeKey", r.body)
+	}
 }
 
 // TestSegmentRoutesCoexist checks the native /v1 collector routes still
@@ -556,6 +574,145 @@ func TestSegmentWithoutWriteKey(t *testing.T) {
 	for _, tt := range tests {
 		if got := string(withoutMember(json.RawMessage(tt.in), "writeKey")); got != tt.want {
 			t.Errorf("%s: got %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestSegmentLaterJobFails makes the second writer job of a long batch
+// fail (a trigger refuses one of its rows): the answer is an error the SDK
+// retries, the feed and the metrics count the first job's messages as
+// stored, and the retry finds those duplicates and stores the rest.
+func TestSegmentLaterJobFails(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 1000 })
+	h.setupTenant("acme", "shop")
+	if _, err := h.sqlDB().Exec(`CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.type = 'Refused'
+		BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`); err != nil {
+		t.Fatal(err)
+	}
+	n := maxJob + 10
+	parts := make([]string, n)
+	for i := range parts {
+		event := "Fine"
+		if i == n-1 {
+			event = "Refused"
+		}
+		parts[i] = fmt.Sprintf(`{"type":"track","anonymousId":"a","event":%q,"messageId":"m%d"}`, event, i)
+	}
+	body := `{"batch":[` + strings.Join(parts, ",") + `]}`
+	r := h.segmentPost("/v1/batch", "shop", body)
+	if r.status < 500 {
+		t.Fatalf("got %d %s, want a 5xx the SDK retries", r.status, r.body)
+	}
+	if got := h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'shop'`); got != maxJob {
+		t.Fatalf("got %d stored, want the first job's %d", got, maxJob)
+	}
+	if got := metricValue(t, h, `service_events_accepted_total{endpoint="segment"}`); got != fmt.Sprint(maxJob) {
+		t.Errorf("got %s accepted in the metrics, want %d", got, maxJob)
+	}
+	if got := metricValue(t, h, `service_events_dropped_total{endpoint="segment",reason="internal"}`); got != "10" {
+		t.Errorf("got %s dropped as internal, want 10", got)
+	}
+	var list decisionsAnswer
+	json.Unmarshal(h.q("GET", "/v1/debug/decisions?outcome=accepted&limit=1000", "", nil).body, &list)
+	if len(list.Decisions) != maxJob {
+		t.Errorf("got %d accepted decisions, want %d", len(list.Decisions), maxJob)
+	}
+	if _, err := h.sqlDB().Exec(`DROP TRIGGER refuse`); err != nil {
+		t.Fatal(err)
+	}
+	a := segmentOKAnswer(t, h.segmentPost("/v1/batch", "shop", body))
+	if a.Accepted != 10 || a.Duplicates != maxJob {
+		t.Errorf("retry: got %+v, want 10 accepted, %d duplicates", a, maxJob)
+	}
+}
+
+func TestSegmentLocation(t *testing.T) {
+	loc, err := privacy.NewLocator("../testdata/geoip-test.mmdb", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(c *Config) { c.Locator = loc })
+	h.setupTenant("acme", "shop")
+	body := `{"batch":[
+		{"type":"track","anonymousId":"a","event":"ip","context":{"ip":"203.0.113.9","userAgent":"x"}},
+		{"type":"track","anonymousId":"a","event":"batch ip"},
+		{"type":"track","anonymousId":"a","event":"own ip","context":{"ip":"198.51.100.7"}}],
+		"context":{"ip":"2001:db8::1"}}`
+	segmentOKAnswer(t, h.segmentPost("/v1/batch", "shop", body))
+	segmentOKAnswer(t, h.segmentPost("/v1/track", "shop", `{"anonymousId":"a","event":"no ip"}`))
+	want := map[string]string{"ip": "DE Berlin", "batch ip": "JP Tokyo", "own ip": "FR Paris", "no ip": "NL Amsterdam"}
+	for _, e := range h.segmentEvents("shop") {
+		if got := e.country.String + " " + e.city.String; got != want[e.typ] {
+			t.Errorf("%s: got %s, want %s", e.typ, got, want[e.typ])
+		}
+		if strings.Contains(e.raw, `"ip":`) || strings.Contains(e.raw, "203.0.113.9") {
+			t.Errorf("%s: raw %s keeps the address", e.typ, e.raw)
+		}
+	}
+	if e := h.segmentEvents("shop")[0]; e.raw != `{"type":"track","anonymousId":"a","event":"ip","context":{"userAgent":"x"}}` {
+		t.Errorf("got raw %s, want the message's bytes without context.ip", e.raw)
+	}
+}
+
+// FuzzSegmentIntake posts arbitrary bodies to the Segment paths of the real
+// collector over a real database, with the write key in the header and in
+// the body: every answer must be a 200 or a 4xx, never a 5xx or a panic.
+func FuzzSegmentIntake(f *testing.F) {
+	for _, seed := range []string{
+		`{"batch":[{"type":"track","anonymousId":"a","event":"Order Completed","properties":{"revenue":49}}],"context":{"ip":"127.0.0.1"},"sentAt":"2026-01-31T09:05:00Z"}`,
+		`{"writeKey":"web","batch":[{"type":"alias","previousId":"p","userId":"u"},{"type":"identify","userId":7,"traits":{"x":1}}]}`,
+		`{"type":"page","anonymousId":"a","writeKey":"web","context":{"consent":{"categoryPreferences":{"Analytics":false}},"page":{"url":"%zz?q"}}}`,
+		`{"anonymousId":"a","event":"x","timestamp":"1999-01-01T00:00:00Z","sentAt":"x","messageId":"m"}`,
+		`{"batch":[1,"a",null,{}],"context":[]}`, `{"writeKey":{"a":1}}`, `{`, ``, `null`, `[]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	db, err := storage.Open(context.Background(), storage.Options{Path: filepath.Join(f.TempDir(), "fuzz.db")})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { db.Close() })
+	plan, err := schema.LoadPlan("../testdata/plan.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	srv := New(Config{Plan: plan, Logger: discardLogger(), Quota: 1 << 30}, db)
+	ws, _ := db.CreateWorkspace(context.Background(), storage.Actor{Kind: storage.ActorSystem}, "F", "f")
+	db.CreateSite(context.Background(), storage.Actor{Kind: storage.ActorSystem}, ws, "web", "Web")
+	h := srv.Collector()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, path := range []string{"/v1/batch", "/v1/track", "/v1/i", "/v1/alias"} {
+			for _, basic := range []bool{true, false} {
+				req := httptest.NewRequest("POST", path, bytes.NewReader(body))
+				if basic {
+					req.SetBasicAuth("web", "")
+				}
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK && (rec.Code < 400 || rec.Code >= 500) {
+					t.Fatalf("%s: got %d %s for body %q", path, rec.Code, rec.Body, body)
+				}
+			}
+		}
+	})
+}
+
+func TestSegmentLogs(t *testing.T) {
+	var buf bytes.Buffer
+	h := newHarness(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&buf, nil)) })
+	h.setupTenant("acme", "shop")
+	secret := "very-secret-property-value"
+	segmentOKAnswer(t, h.segmentPost("/v1/batch", "", `{"writeKey":"shop","batch":[
+		{"type":"identify","userId":"alice@example.com","traits":{"t":"`+secret+`"},"context":{"ip":"203.0.113.9"}},
+		{"type":"track","anonymousId":"a","properties":{"p":"`+secret+`"}}]}`))
+	lines := logLines(t, &buf, "intake")
+	if len(lines) != 1 || lines[0]["endpoint"] != endpointSegment || lines[0]["rejected"] != float64(1) ||
+		fmt.Sprint(lines[0]["refused"]) != "[/batch/1/event]" {
+		t.Fatalf("got %v, want one segment line naming the refused message's problem", lines)
+	}
+	for _, banned := range []string{"203.0.113.9", secret, "alice@example.com", "writeKey"} {
+		if strings.Contains(buf.String(), banned) {
+			t.Errorf("logs contain %q:\n%s", banned, buf.String())
 		}
 	}
 }

@@ -90,6 +90,12 @@ func TestResponseShapes(t *testing.T) {
 		{api: "c", method: "POST", path: "/v1/events", token: "web", status: 400, headers: []string{ua, chromeUA},
 			body: ev("web", 7, map[string]any{"anon_id": nil})},
 		{api: "c", method: "POST", path: "/v1/events", token: "nope", status: 401, body: ev("web", 8, nil)},
+		// Segment's HTTP Tracking API (README "Segment-compatible intake").
+		{api: "c", method: "POST", path: "/v1/batch", status: 200, body: map[string]any{"writeKey": "web", "batch": []any{
+			map[string]any{"type": "track", "anonymousId": "anon-s", "event": "Order Completed", "properties": map[string]any{"revenue": 49},
+				"context": map[string]any{"userAgent": chromeUA}},
+			map[string]any{"type": "page"}}}},
+		{api: "c", method: "POST", path: "/v1/track", status: 400, body: map[string]any{"writeKey": "web", "anonymousId": "anon-s"}},
 		{api: "c", method: "GET", path: "/v1/nowhere", status: 404},
 
 		// Tenancy.
