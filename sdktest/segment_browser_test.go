@@ -53,7 +53,8 @@ func browser(t *testing.T) context.Context {
 // sdkPages serves, on an origin other than the collector's, test pages
 // that load analytics-next's browser build from node_modules (no CDN):
 // /standard.html sends each event on its own request, /batched.html uses
-// the SDK's batching delivery strategy.
+// the SDK's batching delivery strategy, both with the settings inline;
+// /settings.html names only the collector, as cdnURL.
 func sdkPages(t *testing.T, collector, writeKey string) *httptest.Server {
 	t.Helper()
 	bundles := filepath.Join(nodeModules(t, "@segment/analytics-next"), "dist", "umd")
@@ -65,12 +66,17 @@ func sdkPages(t *testing.T, collector, writeKey string) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := func(delivery string) string {
-		return strings.NewReplacer("{{WRITE_KEY}}", writeKey, "{{COLLECTOR_HOST}}", u.Host, "{{DELIVERY}}", delivery).Replace(string(tmpl))
+	page := func(loadArgs string) string {
+		return strings.NewReplacer("{{LOAD_ARGS}}", loadArgs).Replace(string(tmpl))
+	}
+	inline := func(delivery string) string {
+		return `{ writeKey: "` + writeKey + `", cdnSettings: { integrations: { "Segment.io": { apiKey: "` + writeKey + `" } }, metrics: { sampleRate: 0 } } },
+			{ integrations: { "Segment.io": { apiHost: "` + u.Host + `/v1", protocol: "http", deliveryStrategy: ` + delivery + ` } } }`
 	}
 	pages := map[string]string{
-		"/standard.html": page(`{ strategy: "standard", config: {} }`),
-		"/batched.html":  page(`{ strategy: "batching", config: { size: 3, timeout: 300 } }`),
+		"/standard.html": page(inline(`{ strategy: "standard", config: {} }`)),
+		"/batched.html":  page(inline(`{ strategy: "batching", config: { size: 3, timeout: 300 } }`)),
+		"/settings.html": page(`{ writeKey: "` + writeKey + `", cdnURL: "` + collector + `" }`),
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/analytics-next/bundles/", http.StripPrefix("/analytics-next/bundles/", http.FileServer(http.Dir(bundles))))
@@ -299,5 +305,30 @@ func TestSegmentBrowserSDKRetriesRateLimited(t *testing.T) {
 		if name := "Step " + strconv.Itoa(i); seen[name] != 1 {
 			t.Errorf("%q: got %d stored, want 1 (all: %v)", name, seen[name], seen)
 		}
+	}
+}
+
+// TestSegmentBrowserSDKSettingsFromCollector loads Segment's browser SDK
+// with only cdnURL = the collector: it fetches its settings document from
+// the collector, which names the collector as where to send, and its
+// events arrive.
+func TestSegmentBrowserSDKSettingsFromCollector(t *testing.T) {
+	ctx := browser(t)
+	srv := servertest.New(t)
+	pages := sdkPages(t, srv.CollectorURL, srv.SiteID)
+
+	sent := runPage(t, ctx, pages.URL+"/settings.html", `async function (a) {
+		a.setAnonymousId("anon-settings");
+		await a.track("Order Completed", {revenue: 49});
+	}`, 2)
+	wantURLs := []string{srv.CollectorURL + "/v1/projects/" + srv.SiteID + "/settings", srv.CollectorURL + "/v1/t"}
+	for i, r := range sent {
+		if r.URL != wantURLs[i] || r.Status != 200 {
+			t.Errorf("request %d: got %s answered %d, want %s answered 200", i, r.URL, r.Status, wantURLs[i])
+		}
+	}
+	events := waitEvents(t, srv, 1)
+	if events[0].Type != "Order Completed" || events[0].AnonID != "anon-settings" {
+		t.Fatalf("got %+v, want the Order Completed of anon-settings", events[0])
 	}
 }

@@ -130,6 +130,7 @@ func (s *Server) Collector() http.Handler {
 	rt.handle(http.MethodPost, "/s2s/events", s.ingest(serverEvents))
 	rt.handleV1(http.MethodGet, "/script.js", s.script)
 	s.segmentRoutes(rt)
+	rt.route(http.MethodGet, "/v1/projects/:writeKey/settings", s.segmentSettings)
 	rt.GlobalOPTIONS = http.HandlerFunc(preflight)
 	return cors(rt)
 }
