@@ -132,6 +132,13 @@ func TestSegmentNodeSDK(t *testing.T) {
 			t.Errorf("breakdown by %s: got %+v, want %q counted once", dim, b.Rows, want)
 		}
 	}
+	var sessions struct {
+		Count int64 `json:"count"`
+	}
+	q.get(site+"/sessions?"+dateRange(), &sessions)
+	if sessions.Count != 2 {
+		t.Errorf("sessions: got %d, want 2 (anon-node-1's, and the alias's old-anon-node)", sessions.Count)
+	}
 	var tl timeline
 	q.get(site+"/users/u-node-1/timeline", &tl)
 	seen := map[string]int{}
