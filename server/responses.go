@@ -472,3 +472,32 @@ type resetAnswer struct {
 	OK      bool             `json:"ok"`
 	Deleted map[string]int64 `json:"deleted"`
 }
+
+// Segment's browser SDK settings (README "Segment-compatible intake").
+
+// segmentSettingsBody is the answer of GET /v1/projects/:writeKey/settings:
+// the part of Segment's CDN settings document that analytics-next reads
+// to send to the collector.
+type segmentSettingsBody struct {
+	Integrations segmentSettingsIntegrations `json:"integrations"`
+	Metrics      segmentSettingsMetrics      `json:"metrics"`
+}
+
+// segmentSettingsIntegrations holds the one destination the SDK loads.
+type segmentSettingsIntegrations struct {
+	SegmentIO segmentIOSettings `json:"Segment.io"`
+}
+
+// segmentIOSettings points the SDK's Segment.io destination at the
+// collector: APIHost is host[:port]/v1, without the scheme.
+type segmentIOSettings struct {
+	APIKey   string `json:"apiKey"`
+	APIHost  string `json:"apiHost"`
+	Protocol string `json:"protocol"`
+}
+
+// segmentSettingsMetrics turns the SDK's own telemetry (posted to /v1/m)
+// off: SampleRate is always 0.
+type segmentSettingsMetrics struct {
+	SampleRate float64 `json:"sampleRate"`
+}

@@ -130,6 +130,7 @@ func (s *Server) Collector() http.Handler {
 	rt.handle(http.MethodPost, "/s2s/events", s.ingest(serverEvents))
 	rt.handleV1(http.MethodGet, "/script.js", s.script)
 	s.segmentRoutes(rt)
+	rt.route(http.MethodGet, "/v1/projects/:writeKey/settings", s.segmentSettings)
 	rt.GlobalOPTIONS = http.HandlerFunc(preflight)
 	return cors(rt)
 }
@@ -140,6 +141,9 @@ func (s *Server) Collector() http.Handler {
 func cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Access-Control-Allow-Origin", "*")
+		// A page's script may read only the headers listed here: SDKs
+		// (Segment's browser SDK among them) wait as long as they say.
+		w.Header().Set("Access-Control-Expose-Headers", "Retry-After, X-RateLimit-Reset")
 		next.ServeHTTP(w, r)
 	})
 }
@@ -150,7 +154,8 @@ func cors(next http.Handler) http.Handler {
 func preflight(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Access-Control-Allow-Methods", "POST, GET, OPTIONS")
-	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Site-Id")
+	// X-Retry-Count: Segment's browser SDK marks its retries with it.
+	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Site-Id, X-Retry-Count")
 	h.Set("Access-Control-Max-Age", "86400")
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -96,6 +96,8 @@ func TestResponseShapes(t *testing.T) {
 				"context": map[string]any{"userAgent": chromeUA}},
 			map[string]any{"type": "page"}}}},
 		{api: "c", method: "POST", path: "/v1/track", status: 400, body: map[string]any{"writeKey": "web", "anonymousId": "anon-s"}},
+		{api: "c", method: "GET", path: "/v1/projects/web/settings", status: 200},
+		{api: "c", method: "GET", path: "/v1/projects/nope/settings", status: 401},
 		{api: "c", method: "GET", path: "/v1/nowhere", status: 404},
 
 		// Tenancy.
