@@ -74,6 +74,7 @@ func (f *debugFeed) record(d *decision, now time.Time) {
 			e := base
 			e.Outcome, e.Reason, e.Details = r.Outcome, r.Reason, r.Details
 			e.EventID, e.Type, e.AnonID, e.Enrichment, e.Payload = r.EventID, r.Type, r.AnonID, r.Enrichment, payloadJSON(r.Payload)
+			e.Bot = r.Bot
 			if e.Outcome == "" { // the request was refused after its events were read
 				e.Outcome, e.Reason = outcomeRejected, d.reason
 				e.Details = detailsFor(d.details, i, batch)

@@ -446,6 +446,9 @@ type DebugEvent struct {
 	Details    []fault.Detail  `json:"details,omitempty"`
 	Enrichment *Enrichment     `json:"enrichment,omitempty"`
 	Payload    json.RawMessage `json:"payload,omitempty"`
+	// Bot says the event's User-Agent looked like a bot's, whether or not
+	// the bot filter (BOT_FILTER) dropped it.
+	Bot bool `json:"bot,omitempty"`
 }
 
 // decisionsAnswer is the answer of GET /v1/debug/decisions, newest first.
