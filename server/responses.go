@@ -456,6 +456,17 @@ type decisionsAnswer struct {
 	Decisions []DebugEvent `json:"decisions"`
 }
 
+// debugSummary is the answer of GET /v1/debug/summary: decisions counted
+// by outcome since the start or the last reset, as the feed records them.
+type debugSummary struct {
+	Total       int64 `json:"total"`
+	Accepted    int64 `json:"accepted"`
+	Duplicates  int64 `json:"duplicates"`
+	Quarantined int64 `json:"quarantined"`
+	Dropped     int64 `json:"dropped"`
+	Rejected    int64 `json:"rejected"`
+}
+
 // resetAnswer is the answer of POST /v1/debug/reset: the rows deleted, by
 // table.
 type resetAnswer struct {

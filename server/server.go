@@ -182,6 +182,7 @@ func (s *Server) Query() http.Handler {
 	rt.handleV1(http.MethodPost, "/plan/reload", s.reloadPlan)
 	if s.feed != nil {
 		rt.handleV1(http.MethodGet, "/debug/decisions", s.listDecisions)
+		rt.handleV1(http.MethodGet, "/debug/summary", s.summary)
 		rt.handleV1(http.MethodPost, "/debug/reset", s.reset)
 	}
 
