@@ -32,7 +32,7 @@ func TestDebugSummaryCountsDecisions(t *testing.T) {
 	h.setupTenant("acme", "web")
 	h.setupTenant("other", "shop")
 	intake(t, h.c("POST", "/v1/events", "web", ev("web", 1, nil)))
-	intake(t, h.c("POST", "/v1/events", "web", ev("web", 1, nil)))                             // duplicate
+	intake(t, h.c("POST", "/v1/events", "web", ev("web", 1, nil)))                           // duplicate
 	intake(t, h.c("POST", "/v1/events", "web", ev("web", 2, nil), "User-Agent", headlessUA)) // dropped (bot)
 	intake(t, h.c("POST", "/v1/events", "web", ev("web", 3, map[string]any{"type": "purchase"})))
 	mustStatus(t, h.c("POST", "/v1/events", "web", []any{ev("web", 4, nil), map[string]any{"id": "nope"}}), 400, "invalid_event")
