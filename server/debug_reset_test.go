@@ -122,3 +122,17 @@ func TestDebugResetSiteErrors(t *testing.T) {
 		t.Errorf("got %d events after refused resets, want 1", got)
 	}
 }
+
+// A site's reset gives it a full rate-limit bucket again; the other
+// site's bucket stays as it was.
+func TestDebugResetOneSiteRefillsItsBucket(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.DebugFeedSize, c.RateLimit = 10, 1 }) // a bucket of 2; the clock stands still
+	for _, site := range []string{"web", "shop"} {
+		h.setupTenant("ws-"+site, site)
+		intake(t, h.c("POST", "/v1/events", site, []any{ev(site, 1, nil), ev(site, 2, nil)}))
+		mustStatus(t, h.c("POST", "/v1/events", site, ev(site, 3, nil)), 429, "rate_limited")
+	}
+	mustStatus(t, h.q("POST", "/v1/debug/reset", "", map[string]any{"site_id": "web"}), 200, "")
+	intake(t, h.c("POST", "/v1/events", "web", ev("web", 3, nil)))
+	mustStatus(t, h.c("POST", "/v1/events", "shop", ev("shop", 3, nil)), 429, "rate_limited")
+}
