@@ -30,6 +30,7 @@ type config struct {
 	IngestRateLimit  int
 	IngestQuota      int
 	ConsentMode      string
+	BotFilter        string
 	GeoIPDBPath      string
 	TrustProxy       bool
 	Dev              bool
@@ -71,6 +72,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.GeoIPDBPath, "geoip-db-path", env("GEOIP_DB_PATH", ""), "MaxMind-format city database for country and city [GEOIP_DB_PATH]")
 	fs.StringVar(&trust, "trust-proxy-headers", env("TRUST_PROXY_HEADERS", "false"), "believe X-Forwarded-For and CDN country/city headers [TRUST_PROXY_HEADERS]")
 	fs.StringVar(&durability, "durability", env("DURABILITY", string(storage.DurabilityPower)), "what a 202 survives: power (fsync per commit: power loss and OS crash) or process (process crash only, faster single events) [DURABILITY]")
+	fs.StringVar(&c.BotFilter, "bot-filter", env("BOT_FILTER", ""), "events of bots: on (dropped) or off (stored, marked in the inspection feed); default off in dev mode, else on [BOT_FILTER]")
 	envBool := func(name string) bool { b, _ := strconv.ParseBool(getenv(name)); return b }
 	fs.BoolVar(&c.Dev, "dev", envBool("DEV"), "dev mode: in-memory database, generated admin token, a ready workspace, site and keys, inspection feed [DEV]")
 	fs.BoolVar(&c.DevJSON, "dev-json", envBool("DEV_JSON"), "dev mode, printing the setup as one JSON line on standard output [DEV_JSON]")
@@ -109,6 +111,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	if !privacy.ValidConsentMode(c.ConsentMode) {
 		return c, fmt.Errorf("CONSENT_MODE must be %s or %s, not %q", privacy.ConsentCookieless, privacy.ConsentRequire, c.ConsentMode)
+	}
+	if c.BotFilter != "" && !privacy.ValidBotFilter(c.BotFilter) {
+		return c, fmt.Errorf("BOT_FILTER must be %s or %s, not %q", privacy.BotFilterOn, privacy.BotFilterOff, c.BotFilter)
 	}
 	if c.TrustProxy, err = strconv.ParseBool(trust); err != nil {
 		return c, fmt.Errorf("TRUST_PROXY_HEADERS must be true or false, not %q", trust)
@@ -151,6 +156,13 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		}
 	} else {
 		c.DebugFeedSize = 0 // the inspection feed exists only in dev mode
+	}
+	if c.BotFilter == "" {
+		// Dev mode serves tests, whose headless browsers look like bots.
+		c.BotFilter = privacy.BotFilterOn
+		if c.Dev {
+			c.BotFilter = privacy.BotFilterOff
+		}
 	}
 	c.CollectorURL = strings.TrimRight(c.CollectorURL, "/")
 	return c, nil

@@ -76,6 +76,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		RequireAPIKey: cfg.RequireAPIKey,
 		CollectorURL:  cfg.CollectorURL,
 		ConsentMode:   cfg.ConsentMode,
+		BotFilter:     cfg.BotFilter,
 		RateLimit:     cfg.IngestRateLimit,
 		Quota:         cfg.IngestQuota,
 		Plan:          plan,

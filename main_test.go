@@ -509,3 +509,30 @@ func TestModeSettingsAcceptEveryMode(t *testing.T) {
 		t.Errorf("got defaults %q, %q, want %q, %q", d.RequireAPIKey, d.ConsentMode, server.KeyModeNone, privacy.ConsentCookieless)
 	}
 }
+
+func TestBotFilterSetting(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, nil, privacy.BotFilterOn},
+		{[]string{"--dev"}, nil, privacy.BotFilterOff},
+		{nil, map[string]string{"DEV": "1"}, privacy.BotFilterOff},
+		{[]string{"--dev-json"}, nil, privacy.BotFilterOff},
+		{[]string{"--dev"}, map[string]string{"BOT_FILTER": "on"}, privacy.BotFilterOn},
+		{[]string{"--dev", "--bot-filter", "on"}, nil, privacy.BotFilterOn},
+		{nil, map[string]string{"BOT_FILTER": "off"}, privacy.BotFilterOff},
+		{[]string{"--bot-filter", "on"}, map[string]string{"BOT_FILTER": "off"}, privacy.BotFilterOn},
+	}
+	for _, tt := range tests {
+		c, err := loadConfig(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+		if err != nil || c.BotFilter != tt.want {
+			t.Errorf("args %v, env %v: got %q (%v), want %q", tt.args, tt.env, c.BotFilter, err, tt.want)
+		}
+	}
+	if _, err := loadConfig(nil, func(k string) string { return map[string]string{"BOT_FILTER": "maybe"}[k] }, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "BOT_FILTER") {
+		t.Errorf("BOT_FILTER=maybe: got %v, want an error naming the setting", err)
+	}
+}

@@ -49,6 +49,10 @@ const (
 	InvalidSourcemap     = "invalid_sourcemap"
 	InvalidAdapter       = "invalid_adapter"
 	ForwardFailed        = "forward_failed"
+	// InvalidFilter is a decision-list filter that cannot be read.
+	InvalidFilter = "invalid_filter"
+	// InvalidWait is a min or wait parameter out of range.
+	InvalidWait = "invalid_wait"
 	// SourcemapQuotaExceeded: a site's stored sourcemaps would pass their
 	// file or byte cap.
 	SourcemapQuotaExceeded = "sourcemap_quota_exceeded"

@@ -21,6 +21,18 @@ const (
 	DeviceOther   = "other"
 )
 
+// Settings of the bot filter (BOT_FILTER).
+const (
+	// BotFilterOn drops the events of bots.
+	BotFilterOn = "on"
+	// BotFilterOff lets them through, marked as bots in the inspection
+	// feed: tests driving headless browsers send such events.
+	BotFilterOff = "off"
+)
+
+// ValidBotFilter reports whether v is one of the BOT_FILTER settings.
+func ValidBotFilter(v string) bool { return v == BotFilterOn || v == BotFilterOff }
+
 // Agent is what the service keeps of a User-Agent: family names only.
 type Agent struct {
 	Bot        bool

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -29,13 +30,26 @@ type debugFeed struct {
 	next int // where the next entry goes
 	full bool
 	seq  int64
+	// total and bySite count every decision recorded since the start or
+	// the last reset (of its site), beyond what the ring still holds.
+	total  debugSummary
+	bySite map[string]*debugSummary
+	// changed is closed and replaced at every change, waking the reads
+	// that wait (debug_wait.go); epoch grows when decisions are removed,
+	// so that their counts start over.
+	changed  chan struct{}
+	epoch    int64
+	waiters  int
+	stopped  chan struct{}
+	stopOnce sync.Once
 }
 
 func newDebugFeed(size int) *debugFeed {
 	if size <= 0 {
 		return nil
 	}
-	return &debugFeed{ring: make([]DebugEvent, size)}
+	return &debugFeed{ring: make([]DebugEvent, size), bySite: map[string]*debugSummary{},
+		changed: make(chan struct{}), stopped: make(chan struct{})}
 }
 
 // payloadJSON keeps a payload as JSON when it is, else as a JSON string,
@@ -74,6 +88,7 @@ func (f *debugFeed) record(d *decision, now time.Time) {
 			e := base
 			e.Outcome, e.Reason, e.Details = r.Outcome, r.Reason, r.Details
 			e.EventID, e.Type, e.AnonID, e.Enrichment, e.Payload = r.EventID, r.Type, r.AnonID, r.Enrichment, payloadJSON(r.Payload)
+			e.Bot = r.Bot
 			if e.Outcome == "" { // the request was refused after its events were read
 				e.Outcome, e.Reason = outcomeRejected, d.reason
 				e.Details = detailsFor(d.details, i, batch)
@@ -91,7 +106,9 @@ func (f *debugFeed) record(d *decision, now time.Time) {
 		if f.next == 0 {
 			f.full = true
 		}
+		f.countLocked(&e)
 	}
+	f.changedLocked()
 }
 
 // detailsFor picks the details of element i of a request.
@@ -112,13 +129,17 @@ func detailsFor(details []fault.Detail, i int, batch bool) []fault.Detail {
 // DebugFilter selects decisions; empty fields match everything.
 type DebugFilter struct {
 	SiteID, Type, Outcome, AnonID string
-	Limit                         int
+	// Properties selects the events whose properties have these fields
+	// (dots for nested ones) with these values; see matchProperties.
+	Properties map[string]string
+	Limit      int
 }
 
 func (f DebugFilter) match(e *DebugEvent) bool {
 	return (f.SiteID == "" || e.SiteID == f.SiteID) && (f.Type == "" || e.Type == f.Type) &&
 		(f.Outcome == "" || e.Outcome == f.Outcome) &&
-		(f.AnonID == "" || e.AnonID == f.AnonID || (e.Enrichment != nil && e.Enrichment.AnonID == f.AnonID))
+		(f.AnonID == "" || e.AnonID == f.AnonID || (e.Enrichment != nil && e.Enrichment.AnonID == f.AnonID)) &&
+		matchProperties(e.Payload, f.Properties)
 }
 
 // list returns the matching decisions, newest first.
@@ -139,11 +160,26 @@ func (f *debugFeed) list(filter DebugFilter) []DebugEvent {
 	return out
 }
 
+// clear forgets every decision and count.
 func (f *debugFeed) clear() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	clear(f.ring)
 	f.next, f.full = 0, false
+	f.total, f.bySite = debugSummary{}, map[string]*debugSummary{}
+	f.epoch++
+	f.changedLocked()
+}
+
+// clearSite forgets site's decisions and counts; the other sites' stay.
+func (f *debugFeed) clearSite(site string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forgetLocked(func(e *DebugEvent) bool { return e.SiteID == site })
+	if c := f.bySite[site]; c != nil {
+		f.total.sub(*c)
+		delete(f.bySite, site)
+	}
 }
 
 // forget removes the decisions match selects, keeping the others in their
@@ -151,6 +187,10 @@ func (f *debugFeed) clear() {
 func (f *debugFeed) forget(match func(*DebugEvent) bool) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.forgetLocked(match)
+}
+
+func (f *debugFeed) forgetLocked(match func(*DebugEvent) bool) int {
 	n := f.next
 	if f.full {
 		n = len(f.ring)
@@ -165,6 +205,8 @@ func (f *debugFeed) forget(match func(*DebugEvent) bool) int {
 	clear(f.ring)
 	copy(f.ring, kept)
 	f.next, f.full = len(kept)%len(f.ring), len(kept) == len(f.ring)
+	f.epoch++
+	f.changedLocked()
 	return n - len(kept)
 }
 
@@ -252,25 +294,36 @@ func (s *Server) Reset(r *http.Request) (map[string]int64, error) {
 }
 
 // listDecisions answers {decisions: [...]}, newest first, filtered by
-// site_id, type, outcome and anon_id; limit 1-10000 (default 100). Dev
-// mode only; no credential, as dev mode is local.
+// site_id, type, outcome, anon_id and property.NAME; limit 1-10000
+// (default 100); with wait (and min, default 1) it answers once min
+// decisions match, or when wait ends. Dev mode only; no credential, as dev
+// mode is local.
 //
 // GET /v1/debug/decisions
 func (s *Server) listDecisions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	if err := refuseForeignHost(r, s.cfg.DebugAnyHost); err != nil {
 		return err
 	}
-	limit, err := limitParam(r, 100, max(len(s.feed.ring), 1))
+	q := r.URL.Query()
+	filter, err := decisionFilter(q)
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	list := s.feed.list(DebugFilter{SiteID: q.Get("site_id"), Type: q.Get("type"), Outcome: q.Get("outcome"), AnonID: q.Get("anon_id"), Limit: limit})
-	writeJSON(w, http.StatusOK, decisionsAnswer{Decisions: list})
+	if filter.Limit, err = limitParam(r, 100, max(len(s.feed.ring), 1)); err != nil {
+		return err
+	}
+	n, wait, err := waitParams(q, len(s.feed.ring))
+	if err != nil {
+		return err
+	}
+	c := &matchCounter{filter: filter}
+	s.feed.await(r.Context(), wait, func() bool { return c.count(s.feed) >= n })
+	writeJSON(w, http.StatusOK, decisionsAnswer{Decisions: s.feed.list(filter)})
 	return nil
 }
 
-// reset clears events, sessions, the DLQ and the feed in one call. It
+// reset clears events, sessions, the DLQ and the feed in one call, of
+// every site or of the one site_id names (in the body or the query). It
 // takes no credential (dev mode is local) but refuses cross-site requests;
 // the body is empty or a JSON object.
 //
@@ -286,16 +339,64 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	if err != nil {
 		return err
 	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(body, &obj) != nil || obj == nil {
-			return fault.Errorf(fault.InvalidJSON, "the body must be empty or a JSON object")
-		}
+	site, err := resetSite(r, body)
+	if err != nil {
+		return err
 	}
-	deleted, err := s.Reset(r)
+	var deleted map[string]int64
+	if site == "" {
+		deleted, err = s.Reset(r)
+	} else {
+		deleted, err = s.ResetSite(r.Context(), site)
+	}
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, resetAnswer{OK: true, Deleted: deleted})
 	return nil
+}
+
+// resetSite reads the site a reset names, "" for all: site_id in the JSON
+// object body or in the query, the same if in both.
+func resetSite(r *http.Request, body []byte) (string, error) {
+	var obj struct {
+		SiteID *string `json:"site_id"`
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(body, &m) != nil || m == nil {
+			return "", fault.Errorf(fault.InvalidJSON, "the body must be empty or a JSON object")
+		}
+		if json.Unmarshal(body, &obj) != nil || (obj.SiteID != nil && *obj.SiteID == "") {
+			return "", fault.Errorf(fault.InvalidSiteID, "site_id must be a non-empty string: the site whose data to delete")
+		}
+	}
+	q := r.URL.Query().Get("site_id")
+	switch {
+	case obj.SiteID == nil:
+		return q, nil
+	case q != "" && q != *obj.SiteID:
+		return "", fault.Errorf(fault.InvalidSiteID, "site_id is %q in the query and %q in the body: name one site", q, *obj.SiteID)
+	}
+	return *obj.SiteID, nil
+}
+
+// ResetSite deletes site's events, sessions, DLQ rows, identity links,
+// profiles, dedup ids, rollups and quota count, forgets its rate-limit
+// bucket, and removes its decisions and counts from the inspection feed.
+// The site, its keys and the other sites' data stay. An unknown site is
+// 404.
+func (s *Server) ResetSite(ctx context.Context, site string) (map[string]int64, error) {
+	if _, ok := s.db.Site(site); !ok {
+		return nil, fault.Errorf(fault.NotFound, "site not found")
+	}
+	deleted, err := s.db.ResetSiteData(ctx, site)
+	if err != nil {
+		return nil, err
+	}
+	s.limiter.forget(site)
+	if s.feed != nil {
+		s.feed.clearSite(site)
+	}
+	return deleted, nil
 }

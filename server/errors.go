@@ -39,6 +39,8 @@ var statusOf = map[string]int{
 	fault.InvalidPlan:          http.StatusBadRequest,
 	fault.InvalidSourcemap:     http.StatusBadRequest,
 	fault.InvalidAdapter:       http.StatusBadRequest,
+	fault.InvalidFilter:        http.StatusBadRequest,
+	fault.InvalidWait:          http.StatusBadRequest,
 	fault.PlanNotConfigured:    http.StatusConflict,
 	fault.SlugTaken:            http.StatusConflict,
 	fault.SiteIDTaken:          http.StatusConflict,

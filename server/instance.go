@@ -47,6 +47,8 @@ func Listen(cfg Config, db *storage.DB, collectorAddr, queryAddr string) (*Insta
 	inst.Server = New(cfg, db)
 	log := inst.Server.log
 	inst.servers = []*http.Server{newHTTPServer(inst.Server.Collector(), log), newHTTPServer(inst.Server.Query(), log)}
+	// Debug reads that wait for decisions end when the server stops.
+	inst.servers[1].RegisterOnShutdown(inst.Server.feed.stop)
 	for i, ln := range []net.Listener{cl, ql} {
 		go func() {
 			if err := inst.servers[i].Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

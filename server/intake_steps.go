@@ -132,18 +132,26 @@ func (p *intakePipeline) refuse(ev *schema.Event, code string, details []fault.D
 }
 
 // bot drops the events whose visitor User-Agent is a bot's: 202, counted,
-// not stored.
+// not stored. With BOT_FILTER=off they go on, and the feed marks them.
 func (p *intakePipeline) bot() error {
 	p.headerUA = p.r.UserAgent()
+	filter := p.s.cfg.BotFilter == privacy.BotFilterOn
 	kept := p.kept[:0]
 	for i := range p.kept {
 		ev := &p.kept[i]
-		if privacy.ParseAgent(p.f.agent(ev, p.headerUA)).Bot {
-			p.d.bots++
-			p.d.mark(ev.Index, outcomeDropped, reasonBot, nil)
+		if !privacy.ParseAgent(p.f.agent(ev, p.headerUA)).Bot {
+			kept = append(kept, *ev)
 			continue
 		}
-		kept = append(kept, *ev)
+		if p.d.records != nil {
+			p.d.records[ev.Index].Bot = true
+		}
+		if !filter {
+			kept = append(kept, *ev)
+			continue
+		}
+		p.d.bots++
+		p.d.mark(ev.Index, outcomeDropped, reasonBot, nil)
 	}
 	p.kept = kept
 	p.m.drop(p.f.endpoint, reasonBot, p.d.bots)

@@ -74,3 +74,13 @@ func (l *rateLimiter) reset() {
 	l.buckets = map[string]*bucket{}
 	l.mu.Unlock()
 }
+
+// forget drops site's bucket, which starts full again.
+func (l *rateLimiter) forget(site string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	delete(l.buckets, site)
+	l.mu.Unlock()
+}

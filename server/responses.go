@@ -459,11 +459,25 @@ type DebugEvent struct {
 	Details    []fault.Detail  `json:"details,omitempty"`
 	Enrichment *Enrichment     `json:"enrichment,omitempty"`
 	Payload    json.RawMessage `json:"payload,omitempty"`
+	// Bot says the event's User-Agent looked like a bot's, whether or not
+	// the bot filter (BOT_FILTER) dropped it.
+	Bot bool `json:"bot,omitempty"`
 }
 
 // decisionsAnswer is the answer of GET /v1/debug/decisions, newest first.
 type decisionsAnswer struct {
 	Decisions []DebugEvent `json:"decisions"`
+}
+
+// debugSummary is the answer of GET /v1/debug/summary: decisions counted
+// by outcome since the start or the last reset, as the feed records them.
+type debugSummary struct {
+	Total       int64 `json:"total"`
+	Accepted    int64 `json:"accepted"`
+	Duplicates  int64 `json:"duplicates"`
+	Quarantined int64 `json:"quarantined"`
+	Dropped     int64 `json:"dropped"`
+	Rejected    int64 `json:"rejected"`
 }
 
 // resetAnswer is the answer of POST /v1/debug/reset: the rows deleted, by

@@ -42,6 +42,9 @@ type Config struct {
 	// ConsentMode is privacy.ConsentCookieless (default) or
 	// privacy.ConsentRequire.
 	ConsentMode string
+	// BotFilter is privacy.BotFilterOn (default: bots' events are dropped)
+	// or privacy.BotFilterOff (they are stored, and marked in the feed).
+	BotFilter string
 	// RateLimit is events per second per site; 0 turns it off.
 	RateLimit int
 	// Quota is accepted events per site per UTC month; 0 means unlimited.
@@ -104,6 +107,9 @@ func New(cfg Config, db *storage.DB) *Server {
 	}
 	if cfg.ConsentMode == "" {
 		cfg.ConsentMode = privacy.ConsentCookieless
+	}
+	if cfg.BotFilter == "" {
+		cfg.BotFilter = privacy.BotFilterOn
 	}
 	s := &Server{cfg: cfg, db: db, log: cfg.Logger, now: cfg.Now, admin: newAdminToken(cfg.AdminToken),
 		limiter: newRateLimiter(cfg.RateLimit), uploads: newUploadLimiter(cfg.SourcemapUploadsPerMinute), locator: cfg.Locator,
@@ -182,6 +188,7 @@ func (s *Server) Query() http.Handler {
 	rt.handleV1(http.MethodPost, "/plan/reload", s.reloadPlan)
 	if s.feed != nil {
 		rt.handleV1(http.MethodGet, "/debug/decisions", s.listDecisions)
+		rt.handleV1(http.MethodGet, "/debug/summary", s.summary)
 		rt.handleV1(http.MethodPost, "/debug/reset", s.reset)
 	}
 

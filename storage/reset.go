@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // resetTables are emptied by ResetData.
@@ -31,4 +32,48 @@ func (db *DB) ResetData(ctx context.Context) (map[string]int64, error) {
 		return nil
 	})
 	return deleted, err
+}
+
+// ResetSiteData deletes site's collected data (the tables of ResetData)
+// and forgets its quota count; the site, its keys, its webhook secrets and
+// sourcemaps, and every other site's data stay. Like a site deletion it
+// goes in writer jobs of a chunk each (site_delete.go), so a big site does
+// not hold up other sites' intake. Events the site sends meanwhile may
+// outlive the reset. It is for dev mode and tests.
+func (db *DB) ResetSiteData(ctx context.Context, site string) (map[string]int64, error) {
+	deleted := map[string]int64{}
+	for _, t := range siteDataTables {
+		if !slices.Contains(resetTables, t.table) {
+			continue
+		}
+		for {
+			var n int64
+			err := db.writer.do(ctx, func(tx *writeTx) error {
+				var err error
+				if n, err = t.deleteChunk(tx, site); err != nil {
+					return err
+				}
+				tx.onCommit(db.intake.forget)
+				if t.table == "site_usage" {
+					tx.onCommit(func() {
+						db.quota.mu.Lock()
+						delete(db.quota.used, site)
+						db.quota.mu.Unlock()
+					})
+				}
+				return nil
+			})
+			if err != nil {
+				return deleted, err
+			}
+			deleted[t.table] += n
+			if db.siteDeleteJob != nil {
+				db.siteDeleteJob(t.table, n, false)
+			}
+			if n < int64(t.chunk) {
+				break
+			}
+		}
+	}
+	return deleted, nil
 }

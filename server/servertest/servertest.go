@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-analytics/tally/privacy"
 	"github.com/tally-analytics/tally/schema"
 	"github.com/tally-analytics/tally/server"
 	"github.com/tally-analytics/tally/storage"
@@ -85,6 +86,11 @@ func WithRateLimit(perSecond int) Option { return func(o *options) { o.cfg.RateL
 // WithQuota sets accepted events per site per month (default 0: unlimited).
 func WithQuota(n int) Option { return func(o *options) { o.cfg.Quota = n } }
 
+// WithBotFilter sets BOT_FILTER: "off" (the default, as in dev mode)
+// stores the events of headless browsers and crawlers and marks them Bot
+// in the decisions; "on" drops them, as production does.
+func WithBotFilter(setting string) Option { return func(o *options) { o.cfg.BotFilter = setting } }
+
 // WithLogger receives the server's logs (default: discarded).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.cfg.Logger = l } }
 
@@ -102,7 +108,7 @@ func New(t testing.TB, opts ...Option) *Server {
 
 // Start starts an instance outside a test; call Close when done.
 func Start(opts ...Option) (*Server, error) {
-	o := &options{}
+	o := &options{cfg: server.Config{BotFilter: privacy.BotFilterOff}}
 	for _, opt := range opts {
 		opt(o)
 	}

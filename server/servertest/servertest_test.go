@@ -71,7 +71,7 @@ func TestDecisionsExplainWhatHappened(t *testing.T) {
 	}
 	post(ev(1, nil))
 	post(ev(1, nil))                                                          // duplicate
-	post(ev(2, nil), "User-Agent", "Mozilla/5.0 (compatible; Googlebot/2.1)") // bot
+	post(ev(2, nil), "User-Agent", "Mozilla/5.0 (compatible; Googlebot/2.1)") // bot, kept (BOT_FILTER=off)
 	post(ev(3, map[string]any{"type": "purchase"}))                           // quarantined
 	post(`[` + ev(4, nil) + `,{"id":"nope"}]`)                                // rejected batch
 	post(ev(5, map[string]any{"consent": "denied", "url": "https://x.test/?a=1"}), "User-Agent",
@@ -83,9 +83,12 @@ func TestDecisionsExplainWhatHappened(t *testing.T) {
 		got = append(got, all[i].Outcome+"/"+all[i].Reason)
 	}
 	// A batch refused for a broken envelope is one decision: its events were never read.
-	want := "[accepted/accepted duplicate/ dropped/bot quarantined/schema_invalid rejected/invalid_event accepted/accepted_consent]"
+	want := "[accepted/accepted duplicate/ accepted/accepted quarantined/schema_invalid rejected/invalid_event accepted/accepted_consent]"
 	if fmt.Sprint(got) != want {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+	if b := all[len(all)-3]; !b.Bot || all[len(all)-1].Bot {
+		t.Fatalf("got bot marks %v (the bot's) and %v (the first event's), want true and false", b.Bot, all[len(all)-1].Bot)
 	}
 	q := srv.Decisions(servertest.Filter{Outcome: "quarantined"})
 	if len(q) != 1 || q[0].EventID != id(3) || len(q[0].Details) != 1 || q[0].Details[0].Path != "/properties" {
@@ -155,7 +158,27 @@ func TestOptions(t *testing.T) {
 	if len(srv.Keys.Ingest) < 10 || srv.AdminToken == "" || srv.QueryURL == "" {
 		t.Fatalf("got setup %+v", srv.DevSetup)
 	}
+	filtered := servertest.New(t, servertest.WithBotFilter("on"))
+	req, _ := http.NewRequest("POST", filtered.CollectorURL+"/v1/events", stringsReader(mustJSON(event(filtered.SiteID, 1, nil))))
+	req.Header.Set("Authorization", "Bearer "+filtered.SiteID)
+	req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/120.0.0.0 Safari/537.36")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if events, _ := filtered.Events(); len(events) != 0 {
+		t.Fatalf("WithBotFilter(on): got %d events of a headless browser stored, want 0", len(events))
+	}
 	if _, err := servertest.Start(servertest.WithPlan(`{"mode":"sometimes","events":{}}`)); err == nil {
 		t.Fatal("a broken plan started")
 	}
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
