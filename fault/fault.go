@@ -52,6 +52,13 @@ const (
 	// SourcemapQuotaExceeded: a site's stored sourcemaps would pass their
 	// file or byte cap.
 	SourcemapQuotaExceeded = "sourcemap_quota_exceeded"
+	// InvalidFault: a fault to inject (dev mode) is not one the server can
+	// play.
+	InvalidFault = "invalid_fault"
+	// BadGateway and GatewayTimeout are what a proxy in front of the
+	// service answers; only injected faults (dev mode) use them.
+	BadGateway     = "bad_gateway"
+	GatewayTimeout = "gateway_timeout"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

@@ -38,6 +38,7 @@ var statusOf = map[string]int{
 	fault.InvalidPlan:          http.StatusBadRequest,
 	fault.InvalidSourcemap:     http.StatusBadRequest,
 	fault.InvalidAdapter:       http.StatusBadRequest,
+	fault.InvalidFault:         http.StatusBadRequest,
 	fault.PlanNotConfigured:    http.StatusConflict,
 	fault.SlugTaken:            http.StatusConflict,
 	fault.SiteIDTaken:          http.StatusConflict,
@@ -48,6 +49,8 @@ var statusOf = map[string]int{
 	fault.Unavailable:          http.StatusServiceUnavailable,
 	fault.CollectorRejected:    http.StatusBadGateway,
 	fault.CollectorUnreachable: http.StatusBadGateway,
+	fault.BadGateway:           http.StatusBadGateway,
+	fault.GatewayTimeout:       http.StatusGatewayTimeout,
 	fault.Internal:             http.StatusInternalServerError,
 	fault.ForwardFailed:        http.StatusInternalServerError,
 

@@ -98,6 +98,7 @@ type intakeStep struct {
 // order is behaviour (which error a request gets, what is counted where).
 var intakeSteps = []intakeStep{
 	{"credential", (*intakePipeline).credential},
+	{"injected fault", (*intakePipeline).injectedFault},
 	{"body size", (*intakePipeline).bodySize},
 	{"envelope", (*intakePipeline).envelope},
 	{"site match", (*intakePipeline).siteMatch},
