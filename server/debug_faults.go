@@ -122,7 +122,10 @@ func (fi *faultInjector) pending(site string, filter bool) faultsAnswer {
 
 // injectedFault plays the fault set for the credential's site, if any
 // (README "Retry testing"): it stalls, then fails the request before its
-// body is read, or lets it go on. Nothing of a failed request is stored.
+// events are parsed, or lets it go on. Nothing of a failed request is
+// stored. It runs once the body is read: only then does net/http notice a
+// client that hangs up, which ends a stall early, and the feed's record of
+// a failed request then holds what was sent.
 func (p *intakePipeline) injectedFault() error {
 	f, ok := p.s.faults.take(p.site.ID)
 	if !ok {

@@ -98,8 +98,8 @@ type intakeStep struct {
 // order is behaviour (which error a request gets, what is counted where).
 var intakeSteps = []intakeStep{
 	{"credential", (*intakePipeline).credential},
-	{"injected fault", (*intakePipeline).injectedFault},
 	{"body size", (*intakePipeline).bodySize},
+	{"injected fault", (*intakePipeline).injectedFault},
 	{"envelope", (*intakePipeline).envelope},
 	{"site match", (*intakePipeline).siteMatch},
 	{"bot", (*intakePipeline).bot},
