@@ -59,6 +59,13 @@ const (
 	// InvalidSites: a key's site restriction is empty or names a site that
 	// is not in the workspace.
 	InvalidSites = "invalid_sites"
+	// InvalidFault: a fault to inject (dev mode) is not one the server can
+	// play.
+	InvalidFault = "invalid_fault"
+	// BadGateway and GatewayTimeout are what a proxy in front of the
+	// service answers; only injected faults (dev mode) use them.
+	BadGateway     = "bad_gateway"
+	GatewayTimeout = "gateway_timeout"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

@@ -73,7 +73,8 @@ func (f *debugFeed) record(d *decision, now time.Time) {
 	if f == nil {
 		return
 	}
-	base := DebugEvent{Time: storage.FormatTime(now), Endpoint: d.endpoint, SiteID: d.site, Status: d.status}
+	base := DebugEvent{Time: storage.FormatTime(now), Endpoint: d.endpoint, SiteID: d.site, Status: d.status,
+		InjectedDelayMS: d.injectedDelay.Milliseconds()}
 	var entries []DebugEvent
 	if d.records == nil {
 		e := base
@@ -279,14 +280,16 @@ func (s *Server) Decisions(filter DebugFilter) []DebugEvent {
 }
 
 // Reset deletes every event, session, DLQ row, identity link, profile,
-// dedup id and rollup, forgets rate-limit and quota state, and clears the
-// inspection feed. Workspaces, sites, keys and the audit log stay.
+// dedup id and rollup, forgets rate-limit and quota state and the pending
+// injected faults, and clears the inspection feed. Workspaces, sites, keys
+// and the audit log stay.
 func (s *Server) Reset(r *http.Request) (map[string]int64, error) {
 	deleted, err := s.db.ResetData(r.Context())
 	if err != nil {
 		return nil, err
 	}
 	s.limiter.reset()
+	s.faults.clear("", true)
 	if s.feed != nil {
 		s.feed.clear()
 	}

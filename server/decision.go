@@ -21,6 +21,8 @@ type decision struct {
 	status   int
 	details  []fault.Detail
 	body     []byte
+	// injectedDelay is how long an injected fault stalled the request.
+	injectedDelay time.Duration
 	// records holds one entry per parsed event; outcome "" means the
 	// request ended before that event was decided.
 	records []DebugEvent
@@ -81,7 +83,7 @@ func (s *Server) logDecision(d *decision, took time.Duration) {
 		}
 		attrs = append(attrs, "rejected", len(d.refused), "refused", paths)
 	}
-	if d.status >= 500 {
+	if d.status >= 500 && d.reason != reasonInjected { // an injected failure is no server error
 		s.log.Error("intake", attrs...)
 		return
 	}

@@ -41,6 +41,7 @@ var statusOf = map[string]int{
 	fault.InvalidAdapter:       http.StatusBadRequest,
 	fault.InvalidFilter:        http.StatusBadRequest,
 	fault.InvalidWait:          http.StatusBadRequest,
+	fault.InvalidFault:         http.StatusBadRequest,
 	fault.PlanNotConfigured:    http.StatusConflict,
 	fault.SlugTaken:            http.StatusConflict,
 	fault.SiteIDTaken:          http.StatusConflict,
@@ -51,6 +52,8 @@ var statusOf = map[string]int{
 	fault.Unavailable:          http.StatusServiceUnavailable,
 	fault.CollectorRejected:    http.StatusBadGateway,
 	fault.CollectorUnreachable: http.StatusBadGateway,
+	fault.BadGateway:           http.StatusBadGateway,
+	fault.GatewayTimeout:       http.StatusGatewayTimeout,
 	fault.Internal:             http.StatusInternalServerError,
 	fault.ForwardFailed:        http.StatusInternalServerError,
 

@@ -106,6 +106,7 @@ type intakeStep struct {
 var intakeSteps = []intakeStep{
 	{"credential", (*intakePipeline).credential},
 	{"body size", (*intakePipeline).bodySize},
+	{"injected fault", (*intakePipeline).injectedFault},
 	{"envelope", (*intakePipeline).envelope},
 	{"site match", (*intakePipeline).siteMatch},
 	{"bot", (*intakePipeline).bot},

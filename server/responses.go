@@ -462,6 +462,9 @@ type DebugEvent struct {
 	// Bot says the event's User-Agent looked like a bot's, whether or not
 	// the bot filter (BOT_FILTER) dropped it.
 	Bot bool `json:"bot,omitempty"`
+	// InjectedDelayMS is how long an injected fault stalled the request
+	// (README "Retry testing").
+	InjectedDelayMS int64 `json:"injected_delay_ms,omitempty"`
 }
 
 // decisionsAnswer is the answer of GET /v1/debug/decisions, newest first.
@@ -478,6 +481,36 @@ type debugSummary struct {
 	Quarantined int64 `json:"quarantined"`
 	Dropped     int64 `json:"dropped"`
 	Rejected    int64 `json:"rejected"`
+}
+
+// faultsAnswer is the answer of GET, POST and DELETE /v1/debug/faults: the
+// faults still pending.
+type faultsAnswer struct {
+	Faults []pendingFault `json:"faults"`
+}
+
+// pendingFault is one injected fault still to play; SiteID is absent for
+// the one that applies to any site.
+type pendingFault struct {
+	SiteID     string `json:"site_id,omitempty"`
+	Status     int    `json:"status,omitempty"`
+	RetryAfter int    `json:"retry_after,omitempty"`
+	DelayMS    int    `json:"delay_ms,omitempty"`
+	Remaining  int    `json:"remaining"`
+}
+
+// throwAwaySite is the answer of POST /v1/debug/sites: the site made and
+// the plaintexts of its keys, as dev mode's setup shows the seeded site's.
+type throwAwaySite struct {
+	Workspace string        `json:"workspace"`
+	SiteID    string        `json:"site_id"`
+	Keys      throwAwayKeys `json:"keys"`
+}
+
+// throwAwayKeys are the plaintexts of a throw-away site's keys.
+type throwAwayKeys struct {
+	Ingest string `json:"ingest"`
+	Query  string `json:"query"`
 }
 
 // resetAnswer is the answer of POST /v1/debug/reset: the rows deleted, by

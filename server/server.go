@@ -92,6 +92,7 @@ type Server struct {
 	feed     *debugFeed
 	client   *http.Client
 	metrics  atomic.Pointer[collectorMetrics]
+	faults   faultInjector // dev mode's injected intake faults
 }
 
 // New returns a Server over db.
@@ -190,6 +191,11 @@ func (s *Server) Query() http.Handler {
 		rt.handleV1(http.MethodGet, "/debug/decisions", s.listDecisions)
 		rt.handleV1(http.MethodGet, "/debug/summary", s.summary)
 		rt.handleV1(http.MethodPost, "/debug/reset", s.reset)
+		rt.handleV1(http.MethodGet, "/debug/faults", s.listFaults)
+		rt.handleV1(http.MethodPost, "/debug/faults", s.setFault)
+		rt.handleV1(http.MethodDelete, "/debug/faults", s.clearFaults)
+		rt.handleV1(http.MethodPost, "/debug/sites", s.createThrowAwaySite)
+		rt.handleV1(http.MethodDelete, "/debug/sites/:siteId", s.removeThrowAwaySite)
 	}
 
 	rt.handle(http.MethodGet, "/sites/:siteId/pageviews", s.pageviews)

@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -213,6 +214,97 @@ func (s *Server) Reset() error {
 		return fmt.Errorf("reset answered %d", res.StatusCode)
 	}
 	return nil
+}
+
+// Fault is a failure or stall of the next intake requests, to test what an
+// SDK does when the backend fails (README "Retry testing").
+type Fault struct {
+	// Status is 429, 500, 502, 503 or 504; 0 only stalls.
+	Status int `json:"status,omitempty"`
+	// RetryAfter is the failure's Retry-After in seconds; 0 keeps the
+	// default: 1 for 429 and 503, no header for the others.
+	RetryAfter int `json:"retry_after,omitempty"`
+	// Delay stalls each request this long (at most 30 s), to the
+	// millisecond, before it fails or is served.
+	Delay time.Duration `json:"-"`
+	// Count is how many requests it applies to (1 to 1,000; 0 means 1).
+	Count int `json:"count,omitempty"`
+	// SiteID, when set, limits it to that site's requests.
+	SiteID string `json:"site_id,omitempty"`
+}
+
+// InjectFault makes the next f.Count intake requests (of f.SiteID, if set)
+// stall for f.Delay, then fail with f.Status, storing nothing; it replaces
+// the fault pending for that site. ClearFaults or Reset removes it.
+func (s *Server) InjectFault(f Fault) error {
+	type wire struct {
+		Fault
+		DelayMS int64 `json:"delay_ms,omitempty"`
+	}
+	return s.debugCall(http.MethodPost, "/v1/debug/faults", wire{f, f.Delay.Milliseconds()}, http.StatusOK, nil)
+}
+
+// ClearFaults removes every pending fault.
+func (s *Server) ClearFaults() error {
+	return s.debugCall(http.MethodDelete, "/v1/debug/faults", nil, http.StatusOK, nil)
+}
+
+// Site is a throw-away site and the plaintexts of its ingest and query
+// keys, for one test of a suite that shares a server.
+type Site struct {
+	ID   string `json:"site_id"`
+	Keys struct {
+		Ingest string `json:"ingest"`
+		Query  string `json:"query"`
+	} `json:"keys"`
+}
+
+// NewSite makes a throw-away site in the dev workspace, with id, or a
+// generated one when id is "".
+func (s *Server) NewSite(id string) (Site, error) {
+	body := map[string]string{}
+	if id != "" {
+		body["id"] = id
+	}
+	var site Site
+	err := s.debugCall(http.MethodPost, "/v1/debug/sites", body, http.StatusCreated, &site)
+	return site, err
+}
+
+// DeleteSite removes a site NewSite made, with its events and its keys.
+func (s *Server) DeleteSite(id string) error {
+	return s.debugCall(http.MethodDelete, "/v1/debug/sites/"+url.PathEscape(id), nil, http.StatusNoContent, nil)
+}
+
+// debugCall sends body (nil for none) to a dev endpoint of the query API,
+// requires status, and decodes the answer into out, if given.
+func (s *Server) debugCall(method, path string, body any, status int, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.QueryURL+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != status {
+		return fmt.Errorf("%s %s answered %d: %s", method, path, res.StatusCode, b)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(b, out)
 }
 
 // Clock is a settable clock for WithClock: it starts at a fixed time and

@@ -182,3 +182,68 @@ func mustJSON(v any) string {
 	}
 	return string(b)
 }
+
+// A test suite sharing one server takes a site of its own, makes the
+// backend fail for that site only, and removes the site at the end.
+func TestFaultsAndThrowAwaySites(t *testing.T) {
+	srv := servertest.New(t)
+	site, err := srv.NewSite("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if site.ID == "" || site.Keys.Ingest == "" || site.Keys.Query == "" {
+		t.Fatalf("got %+v, want an id and both keys", site)
+	}
+	post := func(siteID string, n int) *http.Response {
+		b, _ := json.Marshal(event(siteID, n, nil))
+		req, _ := http.NewRequest("POST", srv.CollectorURL+"/v1/events", stringsReader(string(b)))
+		req.Header.Set("Authorization", "Bearer "+siteID)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	if err := srv.InjectFault(servertest.Fault{Status: 503, Count: 2, SiteID: site.ID}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if res := post(site.ID, 1); res.StatusCode != 503 || res.Header.Get("Retry-After") != "1" {
+			t.Fatalf("request %d: got %d, Retry-After %q, want 503 with 1", i+1, res.StatusCode, res.Header.Get("Retry-After"))
+		}
+	}
+	if res := post(srv.SiteID, 1); res.StatusCode != 202 {
+		t.Fatalf("got %d for the seeded site, want 202: the fault is the other site's", res.StatusCode)
+	}
+	if res := post(site.ID, 1); res.StatusCode != 202 {
+		t.Fatalf("got %d after the fault, want 202", res.StatusCode)
+	}
+	if err := srv.InjectFault(servertest.Fault{Delay: 5 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if res := post(site.ID, 2); res.StatusCode != 202 {
+		t.Fatalf("got %d after a stall, want 202", res.StatusCode)
+	}
+	if d := srv.Decisions(servertest.Filter{SiteID: site.ID, Limit: 1}); len(d) != 1 || d[0].InjectedDelayMS != 5 {
+		t.Fatalf("got %+v, want the stalled request's decision to say 5 ms", d)
+	}
+	if err := srv.InjectFault(servertest.Fault{Status: 418}); err == nil {
+		t.Fatal("got no error for status 418, want the server's 400")
+	}
+	if err := srv.InjectFault(servertest.Fault{Status: 500, Count: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.ClearFaults(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.DeleteSite(site.ID); err != nil {
+		t.Fatal(err)
+	}
+	if res := post(site.ID, 3); res.StatusCode != 401 {
+		t.Fatalf("got %d for the deleted site, want 401", res.StatusCode)
+	}
+	if err := srv.DeleteSite(srv.SiteID); err == nil {
+		t.Fatal("got no error deleting the seeded site, want 404: only throw-away sites go")
+	}
+}
