@@ -398,6 +398,7 @@ func (s *Server) ResetSite(ctx context.Context, site string) (map[string]int64, 
 		return nil, err
 	}
 	s.limiter.forget(site)
+	s.faults.clear(site, false)
 	if s.feed != nil {
 		s.feed.clearSite(site)
 	}

@@ -359,3 +359,16 @@ func BenchmarkInjectedFaultIdle(b *testing.B) {
 		}
 	}
 }
+
+// A reset of one site forgets that site's pending faults, and only its.
+func TestSiteResetClearsItsFaults(t *testing.T) {
+	h, _ := devHarness(t)
+	a, b := h.newThrowAwaySite(nil), h.newThrowAwaySite(nil)
+	h.injectFault(map[string]any{"status": 503, "count": 5, "site_id": a.SiteID})
+	h.injectFault(map[string]any{"status": 503, "count": 5, "site_id": b.SiteID})
+	mustStatus(t, h.q("POST", "/v1/debug/reset", "", map[string]any{"site_id": a.SiteID}, "Content-Type", "application/json"), 200, "")
+	got := h.pendingFaults("")
+	if len(got) != 1 || got[0].SiteID != b.SiteID {
+		t.Fatalf("got pending %+v after resetting %s, want only %s's fault", got, a.SiteID, b.SiteID)
+	}
+}

@@ -95,7 +95,7 @@ func (s *Server) createThrowAwaySite(w http.ResponseWriter, r *http.Request, _ h
 	}
 	answer := throwAwaySite{Workspace: ws.Slug, SiteID: id}
 	for _, scope := range throwAwayScopes {
-		_, plaintext, err := s.db.CreateKey(ctx, actor, ws, throwAwayKeyLabel(id, scope), []string{scope})
+		_, plaintext, err := s.db.CreateKeyForSites(ctx, actor, ws, throwAwayKeyLabel(id, scope), []string{scope}, []string{id})
 		if err != nil {
 			return errors.Join(err, s.deleteThrowAwaySite(ctx, ws, id))
 		}

@@ -35,6 +35,9 @@ func TestThrowAwaySiteLifecycle(t *testing.T) {
 	intake(t, h.c("POST", "/v1/events", s.SiteID, ev(s.SiteID, 1, nil)))
 	intake(t, h.c("POST", "/v1/events", s.Keys.Ingest, ev(s.SiteID, 2, nil), "X-Site-Id", s.SiteID))
 	intake(t, h.c("POST", "/v1/events", named.SiteID, ev(named.SiteID, 1, nil)))
+	// Its keys are restricted to it: not another site of the workspace.
+	mustStatus(t, h.c("POST", "/v1/events", s.Keys.Ingest, ev(named.SiteID, 5, nil), "X-Site-Id", named.SiteID), 401, "unauthorized")
+	mustStatus(t, h.q("GET", "/v1/sites/"+named.SiteID+"/events?from=2026-01-01&to=2026-12-31", s.Keys.Query, nil), 404, "not_found")
 	r := h.q("GET", "/v1/sites/"+s.SiteID+"/events?from=2026-01-01&to=2026-12-31", s.Keys.Query, nil)
 	mustStatus(t, r, 200, "")
 	var counts eventCountsBody

@@ -716,3 +716,39 @@ func TestSegmentLogs(t *testing.T) {
 		}
 	}
 }
+
+// Over HTTP, write keys follow REQUIRE_API_KEY (README "Write keys"): a
+// throw-away site's ingest key, restricted to that site, is its write key in
+// every mode; a site id only without require; a workspace-wide key never.
+func TestSegmentWriteKeysByMode(t *testing.T) {
+	track := func(n int) map[string]any {
+		return map[string]any{"userId": "u1", "event": "Order Completed",
+			"messageId": fmt.Sprintf("00000000-0000-4000-8000-%012d", n)}
+	}
+	for _, mode := range []string{KeyModeNone, KeyModeTag, KeyModeRequire} {
+		t.Run(mode, func(t *testing.T) {
+			h, tn := devHarness(t, func(c *Config) { c.RequireAPIKey = mode })
+			s := h.newThrowAwaySite(nil)
+			tests := []struct {
+				name, key  string
+				status     int
+				credential string // stored events.credential prefix, when 200
+			}{
+				{"site id", s.SiteID, map[string]int{KeyModeNone: 200, KeyModeTag: 200, KeyModeRequire: 401}[mode], "site"},
+				{"key restricted to the site", s.Keys.Ingest, map[string]int{KeyModeNone: 401, KeyModeTag: 200, KeyModeRequire: 200}[mode], "key:"},
+				{"workspace-wide ingest key", tn.ingestKey, map[string]int{KeyModeNone: 401, KeyModeTag: 403, KeyModeRequire: 403}[mode], ""},
+			}
+			for i, tt := range tests {
+				r := h.segmentPost("/v1/track", tt.key, track(i+1))
+				mustStatus(t, r, tt.status, map[int]string{200: "", 401: "unauthorized", 403: "forbidden"}[tt.status])
+				if tt.status != 200 {
+					continue
+				}
+				stored := h.segmentEvents(s.SiteID)
+				if len(stored) == 0 || !strings.HasPrefix(stored[len(stored)-1].credential.String, tt.credential) {
+					t.Errorf("%s: got stored %+v, want the event with credential %s...", tt.name, stored, tt.credential)
+				}
+			}
+		})
+	}
+}
