@@ -73,23 +73,16 @@ func pages(collector, site string) *httptest.Server {
 	}))
 }
 
-// waitEvents polls until the server holds n events.
+// waitEvents waits until the server holds at least n events and returns
+// them (servertest's WaitEvents), failing the test with the feed's
+// decisions if they do not arrive.
 func waitEvents(t *testing.T, srv *servertest.Server, n int) []servertest.Event {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		events, err := srv.Events()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(events) >= n {
-			return events
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d events, want %d; decisions: %+v", len(events), n, srv.Decisions(servertest.Filter{}))
-		}
-		time.Sleep(50 * time.Millisecond)
+	events, err := srv.WaitEvents(n, 15*time.Second)
+	if err != nil {
+		t.Fatalf("%v; decisions: %+v", err, srv.Decisions(servertest.Filter{}))
 	}
+	return events
 }
 
 func deref(p *string) string {

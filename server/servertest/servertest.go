@@ -193,6 +193,24 @@ func (s *Server) Events() ([]Event, error) {
 	return s.db.SiteEvents(context.Background(), s.SiteID)
 }
 
+// WaitEvents returns the site's stored events once there are at least n,
+// for clients that deliver asynchronously (an SDK's background flush, a
+// browser), or an error naming how many arrived if within passes first.
+// It checks every 20 ms: a test waits for the events, not for a time.
+func (s *Server) WaitEvents(n int, within time.Duration) ([]Event, error) {
+	deadline := time.Now().Add(within)
+	for {
+		events, err := s.Events()
+		if err != nil || len(events) >= n {
+			return events, err
+		}
+		if time.Now().After(deadline) {
+			return events, fmt.Errorf("servertest: %d events stored after %v, want %d", len(events), within, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Decisions returns the inspection feed's decisions matching f, newest
 // first: why each event was accepted, deduplicated, quarantined, dropped
 // (with the gate's reason) or rejected (with the error code and details).

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,5 +246,19 @@ func TestFaultsAndThrowAwaySites(t *testing.T) {
 	}
 	if err := srv.DeleteSite(srv.SiteID); err == nil {
 		t.Fatal("got no error deleting the seeded site, want 404: only throw-away sites go")
+	}
+}
+
+// WaitEvents answers once the events are stored, and says how many
+// arrived when they do not in time.
+func TestWaitEvents(t *testing.T) {
+	srv := servertest.New(t)
+	go srv.Send(event(srv.SiteID, 1, nil))
+	events, err := srv.WaitEvents(1, 10*time.Second)
+	if err != nil || len(events) != 1 {
+		t.Fatalf("got %d events, %v, want 1", len(events), err)
+	}
+	if _, err := srv.WaitEvents(2, 50*time.Millisecond); err == nil || !strings.Contains(err.Error(), "1 events stored") {
+		t.Fatalf("got %v waiting for an event never sent, want an error saying 1 arrived", err)
 	}
 }
