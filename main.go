@@ -33,9 +33,9 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
-// run starts both listeners and blocks until SIGINT or SIGTERM; it returns
-// the process exit code.
-func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// serve starts both listeners and blocks until SIGINT or SIGTERM; it
+// returns the process exit code.
+func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	cfg, err := loadConfig(args, getenv, stderr)
 	if err != nil {

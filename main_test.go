@@ -536,3 +536,31 @@ func TestBotFilterSetting(t *testing.T) {
 		t.Errorf("BOT_FILTER=maybe: got %v, want an error naming the setting", err)
 	}
 }
+
+// `tally serve` is the server, as `tally` alone is; flags follow the
+// subcommand's name.
+func TestServeSubcommand(t *testing.T) {
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "serve", "--dev-json", "--collector-addr", "127.0.0.1:0", "--query-addr", "127.0.0.1:0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("reading the printed setup: %v", err)
+	}
+	var setup struct {
+		QueryURL string `json:"query_url"`
+	}
+	if err := json.Unmarshal(line, &setup); err != nil || setup.QueryURL == "" {
+		t.Fatalf("got %q, want the dev setup as JSON", line)
+	}
+	if code, _ := get(t, setup.QueryURL+"/healthz"); code != 200 {
+		t.Fatalf("got /healthz %d, want 200", code)
+	}
+}
