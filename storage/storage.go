@@ -94,6 +94,9 @@ type DB struct {
 	// writer job of a sourcemap upload, delete or prune wrote or freed, so
 	// that tests can see the jobs stay bounded without timing them.
 	sourcemapJobBytes func(bytes int64)
+	// purgeJob, when set by a test, is told the rows of each table every
+	// writer job of Purge removed.
+	purgeJob func(table string, rows int64)
 	salts             saltCache
 	tenants
 
