@@ -97,7 +97,7 @@ type DB struct {
 	// purgeJob, when set by a test, is told the rows of each table every
 	// writer job of Purge removed.
 	purgeJob func(table string, rows int64)
-	salts             saltCache
+	salts    saltCache
 	tenants
 
 	// eraseJobs counts the writer jobs erasures ran, so tests can tell a
