@@ -106,7 +106,10 @@ func (db *DB) Purge(ctx context.Context, defaultDays int) (PurgeResult, error) {
 				}
 				for {
 					var n int64
+					var took time.Duration
 					err := db.writer.do(ctx, func(tx *writeTx) error {
+						start := time.Now()
+						defer func() { took = time.Since(start) }()
 						r, err := tx.Exec(q.sql, site, cut, purgeChunk)
 						if err != nil {
 							return fmt.Errorf("purge %s: %w", q.table, err)
@@ -118,7 +121,7 @@ func (db *DB) Purge(ctx context.Context, defaultDays int) (PurgeResult, error) {
 						return res, err
 					}
 					res.Deleted[q.table] += n
-					db.notePurgeJob(q.table, n)
+					db.notePurgeJob(q.table, n, took)
 					if n < purgeChunk {
 						break
 					}
@@ -136,10 +139,11 @@ func (db *DB) Purge(ctx context.Context, defaultDays int) (PurgeResult, error) {
 	return res, err
 }
 
-// notePurgeJob tells a test's hook what a purge job deleted.
-func (db *DB) notePurgeJob(table string, rows int64) {
+// notePurgeJob tells a test's hook what a purge job deleted, and how long
+// its work inside the writer took.
+func (db *DB) notePurgeJob(table string, rows int64, took time.Duration) {
 	if db.purgeJob != nil {
-		db.purgeJob(table, rows)
+		db.purgeJob(table, rows, took)
 	}
 }
 
@@ -187,7 +191,10 @@ func (db *DB) purgeScanned(ctx context.Context, table, col string, cuts map[stri
 			chunk := due[:n]
 			due = due[n:]
 			var rows int64
+			var took time.Duration
 			err := db.writer.do(ctx, func(tx *writeTx) error {
+				start := time.Now()
+				defer func() { took = time.Since(start) }()
 				args := make([]any, len(chunk))
 				for i, k := range chunk {
 					args[i] = k
@@ -209,7 +216,7 @@ func (db *DB) purgeScanned(ctx context.Context, table, col string, cuts map[stri
 				return deleted, err
 			}
 			deleted += rows
-			db.notePurgeJob(table, rows)
+			db.notePurgeJob(table, rows, took)
 		}
 		if scanned < purgeScan {
 			return deleted, nil

@@ -114,7 +114,7 @@ func TestPurgeDeletesRawRowsOlderThanTheCut(t *testing.T) {
 		t.Fatalf("got due %v (%v) before the first purge, want true", due, err)
 	}
 	jobs := map[string]int{}
-	db.purgeJob = func(table string, rows int64) {
+	db.purgeJob = func(table string, rows int64, _ time.Duration) {
 		jobs[table]++
 		if rows > purgeChunk {
 			t.Errorf("got a job deleting %d rows of %s, want at most %d", rows, table, purgeChunk)
@@ -208,7 +208,7 @@ func TestPurgeResumesAfterACrash(t *testing.T) {
 
 	stopCtx, stop := context.WithCancel(ctx)
 	jobs := 0
-	db.purgeJob = func(string, int64) {
+	db.purgeJob = func(string, int64, time.Duration) {
 		if jobs++; jobs == 2 {
 			stop()
 		}

@@ -95,8 +95,8 @@ type DB struct {
 	// that tests can see the jobs stay bounded without timing them.
 	sourcemapJobBytes func(bytes int64)
 	// purgeJob, when set by a test, is told the rows of each table every
-	// writer job of Purge removed.
-	purgeJob func(table string, rows int64)
+	// writer job of Purge removed and how long its work took.
+	purgeJob func(table string, rows int64, took time.Duration)
 	salts    saltCache
 	tenants
 
