@@ -170,3 +170,32 @@ func TestPurgeKeepsCountsAndTellsPurgedDays(t *testing.T) {
 		t.Errorf("got %d events of web before the cut, want none", n)
 	}
 }
+
+// The server's loop runs a purge as soon as it starts when today's has not
+// run (a server down at midnight), and another when a site's retention
+// changes, without waiting for the next day.
+func TestRetentionLoopPurgesAtStartAndOnChange(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.RetentionDays = 10 })
+	h.setupTenant("acme", "web")
+	h.setupTenant("other", "later")
+	mustStatus(t, h.q("PATCH", "/v1/sites/later", testAdminToken, `{"retention_days":0}`), 200, "")
+	for d := 1; d <= 20; d++ {
+		h.sendAt("web", d, "v", "pageview", day(d, 10, 0), nil)
+		h.sendAt("later", 100+d, "v", "pageview", day(d, 10, 0), nil)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.srv.retentionLoop(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	// The harness clock says 2026-01-31: ten days kept are the 22nd on.
+	eventually(t, "web's old events purged at start", func() bool {
+		return h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'web'`) == 0
+	})
+	if n := h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'later'`); n != 20 {
+		t.Fatalf("got %d events of the site keeping everything, want 20", n)
+	}
+	mustStatus(t, h.q("PATCH", "/v1/sites/later", testAdminToken, `{"retention_days":20}`), 200, "")
+	eventually(t, "later's events before the 12th purged after the change", func() bool {
+		return h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'later'`) == 9
+	})
+}
