@@ -29,6 +29,7 @@ type config struct {
 	SchemaBundlePath string
 	IngestRateLimit  int
 	IngestQuota      int
+	RetentionDays    int
 	ConsentMode      string
 	BotFilter        string
 	GeoIPDBPath      string
@@ -53,6 +54,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		return def
 	}
 	var c config
+	var retention string
 	var rate, quota, trust, feed, smRate, smFiles, smMiB, durability string
 	fs := flag.NewFlagSet("tally", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -65,6 +67,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.SchemaBundlePath, "schema-bundle-path", env("SCHEMA_BUNDLE_PATH", ""), "tracking plan file; unset disables schema validation [SCHEMA_BUNDLE_PATH]")
 	fs.StringVar(&rate, "ingest-rate-limit", env("INGEST_RATE_LIMIT", "1000"), "events per second per site, 0 = off [INGEST_RATE_LIMIT]")
 	fs.StringVar(&quota, "ingest-quota", env("INGEST_QUOTA", "0"), "accepted events per site per UTC month, 0 = unlimited [INGEST_QUOTA]")
+	fs.StringVar(&retention, "retention-days", env("RETENTION_DAYS", "0"), "UTC days of raw events kept, today included (rollups stay), 0 = keep everything [RETENTION_DAYS]")
 	fs.StringVar(&smRate, "sourcemap-upload-rate", env("SOURCEMAP_UPLOAD_RATE", "30"), "sourcemap uploads per minute per site, 0 = off [SOURCEMAP_UPLOAD_RATE]")
 	fs.StringVar(&smFiles, "sourcemap-max-files", env("SOURCEMAP_MAX_FILES", "100"), "sourcemap files a site may store, 0 = no cap [SOURCEMAP_MAX_FILES]")
 	fs.StringVar(&smMiB, "sourcemap-max-mib", env("SOURCEMAP_MAX_MIB", "256"), "MiB of sourcemaps (decoded) a site may store, 0 = no cap [SOURCEMAP_MAX_MIB]")
@@ -96,6 +99,12 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	if c.IngestQuota, err = nonNegative("INGEST_QUOTA", quota); err != nil {
 		return c, err
+	}
+	if c.RetentionDays, err = nonNegative("RETENTION_DAYS", retention); err != nil {
+		return c, err
+	}
+	if c.RetentionDays > storage.MaxRetentionDays {
+		return c, fmt.Errorf("RETENTION_DAYS must be at most %d, not %q", storage.MaxRetentionDays, retention)
 	}
 	if c.SourcemapUploadRate, err = nonNegative("SOURCEMAP_UPLOAD_RATE", smRate); err != nil {
 		return c, err

@@ -79,6 +79,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		BotFilter:     cfg.BotFilter,
 		RateLimit:     cfg.IngestRateLimit,
 		Quota:         cfg.IngestQuota,
+		RetentionDays: cfg.RetentionDays,
 		Plan:          plan,
 		PlanPath:      cfg.SchemaBundlePath,
 		Locator:       locator,

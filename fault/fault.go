@@ -59,6 +59,9 @@ const (
 	// InvalidSites: a key's site restriction is empty or names a site that
 	// is not in the workspace.
 	InvalidSites = "invalid_sites"
+	// InvalidRetention: a site's retention_days is not null or a whole
+	// number of days from 0 to 36500.
+	InvalidRetention = "invalid_retention_days"
 	// InvalidFault: a fault to inject (dev mode) is not one the server can
 	// play.
 	InvalidFault = "invalid_fault"

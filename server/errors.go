@@ -25,6 +25,7 @@ var statusOf = map[string]int{
 	fault.InvalidLabel:         http.StatusBadRequest,
 	fault.InvalidScopes:        http.StatusBadRequest,
 	fault.InvalidSites:         http.StatusBadRequest,
+	fault.InvalidRetention:     http.StatusBadRequest,
 	fault.InvalidLimit:         http.StatusBadRequest,
 	fault.InvalidCursor:        http.StatusBadRequest,
 	fault.InvalidDateParam:     http.StatusBadRequest,

@@ -126,7 +126,7 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request, ps httprouter.
 	if list == nil {
 		list = []timelineEvent{}
 	}
-	writeJSON(w, http.StatusOK, timelineBody{Events: list, NextBefore: next})
+	writeJSON(w, http.StatusOK, timelineBody{Events: list, NextBefore: next, PurgedBefore: purgedBefore(site)})
 	return nil
 }
 

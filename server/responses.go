@@ -98,10 +98,26 @@ type siteBody struct {
 	WorkspaceID string `json:"workspace_id"`
 	Name        string `json:"name"`
 	CreatedAt   string `json:"created_at"`
+	// RetentionDays is the site's own retention, null when it follows
+	// RETENTION_DAYS (README "Retention").
+	RetentionDays *int `json:"retention_days"`
+	// PurgedBefore is the first day whose raw rows are all kept, null while
+	// no purge has removed any.
+	PurgedBefore *string `json:"purged_before"`
 }
 
 func siteOf(s *storage.Site) siteBody {
-	return siteBody{ID: s.ID, WorkspaceID: s.WorkspaceID, Name: s.Name, CreatedAt: s.CreatedAt}
+	return siteBody{ID: s.ID, WorkspaceID: s.WorkspaceID, Name: s.Name, CreatedAt: s.CreatedAt,
+		RetentionDays: s.RetentionDays, PurgedBefore: purgedBefore(s)}
+}
+
+// purgedBefore is the site's purged_before for an answer: null while no
+// purge has removed raw rows.
+func purgedBefore(s *storage.Site) *string {
+	if s.PurgedBefore == "" {
+		return nil
+	}
+	return &s.PurgedBefore
 }
 
 // siteList is the answer of GET /workspaces/:slug/sites.
@@ -284,6 +300,10 @@ func timelineEventOf(e *storage.TimelineEvent) timelineEvent {
 type timelineBody struct {
 	Events     []timelineEvent `json:"events"`
 	NextBefore *string         `json:"next_before"`
+	// PurgedBefore is the first day whose events are all kept: the site's
+	// retention may have removed those of earlier days (README
+	// "Retention"). Null while none were removed.
+	PurgedBefore *string `json:"purged_before"`
 }
 
 // breakdownRow is one value of a dimension (null when absent) and its

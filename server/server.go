@@ -58,6 +58,9 @@ type Config struct {
 	// SourcemapMaxBytes is the most decoded sourcemap bytes a site may
 	// store; 0 means no cap.
 	SourcemapMaxBytes int64
+	// RetentionDays is how many UTC days of raw rows a site without its own
+	// retention_days keeps, today included; 0 keeps everything.
+	RetentionDays int
 	// Plan is the tracking plan; nil disables schema validation.
 	Plan *schema.Plan
 	// PlanPath is the file Plan came from, re-read by ReloadPlan.
@@ -93,6 +96,8 @@ type Server struct {
 	client   *http.Client
 	metrics  atomic.Pointer[collectorMetrics]
 	faults   faultInjector // dev mode's injected intake faults
+	// retentionKick asks the purge loop for a purge now.
+	retentionKick chan struct{}
 }
 
 // New returns a Server over db.
@@ -115,16 +120,18 @@ func New(cfg Config, db *storage.DB) *Server {
 	s := &Server{cfg: cfg, db: db, log: cfg.Logger, now: cfg.Now, admin: newAdminToken(cfg.AdminToken),
 		limiter: newRateLimiter(cfg.RateLimit), uploads: newUploadLimiter(cfg.SourcemapUploadsPerMinute), locator: cfg.Locator,
 		internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout},
-		feed: newDebugFeed(cfg.DebugFeedSize)}
+		feed: newDebugFeed(cfg.DebugFeedSize), retentionKick: make(chan struct{}, 1)}
 	s.plan.Store(cfg.Plan)
 	s.metrics.Store(newCollectorMetrics(db.PoolStats, db.DiskUsage))
 	return s
 }
 
 // Run does the server's background work until ctx ends: sampling the DLQ
-// size for the metrics and pruning expired dedup ids and salts.
+// size for the metrics, pruning expired dedup ids and salts, and the daily
+// retention purge.
 func (s *Server) Run(ctx context.Context) {
 	go s.db.PruneLoop(ctx, func(err error) { s.log.Error("prune", "err", err.Error()) })
+	go s.retentionLoop(ctx)
 	s.sampleDLQ(ctx)
 }
 
@@ -198,6 +205,7 @@ func (s *Server) Query() http.Handler {
 		rt.handleV1(http.MethodDelete, "/debug/sites/:siteId", s.removeThrowAwaySite)
 	}
 
+	rt.handle(http.MethodPatch, "/sites/:siteId", s.updateSite)
 	rt.handle(http.MethodGet, "/sites/:siteId/pageviews", s.pageviews)
 	rt.handle(http.MethodGet, "/sites/:siteId/events", s.eventCounts)
 	rt.handle(http.MethodGet, "/sites/:siteId/sessions", s.sessions)

@@ -110,6 +110,8 @@ func TestResponseShapes(t *testing.T) {
 		{api: "q", method: "PUT", path: "/v1/workspaces/acme", token: testAdminToken, status: 405},
 		{api: "q", method: "POST", path: "/v1/workspaces/acme/sites", token: testAdminToken, status: 201, body: map[string]any{"id": "shop", "name": "Shop"}},
 		{api: "q", method: "GET", path: "/v1/workspaces/acme/sites", token: testAdminToken, status: 200, alias: true},
+		{api: "q", method: "PATCH", path: "/v1/sites/shop", token: testAdminToken, status: 200, alias: true, body: map[string]any{"retention_days": 30}},
+		{api: "q", method: "PATCH", path: "/v1/sites/shop", token: testAdminToken, status: 400, body: map[string]any{"retention_days": -1}},
 		{api: "q", method: "POST", path: "/v1/workspaces/acme/keys", token: testAdminToken, status: 201,
 			body: map[string]any{"label": "dash", "scopes": []string{"query:read"}}, save: map[string]string{"key": "id"}},
 		{api: "q", method: "POST", path: "/v1/workspaces/acme/keys", token: testAdminToken, status: 201,

@@ -138,6 +138,47 @@ func (s *Server) createSite(w http.ResponseWriter, r *http.Request, ps httproute
 	return nil
 }
 
+// updateSite takes {name?, retention_days?} and answers 200 with the site.
+// retention_days is null (follow RETENTION_DAYS), 0 (keep everything) or
+// the UTC days of raw rows kept; a changed one is applied by a purge at
+// once (README "Retention").
+//
+// PATCH /sites/:siteId
+func (s *Server) updateSite(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, site, err := s.site(r, ps.ByName("siteId"), storage.ScopeAdmin)
+	if err != nil {
+		return err
+	}
+	body, err := decodeObject(w, r, adminBodyLimit)
+	if err != nil {
+		return err
+	}
+	var change storage.SiteChange
+	if body.has("name") {
+		name, err := body.str("name", fault.InvalidName)
+		if err != nil {
+			return err
+		}
+		change.Name = &name
+	}
+	if raw, ok := body["retention_days"]; ok {
+		change.Retention = true
+		if err := json.Unmarshal(raw, &change.RetentionDays); err != nil ||
+			(change.RetentionDays != nil && (*change.RetentionDays < 0 || *change.RetentionDays > storage.MaxRetentionDays)) {
+			return fault.Errorf(fault.InvalidRetention, "retention_days must be null (follow the server's RETENTION_DAYS), 0 (keep everything) or a whole number of days up to %d", storage.MaxRetentionDays)
+		}
+	}
+	updated, err := s.db.UpdateSite(r.Context(), p.actor(), site, change)
+	if err != nil {
+		return err
+	}
+	if change.Retention && updated != site {
+		s.kickRetention()
+	}
+	writeJSON(w, http.StatusOK, siteOf(updated))
+	return nil
+}
+
 // deleteSite deletes a site and all its data; 204.
 //
 // DELETE /workspaces/:slug/sites/:id

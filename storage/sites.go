@@ -12,12 +12,25 @@ type Site struct {
 	WorkspaceID string
 	Name        string
 	CreatedAt   string
+	// RetentionDays is the site's own retention: nil follows the server's
+	// RETENTION_DAYS, 0 keeps everything (README "Retention").
+	RetentionDays *int
+	// PurgedBefore is the first UTC day (YYYY-MM-DD) whose raw rows are
+	// all kept; "" while no purge has removed any.
+	PurgedBefore string
+}
+
+// siteColumns are the columns scanned by (*Site).scan.
+const siteColumns = `SELECT id, workspace_id, name, created_at, retention_days, COALESCE(purged_before, '') FROM sites`
+
+func (s *Site) scan(row interface{ Scan(...any) error }) error {
+	return row.Scan(&s.ID, &s.WorkspaceID, &s.Name, &s.CreatedAt, &s.RetentionDays, &s.PurgedBefore)
 }
 
 // Sites lists the sites of a workspace, ordered by id.
 func (db *DB) Sites(ctx context.Context, workspaceID string) ([]Site, error) {
 	rows, err := db.read.QueryContext(ctx,
-		`SELECT id, workspace_id, name, created_at FROM sites WHERE workspace_id = ? ORDER BY id`, workspaceID)
+		siteColumns+` WHERE workspace_id = ? ORDER BY id`, workspaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -25,7 +38,7 @@ func (db *DB) Sites(ctx context.Context, workspaceID string) ([]Site, error) {
 	list := []Site{}
 	for rows.Next() {
 		var s Site
-		if err := rows.Scan(&s.ID, &s.WorkspaceID, &s.Name, &s.CreatedAt); err != nil {
+		if err := s.scan(rows); err != nil {
 			return nil, err
 		}
 		list = append(list, s)
@@ -69,4 +82,84 @@ func (db *DB) CreateSite(ctx context.Context, actor Actor, ws *Workspace, id, na
 		return nil, err
 	}
 	return s, nil
+}
+
+// MaxRetentionDays bounds a site's retention_days (about a century), far
+// beyond any need and far from overflowing a date.
+const MaxRetentionDays = 36500
+
+// SiteChange is what UpdateSite changes: each field set is changed, the
+// others are left as they are.
+type SiteChange struct {
+	Name *string
+	// Retention, when set, replaces the site's RetentionDays with
+	// RetentionDays (nil: follow RETENTION_DAYS).
+	Retention     bool
+	RetentionDays *int
+}
+
+// UpdateSite renames site and sets its retention as change says, audited
+// as site.update with each changed field and its previous value. A change
+// that changes nothing writes nothing.
+func (db *DB) UpdateSite(ctx context.Context, actor Actor, site *Site, change SiteChange) (*Site, error) {
+	updated := *site
+	meta := map[string]any{}
+	if change.Name != nil {
+		name, err := cleanText(*change.Name, fault.InvalidName, "name")
+		if err != nil {
+			return nil, err
+		}
+		if name != site.Name {
+			updated.Name = name
+			meta["name"], meta["previous_name"] = name, site.Name
+		}
+	}
+	if change.Retention {
+		if d := change.RetentionDays; d != nil && (*d < 0 || *d > MaxRetentionDays) {
+			return nil, fault.Errorf(fault.InvalidRetention, "retention_days must be null or a whole number from 0 to %d", MaxRetentionDays)
+		}
+		if !sameDays(change.RetentionDays, site.RetentionDays) {
+			updated.RetentionDays = change.RetentionDays
+			meta["retention_days"], meta["previous_retention_days"] = change.RetentionDays, site.RetentionDays
+		}
+	}
+	if len(meta) == 0 {
+		return site, nil
+	}
+	err := db.writer.do(ctx, func(tx *writeTx) error {
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
+		cur, _ := db.Site(site.ID)
+		if _, err := tx.Exec(`UPDATE sites SET name = ?, retention_days = ? WHERE id = ?`,
+			updated.Name, updated.RetentionDays, site.ID); err != nil {
+			return err
+		}
+		// A purge may have moved purged_before since the request read the
+		// site.
+		updated.PurgedBefore = cur.PurgedBefore
+		if err := db.audit(tx, site.WorkspaceID, actor, "site.update", site.ID, meta); err != nil {
+			return err
+		}
+		tx.onCommit(func() { db.replaceSite(&updated) })
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &updated, nil
+}
+
+// replaceSite puts s in the tenancy cache in place of the site of the same
+// id, unless that site was deleted (or deleted and created again) meanwhile.
+func (db *DB) replaceSite(s *Site) {
+	db.tenants.mu.Lock()
+	defer db.tenants.mu.Unlock()
+	if cur, ok := db.sites[s.ID]; ok && cur.WorkspaceID == s.WorkspaceID && cur.CreatedAt == s.CreatedAt {
+		db.sites[s.ID] = s
+	}
+}
+
+func sameDays(a, b *int) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }

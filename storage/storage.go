@@ -94,7 +94,10 @@ type DB struct {
 	// writer job of a sourcemap upload, delete or prune wrote or freed, so
 	// that tests can see the jobs stay bounded without timing them.
 	sourcemapJobBytes func(bytes int64)
-	salts             saltCache
+	// purgeJob, when set by a test, is told the rows of each table every
+	// writer job of Purge removed and how long its work took.
+	purgeJob func(table string, rows int64, took time.Duration)
+	salts    saltCache
 	tenants
 
 	// eraseJobs counts the writer jobs erasures ran, so tests can tell a

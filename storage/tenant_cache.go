@@ -39,13 +39,13 @@ func (db *DB) loadTenants(ctx context.Context) error {
 	}
 	rows.Close()
 
-	rows, err = db.read.QueryContext(ctx, `SELECT id, workspace_id, name, created_at FROM sites`)
+	rows, err = db.read.QueryContext(ctx, siteColumns)
 	if err != nil {
 		return fmt.Errorf("load sites: %w", err)
 	}
 	for rows.Next() {
 		s := &Site{}
-		if err := rows.Scan(&s.ID, &s.WorkspaceID, &s.Name, &s.CreatedAt); err != nil {
+		if err := s.scan(rows); err != nil {
 			rows.Close()
 			return err
 		}

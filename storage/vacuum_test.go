@@ -1,0 +1,45 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Vacuum refuses a database another connection has open, and shrinks one
+// with free pages to its data, which stays whole.
+func TestVacuumShrinksAndRefusesAnOpenDatabase(t *testing.T) {
+	clk := &testClock{}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "a.db")
+	db, err := Open(ctx, Options{Path: path, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(retentionStart)
+	withSites(t, db, "s")
+	loadDays(t, db, clk, []string{"s"}, retentionStart, 20, 300)
+	clk.Set(retentionStart.AddDate(0, 0, 19).Add(time.Hour))
+	if _, err := db.Purge(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	kept := count(t, db, `SELECT COUNT(*) FROM events`)
+	if _, err := Vacuum(ctx, path); !errors.Is(err, ErrInUse) {
+		t.Fatalf("got %v vacuuming a database the server has open, want ErrInUse", err)
+	}
+	db.Close()
+	res, err := Vacuum(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d bytes before, %d after, in %v", res.Before, res.After, res.Took)
+	if res.After >= res.Before*2/3 {
+		t.Errorf("got %d bytes after vacuum from %d, want under two thirds: three quarters of the events were purged", res.After, res.Before)
+	}
+	db = openTest(t, path)
+	if n := count(t, db, `SELECT COUNT(*) FROM events`); n != kept {
+		t.Errorf("got %d events after vacuum, want %d", n, kept)
+	}
+}
