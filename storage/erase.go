@@ -386,17 +386,6 @@ func (e *eraser) sweep(tx *eraseTx, chunk int64) (caughtUp bool, err error) {
 // user subject. It reports whether none are left.
 func (e *eraser) links(tx *eraseTx) (done bool, err error) {
 	if e.s.UserID != "" {
-		// A few left (nearly always): the last job deletes them with the
-		// profile, one writer transaction fewer.
-		var left int
-		if err := tx.QueryRow(`SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM dlq WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3))
-			+ (SELECT COUNT(*) FROM (SELECT 1 FROM identity_links INDEXED BY identity_links_site_user WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3))`,
-			e.site, e.s.UserID, eraseChunk+1).Scan(&left); err != nil {
-			return false, err
-		}
-		if left <= eraseChunk {
-			return true, nil
-		}
 		n, err := deleteRows(tx, "dlq", `rowid IN (SELECT rowid FROM dlq WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`, e.site, e.s.UserID, eraseChunk)
 		if err != nil || n == eraseChunk {
 			return false, err
