@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -23,50 +24,100 @@ import (
 // BenchmarkReads loads 1,000,000 events over 90 days into a temp database
 // through the real writer (about a minute), then times each read endpoint
 // over HTTP for the last 30 days, a timeline page of a user with a long
-// history, and the GDPR erasure of one user.
+// history on one device and of a heavy user linked to 200 devices, and the
+// GDPR erasure of one user of each kind.
 const (
 	benchEvents = 1_000_000
 	benchDays   = 90
+	// benchVisitors come about once each; every tenth event of each (its
+	// first, eleventh...) carries user_id user-(visitor mod benchHeavy),
+	// so each of the benchHeavy users is linked to 200 devices with about
+	// 1,000 events (README "Reads").
+	benchVisitors = 200_000
+	benchHeavy    = 1_000
+	// benchRegulars return often (Zipf): one visit in 20 is by one of
+	// them, and one in ten of them is identified as itself.
+	benchRegulars = 10_000
 )
 
 var benchEnd = time.Date(2026, 3, 31, 0, 0, 0, 0, time.UTC)
 
+// readsFixture is who BenchmarkReads reads and erases.
+type readsFixture struct {
+	longest string   // the regular user with the longest history
+	users   []string // the identified regulars, in order of first visit
+	heavy   []string // the heavy users, most events first
+	devices int      // anon ids linked to heavy[0]
+	events  int      // events of heavy[0]
+}
+
 // loadReadsFixture writes the events: visits of 1 to 8 events a few
-// minutes apart, by 60,000 visitors of whom a few return very often, 10%
-// identified as users; 70% pageviews.
-func loadReadsFixture(b *testing.B, db *storage.DB) (heavyUser string, users []string) {
+// minutes apart, 70% pageviews; 19 visits in 20 by benchVisitors visitors
+// taken in a scattered order, so that each comes about once, the rest by
+// benchRegulars regulars of whom a few return very often.
+func loadReadsFixture(b *testing.B, db *storage.DB) readsFixture {
 	b.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
-	zipf := rand.NewZipf(rng, 1.2, 20, 59_999)
+	zipf := rand.NewZipf(rng, 1.2, 20, benchRegulars-1)
 	types := []string{"pageview", "pageview", "pageview", "pageview", "pageview", "pageview", "pageview", "click", "click", "signup"}
 	perDay := benchEvents / benchDays
 	start := benchEnd.AddDate(0, 0, -benchDays)
+	var f readsFixture
 	seen := map[int]bool{}
-	visitsOf := map[int]int{}
-	total := 0
+	regularEvents := map[int]int{}
+	sent := make([]int, benchVisitors)      // events per visitor so far
+	heavyEvents := make([]int, benchHeavy)  // events per heavy user
+	heavyDevices := make([]int, benchHeavy) // linked anon ids per heavy user
+	total, visits := 0, 0
 	for d := range benchDays {
 		dayStart := start.AddDate(0, 0, d)
 		var batch []storage.IngestEvent
 		for n := 0; n < perDay && total < benchEvents; {
-			v := int(zipf.Uint64())
-			visitsOf[v]++
-			anon := fmt.Sprintf("visitor-%05d", v)
+			visits++
+			regular, v := rng.IntN(20) == 0, 0
+			var anon string
 			var user *string
-			if v%10 == 0 {
-				u := fmt.Sprintf("user-%05d", v)
-				user = &u
-				if !seen[v] {
-					seen[v] = true
-					users = append(users, u)
+			if regular {
+				v = int(zipf.Uint64())
+				anon = fmt.Sprintf("regular-%05d", v)
+				if v%10 == 0 {
+					u := fmt.Sprintf("regular-user-%05d", v)
+					user = &u
+					if !seen[v] {
+						seen[v] = true
+						f.users = append(f.users, u)
+					}
 				}
+			} else {
+				v = visits * 7919 % benchVisitors // 7919 is prime: every visitor in turn, scattered
+				anon = fmt.Sprintf("visitor-%06d", v)
 			}
 			ts := dayStart.Add(time.Duration(rng.IntN(86_000)) * time.Second)
 			for k := 1 + rng.IntN(8); k > 0 && n < perDay; k-- {
 				typ := types[rng.IntN(len(types))]
 				url := fmt.Sprintf("https://shop.example/p/%d", rng.IntN(200))
-				raw := fmt.Sprintf(`{"id":"x","site_id":"bench","anon_id":%q,"type":%q,"url":%q,"properties":{"title":"A page title","w":1440}}`, anon, typ, url)
-				batch = append(batch, storage.IngestEvent{ID: uuid.NewString(), SiteID: "bench", Type: typ, AnonID: anon, UserID: user,
-					URL: &url, TS: ts, Raw: []byte(raw), Browser: "Chrome", OS: "Windows", DeviceType: "desktop", Country: "DE"})
+				e := storage.IngestEvent{ID: uuid.NewString(), SiteID: "bench", Type: typ, AnonID: anon, UserID: user,
+					URL: &url, TS: ts, Browser: "Chrome", OS: "Windows", DeviceType: "desktop", Country: "DE"}
+				if regular {
+					regularEvents[v]++
+				} else {
+					h := v % benchHeavy
+					if sent[v]%10 == 0 {
+						u := fmt.Sprintf("user-%03d", h)
+						e.UserID = &u
+						if sent[v] == 0 {
+							heavyDevices[h]++
+						}
+					}
+					sent[v]++
+					heavyEvents[h]++
+				}
+				userField := ""
+				if e.UserID != nil {
+					userField = fmt.Sprintf(`"user_id":%q,`, *e.UserID)
+				}
+				e.Raw = []byte(fmt.Sprintf(`{"id":"x","site_id":"bench","anon_id":%q,%s"type":%q,"url":%q,"properties":{"title":"A page title","w":1440}}`, anon, userField, typ, url))
+				batch = append(batch, e)
 				ts = ts.Add(time.Duration(30+rng.IntN(240)) * time.Second)
 				n++
 				total++
@@ -83,12 +134,22 @@ func loadReadsFixture(b *testing.B, db *storage.DB) (heavyUser string, users []s
 		}
 	}
 	best := 0
-	for v, n := range visitsOf {
-		if v%10 == 0 && n > visitsOf[best] {
+	for v, n := range regularEvents {
+		if v%10 == 0 && n > regularEvents[best] {
 			best = v
 		}
 	}
-	return fmt.Sprintf("user-%05d", best), users
+	f.longest = fmt.Sprintf("regular-user-%05d", best)
+	order := make([]int, benchHeavy)
+	for h := range order {
+		order[h] = h
+	}
+	sort.Slice(order, func(i, j int) bool { return heavyEvents[order[i]] > heavyEvents[order[j]] })
+	for _, h := range order {
+		f.heavy = append(f.heavy, fmt.Sprintf("user-%03d", h))
+	}
+	f.devices, f.events = heavyDevices[order[0]], heavyEvents[order[0]]
+	return f
 }
 
 func BenchmarkReads(b *testing.B) {
@@ -100,9 +161,9 @@ func BenchmarkReads(b *testing.B) {
 	ws, _ := db.CreateWorkspace(context.Background(), storage.Actor{Kind: storage.ActorSystem}, "Bench", "bench")
 	db.CreateSite(context.Background(), storage.Actor{Kind: storage.ActorSystem}, ws, "bench", "Bench")
 	t0 := time.Now()
-	heavy, users := loadReadsFixture(b, db)
-	b.Logf("loaded %d events in %s (%.0f events/s); heavy user %s", benchEvents, time.Since(t0).Round(time.Second),
-		benchEvents/time.Since(t0).Seconds(), heavy)
+	f := loadReadsFixture(b, db)
+	b.Logf("loaded %d events in %s (%.0f events/s); longest history %s; heavy user %s with %d devices and %d events",
+		benchEvents, time.Since(t0).Round(time.Second), benchEvents/time.Since(t0).Seconds(), f.longest, f.heavy[0], f.devices, f.events)
 
 	srv := New(Config{AdminToken: "bench", Logger: discardLogger()}, db)
 	ts := httptest.NewServer(srv.Query())
@@ -127,13 +188,27 @@ func BenchmarkReads(b *testing.B) {
 	}
 	b.Run("timeline_page_100", func(b *testing.B) {
 		for b.Loop() {
-			get(b, "GET", "/v1/sites/bench/users/"+heavy+"/timeline?limit=100", "")
+			get(b, "GET", "/v1/sites/bench/users/"+f.longest+"/timeline?limit=100", "")
+		}
+	})
+	b.Run("timeline_heavy_user", func(b *testing.B) {
+		for b.Loop() {
+			get(b, "GET", "/v1/sites/bench/users/"+f.heavy[0]+"/timeline?limit=100", "")
 		}
 	})
 	b.Run("gdpr_erase_one_user", func(b *testing.B) {
 		i := 0
 		for b.Loop() {
-			get(b, "POST", "/v1/sites/bench/gdpr/delete", `{"subject":{"user_id":"`+users[len(users)-1-i%len(users)]+`"}}`)
+			get(b, "POST", "/v1/sites/bench/gdpr/delete", `{"subject":{"user_id":"`+f.users[len(f.users)-1-i%len(f.users)]+`"}}`)
+			i++
+		}
+	})
+	// Each iteration erases another heavy user (a repeat would find
+	// nothing), from the one with the most events down.
+	b.Run("gdpr_erase_heavy_user", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			get(b, "POST", "/v1/sites/bench/gdpr/delete", `{"subject":{"user_id":"`+f.heavy[1+i%(len(f.heavy)-1)]+`"}}`)
 			i++
 		}
 	})

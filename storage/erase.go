@@ -2,7 +2,9 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -73,9 +75,9 @@ var sweepTables = [3]struct{ table, rowid string }{{"events", "seq"}, {"sessions
 func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subject) (SubjectCounts, error) {
 	ctx = context.WithoutCancel(ctx)
 	e := &eraser{db: db, site: site.ID, s: s, floors: [3]int64{-1, -1, -1}}
-	audit := func(tx *writeTx) error {
+	audit := func(tx *eraseTx) error {
 		tx.onCommit(db.intake.forget) // the subject's anon ids leave memory too
-		return db.audit(tx, site.WorkspaceID, actor, "gdpr.delete", site.ID, map[string]any{
+		return db.audit(tx.writeTx, site.WorkspaceID, actor, "gdpr.delete", site.ID, map[string]any{
 			"subject_kind": s.kind(), "subject_hash": s.hash(), "counts": e.counts})
 	}
 	var whole bool
@@ -84,14 +86,16 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 		if err := db.checkSite(site); err != nil {
 			return err
 		}
-		var err error
-		if whole, err = e.small(tx); err != nil || !whole {
-			return err
-		}
-		if err := e.all(tx); err != nil {
-			return err
-		}
-		return audit(tx)
+		return runErase(tx, func(tx *eraseTx) error {
+			var err error
+			if whole, err = e.small(tx); err != nil || !whole {
+				return err
+			}
+			if err := e.all(tx); err != nil {
+				return err
+			}
+			return audit(tx)
+		})
 	})
 	if err != nil {
 		e.counts = SubjectCounts{} // rolled back
@@ -128,10 +132,12 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 		if err := db.checkSite(site); err != nil {
 			return err
 		}
-		if err := e.finish(tx); err != nil {
-			return err
-		}
-		return audit(tx)
+		return runErase(tx, func(tx *eraseTx) error {
+			if err := e.last(tx); err != nil {
+				return err
+			}
+			return audit(tx)
+		})
 	})
 	if err != nil {
 		return SubjectCounts{}, err
@@ -147,7 +153,7 @@ const eraseWholeRows = 1000
 // small reports whether the subject has at most eraseChunk links and
 // eraseWholeRows rows of events, sessions and DLQ. Every count stops at
 // its bound, so asking costs little however large the subject is.
-func (e *eraser) small(tx *writeTx) (bool, error) {
+func (e *eraser) small(tx *eraseTx) (bool, error) {
 	var links int
 	q := `SELECT COUNT(*) FROM (SELECT 1 FROM identity_links WHERE ` + e.s.linkWhere() + ` LIMIT ?3)`
 	if err := tx.QueryRow(q, e.site, e.s.id(), eraseChunk+1).Scan(&links); err != nil {
@@ -167,7 +173,7 @@ func (e *eraser) small(tx *writeTx) (bool, error) {
 }
 
 // all erases a small subject whole, in the caller's transaction.
-func (e *eraser) all(tx *writeTx) error {
+func (e *eraser) all(tx *eraseTx) error {
 	n, err := eraseEvents(tx, "events", e.s.visitorWhere(), e.site, e.s.id())
 	if err != nil {
 		return err
@@ -181,12 +187,21 @@ func (e *eraser) all(tx *writeTx) error {
 	if err := e.lowerFloors(tx); err != nil {
 		return err
 	}
-	return e.finish(tx)
+	return e.last(tx)
 }
 
 // step runs one bounded job of the erasure and reports whether only the
 // last job is left.
 func (e *eraser) step(tx *writeTx) (done bool, err error) {
+	err = runErase(tx, func(tx *eraseTx) error {
+		done, err = e.advance(tx)
+		return err
+	})
+	return done, err
+}
+
+// advance is step's work.
+func (e *eraser) advance(tx *eraseTx) (done bool, err error) {
 	switch e.phase {
 	case phaseWalk:
 		err = e.walk(tx)
@@ -209,7 +224,7 @@ func (e *eraser) step(tx *writeTx) (done bool, err error) {
 // a new row the highest rowid plus one, so anything written later lands
 // above the lowest of these, even where the erasure deleted the top rows
 // (the sweep then scans a few emptied rowids again).
-func (e *eraser) lowerFloors(tx *writeTx) error {
+func (e *eraser) lowerFloors(tx *eraseTx) error {
 	for i, t := range sweepTables {
 		var top int64
 		if err := tx.QueryRow(`SELECT COALESCE(MAX(` + t.rowid + `), 0) FROM ` + t.table).Scan(&top); err != nil {
@@ -222,17 +237,20 @@ func (e *eraser) lowerFloors(tx *writeTx) error {
 	return nil
 }
 
-// eraseWalkLinks is how many of a user's links one walk job reads, each
-// with a check of whether its anon id still has rows: an index lookup per
-// table, so that anon ids with nothing left (say, thousands forged by
-// someone who knows the site id) cost little.
+// eraseWalkLinks is how many of a user's links one walk job takes as its
+// window: each costs an index lookup per table, so that anon ids with
+// nothing left (say, thousands forged by someone who knows the site id)
+// cost little.
 const eraseWalkLinks = 1000
 
 // walk empties anon ids of the subject until eraseChunk rows are spent.
-// A user's anon ids are walked in the rowid order of their links, which
-// the (site_id, user_id) index gives without sorting; links added while the
-// walk runs come after the cursor and are walked too.
-func (e *eraser) walk(tx *writeTx) error {
+// A user's anon ids are walked in windows of eraseWalkLinks links, in the
+// rowid order of their links, which the (site_id, user_id) index gives
+// without sorting; each job deletes the window's events, then its sessions,
+// then its DLQ rows, one statement each, until its budget is spent, and the
+// next job starts again at the same window until it is empty. Links added
+// while the walk runs come after the cursor and are walked too.
+func (e *eraser) walk(tx *eraseTx) error {
 	if e.s.UserID == "" {
 		n, err := e.eraseAnon(tx, e.s.AnonID, eraseChunk)
 		if err == nil && n < eraseChunk {
@@ -242,47 +260,40 @@ func (e *eraser) walk(tx *writeTx) error {
 		}
 		return err
 	}
-	type link struct {
-		rowid int64
-		anon  string
-		used  bool
-	}
-	rows, err := tx.Query(`SELECT rowid, anon_id,
-		EXISTS (SELECT 1 FROM events WHERE site_id = ?1 AND anon_id = l.anon_id)
-		OR EXISTS (SELECT 1 FROM sessions WHERE site_id = ?1 AND anon_id = l.anon_id)
-		OR EXISTS (SELECT 1 FROM dlq WHERE site_id = ?1 AND anon_id = l.anon_id)
-		FROM identity_links l INDEXED BY identity_links_site_user WHERE site_id = ?1 AND user_id = ?2 AND rowid > ?3 ORDER BY rowid LIMIT ?4`,
-		e.site, e.s.UserID, e.linkCursor, eraseWalkLinks)
-	if err != nil {
-		return err
-	}
-	var links []link
-	for rows.Next() {
-		var l link
-		if err := rows.Scan(&l.rowid, &l.anon, &l.used); err != nil {
-			rows.Close()
-			return err
-		}
-		links = append(links, l)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	var links int
+	var hi int64
+	if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM (SELECT rowid FROM identity_links INDEXED BY identity_links_site_user
+		WHERE site_id = ?1 AND user_id = ?2 AND rowid > ?3 ORDER BY rowid LIMIT ?4)`,
+		e.site, e.s.UserID, e.linkCursor, eraseWalkLinks).Scan(&links, &hi); err != nil {
 		return err
 	}
 	budget := int64(eraseChunk)
-	for _, l := range links {
-		if l.used {
-			n, err := e.eraseAnon(tx, l.anon, budget)
-			if err != nil {
-				return err
-			}
-			if budget -= n; budget == 0 {
-				return nil // the next job starts again at this anon id
-			}
+	window := `site_id = ?1 AND anon_id IN (SELECT anon_id FROM identity_links INDEXED BY identity_links_site_user
+		WHERE site_id = ?1 AND user_id = ?2 AND rowid > ?3 AND rowid <= ?4)`
+	for _, t := range []struct {
+		table, rowid string
+		erase        func(*eraseTx, string, string, ...any) (int64, error)
+		count        *int64
+	}{
+		{"events", "seq", eraseEvents, &e.counts.Events},
+		{"sessions", "id", eraseSessions, &e.counts.Sessions},
+		{"dlq", "rowid", deleteRows, new(int64)},
+	} {
+		if links == 0 {
+			break
 		}
-		e.linkCursor = l.rowid
+		where := t.rowid + ` IN (SELECT ` + t.rowid + ` FROM ` + t.table + ` WHERE ` + window + ` LIMIT ?5)`
+		n, err := t.erase(tx, t.table, where, e.site, e.s.UserID, e.linkCursor, hi, budget)
+		if err != nil {
+			return err
+		}
+		*t.count += n
+		if budget -= n; budget == 0 {
+			return nil // the next job starts again at this window
+		}
 	}
-	if len(links) < eraseWalkLinks {
+	e.linkCursor = max(e.linkCursor, hi)
+	if links < eraseWalkLinks {
 		e.phase = phaseSweep
 	}
 	return nil
@@ -290,11 +301,11 @@ func (e *eraser) walk(tx *writeTx) error {
 
 // eraseAnon deletes up to limit of the anon id's events, sessions and DLQ
 // rows (all of them when limit is negative) and returns how many went.
-func (e *eraser) eraseAnon(tx *writeTx, anon string, limit int64) (int64, error) {
+func (e *eraser) eraseAnon(tx *eraseTx, anon string, limit int64) (int64, error) {
 	var total int64
 	for _, t := range []struct {
 		table, rowid string
-		erase        func(*writeTx, string, string, ...any) (int64, error)
+		erase        func(*eraseTx, string, string, ...any) (int64, error)
 		count        *int64
 	}{
 		{"events", "seq", eraseEvents, &e.counts.Events},
@@ -336,7 +347,7 @@ func (e *eraser) sweepMatch(table string) string {
 // them when chunk is negative) and erases the subject's rows among them:
 // those sent to anon ids the walk had already passed. It reports whether
 // it reached the end of every table.
-func (e *eraser) sweep(tx *writeTx, chunk int64) (caughtUp bool, err error) {
+func (e *eraser) sweep(tx *eraseTx, chunk int64) (caughtUp bool, err error) {
 	caughtUp = true
 	for i, t := range sweepTables {
 		var top int64
@@ -373,7 +384,7 @@ func (e *eraser) sweep(tx *writeTx, chunk int64) (caughtUp bool, err error) {
 // links deletes up to eraseChunk of the subject's links, with, for an anon
 // id, the profiles of the users they link, and the DLQ rows tagged with a
 // user subject. It reports whether none are left.
-func (e *eraser) links(tx *writeTx) (done bool, err error) {
+func (e *eraser) links(tx *eraseTx) (done bool, err error) {
 	if e.s.UserID != "" {
 		n, err := deleteRows(tx, "dlq", `rowid IN (SELECT rowid FROM dlq WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`, e.site, e.s.UserID, eraseChunk)
 		if err != nil || n == eraseChunk {
@@ -421,6 +432,11 @@ func (e *eraser) links(tx *writeTx) (done bool, err error) {
 // is at most a few rows, unless the subject keeps writing faster than the
 // erasure advances.
 func (e *eraser) finish(tx *writeTx) error {
+	return runErase(tx, e.last)
+}
+
+// last is finish's work.
+func (e *eraser) last(tx *eraseTx) error {
 	if e.s.AnonID != "" {
 		if _, err := e.eraseAnon(tx, e.s.AnonID, -1); err != nil {
 			return err
@@ -445,27 +461,74 @@ func (e *eraser) finish(tx *writeTx) error {
 	return nil
 }
 
+// eraseTx is one writer job of an erasure: its transaction, the statements
+// it prepared, and the rollup subtractions it owes. Its statements are
+// prepared once per job, not once per device or rollup row, and the
+// subtractions of everything the job deleted are summed before they are
+// applied (flush), so a rollup row shared by many of a user's devices (a
+// day, a page) is updated once per job (README "Reads").
+type eraseTx struct {
+	*writeTx
+	stmts    map[string]*sql.Stmt
+	days     map[dayKey]int64
+	dims     map[dimKey]int64
+	sessions map[[2]string]*sessionDelta
+}
+
+// runErase runs f as a job of an erasure on tx and applies what it owes to
+// the rollups, in the same transaction.
+func runErase(tx *writeTx, f func(*eraseTx) error) error {
+	et := &eraseTx{writeTx: tx, stmts: map[string]*sql.Stmt{}, days: map[dayKey]int64{},
+		dims: map[dimKey]int64{}, sessions: map[[2]string]*sessionDelta{}}
+	defer func() {
+		for _, st := range et.stmts {
+			st.Close()
+		}
+	}()
+	if err := f(et); err != nil {
+		return err
+	}
+	return et.flush()
+}
+
+// stmt returns query prepared in the job's transaction, once per job.
+func (tx *eraseTx) stmt(query string) (*sql.Stmt, error) {
+	if st, ok := tx.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := tx.Prepare(query)
+	if err != nil {
+		return nil, err
+	}
+	tx.stmts[query] = st
+	return st, nil
+}
+
 // deleteRows deletes the rows of table matched by where.
-func deleteRows(tx *writeTx, table, where string, args ...any) (int64, error) {
-	res, err := tx.Exec(`DELETE FROM `+table+` WHERE `+where, args...)
+func deleteRows(tx *eraseTx, table, where string, args ...any) (int64, error) {
+	st, err := tx.stmt(`DELETE FROM ` + table + ` WHERE ` + where)
+	if err != nil {
+		return 0, fmt.Errorf("erase %s: %w", table, err)
+	}
+	res, err := st.Exec(args...)
 	if err != nil {
 		return 0, fmt.Errorf("erase %s: %w", table, err)
 	}
 	return res.RowsAffected()
 }
 
-// eraseEvents deletes the events matched by where and subtracts them from
-// daily_events and daily_dimensions, deleting the rollup rows that reach
-// zero: an erased page's path or referrer host must not stay behind at
-// count 0.
-func eraseEvents(tx *writeTx, table, where string, args ...any) (int64, error) {
-	rows, err := tx.Query(`DELETE FROM events WHERE `+where+` RETURNING site_id, substr(ts, 1, 10), type, url, referrer,
-		COALESCE(country, ''), COALESCE(browser, ''), COALESCE(os, ''), COALESCE(device_type, '')`, args...)
+// eraseEvents deletes the events matched by where and owes their
+// subtraction from daily_events and daily_dimensions (see flush).
+func eraseEvents(tx *eraseTx, table, where string, args ...any) (int64, error) {
+	st, err := tx.stmt(`DELETE FROM events WHERE ` + where + ` RETURNING site_id, substr(ts, 1, 10), type, url, referrer,
+		COALESCE(country, ''), COALESCE(browser, ''), COALESCE(os, ''), COALESCE(device_type, '')`)
 	if err != nil {
 		return 0, fmt.Errorf("erase events: %w", err)
 	}
-	days := map[dayKey]int64{}
-	dims := map[dimKey]int64{}
+	rows, err := st.Query(args...)
+	if err != nil {
+		return 0, fmt.Errorf("erase events: %w", err)
+	}
 	var n int64
 	for rows.Next() {
 		var site, day, typ, country, browser, os, device string
@@ -475,10 +538,10 @@ func eraseEvents(tx *writeTx, table, where string, args ...any) (int64, error) {
 			return 0, err
 		}
 		n++
-		days[dayKey{site, day, typ}]++
+		tx.days[dayKey{site, day, typ}]++
 		if typ == "pageview" {
 			for d, v := range dimensionValues(u, ref, country, browser, os, device) {
-				dims[dimKey{site, day, Dimensions[d], v}]++
+				tx.dims[dimKey{site, day, Dimensions[d], v}]++
 			}
 		}
 	}
@@ -486,74 +549,20 @@ func eraseEvents(tx *writeTx, table, where string, args ...any) (int64, error) {
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("erase events: %w", err)
 	}
-	// Prepared once: a chunk of pageviews can touch hundreds of rows.
-	for _, r := range []struct {
-		update, drop string
-		keys         [][]any
-	}{
-		{`UPDATE daily_events SET count = MAX(count - ?4, 0) WHERE site_id = ?1 AND day = ?2 AND type = ?3`,
-			`DELETE FROM daily_events WHERE site_id = ?1 AND day = ?2 AND type = ?3 AND count = 0`, dayKeys(days)},
-		{`UPDATE daily_dimensions SET count = MAX(count - ?5, 0) WHERE site_id = ?1 AND day = ?2 AND dimension = ?3 AND value = ?4`,
-			`DELETE FROM daily_dimensions WHERE site_id = ?1 AND day = ?2 AND dimension = ?3 AND value = ?4 AND count = 0`, dimKeys(dims)},
-	} {
-		if err := unroll(tx, r.update, r.drop, r.keys); err != nil {
-			return 0, err
-		}
-	}
 	return n, nil
 }
 
-func dayKeys(m map[dayKey]int64) [][]any {
-	out := make([][]any, 0, len(m))
-	for k, n := range m {
-		out = append(out, []any{k.site, k.day, k.typ, n})
-	}
-	return out
-}
-
-func dimKeys(m map[dimKey]int64) [][]any {
-	out := make([][]any, 0, len(m))
-	for k, n := range m {
-		out = append(out, []any{k.site, k.day, k.dim, k.value, n})
-	}
-	return out
-}
-
-// unroll runs update with each of rows (the rollup key, then the count to
-// subtract), and drop with its key, which deletes the row if it reached 0.
-func unroll(tx *writeTx, update, drop string, rows [][]any) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	up, err := tx.Prepare(update)
-	if err != nil {
-		return err
-	}
-	defer up.Close()
-	del, err := tx.Prepare(drop)
-	if err != nil {
-		return err
-	}
-	defer del.Close()
-	for _, r := range rows {
-		if _, err := up.Exec(r...); err != nil {
-			return fmt.Errorf("unroll: %w", err)
-		}
-		if _, err := del.Exec(r[:len(r)-1]...); err != nil {
-			return fmt.Errorf("unroll: %w", err)
-		}
-	}
-	return nil
-}
-
-// eraseSessions deletes the sessions matched by where and subtracts them
-// from daily_sessions, deleting a day's row when no session is left in it.
-func eraseSessions(tx *writeTx, table, where string, args ...any) (int64, error) {
-	rows, err := tx.Query(`DELETE FROM sessions WHERE `+where+` RETURNING site_id, started_at, ended_at, event_count`, args...)
+// eraseSessions deletes the sessions matched by where and owes their
+// subtraction from daily_sessions (see flush).
+func eraseSessions(tx *eraseTx, table, where string, args ...any) (int64, error) {
+	st, err := tx.stmt(`DELETE FROM sessions WHERE ` + where + ` RETURNING site_id, started_at, ended_at, event_count`)
 	if err != nil {
 		return 0, fmt.Errorf("erase sessions: %w", err)
 	}
-	deltas := map[[2]string]*sessionDelta{}
+	rows, err := st.Query(args...)
+	if err != nil {
+		return 0, fmt.Errorf("erase sessions: %w", err)
+	}
 	var n int64
 	for rows.Next() {
 		var site, start, end string
@@ -566,10 +575,10 @@ func eraseSessions(tx *writeTx, table, where string, args ...any) (int64, error)
 		s, _ := time.Parse(timeLayout, start)
 		en, _ := time.Parse(timeLayout, end)
 		key := [2]string{site, start[:min(len(start), 10)]}
-		d := deltas[key]
+		d := tx.sessions[key]
 		if d == nil {
 			d = &sessionDelta{}
-			deltas[key] = d
+			tx.sessions[key] = d
 		}
 		d.sessions++
 		d.durationMS += en.Sub(s).Milliseconds()
@@ -582,15 +591,75 @@ func eraseSessions(tx *writeTx, table, where string, args ...any) (int64, error)
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("erase sessions: %w", err)
 	}
-	for k, d := range deltas {
-		if _, err := tx.Exec(`UPDATE daily_sessions SET sessions = sessions - ?, duration_ms = duration_ms - ?,
-			events = events - ?, bounces = bounces - ? WHERE site_id = ? AND day = ?`,
-			d.sessions, d.durationMS, d.events, d.bounces, k[0], k[1]); err != nil {
-			return 0, err
-		}
-		if _, err := tx.Exec(`DELETE FROM daily_sessions WHERE site_id = ? AND day = ? AND sessions <= 0`, k[0], k[1]); err != nil {
-			return 0, err
+	return n, nil
+}
+
+// flush subtracts the erased events and sessions from the rollups, so every
+// count is exact again, and deletes the rollup rows left empty: an erased
+// page's path or referrer host must not stay behind at count 0.
+func (tx *eraseTx) flush() error {
+	days := make([][]any, 0, len(tx.days))
+	for k, n := range tx.days {
+		days = append(days, []any{k.site, k.day, k.typ, n})
+	}
+	dims := make([][]any, 0, len(tx.dims))
+	for k, n := range tx.dims {
+		dims = append(dims, []any{k.site, k.day, k.dim, k.value, n})
+	}
+	sessions := make([][]any, 0, len(tx.sessions))
+	for k, d := range tx.sessions {
+		sessions = append(sessions, []any{k[0], k[1], d.sessions, d.durationMS, d.events, d.bounces})
+	}
+	for _, r := range []struct {
+		table       string
+		keys        []string
+		set, empty  string
+		subtraction [][]any
+	}{
+		{"daily_events", []string{"site_id", "day", "type"}, `count = MAX(count - d.a0, 0)`, `count = 0`, days},
+		{"daily_dimensions", []string{"site_id", "day", "dimension", "value"}, `count = MAX(count - d.a0, 0)`, `count = 0`, dims},
+		{"daily_sessions", []string{"site_id", "day"}, `sessions = sessions - d.a0, duration_ms = duration_ms - d.a1,
+			events = events - d.a2, bounces = bounces - d.a3`, `sessions <= 0`, sessions},
+	} {
+		if err := unroll(tx.writeTx, r.table, r.keys, r.set, r.empty, r.subtraction); err != nil {
+			return err
 		}
 	}
-	return n, nil
+	return nil
+}
+
+// unroll subtracts rows (each the key columns of table, then the amounts
+// that set names d.a0, d.a1...) from table, and deletes the rows it left
+// empty (where empty holds). Its two statements are prepared once per job.
+func unroll(tx *writeTx, table string, keys []string, set, empty string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	for j := len(rows[0]) - len(keys) - 1; j >= 0; j-- {
+		set = strings.ReplaceAll(set, fmt.Sprintf("d.a%d", j), fmt.Sprintf("?%d", len(keys)+j+1))
+	}
+	match := make([]string, len(keys))
+	for i, k := range keys {
+		match[i] = fmt.Sprintf("%s = ?%d", k, i+1)
+	}
+	where := strings.Join(match, " AND ")
+	up, err := tx.Prepare(`UPDATE ` + table + ` SET ` + set + ` WHERE ` + where)
+	if err != nil {
+		return fmt.Errorf("unroll %s: %w", table, err)
+	}
+	defer up.Close()
+	del, err := tx.Prepare(`DELETE FROM ` + table + ` WHERE ` + empty + ` AND ` + where)
+	if err != nil {
+		return fmt.Errorf("unroll %s: %w", table, err)
+	}
+	defer del.Close()
+	for _, r := range rows {
+		if _, err := up.Exec(r...); err != nil {
+			return fmt.Errorf("unroll %s: %w", table, err)
+		}
+		if _, err := del.Exec(r[:len(keys)]...); err != nil {
+			return fmt.Errorf("unroll %s: %w", table, err)
+		}
+	}
+	return nil
 }
