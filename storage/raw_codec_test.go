@@ -116,7 +116,7 @@ func rawFixture(t *testing.T, db *DB, n int) []StoredEvent {
 		anon := fmt.Sprintf("anon-%d", i%7)
 		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
 		batch = append(batch, IngestEvent{ID: id, SiteID: "s", Type: "pageview", AnonID: anon, URL: &url,
-			TS: time.Date(2026, 3, 1, 8, 0, i, 0, time.UTC),
+			TS:  time.Date(2026, 3, 1, 8, 0, i, 0, time.UTC),
 			Raw: []byte(fmt.Sprintf(`{"id":%q,"type":"pageview","anon_id":%q,"url":%q,"properties":{"n":%d}}`, id, anon, url, i))})
 	}
 	if _, err := db.Ingest(context.Background(), batch, nil, nil); err != nil {

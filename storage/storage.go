@@ -85,7 +85,7 @@ type DB struct {
 	// convStop and convDone stop the raw conversion and wait for it.
 	convStop context.CancelFunc
 	convDone chan struct{}
-	quota              quotaBook
+	quota    quotaBook
 	// intake merges the writer's intake jobs and keeps their memo of
 	// sessions (ingest_job.go).
 	intake intake
