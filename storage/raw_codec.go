@@ -179,4 +179,11 @@ func init() {
 		}
 		return string(raw), nil
 	})
+	// dedup_key(id) is dedupKey, for migration 0010.
+	sqlite.MustRegisterDeterministicScalarFunction("dedup_key", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		if s, ok := args[0].(string); ok {
+			return dedupKey(s), nil
+		}
+		return args[0], nil
+	})
 }

@@ -306,3 +306,49 @@ func TestErasureLeavesNoIdentifierInTheFileOrDictionary(t *testing.T) {
 		}
 	}
 }
+
+func TestDedupAcrossTheUpgradeToUUIDBlobs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	db := openTest(t, path)
+	withSites(t, db, "s")
+	ids := []string{"6f1c2a3e-0b4d-4e5f-8a9b-0c1d2e3f4a5b", "6F1C2A3E-0B4D-4E5F-8A9B-0C1D2E3F4A5B", "not-a-uuid", "6f1c2a3e0b4d4e5f8a9b0c1d2e3f4a5b"}
+	send := func(db *DB) []bool {
+		t.Helper()
+		var batch []IngestEvent
+		for _, id := range ids {
+			batch = append(batch, IngestEvent{ID: id, SiteID: "s", Type: "click", AnonID: "a", TS: time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC), Raw: []byte(`{}`)})
+		}
+		r, err := db.Ingest(context.Background(), batch, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Duplicate
+	}
+	if got := fmt.Sprint(send(db)); got != "[false false false false]" {
+		t.Fatalf("first send: got duplicates %s, want none", got)
+	}
+	var blobs int
+	db.read.QueryRow(`SELECT COUNT(*) FROM event_ids WHERE typeof(id) = 'blob' AND length(id) = 16`).Scan(&blobs)
+	if blobs != 1 {
+		t.Fatalf("got %d ids stored as 16 bytes, want 1 (the canonical UUID only)", blobs)
+	}
+	// As 0009 stored them: text. Migration 0010 converts them, and the
+	// repeats sent after the upgrade are still found.
+	err := db.writer.do(context.Background(), func(tx *writeTx) error {
+		for _, q := range []string{`UPDATE event_ids SET id = '` + ids[0] + `' WHERE typeof(id) = 'blob'`,
+			`DROP TABLE raw_conversion`, `DELETE FROM schema_migrations WHERE version = 10`} {
+			if _, err := tx.Exec(q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db = openTest(t, path)
+	if got := fmt.Sprint(send(db)); got != "[true true true true]" {
+		t.Fatalf("after the upgrade: got duplicates %s, want all", got)
+	}
+}

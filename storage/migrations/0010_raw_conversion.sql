@@ -12,3 +12,9 @@ CREATE TABLE raw_conversion (
 );
 INSERT INTO raw_conversion(id, next_seq, end_seq)
     SELECT 1, 0, MAX(seq) FROM events HAVING COUNT(*) > 0;
+
+-- Event ids that are canonical UUIDs are kept in event_ids as their 16
+-- bytes (see dedupKey); the ids of the last 48 hours take that form now,
+-- so that a repeat sent across the upgrade is still found. event_ids holds
+-- those 48 hours only, so this is one bounded pass.
+UPDATE event_ids SET id = dedup_key(id) WHERE length(id) = 36;
