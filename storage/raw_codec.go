@@ -47,7 +47,7 @@ const minRawField = 3
 var rawCodec = sync.OnceValues(func() (*rawZstd, error) {
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderDictRaw(rawDictID, rawDictV1), zstd.WithEncoderCRC(false),
 		zstd.WithSingleSegment(true), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
-		zstd.WithEncoderLevel(zstd.SpeedBetterCompression))
+		zstd.WithEncoderLevel(zstd.SpeedFastest))
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -350,5 +352,14 @@ func TestDedupAcrossTheUpgradeToUUIDBlobs(t *testing.T) {
 	db = openTest(t, path)
 	if got := fmt.Sprint(send(db)); got != "[true true true true]" {
 		t.Fatalf("after the upgrade: got duplicates %s, want all", got)
+	}
+}
+
+// Rows compressed with rawdict/v1.json can only be read with exactly those
+// bytes: a new dictionary gets a new file, id and format byte.
+func TestRawDictionaryV1IsFrozen(t *testing.T) {
+	sum := sha256.Sum256(rawDictV1)
+	if got, want := hex.EncodeToString(sum[:]), "4fe00d1227ad8df390379d8010e150fabfd8833460739f00400e81b1b3816da2"; got != want {
+		t.Fatalf("got rawdict/v1.json with SHA-256 %s, want %s: rows stored with it would no longer read", got, want)
 	}
 }
