@@ -81,6 +81,9 @@ func usable(v string) bool {
 // compressed BLOB, or the text itself when raw is not the JSON of an event
 // (a byte 0x01–0x07 in it would make the replacement ambiguous).
 func storedRaw(raw []byte, f rawFields) any {
+	if len(raw) == 0 {
+		return ""
+	}
 	if b, err := encodeRaw(raw, f); err == nil && b != nil {
 		return b
 	}
