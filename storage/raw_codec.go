@@ -22,7 +22,9 @@ import (
 // read, from its own columns. What is left is compressed with a fixed
 // dictionary (rawdict/v1.json) made of synthetic events, so the dictionary
 // holds no one's identifiers and an erasure leaves nothing of a subject
-// behind. Rows written before 0010 hold raw as TEXT, the JSON itself, until
+// behind. So an events row's columns must never change once stored (no
+// UPDATE of them anywhere), or its raw would read back wrong; a change of
+// them would have to rewrite raw with them. Rows written before 0010 hold raw as TEXT, the JSON itself, until
 // the conversion (raw_convert.go) rewrites them; readers accept both.
 
 // rawFormatV1 is the first byte of a stored raw in the form described above.
