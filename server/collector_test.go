@@ -114,7 +114,7 @@ func TestCollectorWireFormat(t *testing.T) {
 		t.Fatalf("got %+v, want one accepted", a)
 	}
 	var raw string
-	if err := h.sqlDB().QueryRow(`SELECT raw FROM events WHERE id = ?`, eventID(1)).Scan(&raw); err != nil {
+	if err := h.sqlDB().QueryRow(`SELECT event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer) FROM events WHERE id = ?`, eventID(1)).Scan(&raw); err != nil {
 		t.Fatalf("a 202 event is not in the database at once: %v", err)
 	}
 	if raw != single {
@@ -127,7 +127,7 @@ func TestCollectorWireFormat(t *testing.T) {
 		t.Fatalf("got %+v, want two accepted", a)
 	}
 	for id, want := range map[string]string{eventID(2): e2, eventID(3): e3} {
-		if err := h.sqlDB().QueryRow(`SELECT raw FROM events WHERE id = ?`, id).Scan(&raw); err != nil || raw != want {
+		if err := h.sqlDB().QueryRow(`SELECT event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer) FROM events WHERE id = ?`, id).Scan(&raw); err != nil || raw != want {
 			t.Errorf("batch element %s: got raw %q (%v), want its own bytes %q", id, raw, err, want)
 		}
 	}
@@ -269,7 +269,7 @@ func TestCollectorConsent(t *testing.T) {
 		}
 		var anon, url, ref, raw string
 		var user *string
-		if err := h.sqlDB().QueryRow(`SELECT anon_id, user_id, url, referrer, raw FROM events`).Scan(&anon, &user, &url, &ref, &raw); err != nil {
+		if err := h.sqlDB().QueryRow(`SELECT anon_id, user_id, url, referrer, event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer) FROM events`).Scan(&anon, &user, &url, &ref, &raw); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.HasPrefix(anon, privacy.CookielessPrefix) || user != nil || url != "https://example.test/p" || ref != "https://r.test/" {

@@ -130,7 +130,7 @@ func TestDLQReplay(t *testing.T) {
 				t.Fatalf("got %d DLQ rows after a successful replay, want 0", n)
 			}
 			var raw, browser string
-			if err := h.sqlDB().QueryRow(`SELECT raw, browser FROM events WHERE id = ?`, id).Scan(&raw, &browser); err != nil {
+			if err := h.sqlDB().QueryRow(`SELECT event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer), browser FROM events WHERE id = ?`, id).Scan(&raw, &browser); err != nil {
 				t.Fatalf("replayed event not stored: %v", err)
 			}
 			var payload map[string]any
@@ -242,7 +242,7 @@ func TestDLQConsentDeniedIsCookieless(t *testing.T) {
 			var raw string
 			var stored string
 			var storedUser *string
-			if err := op.QueryRow(`SELECT anon_id, user_id, raw, browser FROM events WHERE id = ?`, eventID(1)).Scan(&anon, &storedUser, &raw, &stored); err != nil {
+			if err := op.QueryRow(`SELECT anon_id, user_id, event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer), browser FROM events WHERE id = ?`, eventID(1)).Scan(&anon, &storedUser, &raw, &stored); err != nil {
 				t.Fatalf("replayed event not stored: %v", err)
 			}
 			if anon != twinAnon || storedUser != nil || raw != payload || stored != "Chrome" {
@@ -299,7 +299,7 @@ func TestDLQReplayS2SControlCharacters(t *testing.T) {
 			r := h.q("POST", "/v1/sites/web/dlq/"+eventID(1)+"/replay", tn.adminKey, nil)
 			mustStatus(t, r, 200, "")
 			var raw, browser string
-			if err := h.sqlDB().QueryRow(`SELECT raw, browser FROM events WHERE id = ?`, eventID(1)).Scan(&raw, &browser); err != nil {
+			if err := h.sqlDB().QueryRow(`SELECT event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer), browser FROM events WHERE id = ?`, eventID(1)).Scan(&raw, &browser); err != nil {
 				t.Fatalf("replayed event not stored: %v", err)
 			}
 			if raw != body {

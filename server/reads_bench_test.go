@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -153,7 +154,11 @@ func loadReadsFixture(b *testing.B, db *storage.DB) readsFixture {
 }
 
 func BenchmarkReads(b *testing.B) {
-	db, err := storage.Open(context.Background(), storage.Options{Path: filepath.Join(b.TempDir(), "reads.db")})
+	path := filepath.Join(b.TempDir(), "reads.db")
+	if keep := os.Getenv("TALLY_BENCH_KEEP_DB"); keep != "" {
+		path = keep // to inspect the file afterwards
+	}
+	db, err := storage.Open(context.Background(), storage.Options{Path: path})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -164,6 +169,7 @@ func BenchmarkReads(b *testing.B) {
 	f := loadReadsFixture(b, db)
 	b.Logf("loaded %d events in %s (%.0f events/s); longest history %s; heavy user %s with %d devices and %d events",
 		benchEvents, time.Since(t0).Round(time.Second), benchEvents/time.Since(t0).Seconds(), f.longest, f.heavy[0], f.devices, f.events)
+	reportSpace(b, db)
 
 	srv := New(Config{AdminToken: "bench", Logger: discardLogger()}, db)
 	ts := httptest.NewServer(srv.Query())
@@ -212,4 +218,20 @@ func BenchmarkReads(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// reportSpace logs the bytes per event of the loaded database (file and
+// WAL after a TRUNCATE checkpoint) and what each table and index takes,
+// the figures of README "Storage".
+func reportSpace(b *testing.B, db *storage.DB) {
+	b.Helper()
+	file, objects, err := db.Space(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("database: %d bytes, %.1f bytes per event", file, float64(file)/benchEvents)
+	for _, o := range objects {
+		b.Logf("  %-28s %11d bytes %7.1f per event", o.Name, o.Bytes, float64(o.Bytes)/benchEvents)
+	}
+	b.ReportMetric(float64(file)/benchEvents, "bytes/event")
 }

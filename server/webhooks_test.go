@@ -62,7 +62,7 @@ func TestPaymentsWebhook(t *testing.T) {
 		t.Fatalf("got %v", got)
 	}
 	var typ, anon, user, raw string
-	if err := op.QueryRow(`SELECT type, anon_id, user_id, raw FROM events`).Scan(&typ, &anon, &user, &raw); err != nil {
+	if err := op.QueryRow(`SELECT type, anon_id, user_id, event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer) FROM events`).Scan(&typ, &anon, &user, &raw); err != nil {
 		t.Fatal(err)
 	}
 	var ev map[string]any
@@ -81,7 +81,7 @@ func TestPaymentsWebhook(t *testing.T) {
 	sub, _ := json.Marshal(map[string]any{"id": "evt_2", "type": "customer.subscription.created", "data": map[string]any{"object": map[string]any{
 		"id": "sub_1", "customer": "cus_42", "status": "active", "items": map[string]any{"data": []any{map[string]any{"price": map[string]any{"unit_amount": 900, "currency": "usd"}}}}}}})
 	mustStatus(t, h.hook(path, sub, signed(sub, "whsec_old", h.clock.Now())), 200, "")
-	if err := op.QueryRow(`SELECT type, anon_id, raw FROM events WHERE type = 'subscription_created'`).Scan(&typ, &anon, &raw); err != nil || anon != "cus_42" {
+	if err := op.QueryRow(`SELECT type, anon_id, event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer) FROM events WHERE type = 'subscription_created'`).Scan(&typ, &anon, &raw); err != nil || anon != "cus_42" {
 		t.Fatalf("got %s %s %v", anon, raw, err)
 	}
 	// Unmapped types are acknowledged with zero forwards.

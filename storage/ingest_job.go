@@ -17,6 +17,9 @@ type ingestWork struct {
 	events   []IngestEvent
 	dlq      []Quarantined
 	received time.Time
+	// stored is each event's raw as events.raw holds it (storedRaw),
+	// compressed on the caller's goroutine rather than the writer's.
+	stored []any
 
 	// Outputs, valid once the job is committed.
 	dup      []bool
@@ -27,7 +30,10 @@ type ingestWork struct {
 // ingestJob returns the writer job that stores events and dlq, and the
 // work that holds its outcome once the job is committed.
 func (db *DB) ingestJob(events []IngestEvent, dlq []Quarantined, stats func(time.Duration)) (*ingestWork, *job) {
-	w := &ingestWork{events: events, dlq: dlq, received: db.now().UTC(), dup: make([]bool, len(events))}
+	w := &ingestWork{events: events, dlq: dlq, received: db.now().UTC(), dup: make([]bool, len(events)), stored: make([]any, len(events))}
+	for i := range events {
+		w.stored[i] = storedRaw(events[i].Raw, fieldsOf(&events[i]))
+	}
 	return w, &job{group: &db.intake, part: w, weight: max(len(events)+len(dlq), 1), done: make(chan error, 1), stats: stats}
 }
 

@@ -306,7 +306,7 @@ type StoredEvent struct {
 // SiteEvents returns every stored event of site in arrival order.
 func (db *DB) SiteEvents(ctx context.Context, site string) ([]StoredEvent, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT id, site_id, type, anon_id, user_id, url, referrer, ts, country, city,
-		browser, os, device_type, raw, received_at FROM events WHERE site_id = ? ORDER BY seq`, site)
+		browser, os, device_type, `+rawSQL+`, received_at FROM events WHERE site_id = ? ORDER BY seq`, site)
 	if err != nil {
 		return nil, err
 	}

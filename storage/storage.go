@@ -65,6 +65,9 @@ type Options struct {
 	// migrations overrides the embedded migrations in tests, so that a
 	// broken one can be injected.
 	migrations fs.FS
+	// rawConvertChunk overrides rawConvertChunk in tests; below 0, the
+	// raw conversion is not started, so a test can run it step by step.
+	rawConvertChunk int
 }
 
 // DB is the service's storage: a writer goroutine, a read pool, and
@@ -79,7 +82,10 @@ type DB struct {
 	// ckpt runs WAL checkpoints; nil for :memory:, which has no WAL.
 	ckpt               *sql.DB
 	ckptStop, ckptDone chan struct{}
-	quota              quotaBook
+	// convStop and convDone stop the raw conversion and wait for it.
+	convStop context.CancelFunc
+	convDone chan struct{}
+	quota    quotaBook
 	// intake merges the writer's intake jobs and keeps their memo of
 	// sessions (ingest_job.go).
 	intake intake
@@ -191,6 +197,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		db.ckptStop, db.ckptDone = make(chan struct{}), make(chan struct{})
 		go checkpointLoop(db.ckpt, db.writer, opts.CheckpointEvery, opts.walRestartFrames, opts.Logger, db.ckptStop, db.ckptDone)
 	}
+	db.startRawConversion(opts)
 	return db, nil
 }
 
@@ -394,6 +401,10 @@ func applyMigration(ctx context.Context, db *sql.DB, files fs.FS, name string, v
 // A second Close does nothing and returns the first one's result.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
+		if db.convStop != nil {
+			db.convStop()
+			<-db.convDone
+		}
 		db.writer.close()
 		var cerr error
 		if db.ckpt != nil {

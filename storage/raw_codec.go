@@ -1,0 +1,194 @@
+package storage
+
+import (
+	"bytes"
+	"database/sql/driver"
+	_ "embed"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+	"modernc.org/sqlite"
+)
+
+// An event's wire bytes are stored compressed in events.raw (README
+// "Storage", "Event bytes"). The stored form is a BLOB: a format byte
+// (rawFormatV1), then a zstd frame without its 4-byte magic number. Before
+// compression, every occurrence of a value the row also holds in a column
+// (rawFields) is replaced by one byte 0x01–0x07: the JSON of an event never
+// holds those bytes (JSON escapes them inside strings and allows only
+// whitespace outside), so the replacement is undone exactly when the row is
+// read, from its own columns. What is left is compressed with a fixed
+// dictionary (rawdict/v1.json) made of synthetic events, so the dictionary
+// holds no one's identifiers and an erasure leaves nothing of a subject
+// behind. So an events row's columns must never change once stored (no
+// UPDATE of them anywhere), or its raw would read back wrong; a change of
+// them would have to rewrite raw with them. Rows written before 0010 hold raw as TEXT, the JSON itself, until
+// the conversion (raw_convert.go) rewrites them; readers accept both.
+
+// rawFormatV1 is the first byte of a stored raw in the form described above.
+const rawFormatV1 = 1
+
+// rawDictID names rawdict/v1.json in zstd frames. A later dictionary takes a
+// new id and format byte; this one must stay to read the rows written with it.
+const rawDictID = 1
+
+//go:embed rawdict/v1.json
+var rawDictV1 []byte
+
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+// rawFields are the column values of an events row that its raw may repeat:
+// id, site_id, type, anon_id, user_id, url and referrer ("" for NULL).
+type rawFields [7]string
+
+// minRawField is the shortest value worth replacing by a byte.
+const minRawField = 3
+
+var rawCodec = sync.OnceValues(func() (*rawZstd, error) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderDictRaw(rawDictID, rawDictV1), zstd.WithEncoderCRC(false),
+		zstd.WithSingleSegment(true), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
+		zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		return nil, err
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderDictRaw(rawDictID, rawDictV1), zstd.WithDecoderConcurrency(0))
+	if err != nil {
+		return nil, err
+	}
+	return &rawZstd{enc: enc, dec: dec}, nil
+})
+
+type rawZstd struct {
+	enc *zstd.Encoder
+	dec *zstd.Decoder
+}
+
+// usable tells whether v may be replaced by a byte: long enough to gain, and
+// free of the replacement bytes themselves.
+func usable(v string) bool {
+	if len(v) < minRawField {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] <= byte(len(rawFields{})) {
+			return false
+		}
+	}
+	return true
+}
+
+// storedRaw returns what events.raw holds for raw in a row holding f: the
+// compressed BLOB, or the text itself when raw is not the JSON of an event
+// (a byte 0x01–0x07 in it would make the replacement ambiguous).
+func storedRaw(raw []byte, f rawFields) any {
+	if len(raw) == 0 {
+		return ""
+	}
+	if b, err := encodeRaw(raw, f); err == nil && b != nil {
+		return b
+	}
+	return string(raw)
+}
+
+// encodeRaw returns the compressed form of raw, for a row holding f, or nil
+// when raw cannot take it.
+func encodeRaw(raw []byte, f rawFields) ([]byte, error) {
+	c, err := rawCodec()
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range raw {
+		if b <= byte(len(f)) {
+			return nil, nil
+		}
+	}
+	s := raw
+	for i, v := range f {
+		if usable(v) {
+			s = bytes.ReplaceAll(s, []byte(v), []byte{byte(i + 1)})
+		}
+	}
+	frame := c.enc.EncodeAll(s, make([]byte, 1, len(s)/2+16))
+	frame[0] = rawFormatV1
+	// Drop the magic number, the same in every frame.
+	return append(frame[:1], frame[1+len(zstdMagic):]...), nil
+}
+
+// decodeRaw returns the wire bytes of a stored raw (TEXT as is, or a BLOB of
+// the form encodeRaw writes), for a row holding f.
+func decodeRaw(stored any, f rawFields) ([]byte, error) {
+	switch v := stored.(type) {
+	case string:
+		return []byte(v), nil
+	case nil:
+		return nil, nil
+	case []byte:
+		if len(v) == 0 || v[0] != rawFormatV1 {
+			return nil, fmt.Errorf("stored raw: unknown format")
+		}
+		c, err := rawCodec()
+		if err != nil {
+			return nil, err
+		}
+		frame := append(append(make([]byte, 0, len(zstdMagic)+len(v)-1), zstdMagic...), v[1:]...)
+		s, err := c.dec.DecodeAll(frame, nil)
+		if err != nil {
+			return nil, fmt.Errorf("stored raw: %w", err)
+		}
+		for i := len(f) - 1; i >= 0; i-- {
+			if usable(f[i]) {
+				s = bytes.ReplaceAll(s, []byte{byte(i + 1)}, []byte(f[i]))
+			}
+		}
+		return s, nil
+	default:
+		return nil, fmt.Errorf("stored raw: unexpected %T", stored)
+	}
+}
+
+// fieldsOf returns the rawFields of an event about to be stored.
+func fieldsOf(e *IngestEvent) rawFields {
+	return rawFields{e.ID, e.SiteID, e.Type, e.AnonID, deref(e.UserID), deref(e.URL), deref(e.Referrer)}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// rawSQL is the SQL function that gives an events row's raw as its wire
+// text, whichever form the row holds it in:
+// event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer).
+// Every reader of raw goes through it, and so can tests' and operators'
+// queries run by a Go program that imports this package.
+const rawSQL = `event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer)`
+
+func init() {
+	sqlite.MustRegisterDeterministicScalarFunction("event_raw", 8, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		var f rawFields
+		for i := range f {
+			switch v := args[i+1].(type) {
+			case string:
+				f[i] = v
+			case []byte:
+				f[i] = string(v)
+			}
+		}
+		raw, err := decodeRaw(args[0], f)
+		if err != nil || raw == nil {
+			return nil, err
+		}
+		return string(raw), nil
+	})
+	// dedup_key(id) is dedupKey, for migration 0010.
+	sqlite.MustRegisterDeterministicScalarFunction("dedup_key", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		if s, ok := args[0].(string); ok {
+			return dedupKey(s), nil
+		}
+		return args[0], nil
+	})
+}

@@ -1,0 +1,141 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+)
+
+// rawConvertChunk is how many rows one writer job of the raw conversion
+// rewrites: the reading and compressing happen before the job, so the job
+// is that many updates by rowid, a few milliseconds of the writer.
+const rawConvertChunk = 500
+
+// startRawConversion runs convertRaw in the background until it is done or
+// the database is closed. A failure is logged and ends it; the next start
+// resumes where it stopped.
+func (db *DB) startRawConversion(opts Options) {
+	chunk := opts.rawConvertChunk
+	if chunk < 0 {
+		return
+	}
+	if chunk == 0 {
+		chunk = rawConvertChunk
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	db.convStop, db.convDone = cancel, make(chan struct{})
+	go func() {
+		defer close(db.convDone)
+		if err := db.convertRaw(ctx, chunk, opts.Logger); err != nil && ctx.Err() == nil && opts.Logger != nil {
+			opts.Logger.Warn("raw conversion stopped; it resumes at the next start", "err", err.Error())
+		}
+	}()
+}
+
+// convertRaw rewrites the events stored before migration 0010 with raw in
+// its compressed form (raw_codec.go), a chunk per writer job, until none is
+// left or ctx ends (README "Storage", "Event bytes"). Each
+// job also records how far it got, so a restart resumes there. Both forms
+// stay readable throughout.
+func (db *DB) convertRaw(ctx context.Context, chunk int, log *slog.Logger) error {
+	converted := int64(0)
+	for {
+		n, done, err := db.convertRawChunk(ctx, chunk)
+		if err != nil {
+			return err
+		}
+		converted += n
+		if done {
+			if log != nil && converted > 0 {
+				log.Info("events converted to compressed raw", "events", converted)
+			}
+			return nil
+		}
+	}
+}
+
+// convertRawChunk converts the next chunk of rows; done reports that no
+// conversion remains.
+func (db *DB) convertRawChunk(ctx context.Context, chunk int) (converted int64, done bool, err error) {
+	var next, end int64
+	err = db.read.QueryRowContext(ctx, `SELECT next_seq, end_seq FROM raw_conversion WHERE id = 1`).Scan(&next, &end)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, true, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("raw conversion: %w", err)
+	}
+	type row struct {
+		seq      int64
+		id, text string
+		packed   []byte
+	}
+	var list []row
+	last := end
+	// Read and compress on this goroutine, off the writer.
+	err = func() error {
+		rows, err := db.read.QueryContext(ctx, `SELECT seq, id, site_id, type, anon_id, user_id, url, referrer, raw, typeof(raw) = 'text'
+			FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?`, next, end, chunk)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			var r row
+			var f rawFields
+			var user, url, ref sql.NullString
+			var stored any
+			var text bool
+			if err := rows.Scan(&r.seq, &f[0], &f[1], &f[2], &f[3], &user, &url, &ref, &stored, &text); err != nil {
+				return err
+			}
+			n++
+			last = r.seq
+			if !text {
+				continue
+			}
+			f[4], f[5], f[6] = user.String, url.String, ref.String
+			r.id = f[0]
+			r.text, _ = stored.(string)
+			if r.packed, err = encodeRaw([]byte(r.text), f); err != nil {
+				return err
+			}
+			if r.packed != nil {
+				list = append(list, r)
+			}
+		}
+		if n < chunk {
+			last = end
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		return 0, false, fmt.Errorf("raw conversion: %w", err)
+	}
+	err = db.writer.do(ctx, func(tx *writeTx) error {
+		converted = 0
+		for _, r := range list {
+			// The row may have been erased, and its seq taken by a newer
+			// event, since it was read: only the row as read is rewritten.
+			res, err := tx.Exec(`UPDATE events SET raw = ? WHERE seq = ? AND id = ? AND raw = ?`, r.packed, r.seq, r.id, r.text)
+			if err != nil {
+				return err
+			}
+			n, _ := res.RowsAffected()
+			converted += n
+		}
+		if last >= end {
+			_, err := tx.Exec(`DELETE FROM raw_conversion`)
+			return err
+		}
+		_, err := tx.Exec(`UPDATE raw_conversion SET next_seq = ? WHERE id = 1`, last)
+		return err
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("raw conversion: %w", err)
+	}
+	return converted, last >= end, nil
+}
