@@ -11,7 +11,8 @@ type command func(args []string, getenv func(string) string, stdout, stderr io.W
 // commands that work on the database file of a running server are added
 // here.
 var commands = map[string]command{
-	"serve": serve,
+	"serve":  serve,
+	"backup": backup,
 }
 
 // run dispatches to the subcommand args name, serving by default.
