@@ -126,7 +126,8 @@ func backupInSteps(ctx context.Context, run func(func(*sql.Conn) error) error, p
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return stats, fmt.Errorf("create the backup file: %w", err)
+		// The operator named a folder that is missing or not writable.
+		return stats, fault.Errorf(fault.InvalidBackup, "cannot create the backup file: %v", err)
 	}
 	tmp := f.Name()
 	f.Close()
