@@ -55,6 +55,7 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	if err != nil {
 		return err
 	}
+	s.log.Info("backup written", "path", stats.Path, "bytes", stats.Bytes, "steps", stats.Steps, "restarts", stats.Restarts, "duration_ms", stats.Duration.Milliseconds())
 	writeJSON(w, http.StatusOK, backupBody{
 		Path: stats.Path, Bytes: stats.Bytes, Pages: stats.Pages, Steps: stats.Steps,
 		Restarts: stats.Restarts, DurationMS: stats.Duration.Milliseconds(),

@@ -209,6 +209,8 @@ func backupInSteps(ctx context.Context, run func(func(*sql.Conn) error) error, p
 		os.Remove(tmp)
 	} else if errors.Is(err, os.ErrExist) {
 		err = errBackupExists(path)
+	} else if _, statErr := os.Lstat(path); errors.Is(statErr, os.ErrNotExist) {
+		err = os.Rename(tmp, path) // a file system without hard links
 	}
 	if err != nil {
 		return stats, err
