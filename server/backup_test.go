@@ -214,6 +214,7 @@ func TestBackupRefusals(t *testing.T) {
 		{"its WAL", testAdminToken, map[string]any{"path": own + "-wal", "force": true}, 400, "invalid_backup"},
 		{"another server's database", testAdminToken, map[string]any{"path": filepath.Join(dir, "c.db"), "database_path": filepath.Join(dir, "other.db")}, 400, "invalid_backup"},
 		{"missing folder", testAdminToken, map[string]any{"path": filepath.Join(dir, "no", "such", "d.db")}, 400, "invalid_backup"},
+		{"a folder, forced", testAdminToken, map[string]any{"path": t.TempDir(), "force": true}, 503, "unavailable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

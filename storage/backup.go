@@ -132,9 +132,15 @@ func backupInSteps(ctx context.Context, run func(func(*sql.Conn) error) error, p
 	tmp := f.Name()
 	f.Close()
 	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-			os.Remove(tmp + "-journal")
+		if err == nil {
+			return
+		}
+		os.Remove(tmp)
+		os.Remove(tmp + "-journal")
+		// A full or failing disk under the copy: the operator needs
+		// SQLite's or the OS's words (no values in them), not "internal".
+		if fault.As(err) == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			err = fault.Errorf(fault.Unavailable, "the backup failed: %v", err)
 		}
 	}()
 	var b *sqlite.Backup
