@@ -80,7 +80,9 @@ func BackupFile(ctx context.Context, src, path string, force bool) (BackupStats,
 		return BackupStats{}, err
 	}
 	defer conn.Close()
-	c, err := conn.Conn(ctx)
+	// ctx is for the copy's steps (backupInSteps); opening a local file
+	// does not wait.
+	c, err := conn.Conn(context.Background())
 	if err != nil {
 		return BackupStats{}, err
 	}

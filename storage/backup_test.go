@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,5 +71,44 @@ func TestBackupFile(t *testing.T) {
 	}
 	if _, err := BackupFile(context.Background(), filepath.Join(t.TempDir(), "none.db"), dst+"2", false); err == nil {
 		t.Fatal("missing source: got no error, want one")
+	}
+}
+
+// A backup that stops midway (here its context ends after the first step)
+// leaves neither PATH nor its temporary file.
+func TestBackupStoppedLeavesNothing(t *testing.T) {
+	_, src := rawDB(t)
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "copy.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	stats, err := BackupFile(ctx, src, dst, false)
+	if !errors.Is(err, context.Canceled) || stats.Steps != 1 {
+		t.Fatalf("got %v after %d steps, want context.Canceled after 1", err, stats.Steps)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("got %d files left (%s ...), want none", len(left), left[0].Name())
+	}
+}
+
+// Dev mode's in-memory database is copied through the writer as a file's.
+func TestBackupOfMemoryDatabase(t *testing.T) {
+	db, err := Open(context.Background(), Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.CreateWorkspace(context.Background(), Actor{Kind: ActorSystem}, "Dev", "dev"); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "copy.db")
+	if _, err := db.Backup(context.Background(), dst, false); err != nil {
+		t.Fatal(err)
+	}
+	cp, _ := sql.Open("sqlite", FileURI(dst))
+	defer cp.Close()
+	var n int
+	if err := cp.QueryRow(`SELECT COUNT(*) FROM workspaces WHERE slug = 'dev'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("got %d workspaces named dev (%v), want 1", n, err)
 	}
 }
