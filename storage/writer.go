@@ -151,8 +151,9 @@ func (w *writer) do(ctx context.Context, fn func(*writeTx) error) error {
 
 // outside queues fn to run on the write connection between two
 // transactions, waiting for room if the queue is full, and waits for it to
-// finish. It waits whatever ctx says: fn then always ran when it returns,
-// so that a caller keeping state on the connection knows where it stands.
+// finish. It takes no context: once queued, fn has always run when outside
+// returns, so a caller keeping state on the connection (a backup) knows
+// where it stands. After close it returns ErrClosed without running fn.
 func (w *writer) outside(fn func(*sql.Conn) error) error {
 	j := &job{outside: fn, weight: 1, done: make(chan error, 1)}
 	return w.run(context.Background(), j, true)
