@@ -146,6 +146,16 @@ func backupInSteps(ctx context.Context, run func(func(*sql.Conn) error) error, p
 		}
 	}()
 	var b *sqlite.Backup
+	// src is the driver connection the backup reads. The pool keeps it,
+	// but were it ever replaced, b would point into a closed connection:
+	// every later step checks it is still the same one.
+	var src any
+	same := func(dc any) error {
+		if dc != src {
+			return errors.New("the database connection was replaced during the backup")
+		}
+		return nil
+	}
 	// The copy is private until renamed, so it needs no journal of its
 	// own: a failure removes it. It is fsynced once, at the end.
 	dst := FileURI(tmp) + "?_pragma=journal_mode(OFF)&_pragma=synchronous(OFF)"
@@ -157,6 +167,7 @@ func backupInSteps(ctx context.Context, run func(func(*sql.Conn) error) error, p
 			}
 			var err error
 			b, err = bk.NewBackup(dst)
+			src = dc
 			return err
 		})
 	})
@@ -164,14 +175,24 @@ func backupInSteps(ctx context.Context, run func(func(*sql.Conn) error) error, p
 		return stats, fmt.Errorf("start the backup: %w", err)
 	}
 	finish := func() error {
-		return run(func(c *sql.Conn) error { return c.Raw(func(any) error { return b.Finish() }) })
+		return run(func(c *sql.Conn) error {
+			return c.Raw(func(dc any) error {
+				if err := same(dc); err != nil {
+					return err
+				}
+				return b.Finish()
+			})
+		})
 	}
 	copied := -1
 	for {
 		var more bool
 		var stepErr error
 		err = run(func(c *sql.Conn) error {
-			return c.Raw(func(any) error {
+			return c.Raw(func(dc any) error {
+				if err := same(dc); err != nil {
+					return err
+				}
 				more, stepErr = b.Step(backupStepPages)
 				stats.Pages = b.PageCount()
 				// A restart copies from the first page again.
