@@ -111,7 +111,7 @@ func backupThroughServer(ctx context.Context, base, token, dbPath, path string, 
 	if err != nil {
 		return stats, false, err
 	}
-	body, _ := json.Marshal(map[string]any{"path": path, "force": force, "database_path": abs})
+	body, _ := json.Marshal(map[string]any{"database_path": abs})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/backup", bytes.NewReader(body))
 	if err != nil {
 		return stats, false, nil // not an address a server could listen on
@@ -144,6 +144,67 @@ func backupThroughServer(ctx context.Context, base, token, dbPath, path string, 
 	if res.StatusCode != http.StatusOK {
 		return stats, true, fmt.Errorf("the server at %s refused: %s (%s)", base, answer.Error.Message, answer.Error.Code)
 	}
-	return storage.BackupStats{Path: answer.Path, Bytes: answer.Bytes, Pages: answer.Pages,
+	// The server wrote the copy into its backups folder; this process, run
+	// by the operator, puts it where they asked.
+	if err := moveBackup(answer.Path, path, force); err != nil {
+		return stats, true, fmt.Errorf("the copy is at %s, but moving it to %s failed: %w", answer.Path, path, err)
+	}
+	return storage.BackupStats{Path: path, Bytes: answer.Bytes, Pages: answer.Pages,
 		Duration: time.Duration(answer.DurationMS) * time.Millisecond}, true, nil
+}
+
+// moveBackup moves the finished copy src to dst: replacing dst only with
+// force, copying (and syncing) when the two are on different file systems,
+// and syncing dst's folder so the new name survives a crash.
+func moveBackup(src, dst string, force bool) error {
+	place := func(from string) error {
+		if force {
+			return os.Rename(from, dst)
+		}
+		if err := os.Link(from, dst); err != nil { // refuses a dst made meanwhile
+			return err
+		}
+		return os.Remove(from)
+	}
+	err := place(src)
+	if errors.Is(err, syscall.EXDEV) {
+		tmp := dst + ".tmp-" + filepath.Base(src)
+		if err = copyFile(src, tmp); err == nil {
+			if err = place(tmp); err == nil {
+				err = os.Remove(src)
+			}
+		}
+		os.Remove(tmp)
+	}
+	if err != nil {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(dst))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
+}
+
+// copyFile copies src to a new file dst, synced, readable by its owner only.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -156,6 +156,10 @@ func TestBackupCommand(t *testing.T) {
 		t.Fatalf("got exit %d, %q; want 0, through the server", code, out)
 	}
 	checkCopy(t, copyPath, before)
+	// The server wrote it into its backups folder; the command moved it out.
+	if left, _ := filepath.Glob(filepath.Join(dir, "backups", "*")); len(left) != 0 {
+		t.Fatalf("got %v left in the backups folder, want the copy moved to %s", left, copyPath)
+	}
 	if code, out := backup(copyPath); code != 2 || !strings.Contains(out, "--force") {
 		t.Fatalf("again without --force: got exit %d, %q; want 2 naming --force", code, out)
 	}

@@ -167,9 +167,9 @@ func TestBackupDuringIngest(t *testing.T) {
 	load := startLoad(h.collector.URL, "web", 0)
 	defer load.end()
 	before := load.waitAcked(t, 100) // the load is under way
-	path := filepath.Join(t.TempDir(), "copy.db")
-	r := h.q("POST", "/v1/backup", testAdminToken, map[string]any{"path": path})
+	r := h.q("POST", "/v1/backup", testAdminToken, map[string]any{})
 	mustStatus(t, r, 200, "")
+	path := backupPath(t, h, r)
 	during := len(load.ackedSoFar()) - len(before)
 	if err := load.end(); err != nil {
 		t.Fatal(err)
@@ -189,6 +189,23 @@ func TestBackupDuringIngest(t *testing.T) {
 	}
 }
 
+// backupPath is the copy an answer of POST /v1/backup names, which must be
+// in the backups folder next to the database.
+func backupPath(t *testing.T, h *harness, r response) string {
+	t.Helper()
+	var a backupBody
+	if err := json.Unmarshal(r.body, &a); err != nil {
+		t.Fatal(err)
+	}
+	dbDir, _ := filepath.Abs(filepath.Dir(h.path))
+	if got, _ := filepath.Abs(filepath.Dir(a.Path)); got != filepath.Join(dbDir, "backups") {
+		t.Fatalf("got the copy in %s, want it in %s", got, filepath.Join(dbDir, "backups"))
+	}
+	return a.Path
+}
+
+// The request names no path: an admin token cannot make the server write
+// or replace a file anywhere but a new one in its backups folder.
 func TestBackupRefusals(t *testing.T) {
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
@@ -204,17 +221,12 @@ func TestBackupRefusals(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"no admin token", "", map[string]any{"path": filepath.Join(dir, "a.db")}, 401, "unauthorized"},
-		{"no path", testAdminToken, map[string]any{}, 400, "invalid_backup"},
-		{"path not a string", testAdminToken, map[string]any{"path": 7}, 400, "invalid_backup"},
-		{"relative path", testAdminToken, map[string]any{"path": "copy.db"}, 400, "invalid_backup"},
-		{"force not a bool", testAdminToken, map[string]any{"path": filepath.Join(dir, "b.db"), "force": "yes"}, 400, "invalid_backup"},
-		{"existing path", testAdminToken, map[string]any{"path": existing}, 409, "backup_exists"},
+		{"no admin token", "", map[string]any{}, 401, "unauthorized"},
+		{"a path", testAdminToken, map[string]any{"path": existing}, 400, "invalid_backup"},
+		{"a path, forced", testAdminToken, map[string]any{"path": existing, "force": true}, 400, "invalid_backup"},
 		{"the database itself", testAdminToken, map[string]any{"path": own, "force": true}, 400, "invalid_backup"},
-		{"its WAL", testAdminToken, map[string]any{"path": own + "-wal", "force": true}, 400, "invalid_backup"},
-		{"another server's database", testAdminToken, map[string]any{"path": filepath.Join(dir, "c.db"), "database_path": filepath.Join(dir, "other.db")}, 400, "invalid_backup"},
-		{"missing folder", testAdminToken, map[string]any{"path": filepath.Join(dir, "no", "such", "d.db")}, 400, "invalid_backup"},
-		{"a folder, forced", testAdminToken, map[string]any{"path": t.TempDir(), "force": true}, 503, "unavailable"},
+		{"database_path not a string", testAdminToken, map[string]any{"database_path": 7}, 400, "invalid_backup"},
+		{"another server's database", testAdminToken, map[string]any{"database_path": filepath.Join(dir, "other.db")}, 400, "invalid_backup"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -228,8 +240,20 @@ func TestBackupRefusals(t *testing.T) {
 	if fi, err := os.Stat(h.path); err != nil || fi.Size() == 0 {
 		t.Fatalf("got the database %v (%v), want it untouched", fi, err)
 	}
-	// force replaces; database_path naming this server is accepted.
-	r := h.q("POST", "/v1/backup", testAdminToken, map[string]any{"path": existing, "force": true, "database_path": own})
+	// database_path naming this server is accepted; two backups are two files.
+	first := backupPath(t, h, mustOK(t, h.q("POST", "/v1/backup", testAdminToken, map[string]any{"database_path": own})))
+	second := backupPath(t, h, mustOK(t, h.q("POST", "/v1/backup", testAdminToken, map[string]any{})))
+	if first == second {
+		t.Fatalf("got %s twice, want a new file per backup", first)
+	}
+	checkBackupCopy(t, first, []string{eventID(1)})
+	if fi, err := os.Stat(filepath.Dir(first)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("got the backups folder %v (%v), want mode 0700", fi, err)
+	}
+}
+
+func mustOK(t *testing.T, r response) response {
+	t.Helper()
 	mustStatus(t, r, 200, "")
-	checkBackupCopy(t, existing, []string{eventID(1)})
+	return r
 }

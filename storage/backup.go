@@ -63,6 +63,29 @@ func (db *DB) Backup(ctx context.Context, path string, force bool) (BackupStats,
 	return backupInSteps(ctx, db.writer.outside, path, force, 0)
 }
 
+// BackupFolder is the folder, next to the database file, that the running
+// server writes its backups into: the only place a request can make it
+// write a file (see DB.BackupIntoFolder).
+const BackupFolder = "backups"
+
+// BackupIntoFolder writes a backup, as Backup does, to a new file of its
+// own naming in the folder BackupFolder next to the database (created
+// readable by the server's user only), and returns its stats with the
+// file's path. It never replaces a file: a request to the server cannot
+// make it write or overwrite anything anywhere else. An in-memory database
+// has no folder and is refused.
+func (db *DB) BackupIntoFolder(ctx context.Context) (BackupStats, error) {
+	if db.path == ":memory:" {
+		return BackupStats{}, fault.Errorf(fault.InvalidBackup, "an in-memory database has no folder to keep a backup in")
+	}
+	dir := filepath.Join(filepath.Dir(db.path), BackupFolder)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return BackupStats{}, fmt.Errorf("create the backup folder: %w", err)
+	}
+	name := "tally-" + db.now().UTC().Format("20060102T150405Z") + "-" + randomHex(4) + ".db"
+	return db.Backup(ctx, filepath.Join(dir, name), false)
+}
+
 // BackupFile copies the database at src to path from a connection of its
 // own, in steps, for when no server has it open. Should another process
 // write to src meanwhile, the copy starts over (SQLite's backup API), and
