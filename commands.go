@@ -22,6 +22,7 @@ type command func(args []string, getenv func(string) string, stdout, stderr io.W
 var commands = map[string]command{
 	"serve":  serve,
 	"vacuum": vacuum,
+	"backup": backup,
 }
 
 // run dispatches to the subcommand args name, serving by default.

@@ -69,6 +69,11 @@ const (
 	// service answers; only injected faults (dev mode) use them.
 	BadGateway     = "bad_gateway"
 	GatewayTimeout = "gateway_timeout"
+	// BackupExists: the backup's file exists and force was not given.
+	BackupExists = "backup_exists"
+	// InvalidBackup: a backup request the server cannot carry out as
+	// asked (no path, its own database file, another server's database).
+	InvalidBackup = "invalid_backup"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

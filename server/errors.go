@@ -61,6 +61,9 @@ var statusOf = map[string]int{
 	// A site's sourcemap storage is full: like a body too large, sending
 	// the same again cannot succeed, so not 429.
 	fault.SourcemapQuotaExceeded: http.StatusRequestEntityTooLarge,
+
+	fault.BackupExists:  http.StatusConflict,
+	fault.InvalidBackup: http.StatusBadRequest,
 }
 
 // writeError writes err as the error envelope. Application errors show

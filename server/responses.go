@@ -197,6 +197,16 @@ type planBody struct {
 	Mode   string   `json:"mode"`
 }
 
+// backupBody is the answer of POST /v1/backup (README "Backup and restore").
+type backupBody struct {
+	Path       string `json:"path"`
+	Bytes      int64  `json:"bytes"`
+	Pages      int    `json:"pages"`
+	Steps      int    `json:"steps"`
+	Restarts   int    `json:"restarts"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
 // Dead-letter queue (README "Dead-letter queue").
 
 // dlqRowBody is a quarantined event: its wire JSON and the plan's

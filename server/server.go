@@ -194,6 +194,7 @@ func (s *Server) Query() http.Handler {
 	rt.handle(http.MethodGet, "/workspaces/:slug/audit", s.listAudit)
 
 	rt.handleV1(http.MethodPost, "/plan/reload", s.reloadPlan)
+	rt.handleV1(http.MethodPost, "/backup", s.backup)
 	if s.feed != nil {
 		rt.handleV1(http.MethodGet, "/debug/decisions", s.listDecisions)
 		rt.handleV1(http.MethodGet, "/debug/summary", s.summary)

@@ -121,6 +121,10 @@ func TestResponseShapes(t *testing.T) {
 
 		// Tracking plan and the DLQ.
 		{api: "q", method: "POST", path: "/v1/plan/reload", token: testAdminToken, status: 200},
+
+		// Backup.
+		{api: "q", method: "POST", path: "/v1/backup", token: testAdminToken, status: 200, body: map[string]any{}},
+		{api: "q", method: "POST", path: "/v1/backup", token: testAdminToken, status: 400, body: map[string]any{"path": filepath.Join(dir, "backup.db")}},
 		{api: "q", method: "GET", path: "/v1/sites/web/dlq", token: tn.adminKey, status: 200, alias: true},
 		{api: "q", method: "GET", path: "/v1/sites/web/dlq?limit=1", token: tn.adminKey, status: 200},
 		{api: "q", method: "POST", path: "/v1/sites/web/dlq/" + eventID(3) + "/replay", token: tn.adminKey, status: 200},

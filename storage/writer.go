@@ -73,6 +73,9 @@ type job struct {
 	fn    func(*writeTx) error
 	group mergeGroup
 	part  any
+	// outside, when set, runs alone on the connection between two
+	// transactions: an online backup's step (backup.go) fails inside one.
+	outside func(*sql.Conn) error
 
 	weight int
 	done   chan error
@@ -146,6 +149,16 @@ func (w *writer) do(ctx context.Context, fn func(*writeTx) error) error {
 	return w.run(ctx, newJob(1, fn), true)
 }
 
+// outside queues fn to run on the write connection between two
+// transactions, waiting for room if the queue is full, and waits for it to
+// finish. It takes no context: once queued, fn has always run when outside
+// returns, so a caller keeping state on the connection (a backup) knows
+// where it stands. After close it returns ErrClosed without running fn.
+func (w *writer) outside(fn func(*sql.Conn) error) error {
+	j := &job{outside: fn, weight: 1, done: make(chan error, 1)}
+	return w.run(context.Background(), j, true)
+}
+
 // run queues j (waiting for room when wait is set) and waits for its
 // commit.
 func (w *writer) run(ctx context.Context, j *job, wait bool) error {
@@ -205,6 +218,10 @@ func (w *writer) loop() {
 			}
 			first = j
 		}
+		if first.outside != nil {
+			first.done <- w.runOutside(first.outside)
+			continue
+		}
 		batch := []*job{first}
 		weight := first.weight
 	drain:
@@ -214,7 +231,7 @@ func (w *writer) loop() {
 				if !ok {
 					break drain
 				}
-				if weight+j.weight > maxBatchWeight {
+				if j.outside != nil || weight+j.weight > maxBatchWeight {
 					carry = j
 					break drain
 				}
@@ -235,6 +252,16 @@ func (w *writer) loop() {
 			}
 		}
 	}
+}
+
+// runOutside runs fn on the write connection, outside any transaction.
+func (w *writer) runOutside(fn func(*sql.Conn) error) error {
+	c, err := w.db.Conn(context.Background())
+	if err != nil {
+		return err
+	}
+	defer c.Close() // back to the pool of one: the same connection next time
+	return recovered(func() error { return fn(c) })
 }
 
 // begin starts the next transaction and numbers it.
