@@ -115,8 +115,12 @@ func (db *DB) convertRawChunk(ctx context.Context, chunk int) (converted int64, 
 	if err != nil {
 		return 0, false, fmt.Errorf("raw conversion: %w", err)
 	}
+	// The job counts into a variable of its own, read only once the job
+	// answered: should ctx end first, do returns while the job may still
+	// run on the writer.
+	var rewritten int64
 	err = db.writer.do(ctx, func(tx *writeTx) error {
-		converted = 0
+		rewritten = 0
 		for _, r := range list {
 			// The row may have been erased, and its seq taken by a newer
 			// event, since it was read: only the row as read is rewritten.
@@ -125,7 +129,7 @@ func (db *DB) convertRawChunk(ctx context.Context, chunk int) (converted int64, 
 				return err
 			}
 			n, _ := res.RowsAffected()
-			converted += n
+			rewritten += n
 		}
 		if last >= end {
 			_, err := tx.Exec(`DELETE FROM raw_conversion`)
@@ -137,5 +141,5 @@ func (db *DB) convertRawChunk(ctx context.Context, chunk int) (converted int64, 
 	if err != nil {
 		return 0, false, fmt.Errorf("raw conversion: %w", err)
 	}
-	return converted, last >= end, nil
+	return rewritten, last >= end, nil
 }
