@@ -306,9 +306,12 @@ func TestSIGHUPReloadsThePlan(t *testing.T) {
 	}
 }
 
-func TestDevModeBinary(t *testing.T) {
-	bin := buildBinary(t)
-	cmd := exec.Command(bin, "--dev-json", "--collector-addr", "127.0.0.1:0", "--query-addr", "127.0.0.1:0")
+// startDevJSON starts bin with args and then dev mode's JSON setup on
+// loopback ports, and returns the process and the setup line it prints;
+// the process is killed when the test ends.
+func startDevJSON(t *testing.T, bin string, args ...string) (*exec.Cmd, []byte) {
+	t.Helper()
+	cmd := exec.Command(bin, append(args, "--dev-json", "--collector-addr", "127.0.0.1:0", "--query-addr", "127.0.0.1:0")...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -321,6 +324,11 @@ func TestDevModeBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading the printed setup: %v", err)
 	}
+	return cmd, line
+}
+
+func TestDevModeBinary(t *testing.T) {
+	cmd, line := startDevJSON(t, buildBinary(t))
 	var setup struct {
 		CollectorURL string `json:"collector_url"`
 		QueryURL     string `json:"query_url"`
@@ -543,20 +551,7 @@ func TestBotFilterSetting(t *testing.T) {
 // `tally serve` is the server, as `tally` alone is; flags follow the
 // subcommand's name.
 func TestServeSubcommand(t *testing.T) {
-	bin := buildBinary(t)
-	cmd := exec.Command(bin, "serve", "--dev-json", "--collector-addr", "127.0.0.1:0", "--query-addr", "127.0.0.1:0")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
-	if err != nil {
-		t.Fatalf("reading the printed setup: %v", err)
-	}
+	_, line := startDevJSON(t, buildBinary(t), "serve")
 	var setup struct {
 		QueryURL string `json:"query_url"`
 	}

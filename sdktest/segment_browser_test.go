@@ -15,40 +15,12 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/tally-analytics/tally/internal/chromiumtest"
 	"github.com/tally-analytics/tally/server/servertest"
 )
 
-// desktopUA replaces headless Chrome's own User-Agent, which names
-// HeadlessChrome and is dropped as a bot. The SDK reports it as
-// context.userAgent.
-const desktopUA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36"
-
-// browser starts Debian's chromium headless with the flags of
-// web/browser_test.go.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	chrome := lookPath("chromium", "chromium-browser", "google-chrome")
-	if chrome == "" {
-		need(t, "chromium is not installed", "apt-get install chromium")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.UserAgent(desktopUA),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-	)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(alloc)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
-	return ctx
-}
+// browser is chromium headless for one test (chromiumtest.Browser).
+func browser(t *testing.T) context.Context { return chromiumtest.Browser(t) }
 
 // sdkPages serves, on an origin other than the collector's, test pages
 // that load analytics-next's browser build from node_modules (no CDN):

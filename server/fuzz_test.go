@@ -13,19 +13,10 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// FuzzIntake posts arbitrary bodies to the real collector over a real
-// database: every answer must be a 202 or a 4xx, never a 5xx or a panic.
-func FuzzIntake(f *testing.F) {
-	for _, seed := range []string{
-		`{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3301","site_id":"web","anon_id":"a","type":"pageview"}`,
-		`[{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3302","site_id":"web","anon_id":"a","type":"identify","user_id":"u","traits":{"x":1}}]`,
-		`{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3303","site_id":"web","anon_id":"a","type":"purchase","properties":{"amount":-1}}`,
-		`{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3304","site_id":"web","anon_id":"a","type":"x","consent":"denied","url":"%zz?q"}`,
-		`{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3305","site_id":"web","anon_id":"a","type":"x","ts":"1999-01-01T00:00:00Z"}`,
-		`[1,"a",null]`, `{`, ``, `null`,
-	} {
-		f.Add([]byte(seed))
-	}
+// fuzzCollector is the real collector over a real database with the
+// tracking plan of testdata and site "web", for the intake fuzzers.
+func fuzzCollector(f *testing.F) http.Handler {
+	f.Helper()
 	db, err := storage.Open(context.Background(), storage.Options{Path: filepath.Join(f.TempDir(), "fuzz.db")})
 	if err != nil {
 		f.Fatal(err)
@@ -39,6 +30,23 @@ func FuzzIntake(f *testing.F) {
 	ws, _ := db.CreateWorkspace(context.Background(), storage.Actor{Kind: storage.ActorSystem}, "F", "f")
 	db.CreateSite(context.Background(), storage.Actor{Kind: storage.ActorSystem}, ws, "web", "Web")
 	h := srv.Collector()
+	return h
+}
+
+// FuzzIntake posts arbitrary bodies to the real collector over a real
+// database: every answer must be a 202 or a 4xx, never a 5xx or a panic.
+func FuzzIntake(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3301","site_id":"web","anon_id":"a","type":"pageview"}`,
+		`[{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3302","site_id":"web","anon_id":"a","type":"identify","user_id":"u","traits":{"x":1}}]`,
+		`{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3303","site_id":"web","anon_id":"a","type":"purchase","properties":{"amount":-1}}`,
+		`{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3304","site_id":"web","anon_id":"a","type":"x","consent":"denied","url":"%zz?q"}`,
+		`{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3305","site_id":"web","anon_id":"a","type":"x","ts":"1999-01-01T00:00:00Z"}`,
+		`[1,"a",null]`, `{`, ``, `null`,
+	} {
+		f.Add([]byte(seed))
+	}
+	h := fuzzCollector(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, path := range []string{"/v1/events", "/v1/s2s/events"} {
 			req := httptest.NewRequest("POST", path, bytes.NewReader(body))
@@ -74,6 +82,9 @@ func FuzzQueryAPI(f *testing.F) {
 		{"POST", "/v1/sites/web/webhook-secrets", `{"adapter":"payments"}`},
 		{"DELETE", "/v1/sites/web/webhook-secrets/99", ``},
 		{"GET", "/v1/ui/app.js", ``},
+		{"PATCH", "/v1/sites/web", `{"retention_days":30,"name":"W"}`},
+		{"POST", "/v1/workspaces/f/keys", `{"label":"k","scopes":["ingest:write"],"sites":["web"]}`},
+		{"POST", "/v1/backup", `{"path":"/tmp/x","force":true}`},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, []byte(s.body))

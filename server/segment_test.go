@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,7 +16,6 @@ import (
 
 	"github.com/tally-analytics/tally/privacy"
 	"github.com/tally-analytics/tally/schema"
-	"github.com/tally-analytics/tally/storage"
 )
 
 // segmentPost sends body to a Segment path of the collector with writeKey
@@ -667,19 +664,7 @@ func FuzzSegmentIntake(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	db, err := storage.Open(context.Background(), storage.Options{Path: filepath.Join(f.TempDir(), "fuzz.db")})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { db.Close() })
-	plan, err := schema.LoadPlan("../testdata/plan.json")
-	if err != nil {
-		f.Fatal(err)
-	}
-	srv := New(Config{Plan: plan, Logger: discardLogger(), Quota: 1 << 30}, db)
-	ws, _ := db.CreateWorkspace(context.Background(), storage.Actor{Kind: storage.ActorSystem}, "F", "f")
-	db.CreateSite(context.Background(), storage.Actor{Kind: storage.ActorSystem}, ws, "web", "Web")
-	h := srv.Collector()
+	h := fuzzCollector(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, path := range []string{"/v1/batch", "/v1/track", "/v1/i", "/v1/alias"} {
 			for _, basic := range []bool{true, false} {

@@ -198,21 +198,30 @@ func TestPurgeDeletesRawRowsOlderThanTheCut(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// A purge stopped midway (here its context ends after two jobs, as at a
-// shutdown or crash) leaves the day not done; after a restart the next
-// purge deletes the rest.
-func TestPurgeResumesAfterACrash(t *testing.T) {
+// twentyDays opens a database file with site "s" holding perDay events a
+// day for the 20 days from retentionStart, and sets the clock to the last
+// of them; it returns the database, its clock and the file's path.
+func twentyDays(t *testing.T, perDay int) (*DB, *testClock, string) {
+	t.Helper()
 	clk := &testClock{}
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := Open(ctx, Options{Path: path, Now: clk.Now})
+	db, err := Open(context.Background(), Options{Path: path, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk.Set(retentionStart)
 	withSites(t, db, "s")
-	loadDays(t, db, clk, []string{"s"}, retentionStart, 20, 100)
+	loadDays(t, db, clk, []string{"s"}, retentionStart, 20, perDay)
 	clk.Set(retentionStart.AddDate(0, 0, 19).Add(time.Hour))
+	return db, clk, path
+}
+
+// A purge stopped midway (here its context ends after two jobs, as at a
+// shutdown or crash) leaves the day not done; after a restart the next
+// purge deletes the rest.
+func TestPurgeResumesAfterACrash(t *testing.T) {
+	ctx := context.Background()
+	db, clk, path := twentyDays(t, 100)
 	cut := "2026-01-11T00:00:00.000Z"
 	old := count(t, db, `SELECT COUNT(*) FROM events WHERE ts < ?`, cut)
 
@@ -232,7 +241,7 @@ func TestPurgeResumesAfterACrash(t *testing.T) {
 	}
 	db.Close()
 
-	db, err = Open(ctx, Options{Path: path, Now: clk.Now})
+	db, err := Open(ctx, Options{Path: path, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

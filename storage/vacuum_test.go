@@ -3,25 +3,14 @@ package storage
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
-	"time"
 )
 
 // Vacuum refuses a database another connection has open, and shrinks one
 // with free pages to its data, which stays whole.
 func TestVacuumShrinksAndRefusesAnOpenDatabase(t *testing.T) {
-	clk := &testClock{}
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := Open(ctx, Options{Path: path, Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk.Set(retentionStart)
-	withSites(t, db, "s")
-	loadDays(t, db, clk, []string{"s"}, retentionStart, 20, 300)
-	clk.Set(retentionStart.AddDate(0, 0, 19).Add(time.Hour))
+	db, _, path := twentyDays(t, 300)
 	if _, err := db.Purge(ctx, 5); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,47 +14,14 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/tally-analytics/tally/internal/chromiumtest"
 	"github.com/tally-analytics/tally/server/servertest"
 )
 
-// desktopUA replaces headless Chrome's own User-Agent, which names
-// HeadlessChrome and is (rightly) dropped as a bot.
-const desktopUA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36"
-
-// chrome finds Debian's chromium. .ci/run installs it; elsewhere the
-// browser tests are skipped when it is missing.
-func chrome(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is not installed; .ci/run installs Debian's chromium package")
-	}
-	t.Skip("chromium is not installed (apt-get install chromium)")
-	return ""
-}
-
+// browser is chromium headless for one test (chromiumtest.Browser); the
+// cancel func is for the tests' defer, the test's cleanup ends it anyway.
 func browser(t *testing.T) (context.Context, context.CancelFunc) {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome(t)),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.UserAgent(desktopUA),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-	)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(alloc)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	return ctx, func() { cancelTimeout(); cancelCtx(); cancelAlloc() }
+	return chromiumtest.Browser(t), func() {}
 }
 
 // pages serves test pages that include the tracking script, from an
