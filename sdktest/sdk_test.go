@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/tally-analytics/tally/server/servertest"
 )
 
 // need skips the test when a tool the SDK tests use is missing, except in
@@ -89,18 +87,6 @@ func (a api) post(path string, body any, into any) {
 func dateRange() string {
 	now := time.Now().UTC()
 	return "from=" + now.AddDate(0, 0, -1).Format(time.DateOnly) + "&to=" + now.AddDate(0, 0, 1).Format(time.DateOnly)
-}
-
-// waitEvents waits until the server holds at least n events and returns
-// them (servertest's WaitEvents), failing the test with the feed's
-// decisions if they do not arrive.
-func waitEvents(t *testing.T, srv *servertest.Server, n int) []servertest.Event {
-	t.Helper()
-	events, err := srv.WaitEvents(n, 30*time.Second)
-	if err != nil {
-		t.Fatalf("%v; decisions: %+v", err, srv.Decisions(servertest.Filter{}))
-	}
-	return events
 }
 
 func deref(p *string) string {

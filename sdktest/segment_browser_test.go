@@ -181,7 +181,7 @@ func TestSegmentBrowserSDK(t *testing.T) {
 		}
 	}
 
-	events := waitEvents(t, srv, 11)
+	events := srv.MustWaitEvents(t, 11, 30*time.Second)
 	if len(events) != 11 {
 		t.Fatalf("got %d events, want 11", len(events))
 	}
@@ -247,7 +247,7 @@ func TestSegmentBrowserSDKRetriesRateLimited(t *testing.T) {
 		a.setAnonymousId("anon-retry");
 		for (let i = 0; i < 6; i++) a.track("Step " + i);
 	}`)
-	events := waitEvents(t, srv, 6)
+	events := srv.MustWaitEvents(t, 6, 30*time.Second)
 	// The collector commits before the page sees the answer: wait for it.
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.sent.every(function (s) { return s.status !== 0; })`,
 		chromedp.WithPollingTimeout(30*time.Second))); err != nil {
@@ -299,7 +299,7 @@ func TestSegmentBrowserSDKSettingsFromCollector(t *testing.T) {
 			t.Errorf("request %d: got %s answered %d, want %s answered 200", i, r.URL, r.Status, wantURLs[i])
 		}
 	}
-	events := waitEvents(t, srv, 1)
+	events := srv.MustWaitEvents(t, 1, 30*time.Second)
 	if events[0].Type != "Order Completed" || events[0].AnonID != "anon-settings" {
 		t.Fatalf("got %+v, want the Order Completed of anon-settings", events[0])
 	}

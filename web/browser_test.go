@@ -39,18 +39,6 @@ func pages(collector, site string) *httptest.Server {
 	}))
 }
 
-// waitEvents waits until the server holds at least n events and returns
-// them (servertest's WaitEvents), failing the test with the feed's
-// decisions if they do not arrive.
-func waitEvents(t *testing.T, srv *servertest.Server, n int) []servertest.Event {
-	t.Helper()
-	events, err := srv.WaitEvents(n, 15*time.Second)
-	if err != nil {
-		t.Fatalf("%v; decisions: %+v", err, srv.Decisions(servertest.Filter{}))
-	}
-	return events
-}
-
 func deref(p *string) string {
 	if p == nil {
 		return ""
@@ -68,7 +56,7 @@ func TestTrackingScriptInABrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(site.URL+"/page.html?ref=x")); err != nil {
 		t.Fatal(err)
 	}
-	events := waitEvents(t, srv, 1)
+	events := srv.MustWaitEvents(t, 1, 15*time.Second)
 	pv := events[0]
 	if pv.Type != "pageview" || deref(pv.Browser) != "Chrome" || deref(pv.OS) != "Linux" || deref(pv.DeviceType) != "desktop" ||
 		deref(pv.URL) != site.URL+"/page.html?ref=x" || pv.AnonID == "" {
@@ -79,14 +67,14 @@ func TestTrackingScriptInABrowser(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`history.pushState({}, "", "/spa/next"), ""`)); err != nil {
 		t.Fatal(err)
 	}
-	events = waitEvents(t, srv, 2)
+	events = srv.MustWaitEvents(t, 2, 15*time.Second)
 	if events[1].Type != "pageview" || deref(events[1].URL) != site.URL+"/spa/next" || events[1].AnonID != pv.AnonID {
 		t.Fatalf("SPA pageview: got %+v", events[1])
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash = "#pricing", ""`)); err != nil {
 		t.Fatal(err)
 	}
-	events = waitEvents(t, srv, 3)
+	events = srv.MustWaitEvents(t, 3, 15*time.Second)
 	if deref(events[2].URL) != site.URL+"/spa/next#pricing" {
 		t.Fatalf("hash change: got %+v", events[2])
 	}
@@ -95,7 +83,7 @@ func TestTrackingScriptInABrowser(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`tally.track("signup", {plan: "pro"}); tally.identify("u-7", {tier: "gold"}); tally.track(); false`)); err != nil {
 		t.Fatalf("the API threw into the page: %v", err)
 	}
-	events = waitEvents(t, srv, 6)
+	events = srv.MustWaitEvents(t, 6, 15*time.Second)
 	byType := map[string]servertest.Event{}
 	for _, e := range events {
 		byType[e.Type] = e
@@ -119,7 +107,7 @@ func TestTrackingScriptInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events = waitEvents(t, srv, 7)
+	events = srv.MustWaitEvents(t, 7, 15*time.Second)
 	last := events[6]
 	if !strings.Contains(string(last.Raw), `"consent":"denied"`) || !strings.HasPrefix(last.AnonID, "c_") || stored != "null" {
 		t.Fatalf("DNT: got %+v raw %s, localStorage %q", last, last.Raw, stored)
@@ -149,7 +137,7 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitEvents(t, srv, 4)
+	srv.MustWaitEvents(t, 4, 15*time.Second)
 
 	// The API's count for the range the dashboard shows by default (the last 30 days).
 	to := time.Now().UTC()

@@ -211,6 +211,18 @@ func (s *Server) WaitEvents(n int, within time.Duration) ([]Event, error) {
 	}
 }
 
+// MustWaitEvents is WaitEvents for a test: it fails t, showing the
+// inspection feed's decisions (why events did not arrive), when fewer
+// than n events are stored within the time given.
+func (s *Server) MustWaitEvents(t testing.TB, n int, within time.Duration) []Event {
+	t.Helper()
+	events, err := s.WaitEvents(n, within)
+	if err != nil {
+		t.Fatalf("%v; decisions: %+v", err, s.Decisions(Filter{}))
+	}
+	return events
+}
+
 // Decisions returns the inspection feed's decisions matching f, newest
 // first: why each event was accepted, deduplicated, quarantined, dropped
 // (with the gate's reason) or rejected (with the error code and details).
