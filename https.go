@@ -149,7 +149,18 @@ func (c config) httpsSetup(log *slog.Logger) (server.HTTPS, *server.CertFiles, e
 	h.TLS = m.TLSConfig()
 	h.TLS.MinVersion = tls.VersionTLS12
 	if h.RedirectAddr != "" {
-		h.Challenges = func(fallback http.Handler) http.Handler { return m.HTTPHandler(fallback) }
+		h.Challenges = func(fallback http.Handler) http.Handler {
+			challenges := m.HTTPHandler(fallback)
+			// A CA validates on port 80, whose Host carries no port; one
+			// sent elsewhere (a port forward, Pebble in the tests) sends
+			// the port too, which the host policy would refuse.
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if host, _, err := net.SplitHostPort(r.Host); err == nil {
+					r.Host = host
+				}
+				challenges.ServeHTTP(w, r)
+			})
+		}
 	}
 	return h, nil, nil
 }
