@@ -28,6 +28,10 @@ import (
 // at 400 in BenchmarkIngest). The cost is a heap up to 5x the live data.
 const gcPercent = 400
 
+// shutdownTimeout bounds how long SIGTERM waits for requests in flight;
+// deploy/tally.service's TimeoutStopSec leaves room for it and the close.
+const shutdownTimeout = 30 * time.Second
+
 func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
@@ -140,7 +144,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	// Shutdown waits for in-flight requests, whose events are committed
 	// before they are answered; db.Close (deferred) then drains the writer.
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := inst.Shutdown(shutdownCtx); err != nil {
 		log.Error("shutdown", "err", err.Error())
