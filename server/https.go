@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 )
 
@@ -146,6 +147,12 @@ func (l handshakeLog) Write(p []byte) (int, error) {
 		l.log.LogAttrs(context.Background(), level, what, slog.String("reason", reason))
 		return len(p), nil
 	}
-	l.log.Warn(msg)
+	// Other messages (HTTP/2's connection errors, say) may name the
+	// address anywhere.
+	l.log.Warn(addressPattern.ReplaceAllString(msg, "[address]"))
 	return len(p), nil
 }
+
+// addressPattern matches an IPv4 address or a bracketed IPv6 one, with
+// or without a port.
+var addressPattern = regexp.MustCompile(`\[[0-9A-Fa-f:.%a-z0-9]*:[0-9A-Fa-f:.%a-z0-9]*\](:\d+)?|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b`)

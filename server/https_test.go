@@ -49,6 +49,8 @@ func TestHandshakeLogDropsAddresses(t *testing.T) {
 		{`http: TLS handshake error from 203.0.113.7:51234: acme/autocert: host "x.example" not configured in HostWhitelist`, "TLS handshake failed",
 			`acme/autocert: host "x.example" not configured in HostWhitelist`, slog.LevelDebug},
 		{"http: panic serving 203.0.113.7:51234: boom", "panic serving HTTPS", "boom", slog.LevelError},
+		{"http2: server connection error from 203.0.113.7:51234: connection error: PROTOCOL_ERROR", "http2: server connection error from [address]: connection error: PROTOCOL_ERROR", "", slog.LevelWarn},
+		{"http2: server connection error from [2001:db8::7]:51234: connection error: PROTOCOL_ERROR", "http2: server connection error from [address]: connection error: PROTOCOL_ERROR", "", slog.LevelWarn},
 	}
 	for _, tt := range tests {
 		var buf bytes.Buffer
