@@ -43,9 +43,9 @@ func main() {
 // returns the process exit code.
 func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	cfg, code, ok := configOrExit(args, getenv, stdout, stderr)
+	cfg, exit, ok := configOrExit(args, getenv, stdout, stderr)
 	if !ok {
-		return code
+		return exit
 	}
 	if cfg.AdminToken == "" && !cfg.Dev {
 		log.Warn("ADMIN_TOKEN is not set: admin endpoints will refuse every request")
@@ -134,7 +134,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	log.Info("listening", attrs...)
 
-	code = 0
+	code := 0
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
@@ -157,8 +157,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	return code
 }
 
-// configOrExit loads the settings of a command that serves or checks
-// them. When it cannot, it has printed the help (-h, exit 0) or one line
+// configOrExit loads the settings of serve. When it cannot, it has printed the help (-h, exit 0) or one line
 // saying what was wrong (exit 2), and ok is false.
 func configOrExit(args []string, getenv func(string) string, stdout, stderr io.Writer) (cfg config, code int, ok bool) {
 	cfg, err := loadConfig(args, getenv, stderr)
