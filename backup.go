@@ -38,14 +38,14 @@ func backup(args []string, getenv func(string) string, stdout, stderr io.Writer)
 	token := fs.String("admin-token", env("ADMIN_TOKEN", ""), "the running server's operator token; prefer the environment variable [ADMIN_TOKEN]")
 	force := fs.Bool("force", false, "replace PATH if it exists")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tally backup [--force] PATH\n\nWrites a consistent copy of the database to PATH while the server runs.")
+		fmt.Fprintln(fs.Output(), "usage: tally backup [--force] PATH\n\nWrites a consistent copy of the database to PATH while the server runs.")
 		fs.PrintDefaults()
 	}
 	// Flags may come after PATH too: `tally backup x.db --force`.
 	var paths []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			return 2
+		if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+			return code
 		}
 		if fs.NArg() == 0 {
 			break

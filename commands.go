@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/tally-analytics/tally/storage"
 )
@@ -15,24 +16,62 @@ import (
 // name and returns the process exit code.
 type command func(args []string, getenv func(string) string, stdout, stderr io.Writer) int
 
+// subcommand is a command and the line `tally help` shows for it.
+type subcommand struct {
+	run     command
+	summary string
+}
+
 // commands are the subcommands `tally NAME ...` runs; without one (or with
 // flags first) the binary serves, as `tally serve` does. Maintenance
 // commands that work on the database file of a running server are added
-// here.
-var commands = map[string]command{
-	"serve":  serve,
-	"vacuum": vacuum,
-	"backup": backup,
+// here, and `tally help` lists them. (Set in init: help lists the table
+// it is in.)
+var commands map[string]subcommand
+
+func init() {
+	commands = map[string]subcommand{
+		"serve":        {serve, "run the collector and the query API (the default)"},
+		"vacuum":       {vacuum, "shrink a stopped server's database file to its data"},
+		"backup":       {backup, "write a consistent copy of the database while the server runs"},
+		"check-config": {checkConfig, "validate every setting and the tracking plan; start nothing"},
+		"version":      {versionCommand, "print the version, commit, Go and SQLite versions, build flags"},
+		"help":         {helpCommand, "show the commands and every setting"},
+	}
 }
 
 // run dispatches to the subcommand args name, serving by default.
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		if cmd, ok := commands[args[0]]; ok {
-			return cmd(args[1:], getenv, stdout, stderr)
-		}
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		return versionCommand(nil, getenv, stdout, stderr)
 	}
-	return serve(args, getenv, stdout, stderr)
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return serve(args, getenv, stdout, stderr)
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "tally: unknown command %q (see 'tally help')\n", args[0])
+		return 2
+	}
+	return cmd.run(args[1:], getenv, stdout, stderr)
+}
+
+// parseFlags parses the flags of a subcommand: -h prints its usage on
+// standard output (exit 0), a mistake one line on standard error (exit
+// 2). ok is false when the command should exit with code.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(io.Discard) // flag would print the usage after a mistake too
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0, false
+	case err != nil:
+		fmt.Fprintf(stderr, "%s: %v (see '%s -h')\n", fs.Name(), err, fs.Name())
+		return 2, false
+	}
+	return 0, true
 }
 
 // vacuum shrinks the database file to its data (README "Retention"): the
@@ -47,8 +86,12 @@ func vacuum(args []string, getenv func(string) string, stdout, stderr io.Writer)
 		path = "./data/analytics.db"
 	}
 	fs.StringVar(&path, "database-path", path, "SQLite file to shrink; the server must be stopped [DATABASE_PATH]")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: tally vacuum [--database-path PATH]\n\nShrinks a stopped server's database file to its data.")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "tally vacuum: unexpected argument %q\n", fs.Arg(0))

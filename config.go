@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -44,52 +45,149 @@ type config struct {
 	SourcemapUploadRate int
 	SourcemapMaxFiles   int
 	SourcemapMaxMiB     int
+
+	// TLS is README "HTTPS": off unless TLS_DOMAINS or TLS_CERT_FILE is set.
+	TLS tlsSettings
 }
 
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
+// setting is one row of README "Configuration": an environment variable,
+// which the flag of the same name in kebab case overrides. This table is
+// the only list of settings: flags, defaults and `tally -h` come from it.
+type setting struct {
+	env     string // DATABASE_PATH; its flag is --database-path
+	group   string // the heading `tally -h` lists it under, one of settingGroups
+	def     string // the value when neither the flag nor the variable is set
+	usage   string
+	boolean bool // the flag may stand alone: --dev means --dev=true
+}
+
+// settingGroups are the headings of `tally -h`, in order.
+var settingGroups = []string{"listeners", "storage", "auth", "privacy", "limits", "dev"}
+
+// settings are every setting, grouped as `tally -h` shows them.
+var settings = []setting{
+	{env: "COLLECTOR_ADDR", group: "listeners", def: ":8080", usage: "collector listen address (with TLS: 127.0.0.1:8080)"},
+	{env: "QUERY_ADDR", group: "listeners", def: ":8081", usage: "query API listen address (with TLS: 127.0.0.1:8081)"},
+	{env: "COLLECTOR_URL", group: "listeners", usage: "where DLQ replay and webhooks re-POST events (default http://127.0.0.1:<collector port>)"},
+	{env: "TLS_DOMAINS", group: "listeners", usage: "comma-separated names to get certificates for over ACME; serves HTTPS on HTTPS_ADDR"},
+	{env: "TLS_CERT_FILE", group: "listeners", usage: "PEM certificate chain you manage (with TLS_KEY_FILE), reloaded on SIGHUP or when the files change"},
+	{env: "TLS_KEY_FILE", group: "listeners", usage: "PEM private key of TLS_CERT_FILE"},
+	{env: "HTTPS_ADDR", group: "listeners", def: ":443", usage: "with TLS: the one HTTPS listener, serving the collector's routes and the query API's"},
+	{env: "HTTP_ADDR", group: "listeners", def: ":80", usage: "with TLS: answers ACME HTTP-01 challenges, redirects the rest to HTTPS; off = none"},
+	{env: "ACME_DIRECTORY_URL", group: "listeners", def: acmeDirectoryURL, usage: "the ACME CA's directory (Let's Encrypt by default)"},
+	{env: "ACME_EMAIL", group: "listeners", usage: "contact address given to the ACME CA for expiry and problem notices"},
+
+	{env: "DATABASE_PATH", group: "storage", def: "./data/analytics.db", usage: "SQLite file (:memory: for a throw-away database)"},
+	{env: "DURABILITY", group: "storage", def: string(storage.DurabilityPower), usage: "what a 202 survives: power (fsync per commit: power loss and OS crash) or process (process crash only, faster single events)"},
+	{env: "RETENTION_DAYS", group: "storage", def: "0", usage: "UTC days of raw events kept, today included (rollups stay), 0 = keep everything"},
+	{env: "SCHEMA_BUNDLE_PATH", group: "storage", usage: "tracking plan file; unset disables schema validation"},
+
+	{env: "ADMIN_TOKEN", group: "auth", usage: "operator token; prefer the environment variable, flags show in ps"},
+	{env: "REQUIRE_API_KEY", group: "auth", def: server.KeyModeNone, usage: "collector auth: none, tag or require"},
+
+	{env: "CONSENT_MODE", group: "privacy", def: privacy.ConsentCookieless, usage: "events without consent: cookieless (kept without identifiers) or require (dropped)"},
+	{env: "BOT_FILTER", group: "privacy", usage: "events of bots: on (dropped) or off (stored, marked in the inspection feed); default off in dev mode, else on"},
+	{env: "GEOIP_DB_PATH", group: "privacy", usage: "MaxMind-format city database for country and city"},
+	{env: "TRUST_PROXY_HEADERS", group: "privacy", def: "false", boolean: true, usage: "believe X-Forwarded-For and CDN country/city headers"},
+
+	{env: "INGEST_RATE_LIMIT", group: "limits", def: "1000", usage: "events per second per site, 0 = off"},
+	{env: "INGEST_QUOTA", group: "limits", def: "0", usage: "accepted events per site per UTC month, 0 = unlimited"},
+	{env: "SOURCEMAP_UPLOAD_RATE", group: "limits", def: "30", usage: "sourcemap uploads per minute per site, 0 = off"},
+	{env: "SOURCEMAP_MAX_FILES", group: "limits", def: "100", usage: "sourcemap files a site may store, 0 = no cap"},
+	{env: "SOURCEMAP_MAX_MIB", group: "limits", def: "256", usage: "MiB of sourcemaps (decoded) a site may store, 0 = no cap"},
+
+	{env: "DEV", group: "dev", def: "false", boolean: true, usage: "dev mode: in-memory database, generated admin token, a ready workspace, site and keys, inspection feed"},
+	{env: "DEV_JSON", group: "dev", def: "false", boolean: true, usage: "dev mode, printing the setup as one JSON line on standard output"},
+	{env: "DEV_ALLOW_REMOTE", group: "dev", def: "false", boolean: true, usage: "dev mode: allow a non-loopback listen address, where anyone who reaches it can read and wipe the dev data"},
+	{env: "DEBUG_FEED_SIZE", group: "dev", def: "10000", usage: "dev mode: decisions kept by the inspection feed"},
+}
+
+// flagName is the setting's flag: DATABASE_PATH is --database-path.
+func (s setting) flagName() string { return strings.ToLower(strings.ReplaceAll(s.env, "_", "-")) }
+
+// settingValue is a setting's flag: it writes into the values loadConfig
+// reads, so a flag given overrides the environment.
+type settingValue struct {
+	vals    map[string]string
+	env     string
+	boolean bool
+}
+
+func (v settingValue) String() string {
+	if v.vals == nil {
+		return ""
 	}
+	return v.vals[v.env]
+}
+func (v settingValue) Set(s string) error { v.vals[v.env] = s; return nil }
+func (v settingValue) IsBoolFlag() bool   { return v.boolean }
+
+// usageError is a command line that names no setting or subcommand:
+// the message says how to see the help.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() + " (see 'tally -h')" }
+func (e usageError) Unwrap() error { return e.err }
+
+// loadConfig reads every setting from getenv, overridden by args. It
+// returns flag.ErrHelp for -h and a usageError for an unknown flag or an
+// argument.
+func loadConfig(args []string, getenv func(string) string, _ io.Writer) (config, error) {
 	var c config
-	var retention string
-	var rate, quota, trust, feed, smRate, smFiles, smMiB, durability string
+	vals := make(map[string]string, len(settings))
 	fs := flag.NewFlagSet("tally", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&c.DatabasePath, "database-path", env("DATABASE_PATH", "./data/analytics.db"), "SQLite file (`:memory:` for a throw-away database) [DATABASE_PATH]")
-	fs.StringVar(&c.CollectorAddr, "collector-addr", env("COLLECTOR_ADDR", ":8080"), "collector listen address [COLLECTOR_ADDR]")
-	fs.StringVar(&c.QueryAddr, "query-addr", env("QUERY_ADDR", ":8081"), "query API listen address [QUERY_ADDR]")
-	fs.StringVar(&c.CollectorURL, "collector-url", env("COLLECTOR_URL", ""), "where DLQ replay and webhooks re-POST events (default http://127.0.0.1:<collector port>) [COLLECTOR_URL]")
-	fs.StringVar(&c.AdminToken, "admin-token", env("ADMIN_TOKEN", ""), "operator token; prefer the environment variable, flags show in ps [ADMIN_TOKEN]")
-	fs.StringVar(&c.RequireAPIKey, "require-api-key", env("REQUIRE_API_KEY", server.KeyModeNone), "collector auth: none, tag or require [REQUIRE_API_KEY]")
-	fs.StringVar(&c.SchemaBundlePath, "schema-bundle-path", env("SCHEMA_BUNDLE_PATH", ""), "tracking plan file; unset disables schema validation [SCHEMA_BUNDLE_PATH]")
-	fs.StringVar(&rate, "ingest-rate-limit", env("INGEST_RATE_LIMIT", "1000"), "events per second per site, 0 = off [INGEST_RATE_LIMIT]")
-	fs.StringVar(&quota, "ingest-quota", env("INGEST_QUOTA", "0"), "accepted events per site per UTC month, 0 = unlimited [INGEST_QUOTA]")
-	fs.StringVar(&retention, "retention-days", env("RETENTION_DAYS", "0"), "UTC days of raw events kept, today included (rollups stay), 0 = keep everything [RETENTION_DAYS]")
-	fs.StringVar(&smRate, "sourcemap-upload-rate", env("SOURCEMAP_UPLOAD_RATE", "30"), "sourcemap uploads per minute per site, 0 = off [SOURCEMAP_UPLOAD_RATE]")
-	fs.StringVar(&smFiles, "sourcemap-max-files", env("SOURCEMAP_MAX_FILES", "100"), "sourcemap files a site may store, 0 = no cap [SOURCEMAP_MAX_FILES]")
-	fs.StringVar(&smMiB, "sourcemap-max-mib", env("SOURCEMAP_MAX_MIB", "256"), "MiB of sourcemaps (decoded) a site may store, 0 = no cap [SOURCEMAP_MAX_MIB]")
-	fs.StringVar(&c.ConsentMode, "consent-mode", env("CONSENT_MODE", privacy.ConsentCookieless), "events without consent: cookieless (kept without identifiers) or require (dropped) [CONSENT_MODE]")
-	fs.StringVar(&c.GeoIPDBPath, "geoip-db-path", env("GEOIP_DB_PATH", ""), "MaxMind-format city database for country and city [GEOIP_DB_PATH]")
-	fs.StringVar(&trust, "trust-proxy-headers", env("TRUST_PROXY_HEADERS", "false"), "believe X-Forwarded-For and CDN country/city headers [TRUST_PROXY_HEADERS]")
-	fs.StringVar(&durability, "durability", env("DURABILITY", string(storage.DurabilityPower)), "what a 202 survives: power (fsync per commit: power loss and OS crash) or process (process crash only, faster single events) [DURABILITY]")
-	fs.StringVar(&c.BotFilter, "bot-filter", env("BOT_FILTER", ""), "events of bots: on (dropped) or off (stored, marked in the inspection feed); default off in dev mode, else on [BOT_FILTER]")
-	envBool := func(name string) bool { b, _ := strconv.ParseBool(getenv(name)); return b }
-	fs.BoolVar(&c.Dev, "dev", envBool("DEV"), "dev mode: in-memory database, generated admin token, a ready workspace, site and keys, inspection feed [DEV]")
-	fs.BoolVar(&c.DevJSON, "dev-json", envBool("DEV_JSON"), "dev mode, printing the setup as one JSON line on standard output [DEV_JSON]")
-	allowRemote, err := strconv.ParseBool(env("DEV_ALLOW_REMOTE", "false"))
-	if err != nil {
-		return c, fmt.Errorf("DEV_ALLOW_REMOTE must be true or false, not %q", getenv("DEV_ALLOW_REMOTE"))
+	fs.SetOutput(io.Discard) // the caller prints one line, or the help
+	fs.Usage = func() {}
+	for _, s := range settings {
+		vals[s.env] = s.def
+		if v := getenv(s.env); v != "" {
+			vals[s.env] = v
+		}
+		fs.Var(settingValue{vals, s.env, s.boolean}, s.flagName(), s.usage)
 	}
-	fs.BoolVar(&c.DevAllowRemote, "dev-allow-remote", allowRemote, "dev mode: allow a non-loopback listen address, where anyone who reaches it can read and wipe the dev data [DEV_ALLOW_REMOTE]")
-	fs.StringVar(&feed, "debug-feed-size", env("DEBUG_FEED_SIZE", "10000"), "dev mode: decisions kept by the inspection feed [DEBUG_FEED_SIZE]")
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, usageError{err}
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return c, usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// unset reports a setting left to its default by flag and environment.
+	unset := func(env string) bool { return !set[setting{env: env}.flagName()] && getenv(env) == "" }
+	boolean := func(env string) (bool, error) {
+		b, err := strconv.ParseBool(vals[env])
+		if err != nil {
+			return false, fmt.Errorf("%s must be true or false, not %q", env, vals[env])
+		}
+		return b, nil
+	}
+	c.DatabasePath = vals["DATABASE_PATH"]
+	c.CollectorAddr = vals["COLLECTOR_ADDR"]
+	c.QueryAddr = vals["QUERY_ADDR"]
+	c.CollectorURL = vals["COLLECTOR_URL"]
+	c.AdminToken = vals["ADMIN_TOKEN"]
+	c.RequireAPIKey = vals["REQUIRE_API_KEY"]
+	c.SchemaBundlePath = vals["SCHEMA_BUNDLE_PATH"]
+	c.ConsentMode = vals["CONSENT_MODE"]
+	c.GeoIPDBPath = vals["GEOIP_DB_PATH"]
+	c.BotFilter = vals["BOT_FILTER"]
+	rate, quota, retention, feed := vals["INGEST_RATE_LIMIT"], vals["INGEST_QUOTA"], vals["RETENTION_DAYS"], vals["DEBUG_FEED_SIZE"]
+	smRate, smFiles, smMiB := vals["SOURCEMAP_UPLOAD_RATE"], vals["SOURCEMAP_MAX_FILES"], vals["SOURCEMAP_MAX_MIB"]
+	var err error
+	for _, b := range []struct {
+		env string
+		to  *bool
+	}{{"DEV", &c.Dev}, {"DEV_JSON", &c.DevJSON}, {"DEV_ALLOW_REMOTE", &c.DevAllowRemote}, {"TRUST_PROXY_HEADERS", &c.TrustProxy}} {
+		if *b.to, err = boolean(b.env); err != nil {
+			return c, err
+		}
+	}
+	if c.TLS, err = loadTLSConfig(vals); err != nil {
+		return c, err
 	}
 	if !server.ValidKeyMode(c.RequireAPIKey) {
 		return c, fmt.Errorf("REQUIRE_API_KEY must be %s, %s or %s, not %q", server.KeyModeNone, server.KeyModeTag, server.KeyModeRequire, c.RequireAPIKey)
@@ -124,39 +222,43 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	if c.BotFilter != "" && !privacy.ValidBotFilter(c.BotFilter) {
 		return c, fmt.Errorf("BOT_FILTER must be %s or %s, not %q", privacy.BotFilterOn, privacy.BotFilterOff, c.BotFilter)
 	}
-	if c.TrustProxy, err = strconv.ParseBool(trust); err != nil {
-		return c, fmt.Errorf("TRUST_PROXY_HEADERS must be true or false, not %q", trust)
-	}
 	if c.DebugFeedSize, err = nonNegative("DEBUG_FEED_SIZE", feed); err != nil {
 		return c, err
 	}
-	if c.Durability, err = storage.ParseDurability(durability); err != nil {
+	if c.Durability, err = storage.ParseDurability(vals["DURABILITY"]); err != nil {
 		return c, err
 	}
 	if c.DevJSON {
 		c.Dev = true
 	}
-	if c.Dev {
-		// Dev defaults apply to every setting the caller left unset.
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		unset := func(flagName, envName string) bool { return !set[flagName] && getenv(envName) == "" }
-		if unset("database-path", "DATABASE_PATH") {
-			c.DatabasePath = ":memory:"
-		}
-		if unset("collector-addr", "COLLECTOR_ADDR") {
+	if c.TLS.on() {
+		// HTTPS_ADDR is the public door: the plain listeners stay for
+		// `tally backup`, DLQ replay and local checks, on loopback.
+		if unset("COLLECTOR_ADDR") {
 			c.CollectorAddr = "127.0.0.1:8080"
 		}
-		if unset("query-addr", "QUERY_ADDR") {
+		if unset("QUERY_ADDR") {
 			c.QueryAddr = "127.0.0.1:8081"
 		}
-		if unset("ingest-rate-limit", "INGEST_RATE_LIMIT") {
+	}
+	if c.Dev {
+		// Dev defaults apply to every setting the caller left unset.
+		if unset("DATABASE_PATH") {
+			c.DatabasePath = ":memory:"
+		}
+		if unset("COLLECTOR_ADDR") {
+			c.CollectorAddr = "127.0.0.1:8080"
+		}
+		if unset("QUERY_ADDR") {
+			c.QueryAddr = "127.0.0.1:8081"
+		}
+		if unset("INGEST_RATE_LIMIT") {
 			c.IngestRateLimit = 0
 		}
-		if unset("sourcemap-upload-rate", "SOURCEMAP_UPLOAD_RATE") {
+		if unset("SOURCEMAP_UPLOAD_RATE") {
 			c.SourcemapUploadRate = 0
 		}
-		if unset("admin-token", "ADMIN_TOKEN") {
+		if unset("ADMIN_TOKEN") {
 			c.AdminToken = "dev_" + randomHex(16)
 		}
 		if name, addr := c.remoteListener(); name != "" && !c.DevAllowRemote {
@@ -182,9 +284,16 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 const maxSourcemapMiB = 1 << 20
 
 // remoteListener names the first listener whose address is not loopback
-// (an empty host listens on every interface), or "" when both are.
+// (an empty host listens on every interface), or "" when all are.
 func (c config) remoteListener() (name, addr string) {
-	for _, l := range []struct{ name, addr string }{{"COLLECTOR_ADDR", c.CollectorAddr}, {"QUERY_ADDR", c.QueryAddr}} {
+	listeners := []struct{ name, addr string }{{"COLLECTOR_ADDR", c.CollectorAddr}, {"QUERY_ADDR", c.QueryAddr}}
+	if c.TLS.on() {
+		listeners = append(listeners, struct{ name, addr string }{"HTTPS_ADDR", c.TLS.HTTPSAddr})
+		if c.TLS.HTTPAddr != "" {
+			listeners = append(listeners, struct{ name, addr string }{"HTTP_ADDR", c.TLS.HTTPAddr})
+		}
+	}
+	for _, l := range listeners {
 		if !isLoopback(l.addr) {
 			return l.name, l.addr
 		}

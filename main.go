@@ -5,6 +5,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,6 +28,10 @@ import (
 // at 400 in BenchmarkIngest). The cost is a heap up to 5x the live data.
 const gcPercent = 400
 
+// shutdownTimeout bounds how long SIGTERM waits for requests in flight;
+// deploy/tally.service's TimeoutStopSec leaves room for it and the close.
+const shutdownTimeout = 30 * time.Second
+
 func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
@@ -37,10 +43,9 @@ func main() {
 // returns the process exit code.
 func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	cfg, err := loadConfig(args, getenv, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "tally:", err)
-		return 2
+	cfg, exit, ok := configOrExit(args, getenv, stdout, stderr)
+	if !ok {
+		return exit
 	}
 	if cfg.AdminToken == "" && !cfg.Dev {
 		log.Warn("ADMIN_TOKEN is not set: admin endpoints will refuse every request")
@@ -48,19 +53,20 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if name, _ := cfg.remoteListener(); cfg.Dev && name != "" {
 		log.Warn("dev mode listens beyond loopback (DEV_ALLOW_REMOTE): anyone who reaches it can send to the seeded site, read the inspection feed and wipe the data", "setting", name)
 	}
-	var plan *schema.Plan
-	if cfg.SchemaBundlePath != "" {
-		if plan, err = schema.LoadPlan(cfg.SchemaBundlePath); err != nil {
-			fmt.Fprintln(stderr, "tally:", err)
-			return 2
-		}
-	}
-	locator, err := privacy.NewLocator(cfg.GeoIPDBPath, cfg.TrustProxy)
+	plan, locator, err := cfg.open()
 	if err != nil {
 		fmt.Fprintln(stderr, "tally:", err)
 		return 2
 	}
 	defer locator.Close()
+	var https server.HTTPS
+	var certFiles *server.CertFiles
+	if cfg.TLS.on() {
+		if https, certFiles, err = cfg.httpsSetup(log); err != nil {
+			fmt.Fprintln(stderr, "tally:", err)
+			return 2
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -95,6 +101,13 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		log.Error("cannot listen", "err", err.Error())
 		return 1
 	}
+	if cfg.TLS.on() {
+		if err := inst.ServeHTTPS(https); err != nil {
+			log.Error("cannot listen", "err", err.Error())
+			inst.Shutdown(context.Background())
+			return 1
+		}
+	}
 	if cfg.Dev {
 		setup, err := server.SeedDev(ctx, inst, cfg.AdminToken)
 		if err != nil {
@@ -109,10 +122,17 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	go func() {
 		for range hup {
 			inst.Server.ReloadPlan() // logs the outcome; a broken plan leaves the old one active
+			if certFiles != nil {
+				certFiles.Reload() // logs the outcome; a broken pair leaves the old one in service
+			}
 		}
 	}()
-	log.Info("listening", "collector", inst.CollectorURL, "query", inst.QueryURL,
-		"database", cfg.DatabasePath, "durability", cfg.Durability, "require_api_key", cfg.RequireAPIKey)
+	attrs := []any{"collector", inst.CollectorURL, "query", inst.QueryURL,
+		"database", cfg.DatabasePath, "durability", cfg.Durability, "require_api_key", cfg.RequireAPIKey}
+	if cfg.TLS.on() {
+		attrs = append(attrs, "https", inst.HTTPSURL, "http", inst.HTTPURL, "tls_domains", cfg.TLS.Domains)
+	}
+	log.Info("listening", attrs...)
 
 	code := 0
 	select {
@@ -124,7 +144,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	// Shutdown waits for in-flight requests, whose events are committed
 	// before they are answered; db.Close (deferred) then drains the writer.
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := inst.Shutdown(shutdownCtx); err != nil {
 		log.Error("shutdown", "err", err.Error())
@@ -135,6 +155,38 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	log.Info("stopped")
 	return code
+}
+
+// configOrExit loads the settings of serve. When it cannot, it has printed the help (-h, exit 0) or one line
+// saying what was wrong (exit 2), and ok is false.
+func configOrExit(args []string, getenv func(string) string, stdout, stderr io.Writer) (cfg config, code int, ok bool) {
+	cfg, err := loadConfig(args, getenv, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printHelp(stdout)
+		return cfg, 0, false
+	case err != nil:
+		fmt.Fprintln(stderr, "tally:", err)
+		return cfg, 2, false
+	}
+	return cfg, 0, true
+}
+
+// open reads the files the settings name: the tracking plan (nil when
+// unset) and the GeoIP database.
+func (c config) open() (*schema.Plan, *privacy.Locator, error) {
+	var plan *schema.Plan
+	if c.SchemaBundlePath != "" {
+		var err error
+		if plan, err = schema.LoadPlan(c.SchemaBundlePath); err != nil {
+			return nil, nil, err
+		}
+	}
+	locator, err := privacy.NewLocator(c.GeoIPDBPath, c.TrustProxy)
+	if err != nil {
+		return nil, nil, err
+	}
+	return plan, locator, nil
 }
 
 // printDevSetup shows what dev mode made: one JSON line for scripts, or a

@@ -37,6 +37,7 @@ func buildBinary(t *testing.T) string {
 type process struct {
 	cmd              *exec.Cmd
 	collector, query string
+	https, http      string // with TLS (README "HTTPS")
 	logs             chan map[string]any
 }
 
@@ -76,6 +77,8 @@ func start(t *testing.T, bin string, env ...string) *process {
 			if line["msg"] == "listening" {
 				p.collector = line["collector"].(string)
 				p.query = line["query"].(string)
+				p.https, _ = line["https"].(string)
+				p.http, _ = line["http"].(string)
 				return p
 			}
 		case <-deadline:

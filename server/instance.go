@@ -20,6 +20,8 @@ type Instance struct {
 	// CollectorURL and QueryURL are the listeners' base URLs, with the
 	// ports actually chosen (an address with port 0 picks a free one).
 	CollectorURL, QueryURL string
+	// HTTPSURL and HTTPURL are those of ServeHTTPS, when it was called.
+	HTTPSURL, HTTPURL string
 
 	servers []*http.Server
 	failed  chan error
@@ -40,7 +42,7 @@ func Listen(cfg Config, db *storage.DB, collectorAddr, queryAddr string) (*Insta
 		return nil, fmt.Errorf("query listener: %w", err)
 	}
 	inst := &Instance{DB: db, CollectorURL: baseURL(cl.Addr()), QueryURL: baseURL(ql.Addr()),
-		failed: make(chan error, 2), stopped: make(chan struct{})}
+		failed: make(chan error, 4), stopped: make(chan struct{})}
 	if cfg.CollectorURL == "" {
 		cfg.CollectorURL = inst.CollectorURL
 	}

@@ -136,7 +136,11 @@ func (s *Server) Run(ctx context.Context) {
 }
 
 // Collector returns the handler of the ingest listener.
-func (s *Server) Collector() http.Handler {
+func (s *Server) Collector() http.Handler { return cors(s.collectorRouter()) }
+
+// collectorRouter holds the collector's routes, which the shared HTTPS
+// listener also looks up.
+func (s *Server) collectorRouter() *router {
 	rt := newRouter(s.log)
 	rt.handle(http.MethodGet, "/healthz", s.healthz)
 	rt.handle(http.MethodGet, "/metrics", s.serveMetrics)
@@ -146,7 +150,7 @@ func (s *Server) Collector() http.Handler {
 	s.segmentRoutes(rt)
 	rt.route(http.MethodGet, "/v1/projects/:writeKey/settings", s.segmentSettings)
 	rt.GlobalOPTIONS = http.HandlerFunc(preflight)
-	return cors(rt)
+	return rt
 }
 
 // cors lets pages on any origin send events: every answer carries
