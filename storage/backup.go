@@ -23,6 +23,11 @@ const backupStepPages = 256
 // it, so the WAL can start over (README "Backup and restore").
 const backupPause = 2 * time.Millisecond
 
+// backupAfterStep, when set (by tests only), runs after each step: a write
+// there lands between two steps for certain, which a concurrent writer
+// only does when the scheduler lets it.
+var backupAfterStep func()
+
 // backupMaxRestarts is how often a backup from a connection of its own
 // (BackupFile) may start over because someone else wrote, before it gives up.
 const backupMaxRestarts = 3
@@ -228,6 +233,9 @@ func backupInSteps(ctx context.Context, run func(func(*sql.Conn) error) error, p
 			})
 		})
 		stats.Steps++
+		if backupAfterStep != nil {
+			backupAfterStep()
+		}
 		if err == nil {
 			err = stepErr
 		}
