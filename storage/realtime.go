@@ -7,8 +7,10 @@ import (
 )
 
 // RealtimeMaxRows bounds the rows a realtime count reads (README
-// "Realtime"): the service's newest events, whatever their site.
-const RealtimeMaxRows = 500_000
+// "Realtime"): the service's newest events, whatever their site. It is
+// five minutes of one site at the default rate limit, 1,000 events a
+// second.
+const RealtimeMaxRows = 300_000
 
 // RealtimeVisitors counts the distinct anon ids of site's events received
 // at or after since. Events have no index by time, but events is in
@@ -16,31 +18,30 @@ const RealtimeMaxRows = 500_000
 // site, and stops at the first one received before since, or after
 // maxRows rows: the count then covers the newest maxRows rows only.
 func (db *DB) RealtimeVisitors(ctx context.Context, site string, since time.Time, maxRows int) (int, error) {
-	cut := FormatTime(since)
-	// Only the site's rows carry their anon id: the others are read for
-	// their received_at alone.
-	rows, err := db.read.QueryContext(ctx, `SELECT CASE WHEN site_id = ? THEN anon_id END, received_at
-		FROM events ORDER BY seq DESC LIMIT ?`, site, maxRows)
+	tx, err := db.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return 0, err
 	}
-	defer rows.Close()
-	seen := map[string]struct{}{}
-	for rows.Next() {
-		var anon sql.NullString
-		var received string
-		if err := rows.Scan(&anon, &received); err != nil {
-			return 0, err
-		}
-		if received < cut {
-			break
-		}
-		if anon.Valid {
-			seen[anon.String] = struct{}{}
-		}
-	}
-	if err := rows.Err(); err != nil {
+	defer tx.Rollback()
+	var last int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&last); err != nil {
 		return 0, err
 	}
-	return len(seen), nil
+	// The cut: the newest row received before since, or the bound. Both
+	// statements walk seq inside SQLite, which is several times faster
+	// than handing each row to Go.
+	cut := max(last-int64(maxRows), 0)
+	var older int64
+	err = tx.QueryRowContext(ctx, `SELECT seq FROM events WHERE seq > ? AND received_at < ? ORDER BY seq DESC LIMIT 1`,
+		cut, FormatTime(since)).Scan(&older)
+	switch {
+	case err == nil:
+		cut = older
+	case err != sql.ErrNoRows:
+		return 0, err
+	}
+	var n int
+	// +site_id: the rows after the cut, not the site's index.
+	err = tx.QueryRowContext(ctx, `SELECT COUNT(DISTINCT anon_id) FROM events WHERE seq > ? AND +site_id = ?`, cut, site).Scan(&n)
+	return n, err
 }

@@ -35,7 +35,7 @@ func TestRealtimeVisitorsStopsAtTheCut(t *testing.T) {
 		}
 	}
 	base := now
-	send("web", "a")                  // received at base
+	send("web", "a")                 // received at base
 	set(base.Add(-10 * time.Minute)) // a clock stepped back: an older row after it
 	send("web", "b")
 	set(base)
