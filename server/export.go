@@ -39,73 +39,20 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		return err
 	}
 	format := r.URL.Query().Get("format")
-	contentType, ok := exportFormats[format]
-	if !ok {
+	if _, ok := exportFormats[format]; !ok {
 		return fault.Errorf(fault.InvalidFormat, "format is required, as ndjson or csv")
 	}
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="tally-%s-%s-%s.%s"`,
-		site.ID, from.Format(time.DateOnly), to.Format(time.DateOnly), format))
-
-	var write func(page []storage.ExportEvent) error
-	var cw *csv.Writer
-	switch format {
-	case "csv":
-		cw = csv.NewWriter(w)
-		write = func(page []storage.ExportEvent) error {
-			for i := range page {
-				cw.Write(exportCSVRecord(&page[i]))
-			}
-			cw.Flush()
-			return cw.Error()
-		}
-	default:
-		enc := json.NewEncoder(w)
-		enc.SetEscapeHTML(false)
-		write = func(page []storage.ExportEvent) error {
-			for i := range page {
-				if err := enc.Encode(exportEventOf(&page[i])); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}
-
-	started := false
-	start := func() {
-		started = true
-		w.WriteHeader(http.StatusOK)
-		if cw != nil {
-			cw.Write(exportCSVHeader)
-		}
-	}
-	var writeErr error
-	err = s.db.ExportEvents(r.Context(), site.ID, from, to.AddDate(0, 0, 1), func(page []storage.ExportEvent) error {
-		if !started {
-			start()
-		}
-		_ = rc.SetWriteDeadline(time.Now().Add(exportWriteTimeout))
-		if writeErr = write(page); writeErr == nil {
-			writeErr = rc.Flush()
-		}
-		return writeErr
-	})
+	out := &exportWriter{w: w, rc: http.NewResponseController(w), format: format,
+		filename: fmt.Sprintf("tally-%s-%s-%s.%s", site.ID, from.Format(time.DateOnly), to.Format(time.DateOnly), format)}
+	err = s.db.ExportEvents(r.Context(), site.ID, from, to.AddDate(0, 0, 1), out.page)
 	switch {
 	case err == nil:
-		if !started {
-			start()
-			if cw != nil {
-				cw.Flush()
-			}
-		}
+		out.start() // an empty export is still a file
+		_ = out.flush()
 		return nil
-	case !started:
+	case !out.started:
 		return err
-	case writeErr != nil || errors.Is(err, r.Context().Err()):
+	case out.writeErr != nil || errors.Is(err, r.Context().Err()):
 		return nil // the client went away: nobody to tell
 	default:
 		// The status is sent: end the response without its last chunk, so
@@ -113,4 +60,64 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		s.log.Error("internal error", "method", r.Method, "route", exportRoute, "err", err.Error())
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// exportWriter writes an export's pages as they come: the status and
+// headers with the first, then each page's rows, flushed.
+type exportWriter struct {
+	w                http.ResponseWriter
+	rc               *http.ResponseController
+	format, filename string
+
+	started  bool
+	csv      *csv.Writer
+	json     *json.Encoder
+	writeErr error // the client's connection failed
+}
+
+// start sends the status and headers (and the CSV header), once.
+func (o *exportWriter) start() {
+	if o.started {
+		return
+	}
+	o.started = true
+	h := o.w.Header()
+	h.Set("Content-Type", exportFormats[o.format])
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Disposition", `attachment; filename="`+o.filename+`"`)
+	o.w.WriteHeader(http.StatusOK)
+	if o.format == "csv" {
+		o.csv = csv.NewWriter(o.w)
+		o.csv.Write(exportCSVHeader)
+	} else {
+		o.json = json.NewEncoder(o.w)
+		o.json.SetEscapeHTML(false)
+	}
+}
+
+// page writes one page and flushes it to the client.
+func (o *exportWriter) page(page []storage.ExportEvent) error {
+	o.start()
+	_ = o.rc.SetWriteDeadline(time.Now().Add(exportWriteTimeout))
+	for i := range page {
+		if o.csv != nil {
+			o.csv.Write(exportCSVRecord(&page[i]))
+		} else if err := o.json.Encode(exportEventOf(&page[i])); err != nil {
+			o.writeErr = err
+			return err
+		}
+	}
+	o.writeErr = o.flush()
+	return o.writeErr
+}
+
+// flush sends what is buffered.
+func (o *exportWriter) flush() error {
+	if o.csv != nil {
+		o.csv.Flush()
+		if err := o.csv.Error(); err != nil {
+			return err
+		}
+	}
+	return o.rc.Flush()
 }
