@@ -74,6 +74,8 @@ const (
 	// InvalidBackup: a backup request the server cannot carry out as
 	// asked (no path, its own database file, another server's database).
 	InvalidBackup = "invalid_backup"
+	// InvalidFormat: an export's format is missing or not one it writes.
+	InvalidFormat = "invalid_format"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

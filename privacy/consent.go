@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -28,20 +29,49 @@ func ValidConsentMode(mode string) bool {
 // are recognisable in the data.
 const CookielessPrefix = "c_"
 
+// Visitor is what the collector knows of a consent-denied event's visitor,
+// which its cookieless id is made of: the client address and User-Agent
+// (README "Intake", consent). A zero Addr means the collector knows no
+// address of the visitor (server-to-server intake), and the id is made of
+// the event's own anon_id instead.
+type Visitor struct {
+	Addr      netip.Addr
+	UserAgent string
+}
+
 // Cookieless rewrites ev, which was sent with consent "denied", so that
 // nothing in it identifies the visitor across days: user_id and traits are
 // removed, url and referrer lose their query string and fragment, and
-// anon_id becomes an HMAC of the site and anon id under salt, a secret that
-// rotates every UTC day and is then forgotten. The stored raw payload is
-// rewritten the same way (its other fields kept), so the original
-// identifiers are not kept there either.
-func Cookieless(ev *schema.Event, salt []byte) {
-	mac := hmac.New(sha256.New, salt)
-	mac.Write([]byte(ev.SiteID))
-	mac.Write([]byte{0})
-	mac.Write([]byte(ev.AnonID))
-	ev.AnonID = CookielessPrefix + hex.EncodeToString(mac.Sum(nil))[:cookielessHexLen]
+// anon_id becomes CookielessID. The stored raw payload is rewritten the
+// same way (its other fields kept), so the original identifiers are not
+// kept there either.
+func Cookieless(ev *schema.Event, salt []byte, v Visitor) {
+	ev.AnonID = CookielessID(salt, ev.SiteID, ev.AnonID, v)
 	StripIdentifiers(ev)
+}
+
+// CookielessID is the anon id of a consent-denied event: an HMAC under
+// salt, a secret that rotates every UTC day and is then forgotten, of the
+// site and the visitor's address and User-Agent, as Plausible counts
+// visitors without cookies. So every page load of one browser on one day
+// is one visitor, whatever anon id its page made up, and no id links a
+// visitor across days. Without an address it is an HMAC of the site and
+// anon, the sender's own id.
+func CookielessID(salt []byte, site, anon string, v Visitor) string {
+	mac := hmac.New(sha256.New, salt)
+	mac.Write([]byte(site))
+	mac.Write([]byte{0})
+	if v.Addr.IsValid() {
+		// 0xff starts no UTF-8 string, so no anon id can hash as an
+		// address does.
+		mac.Write([]byte{0xff})
+		mac.Write([]byte(v.Addr.Unmap().WithZone("").String()))
+		mac.Write([]byte{0})
+		mac.Write([]byte(v.UserAgent))
+	} else {
+		mac.Write([]byte(anon))
+	}
+	return CookielessPrefix + hex.EncodeToString(mac.Sum(nil))[:cookielessHexLen]
 }
 
 // cookielessHexLen is the number of hex digits after CookielessPrefix.

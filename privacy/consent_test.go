@@ -2,6 +2,7 @@ package privacy
 
 import (
 	"encoding/json"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -22,9 +23,9 @@ func TestCookieless(t *testing.T) {
 	}
 	day1, day2 := []byte("salt-of-day-1"), []byte("salt-of-day-2")
 	a, b, c := parse(), parse(), parse()
-	Cookieless(a, day1)
-	Cookieless(b, day1)
-	Cookieless(c, day2)
+	Cookieless(a, day1, Visitor{})
+	Cookieless(b, day1, Visitor{})
+	Cookieless(c, day2, Visitor{})
 	if a.AnonID != b.AnonID {
 		t.Errorf("same visitor, same day: got %s and %s, want equal ids", a.AnonID, b.AnonID)
 	}
@@ -66,6 +67,41 @@ func TestCookieless(t *testing.T) {
 	}
 	if !IsCookielessID(a.AnonID) {
 		t.Errorf("IsCookielessID(%q): got false, want true", a.AnonID)
+	}
+}
+
+// The id of a visitor whose address is known is made of site, address and
+// User-Agent under the day's salt, whatever anon id the event carries.
+func TestCookielessIDByAddress(t *testing.T) {
+	day1, day2 := []byte("salt-of-day-1"), []byte("salt-of-day-2")
+	addr, other := netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("203.0.113.8")
+	const chrome, firefox = "Mozilla/5.0 Chrome/120.0", "Mozilla/5.0 Firefox/121.0"
+	base := CookielessID(day1, "web", "page-load-1", Visitor{Addr: addr, UserAgent: chrome})
+	tests := []struct {
+		name      string
+		salt      []byte
+		site      string
+		anon      string
+		v         Visitor
+		wantEqual bool
+	}{
+		{"another page load of the same browser", day1, "web", "page-load-2", Visitor{Addr: addr, UserAgent: chrome}, true},
+		{"the address as IPv4-mapped IPv6", day1, "web", "page-load-3", Visitor{Addr: netip.AddrFrom16(addr.As16()), UserAgent: chrome}, true},
+		{"another User-Agent", day1, "web", "page-load-1", Visitor{Addr: addr, UserAgent: firefox}, false},
+		{"another address", day1, "web", "page-load-1", Visitor{Addr: other, UserAgent: chrome}, false},
+		{"the next day", day2, "web", "page-load-1", Visitor{Addr: addr, UserAgent: chrome}, false},
+		{"another site", day1, "shop", "page-load-1", Visitor{Addr: addr, UserAgent: chrome}, false},
+		{"no address: the anon id", day1, "web", "page-load-1", Visitor{UserAgent: chrome}, false},
+	}
+	for _, tt := range tests {
+		got := CookielessID(tt.salt, tt.site, tt.anon, tt.v)
+		if (got == base) != tt.wantEqual || !IsCookielessID(got) {
+			t.Errorf("%s: got %s (base %s), want equal %v and a cookieless id", tt.name, got, base, tt.wantEqual)
+		}
+	}
+	// Without an address, the anon id tells visitors apart.
+	if a, b := CookielessID(day1, "web", "a", Visitor{}), CookielessID(day1, "web", "b", Visitor{}); a == b {
+		t.Errorf("no address, two anon ids: got one id %s, want two", a)
 	}
 }
 

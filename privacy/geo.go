@@ -139,10 +139,17 @@ func firstHeader(r *http.Request, names []string) string {
 	return ""
 }
 
+// ClientAddr is the address of r's client, as Locate reads it: the first
+// X-Forwarded-For hop or X-Real-IP behind a trusted proxy, else the TCP
+// peer (a nil Locator trusts no proxy). The caller must not keep it.
+func (l *Locator) ClientAddr(r *http.Request) (netip.Addr, bool) {
+	return l.clientAddr(r)
+}
+
 // clientAddr is the visitor's address: the first X-Forwarded-For hop or
 // X-Real-IP behind a trusted proxy, else the TCP peer.
 func (l *Locator) clientAddr(r *http.Request) (netip.Addr, bool) {
-	if l.trustProxy {
+	if l != nil && l.trustProxy {
 		if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
 			first, _, _ := strings.Cut(xff, ",")
 			if a, err := netip.ParseAddr(strings.TrimSpace(first)); err == nil {

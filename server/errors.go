@@ -64,6 +64,7 @@ var statusOf = map[string]int{
 
 	fault.BackupExists:  http.StatusConflict,
 	fault.InvalidBackup: http.StatusBadRequest,
+	fault.InvalidFormat: http.StatusBadRequest,
 }
 
 // writeError writes err as the error envelope. Application errors show

@@ -85,6 +85,9 @@ func FuzzQueryAPI(f *testing.F) {
 		{"PATCH", "/v1/sites/web", `{"retention_days":30,"name":"W"}`},
 		{"POST", "/v1/workspaces/f/keys", `{"label":"k","scopes":["ingest:write"],"sites":["web"]}`},
 		{"POST", "/v1/backup", `{"path":"/tmp/x","force":true}`},
+		{"GET", "/v1/sites/web/realtime", ""},
+		{"GET", "/v1/sites/web/export?from=2026-01-01&to=2026-01-31&format=csv", ""},
+		{"GET", "/v1/sites/web/export?from=2026-01-01&to=2026-01-31&format=ndjson%00", ""},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, []byte(s.body))

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/tally-analytics/tally/fault"
@@ -251,12 +253,36 @@ func (p *intakePipeline) consentCookieless() error {
 				return err
 			}
 		}
-		privacy.Cookieless(ev, salt)
+		privacy.Cookieless(ev, salt, p.visitor(ev))
 		if p.f.cookieless != nil {
 			p.f.cookieless(ev)
 		}
 	}
 	return nil
+}
+
+// visitor is what ev's cookieless id is made of (README "Intake", gate 5):
+// the visitor's address and User-Agent where the collector knows the
+// address, else nothing, and the id comes from ev's anon_id. The address
+// is a message's own (Segment's context.ip), else the request's where the
+// format locates by it: a browser's on /events; on Segment's intake only
+// for a message that describes its browser (context.userAgent, which the
+// browser SDK sends from the visitor's browser), since a server SDK's
+// request address is its server's, which would make all its visitors one.
+// On /s2s/events the address is always the sending server's.
+func (p *intakePipeline) visitor(ev *schema.Event) privacy.Visitor {
+	ua := p.f.agent(ev, p.headerUA)
+	if a, err := netip.ParseAddr(strings.TrimSpace(ev.ClientIP)); err == nil {
+		return privacy.Visitor{Addr: a, UserAgent: ua}
+	}
+	if !p.f.locate || (p.f.agentFrom == agentField && ev.UserAgent == nil) {
+		return privacy.Visitor{}
+	}
+	a, ok := p.s.locator.ClientAddr(p.r)
+	if !ok {
+		return privacy.Visitor{}
+	}
+	return privacy.Visitor{Addr: a, UserAgent: ua}
 }
 
 // trackingPlan validates the events against the loaded plan, if any:

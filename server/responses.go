@@ -333,6 +333,51 @@ type breakdownBody struct {
 	Rows      []breakdownRow `json:"rows"`
 }
 
+// realtimeBody is the answer of GET /v1/sites/:siteId/realtime: the
+// distinct visitors with an event received in the last five minutes.
+type realtimeBody struct {
+	Visitors int `json:"visitors"`
+}
+
+// exportEvent is one line of the NDJSON event export (README "Export"):
+// an event in the timeline's shape, plus its user id, properties and
+// receive time.
+type exportEvent struct {
+	timelineEvent
+	UserID     *string         `json:"user_id"`
+	Properties json.RawMessage `json:"properties"`
+	ReceivedAt string          `json:"received_at"`
+}
+
+func exportEventOf(e *storage.ExportEvent) exportEvent {
+	props := e.Properties
+	if props == nil {
+		props = json.RawMessage("null")
+	}
+	return exportEvent{
+		timelineEvent: timelineEvent{ID: e.ID, Type: e.Type, URL: e.URL, TS: e.TS, AnonID: e.AnonID, Referrer: e.Referrer,
+			Country: e.Country, City: e.City, Browser: e.Browser, OS: e.OS, DeviceType: e.DeviceType},
+		UserID: e.UserID, Properties: props, ReceivedAt: e.ReceivedAt,
+	}
+}
+
+// exportCSVHeader is the first record of the CSV event export: the fields
+// of exportEvent, properties as JSON text, a null as an empty cell.
+var exportCSVHeader = []string{"id", "type", "url", "ts", "anon_id", "referrer", "country", "city", "browser", "os",
+	"device_type", "user_id", "properties", "received_at"}
+
+// exportCSVRecord is e as a record under exportCSVHeader.
+func exportCSVRecord(e *storage.ExportEvent) []string {
+	s := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	return []string{e.ID, e.Type, s(e.URL), e.TS, e.AnonID, s(e.Referrer), s(e.Country), s(e.City), s(e.Browser), s(e.OS),
+		s(e.DeviceType), s(e.UserID), string(e.Properties), e.ReceivedAt}
+}
+
 // Sourcemaps (README "Sourcemaps").
 
 // sourcemapAnswer is the answer of POST /sites/:siteId/sourcemaps.

@@ -34,6 +34,9 @@ func newRouter(log *slog.Logger) *router {
 	// Panics in registered routes are caught by adapt, which knows the
 	// route; this one catches those of the rest (preflight, say).
 	rt.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
+		if v == http.ErrAbortHandler {
+			panic(v) // see adapt
+		}
 		writeError(log, w, r, unmatchedRoute, fmt.Errorf("panic: %v", v))
 	}
 	return rt
@@ -66,6 +69,9 @@ func (rt *router) adapt(pattern string, h handler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		defer func() {
 			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v) // a handler ending a response it started: net/http drops the connection
+				}
 				writeError(rt.log, w, r, pattern, fmt.Errorf("panic: %v", v))
 			}
 		}()

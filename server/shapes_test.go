@@ -138,6 +138,10 @@ func TestResponseShapes(t *testing.T) {
 		{api: "q", method: "GET", path: "/v1/sites/web/breakdown?dimension=url&" + today, token: tn.readKey, status: 200},
 		{api: "q", method: "GET", path: "/v1/sites/web/breakdown?dimension=country&" + today, token: tn.readKey, status: 200},
 		{api: "q", method: "GET", path: "/v1/sites/web/pageviews?from=2026-02-01&" + "to=2026-01-01", token: tn.readKey, status: 400},
+		{api: "q", method: "GET", path: "/v1/sites/web/realtime", token: tn.readKey, status: 200},
+		{api: "q", method: "GET", path: "/v1/sites/web/export?format=ndjson&" + today, token: tn.readKey, status: 200},
+		{api: "q", method: "GET", path: "/v1/sites/web/export?format=csv&" + today, token: tn.readKey, status: 200},
+		{api: "q", method: "GET", path: "/v1/sites/web/export?" + today, token: tn.readKey, status: 400},
 
 		// Sourcemaps.
 		{api: "q", method: "POST", path: "/v1/sites/web/sourcemaps", token: "web", status: 201,
@@ -272,10 +276,15 @@ func describeShape(t *testing.T, r response) string {
 	if len(r.body) == 0 {
 		return "(no body)\n"
 	}
-	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+	body := r.body
+	switch ct := r.header.Get("Content-Type"); ct {
+	case "application/json":
+	case "application/x-ndjson": // one object a line: described as an array of them
+		body = []byte("[" + strings.ReplaceAll(strings.TrimSpace(string(body)), "\n", ",") + "]")
+	default:
 		return "(not JSON: " + ct + ")\n"
 	}
-	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {

@@ -30,7 +30,7 @@ func openTest(t *testing.T, path string) *DB {
 }
 
 // withSites creates a workspace with the sites ids, which Ingest needs.
-func withSites(t *testing.T, db *DB, ids ...string) *Workspace {
+func withSites(t testing.TB, db *DB, ids ...string) *Workspace {
 	t.Helper()
 	ctx := context.Background()
 	sys := Actor{Kind: ActorSystem}

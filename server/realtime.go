@@ -1,0 +1,31 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/tally-analytics/tally/storage"
+)
+
+// realtimeWindow is how far back the realtime count looks (README
+// "Realtime").
+const realtimeWindow = 5 * time.Minute
+
+// realtime answers {visitors}: the site's distinct visitors with an event
+// received in the last five minutes by the service's clock.
+//
+// GET /v1/sites/:siteId/realtime
+func (s *Server) realtime(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	_, site, err := s.site(r, ps.ByName("siteId"), storage.ScopeQueryRead)
+	if err != nil {
+		return err
+	}
+	n, err := s.db.RealtimeVisitors(r.Context(), site.ID, s.now().Add(-realtimeWindow), storage.RealtimeMaxRows)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, realtimeBody{Visitors: n})
+	return nil
+}
