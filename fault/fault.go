@@ -74,6 +74,15 @@ const (
 	// InvalidBackup: a backup request the server cannot carry out as
 	// asked (no path, its own database file, another server's database).
 	InvalidBackup = "invalid_backup"
+	// InvalidTimeZone: a site's time_zone is not an IANA zone name.
+	InvalidTimeZone = "invalid_time_zone"
+	// InvalidQuery: a query API request that is malformed (a wrong type, an
+	// unknown metric, a bad date), as Plausible's Stats API would refuse it.
+	InvalidQuery = "invalid_query"
+	// UnsupportedQuery: a query API request that Plausible's Stats API
+	// accepts but Tally does not support (a goal, a segment), named in the
+	// message.
+	UnsupportedQuery = "unsupported_query"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

@@ -212,6 +212,8 @@ func (s *Server) Query() http.Handler {
 	rt.handle(http.MethodGet, "/sites/:siteId/sessions", s.sessions)
 	rt.handle(http.MethodGet, "/sites/:siteId/users/:userId/timeline", s.timeline)
 	rt.handleV1(http.MethodGet, "/sites/:siteId/breakdown", s.breakdown)
+	rt.handleV1(http.MethodPost, "/sites/:siteId/query", s.siteQuery)
+	rt.route(http.MethodPost, "/api/v2/query", s.plausibleQuery)
 	rt.handle(http.MethodPost, "/sites/:siteId/sourcemaps", s.uploadSourcemap)
 	rt.handleV1(http.MethodDelete, "/sites/:siteId/sourcemaps", s.deleteSourcemaps)
 	rt.handle(http.MethodGet, "/sites/:siteId/dlq", s.listDLQ)
