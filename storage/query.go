@@ -95,6 +95,10 @@ type StatsQuery struct {
 	// week or month.
 	TimeUnit string
 	Filters  []QueryFilter
+
+	// eventBasis counts visitors from events even without an event
+	// dimension or filter: the total of a percentage whose rows do.
+	eventBasis bool
 }
 
 // StatsRow is one group of a query: its dimension values and its metrics,
@@ -117,7 +121,7 @@ func filterDims(fs []QueryFilter, add func(string)) {
 // eventLevel reports whether q reads events (an event dimension or
 // filter) rather than visits alone.
 func (q *StatsQuery) eventLevel() bool {
-	found := false
+	found := q.eventBasis
 	for _, d := range q.Dimensions {
 		found = found || EventDimension(d)
 	}
@@ -158,6 +162,9 @@ func (db *DB) Stats(ctx context.Context, q StatsQuery) ([]StatsRow, error) {
 	if needs(q.Metrics, MetricPercentage) {
 		all := q
 		all.Dimensions = nil
+		all.Metrics = []string{MetricVisitors}
+		// Visitors counted as the rows' are.
+		all.eventBasis = q.eventLevel() || needs(q.Metrics, MetricPageviews) || needs(q.Metrics, MetricEvents)
 		tg, _, err := db.statsGroups(ctx, all)
 		if err != nil {
 			return nil, err
@@ -238,7 +245,11 @@ func splitKey(key string, n int) []string {
 }
 
 // statsGroups runs q's reads and returns each group's sums by key, keys in
-// first-seen order.
+// first-seen order. Event metrics (pageviews, events) count the events in
+// the range, visit metrics (visits, bounce_rate, visit_duration,
+// views_per_visit) the visits starting in it; visitors counts the
+// visitors of the events when the query has an event dimension, filter or
+// metric, else of the visits (README "Query API").
 func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggregate, []string, error) {
 	groups := map[string]*aggregate{}
 	var order []string
@@ -251,10 +262,17 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 		}
 		return a
 	}
-	b := &sqlBuilder{q: &q}
-	if !q.eventLevel() {
-		// Everything from visits starting in the range.
-		b.visitSide = true
+	eventLevel := q.eventLevel()
+	eventMetric := needs(q.Metrics, MetricPageviews) || needs(q.Metrics, MetricEvents)
+	sessionMetric := false
+	for _, m := range q.Metrics {
+		sessionMetric = sessionMetric || SessionMetric(m)
+	}
+	if eventLevel || eventMetric {
+		// Each event joined to its visit where a visit dimension or filter,
+		// or (event-level) the visits metric, needs it.
+		join := q.needsVisit() && (eventLevel || q.visitAttributes())
+		b := &sqlBuilder{q: &q}
 		dims, err := b.dims()
 		if err != nil {
 			return nil, nil, err
@@ -263,18 +281,55 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 		if err != nil {
 			return nil, nil, err
 		}
-		query := `SELECT ` + dims + `COUNT(DISTINCT s.anon_id), COUNT(*), COALESCE(SUM(s.pageviews), 0), COALESCE(SUM(s.event_count), 0),
-			COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0)
-			FROM sessions s WHERE s.site_id = ? AND s.started_at >= ? AND s.started_at < ?` + where + b.groupBy()
-		err = db.scanGroups(ctx, query, b.args(), len(q.Dimensions), 6, func(key string, v []float64) {
+		from, visitsSQL := `events e`, `0`
+		if join {
+			from = `events e LEFT JOIN sessions s ON ` + eventVisitJoin
+			visitsSQL = `COUNT(DISTINCT s.id)`
+		}
+		query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), ` + visitsSQL + `, COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
+			FROM ` + from + ` WHERE e.site_id = ? AND e.ts >= ? AND e.ts < ?` + where + b.groupBy()
+		err = db.scanGroups(ctx, query, b.args(), len(q.Dimensions), 4, func(key string, v []float64) {
 			a := get(key)
-			a.visitors, a.visits, a.pageviews, a.events = v[0], v[1], v[2], v[3]
-			a.sVisits, a.sPageviews, a.sBounces, a.sDuration = v[1], v[2], v[4], v[5]
+			a.visitors, a.pageviews, a.events = v[0], v[2], v[3]
+			if eventLevel {
+				a.visits = v[1]
+			}
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if eventLevel {
+		if !sessionMetric {
+			return groups, order, nil
+		}
+		// Session metrics over the visits starting in the range that hold at
+		// least one event that passes the filters (the server refuses them
+		// with event dimensions, as Plausible does).
+		sb := &sqlBuilder{q: &q, visitSide: true}
+		dims, err := sb.dims()
+		if err != nil {
+			return nil, nil, err
+		}
+		where, err := sb.filterSQL(q.Filters, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		query := `SELECT ` + dims + `COUNT(*), COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)
+			FROM sessions s WHERE s.site_id = ? AND s.started_at >= ? AND s.started_at < ?
+			AND EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id
+				AND e.ts >= s.started_at AND e.ts <= s.ended_at AND ` + where + `)` + sb.groupBy()
+		err = db.scanGroups(ctx, query, sb.args(), len(q.Dimensions), 4, func(key string, v []float64) {
+			a := get(key)
+			a.sVisits, a.sBounces, a.sDuration, a.sPageviews = v[0], v[1], v[2], v[3]
 		})
 		return groups, order, err
 	}
-	// Event metrics from the events in the range, each joined to its visit
-	// where a visit dimension, filter or the visits metric needs it.
+	if eventMetric && !sessionMetric && !needs(q.Metrics, MetricVisits) {
+		return groups, order, nil
+	}
+	// Visit metrics from the visits starting in the range.
+	b := &sqlBuilder{q: &q, visitSide: true}
 	dims, err := b.dims()
 	if err != nil {
 		return nil, nil, err
@@ -283,48 +338,28 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 	if err != nil {
 		return nil, nil, err
 	}
-	from, visitsSQL := `events e`, `0`
-	if q.needsVisit() {
-		from = `events e LEFT JOIN sessions s ON ` + eventVisitJoin
-		visitsSQL = `COUNT(DISTINCT s.id)`
-	}
-	query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), ` + visitsSQL + `, COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
-		FROM ` + from + ` WHERE e.site_id = ? AND e.ts >= ? AND e.ts < ?` + where + b.groupBy()
-	err = db.scanGroups(ctx, query, b.args(), len(q.Dimensions), 4, func(key string, v []float64) {
+	query := `SELECT ` + dims + `COUNT(DISTINCT s.anon_id), COUNT(*), COALESCE(SUM(s.pageviews), 0),
+		COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0)
+		FROM sessions s WHERE s.site_id = ? AND s.started_at >= ? AND s.started_at < ?` + where + b.groupBy()
+	err = db.scanGroups(ctx, query, b.args(), len(q.Dimensions), 5, func(key string, v []float64) {
 		a := get(key)
-		a.visitors, a.visits, a.pageviews, a.events = v[0], v[1], v[2], v[3]
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	session := false
-	for _, m := range q.Metrics {
-		session = session || SessionMetric(m)
-	}
-	if !session {
-		return groups, order, nil
-	}
-	// Session metrics over the visits starting in the range that hold at
-	// least one event that passes the filters (the server refuses them
-	// with event dimensions, as Plausible does).
-	sb := &sqlBuilder{q: &q, visitSide: true}
-	dims, err = sb.dims()
-	if err != nil {
-		return nil, nil, err
-	}
-	where, err = sb.filterSQL(q.Filters, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	query = `SELECT ` + dims + `COUNT(*), COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)
-		FROM sessions s WHERE s.site_id = ? AND s.started_at >= ? AND s.started_at < ?
-		AND EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id
-			AND e.ts >= s.started_at AND e.ts <= s.ended_at AND ` + where + `)` + sb.groupBy()
-	err = db.scanGroups(ctx, query, sb.args(), len(q.Dimensions), 4, func(key string, v []float64) {
-		a := get(key)
-		a.sVisits, a.sBounces, a.sDuration, a.sPageviews = v[0], v[1], v[2], v[3]
+		if !eventMetric {
+			a.visitors = v[0]
+		}
+		a.visits = v[1]
+		a.sVisits, a.sPageviews, a.sBounces, a.sDuration = v[1], v[2], v[3], v[4]
 	})
 	return groups, order, err
+}
+
+// visitAttributes reports whether q has a visit dimension or filter.
+func (q *StatsQuery) visitAttributes() bool {
+	found := false
+	for _, d := range q.Dimensions {
+		found = found || strings.HasPrefix(d, "visit:")
+	}
+	filterDims(q.Filters, func(d string) { found = found || strings.HasPrefix(d, "visit:") })
+	return found
 }
 
 // eventVisitJoin finds an event's visit (e, s): the visit of its anon id
