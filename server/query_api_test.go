@@ -80,7 +80,7 @@ func utc(month time.Month, d, hour, minute int) time.Time {
 //	   visit A2 Jan 12 23:50 - Jan 13 00:10 (across UTC midnight), from Google:
 //	            pageview /blog/a, pageview /blog/b
 //	   outside the range: pageview / on Dec 31 12:00
-//	b: Safari/iOS mobile, US New York; visit B1 Jan 12 22:30-23:10 (across Berlin's midnight):
+//	b: Safari/iOS mobile, US New York; visit B1 Jan 12 22:45-23:10 (across Berlin's midnight):
 //	   pageview /, pageview /pricing, sent in reverse order
 //	c: cookieless (consent denied), no location; visit Jan 15 08:00-08:01: pageview /, pageview /docs
 //	d: the subject erased (user u-erase); Jan 15 09:00 pageview /pricing
@@ -93,7 +93,7 @@ var queryDataSet = []qev{
 	{anon: "a", typ: "pageview", url: "https://shop.test/blog/b", ts: utc(1, 13, 0, 10), ua: chromeUA, country: "DE", city: "Berlin"},
 	{anon: "a", typ: "pageview", url: "https://shop.test/", ts: time.Date(2025, 12, 31, 12, 0, 0, 0, time.UTC), ua: chromeUA, country: "DE", city: "Berlin"},
 	{anon: "b", typ: "pageview", url: "https://shop.test/pricing", ts: utc(1, 12, 23, 10), ua: iphoneUA, country: "US", city: "New York"},
-	{anon: "b", typ: "pageview", url: "https://shop.test/", ts: utc(1, 12, 22, 30), ua: iphoneUA, country: "US", city: "New York"},
+	{anon: "b", typ: "pageview", url: "https://shop.test/", ts: utc(1, 12, 22, 45), ua: iphoneUA, country: "US", city: "New York"},
 	{anon: "c", typ: "pageview", url: "https://shop.test/", ts: utc(1, 15, 8, 0), ua: firefoxLinuxUA, consent: "denied"},
 	{anon: "c", typ: "pageview", url: "https://shop.test/docs", ts: utc(1, 15, 8, 1), ua: firefoxLinuxUA, consent: "denied"},
 	{anon: "d", typ: "pageview", url: "https://shop.test/pricing", ts: utc(1, 15, 9, 0), ua: chromeUA, user: "u-erase", country: "DE"},
@@ -245,6 +245,70 @@ func TestQueryEventLevel(t *testing.T) {
 		}(), "/pricing: 3; /blog/a: 1"},
 		{"no data", map[string]any{"metrics": list("visitors", "events"), "date_range": list("2024-01-01", "2024-01-31")}, "0 0"},
 		{"no data by a dimension", map[string]any{"metrics": list("visitors"), "date_range": list("2024-01-01", "2024-01-31"), "dimensions": list("event:page")}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := queryRows(t, h, tn.readKey, "web", tt.body); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestQueryVisitLevel checks every visit dimension and metric, visit
+// filters, and events joined to their visits, against the data set's
+// hand-computed figures after the erasure of subject d. Visits: A1 (Jan 10,
+// 3 events, 360 s, utm news), A2 (Jan 12 23:50, across UTC midnight, 1,200
+// s, from google.com), B1 (Jan 12 22:45, sent out of order, 1,500 s,
+// direct), C (cookieless, 60 s, direct), E (a bounce from Hacker News).
+func TestQueryVisitLevel(t *testing.T) {
+	h, tn := newQueryHarness(t)
+	if got, want := queryRows(t, h, tn.readKey, "web", q(list("visitors", "visits"), nil)), "5 6"; got != want {
+		t.Fatalf("before the erasure: got %s, want %s", got, want)
+	}
+	mustStatus(t, h.q("POST", "/v1/sites/web/gdpr/delete", testAdminToken, map[string]any{"subject": map[string]any{"user_id": "u-erase"}}), 200, "")
+	tests := []struct {
+		name string
+		body map[string]any
+		want string
+	}{
+		{"aggregate", q(list("visitors", "visits", "bounce_rate", "visit_duration", "views_per_visit"), nil), "4 5 20 624 1.8"},
+		{"visit:source", q(list("visitors", "visits", "percentage"), list("visit:source")),
+			"Direct / None: 2 2 50; google.com: 1 1 25; news: 1 1 25; news.ycombinator.com: 1 1 25"},
+		{"visit:referrer", q(list("visits"), list("visit:referrer")), "(not set): 3; google.com: 1; news.ycombinator.com/item: 1"},
+		{"visit:entry_page", q(list("visits", "bounce_rate"), list("visit:entry_page")), "/: 3 0; /blog/a: 1 0; /pricing: 1 100"},
+		{"visit:exit_page", q(list("visits"), list("visit:exit_page")), "/pricing: 3; /blog/b: 1; /docs: 1"},
+		{"visit:utm_source", q(list("visitors"), list("visit:utm_source")), "(not set): 4; news: 1"},
+		{"visit:utm_medium", q(list("visitors"), list("visit:utm_medium")), "(not set): 4; email: 1"},
+		{"visit:utm_campaign", q(list("visitors"), list("visit:utm_campaign")), "(not set): 4; jan: 1"},
+		{"visit:utm_term", q(list("visits"), list("visit:utm_term")), "(not set): 5"},
+		{"visit:utm_content", q(list("visits"), list("visit:utm_content")), "(not set): 5"},
+		{"visit:country", q(list("visitors"), list("visit:country")), "(not set): 1; DE: 1; FR: 1; US: 1"},
+		{"visit:city", q(list("visitors"), list("visit:city")), "(not set): 1; Berlin: 1; New York: 1; Paris: 1"},
+		{"visit:browser", q(list("visitors"), list("visit:browser")), "Firefox: 2; Chrome: 1; Mobile Safari: 1"},
+		{"visit:os", q(list("visitors"), list("visit:os")), "Linux: 2; Windows: 1; iOS: 1"},
+		{"visit:device", q(list("visitors"), list("visit:device")), "desktop: 3; mobile: 1"},
+		{"time:day counts a visit on its start day", q(list("visits", "visit_duration"), list("time:day")),
+			"2026-01-10: 1 360; 2026-01-12: 2 1350; 2026-01-15: 1 60; 2026-01-20: 1 0"},
+		{"source and device", q(list("visits"), list("visit:device", "visit:source")),
+			"desktop Direct / None: 1; desktop google.com: 1; desktop news: 1; desktop news.ycombinator.com: 1; mobile Direct / None: 1"},
+		{"is Direct / None", q(list("visitors", "visits"), nil, []any{"is", "visit:source", list("Direct / None")}), "2 2"},
+		{"is_not Direct / None", q(list("visitors", "visits"), nil, []any{"is_not", "visit:source", list("Direct / None")}), "2 3"},
+		{"is (not set)", q(list("visits"), nil, []any{"is", "visit:country", list("DE", "FR")}), "3"},
+		{"contains on city", q(list("visits"), nil, []any{"contains", "visit:city", list("york")}), "0"},
+		{"contains on city, case-insensitive", q(list("visits"), nil, []any{"contains", "visit:city", list("york"), map[string]any{"case_sensitive": false}}), "1"},
+		{"matches on entry page", q(list("visits"), nil, []any{"matches", "visit:entry_page", list("^/blog")}), "1"},
+		{"utm filter", q(list("visitors"), nil, []any{"is", "visit:utm_campaign", list("jan")}), "1"},
+		{"or of visit filters", q(list("visits"), nil, []any{"or", []any{[]any{"is", "visit:browser", list("Firefox")}, []any{"is", "visit:os", list("iOS")}}}), "3"},
+		{"event metrics by a visit dimension", q(list("visitors", "pageviews"), list("visit:source")),
+			"Direct / None: 2 4; google.com: 1 2; news: 1 2; news.ycombinator.com: 1 1"},
+		{"event metrics and visits by a visit dimension", q(list("visits", "pageviews"), list("visit:source")),
+			"Direct / None: 2 4; google.com: 1 2; news: 1 2; news.ycombinator.com: 1 1"},
+		{"event dimension, visit filter", q(list("visitors", "pageviews"), list("event:page"), []any{"is", "visit:source", list("Direct / None")}),
+			"/: 2 2; /docs: 1 1; /pricing: 1 1"},
+		{"visits of events", q(list("visits"), list("event:page")), "/: 3; /pricing: 3; /blog/a: 1; /blog/b: 1; /docs: 1"},
+		{"session metrics of visits with a matching event", q(list("visits", "bounce_rate", "visit_duration"), nil, []any{"is", "event:page", list("/pricing")}), "3 33 620"},
+		{"session metrics by source, event filter", q(list("visits", "views_per_visit"), list("visit:source"), []any{"contains", "event:page", list("blog")}), "google.com: 1 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -558,7 +558,7 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 	}
 	switch {
 	case d == "event:page":
-		return "COALESCE(tally_url_path(e.url), '" + NotSet + "')", nil, nil
+		return "COALESCE(page_path(e.url), '" + NotSet + "')", nil, nil
 	case d == "event:name":
 		return "e.type", nil, nil
 	case strings.HasPrefix(d, PropPrefix):
@@ -660,26 +660,6 @@ func CheckPattern(p string) error {
 	return err
 }
 
-// URLPath is the path of an event's url as event:page shows it: no scheme,
-// host, query or fragment, "/" for an empty path.
-func URLPath(u string) string {
-	if i := strings.IndexAny(u, "?#"); i >= 0 {
-		u = u[:i]
-	}
-	if i := strings.Index(u, "://"); i >= 0 {
-		u = u[i+3:]
-		if j := strings.IndexByte(u, '/'); j >= 0 {
-			u = u[j:]
-		} else {
-			u = ""
-		}
-	}
-	if u == "" {
-		return "/"
-	}
-	return u
-}
-
 // propText is a custom property of an event's raw JSON as text, nil when
 // the event has none: strings as they are, true and false as words,
 // numbers as JSON writes them, objects and arrays as their JSON.
@@ -715,13 +695,6 @@ func textArg(v driver.Value) (string, bool) {
 }
 
 func init() {
-	// tally_url_path(url) is URLPath, NULL for NULL.
-	sqlite.MustRegisterDeterministicScalarFunction("tally_url_path", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
-		if s, ok := textArg(args[0]); ok {
-			return URLPath(s), nil
-		}
-		return nil, nil
-	})
 	// tally_prop(raw json, name) is propText.
 	sqlite.MustRegisterDeterministicScalarFunction("tally_prop", 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 		raw, ok := textArg(args[0])
