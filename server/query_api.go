@@ -738,10 +738,8 @@ func (pq *parsedQuery) comparisonRange() (time.Time, time.Time) {
 		return pq.compareRng[0], pq.compareRng[1]
 	}
 	if pq.dateOnly {
-		days := 0
-		for d := pq.from; d.Before(pq.to); d = d.AddDate(0, 0, 1) {
-			days++
-		}
+		// Whole days: a day with a DST change is 23 or 25 hours.
+		days := int(math.Round(pq.to.Sub(pq.from).Hours() / 24))
 		return pq.from.AddDate(0, 0, -days), pq.from
 	}
 	return pq.from.Add(-pq.to.Sub(pq.from)), pq.from
