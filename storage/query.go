@@ -363,9 +363,12 @@ func (q *StatsQuery) visitAttributes() bool {
 }
 
 // eventVisitJoin finds an event's visit (e, s): the visit of its anon id
-// whose span holds its ts, through the (site_id, anon_id, started_at)
-// index.
-const eventVisitJoin = `s.site_id = e.site_id AND s.anon_id = e.anon_id AND s.started_at <= e.ts AND s.ended_at >= e.ts`
+// whose span holds its ts. The latest visit starting at or before ts is
+// one step of the (site_id, anon_id, started_at) index, however many
+// visits the anon id has (a regular's thousands); it is the event's when
+// it has not ended before ts, as visits never overlap.
+const eventVisitJoin = `s.id = (SELECT x.id FROM sessions x WHERE x.site_id = e.site_id AND x.anon_id = e.anon_id
+	AND x.started_at <= e.ts ORDER BY x.started_at DESC LIMIT 1) AND s.ended_at >= e.ts`
 
 // durationSQL is a visit's length in seconds.
 const durationSQL = `(julianday(s.ended_at) - julianday(s.started_at)) * 86400.0`
@@ -558,7 +561,7 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 	}
 	switch {
 	case d == "event:page":
-		return "COALESCE(page_path(e.url), '" + NotSet + "')", nil, nil
+		return "COALESCE(tally_page_path(e.url), '" + NotSet + "')", nil, nil
 	case d == "event:name":
 		return "e.type", nil, nil
 	case strings.HasPrefix(d, PropPrefix):
@@ -684,6 +687,34 @@ func propText(raw, name string) any {
 	return string(v)
 }
 
+// pathMemo remembers PagePath of recent urls; it is emptied when full, so
+// it never holds more than pathMemoSize.
+type pathMemo struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const pathMemoSize = 50000
+
+var pagePaths = &pathMemo{m: map[string]string{}}
+
+func (p *pathMemo) get(u string) string {
+	p.mu.Lock()
+	path, ok := p.m[u]
+	p.mu.Unlock()
+	if ok {
+		return path
+	}
+	path = PagePath(u)
+	p.mu.Lock()
+	if len(p.m) >= pathMemoSize {
+		clear(p.m)
+	}
+	p.m[u] = path
+	p.mu.Unlock()
+	return path
+}
+
 func textArg(v driver.Value) (string, bool) {
 	switch x := v.(type) {
 	case string:
@@ -695,6 +726,15 @@ func textArg(v driver.Value) (string, bool) {
 }
 
 func init() {
+	// tally_page_path(url) is PagePath, remembered: a site has few
+	// distinct urls and a query reads each many times, while parsing one
+	// costs more than reading its row.
+	sqlite.MustRegisterDeterministicScalarFunction("tally_page_path", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		if s, ok := textArg(args[0]); ok {
+			return pagePaths.get(s), nil
+		}
+		return nil, nil
+	})
 	// tally_prop(raw json, name) is propText.
 	sqlite.MustRegisterDeterministicScalarFunction("tally_prop", 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 		raw, ok := textArg(args[0])
