@@ -393,7 +393,7 @@ func TestQueryDaylightSaving(t *testing.T) {
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	mustStatus(t, h.q("PATCH", "/v1/sites/web", testAdminToken, map[string]any{"time_zone": "Europe/Berlin"}), 200, "")
-	h.clock.Advance(60 * 24 * time.Hour) // March 31
+	h.clock.Advance(60 * 24 * time.Hour)                                                              // March 31
 	h.sendQ("web", 1, qev{anon: "a", typ: "pageview", url: "https://x.test/", ts: utc(3, 29, 0, 30)}) // 01:30 CET
 	h.sendQ("web", 2, qev{anon: "b", typ: "pageview", url: "https://x.test/", ts: utc(3, 29, 1, 30)}) // 03:30 CEST
 	body := map[string]any{"metrics": list("pageviews"), "date_range": list("2026-03-29", "2026-03-29"), "dimensions": list("time:hour"),
