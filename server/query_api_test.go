@@ -393,7 +393,8 @@ func TestQueryDaylightSaving(t *testing.T) {
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	mustStatus(t, h.q("PATCH", "/v1/sites/web", testAdminToken, map[string]any{"time_zone": "Europe/Berlin"}), 200, "")
-	h.clock.Advance(60 * 24 * time.Hour)                                                              // March 31
+	// Today is March 31, so both events are in the past.
+	h.clock.Advance(60 * 24 * time.Hour)
 	h.sendQ("web", 1, qev{anon: "a", typ: "pageview", url: "https://x.test/", ts: utc(3, 29, 0, 30)}) // 01:30 CET
 	h.sendQ("web", 2, qev{anon: "b", typ: "pageview", url: "https://x.test/", ts: utc(3, 29, 1, 30)}) // 03:30 CEST
 	body := map[string]any{"metrics": list("pageviews"), "date_range": list("2026-03-29", "2026-03-29"), "dimensions": list("time:hour"),
@@ -769,6 +770,49 @@ func TestQueryPlausibleDocsExamples(t *testing.T) {
 			mustStatus(t, r, 400, "unsupported_query")
 			if msg := r.json(t)["error"].(map[string]any)["message"].(string); !strings.Contains(msg, tt.naming) {
 				t.Errorf("got message %q, want it to name %q", msg, tt.naming)
+			}
+		})
+	}
+}
+
+// TestQueryFilterEveryDimension filters on each dimension in turn: visitors
+// of the visits (no event filter: visit figures) and visitors and
+// pageviews of the events joined to their visits.
+func TestQueryFilterEveryDimension(t *testing.T) {
+	h, tn := newQueryHarness(t)
+	mustStatus(t, h.q("POST", "/v1/sites/web/gdpr/delete", testAdminToken, map[string]any{"subject": map[string]any{"user_id": "u-erase"}}), 200, "")
+	tests := []struct {
+		op, dim, value string
+		visits, events string // "visitors visits" of visits; "visitors pageviews" of events
+	}{
+		{"is", "event:page", "/docs", "", "1 1"},
+		{"is", "event:name", "signup", "", "1 0"},
+		{"is", "event:props:plan", "pro", "", "1 0"},
+		{"is", "visit:entry_page", "/blog/a", "1 1", "1 2"},
+		{"is", "visit:exit_page", "/docs", "1 1", "1 2"},
+		{"is", "visit:source", "news", "1 1", "1 2"},
+		{"is", "visit:referrer", "google.com", "1 1", "1 2"},
+		{"is", "visit:utm_source", "news", "1 1", "1 2"},
+		{"is", "visit:utm_medium", "email", "1 1", "1 2"},
+		{"is", "visit:utm_campaign", "jan", "1 1", "1 2"},
+		{"is", "visit:utm_term", "(not set)", "4 5", "4 9"},
+		{"is_not", "visit:utm_content", "(not set)", "0 0", "0 0"},
+		{"is", "visit:country", "US", "1 1", "1 2"},
+		{"is", "visit:city", "Paris", "1 1", "1 1"},
+		{"is", "visit:browser", "Mobile Safari", "1 1", "1 2"},
+		{"is", "visit:os", "Linux", "2 2", "2 3"},
+		{"is", "visit:device", "mobile", "1 1", "1 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dim, func(t *testing.T) {
+			f := []any{tt.op, tt.dim, list(tt.value)}
+			if tt.visits != "" {
+				if got := queryRows(t, h, tn.readKey, "web", q(list("visitors", "visits"), nil, f)); got != tt.visits {
+					t.Errorf("visits: got %s, want %s", got, tt.visits)
+				}
+			}
+			if got := queryRows(t, h, tn.readKey, "web", q(list("visitors", "pageviews"), nil, f)); got != tt.events {
+				t.Errorf("events: got %s, want %s", got, tt.events)
 			}
 		})
 	}
