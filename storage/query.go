@@ -108,7 +108,7 @@ type StatsRow struct {
 	Metrics []float64
 }
 
-// dims returns the filter dimensions of fs, recursively.
+// filterDims hands each dimension the filters fs name to add, recursively.
 func filterDims(fs []QueryFilter, add func(string)) {
 	for _, f := range fs {
 		if f.Dim != "" {
