@@ -616,7 +616,11 @@ func localTimeSQL(col string, loc *time.Location, from, to time.Time) (string, [
 	for {
 		_, off := t.In(loc).Zone()
 		_, end := t.In(loc).ZoneBounds()
-		shift := fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%S', %s, '%+d seconds')", col, off)
+		// Stored times are FormatTime's, so UTC needs no date arithmetic.
+		shift := fmt.Sprintf("(substr(%s, 1, 10) || ' ' || substr(%s, 12, 8))", col, col)
+		if off != 0 {
+			shift = fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%S', %s, '%+d seconds')", col, off)
+		}
 		if end.IsZero() || !end.Before(to) {
 			if len(whens) == 0 {
 				return shift, nil, nil
