@@ -76,6 +76,15 @@ const (
 	InvalidBackup = "invalid_backup"
 	// InvalidFormat: an export's format is missing or not one it writes.
 	InvalidFormat = "invalid_format"
+	// InvalidTimeZone: a site's time_zone is not an IANA zone name.
+	InvalidTimeZone = "invalid_time_zone"
+	// InvalidQuery: a query API request that is malformed (a wrong type, an
+	// unknown metric, a bad date), as Plausible's Stats API would refuse it.
+	InvalidQuery = "invalid_query"
+	// UnsupportedQuery: a query API request that Plausible's Stats API
+	// accepts but Tally does not support (a goal, a segment), named in the
+	// message.
+	UnsupportedQuery = "unsupported_query"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

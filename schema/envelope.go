@@ -59,6 +59,9 @@ type Event struct {
 	// context.ip), "" for none: read only for the location lookup, never
 	// stored or logged (README "Segment-compatible intake").
 	ClientIP string
+	// Campaign is the campaign object a message states besides its URL
+	// (Segment's context.campaign), or nil (README "Visits").
+	Campaign json.RawMessage
 }
 
 // MaxTypeLen is the longest event type of any intake format, in

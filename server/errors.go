@@ -65,6 +65,10 @@ var statusOf = map[string]int{
 	fault.BackupExists:  http.StatusConflict,
 	fault.InvalidBackup: http.StatusBadRequest,
 	fault.InvalidFormat: http.StatusBadRequest,
+
+	fault.InvalidTimeZone:  http.StatusBadRequest,
+	fault.InvalidQuery:     http.StatusBadRequest,
+	fault.UnsupportedQuery: http.StatusBadRequest,
 }
 
 // writeError writes err as the error envelope. Application errors show

@@ -88,6 +88,12 @@ func FuzzQueryAPI(f *testing.F) {
 		{"GET", "/v1/sites/web/realtime", ""},
 		{"GET", "/v1/sites/web/export?from=2026-01-01&to=2026-01-31&format=csv", ""},
 		{"GET", "/v1/sites/web/export?from=2026-01-01&to=2026-01-31&format=ndjson%00", ""},
+		{"PATCH", "/v1/sites/web", `{"time_zone":"Europe/Berlin"}`},
+		{"POST", "/v1/sites/web/query", `{"metrics":["visitors","pageviews","bounce_rate"],"date_range":"7d","dimensions":["visit:source"]}`},
+		{"POST", "/v1/sites/web/query", `{"metrics":["visitors","percentage"],"date_range":["2026-01-01","2026-01-31"],"dimensions":["time:day","event:props:plan"],"order_by":[["visitors","asc"]],"pagination":{"limit":2,"offset":1},"include":{"total_rows":true,"time_labels":true}}`},
+		{"POST", "/v1/sites/web/query", `{"metrics":["events"],"date_range":["2026-01-01T00:00:00+02:00","2026-01-02T00:00:00Z"],"filters":[["or",[["not",["matches","event:page",["^/a(b|c)*$"]]],["contains","visit:city",["x"],{"case_sensitive":false}]]]]}`},
+		{"POST", "/v1/sites/web/query", `{"metrics":["visits"],"date_range":"month","include":{"comparisons":{"mode":"custom","date_range":["2025-01-01","2025-01-31"]}}}`},
+		{"POST", "/api/v2/query", `{"site_id":"web","metrics":["visitors"],"date_range":"all","dimensions":["time"]}`},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, []byte(s.body))

@@ -451,7 +451,7 @@ func enrich(ev *schema.Event, ua string, loc privacy.Location, credential string
 		UserID: ev.UserID, URL: ev.URL, Referrer: ev.Referrer, TS: ev.TS, Raw: ev.Raw,
 		Country: loc.Country, City: loc.City,
 		Browser: agent.Browser, OS: agent.OS, DeviceType: agent.DeviceType,
-		Credential: credential,
+		Credential: credential, Campaign: storage.ParseCampaign(ev.Campaign),
 	}
 	if ev.Type == "identify" {
 		row.Traits = ev.Traits

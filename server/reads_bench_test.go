@@ -43,6 +43,9 @@ const (
 
 var benchEnd = time.Date(2026, 3, 31, 0, 0, 0, 0, time.UTC)
 
+// benchCountries are the visitors' 30 countries.
+var benchCountries = strings.Fields("DE FR US GB NL SE NO DK FI PL CZ AT CH IT ES PT IE BE LU EE LV LT HU RO BG GR SK SI HR CA")
+
 // readsFixture is who BenchmarkReads reads and erases.
 type readsFixture struct {
 	longest string   // the regular user with the longest history
@@ -94,11 +97,25 @@ func loadReadsFixture(b *testing.B, db *storage.DB) readsFixture {
 				anon = fmt.Sprintf("visitor-%06d", v)
 			}
 			ts := dayStart.Add(time.Duration(rng.IntN(86_000)) * time.Second)
+			// A visit's landing: 60% come from one of 50 referring hosts, 10%
+			// with a campaign of 20, from one of 30 countries (the query
+			// API's breakdowns; README "Reads").
+			var referrer *string
+			if rng.IntN(10) < 6 {
+				r := fmt.Sprintf("https://ref%02d.example/page", rng.IntN(50))
+				referrer = &r
+			}
+			campaign := ""
+			if rng.IntN(10) == 0 {
+				campaign = fmt.Sprintf("?utm_source=newsletter&utm_campaign=c%02d", rng.IntN(20))
+			}
+			country := benchCountries[rng.IntN(len(benchCountries))]
 			for k := 1 + rng.IntN(8); k > 0 && n < perDay; k-- {
 				typ := types[rng.IntN(len(types))]
-				url := fmt.Sprintf("https://shop.example/p/%d", rng.IntN(200))
+				url := fmt.Sprintf("https://shop.example/p/%d", rng.IntN(200)) + campaign
 				e := storage.IngestEvent{ID: uuid.NewString(), SiteID: "bench", Type: typ, AnonID: anon, UserID: user,
-					URL: &url, TS: ts, Browser: "Chrome", OS: "Windows", DeviceType: "desktop", Country: "DE"}
+					URL: &url, TS: ts, Browser: "Chrome", OS: "Windows", DeviceType: "desktop", Country: country, Referrer: referrer}
+				referrer, campaign = nil, ""
 				if regular {
 					regularEvents[v]++
 				} else {
@@ -189,6 +206,25 @@ func BenchmarkReads(b *testing.B) {
 		b.Run(endpoint+"_30_days", func(b *testing.B) {
 			for b.Loop() {
 				get(b, "GET", "/v1/sites/bench/"+endpoint+"?"+rng, "")
+			}
+		})
+	}
+	// The query API (README "Query API"), over the same 30 days.
+	qrange := `"date_range":["` + benchEnd.AddDate(0, 0, -30).Format("2006-01-02") + `","` + benchEnd.AddDate(0, 0, -1).Format("2006-01-02") + `"]`
+	for _, c := range []struct{ name, body string }{
+		{"query_visits_by_day", `{"metrics":["visitors","visits","bounce_rate","visit_duration"],"dimensions":["time:day"],` + qrange + `}`},
+		{"query_all_by_day", `{"metrics":["visitors","visits","pageviews","bounce_rate","visit_duration"],"dimensions":["time:day"],` + qrange + `}`},
+		{"query_by_source", `{"metrics":["visitors","visits","bounce_rate"],"dimensions":["visit:source"],` + qrange + `}`},
+		{"query_by_entry_page", `{"metrics":["visitors","visits"],"dimensions":["visit:entry_page"],` + qrange + `}`},
+		{"query_by_page", `{"metrics":["visitors","pageviews"],"dimensions":["event:page"],` + qrange + `}`},
+		{"query_3_filters", `{"metrics":["visitors","pageviews"],"filters":[["is","visit:country",["DE","FR"]],["is_not","visit:source",["Direct / None"]],` +
+			`["contains","event:page",["/p/1"]]],` + qrange + `}`},
+		{"query_3_visit_filters", `{"metrics":["visitors","visits","bounce_rate"],"filters":[["is","visit:country",["DE","FR"]],["is_not","visit:source",["Direct / None"]],` +
+			`["contains","visit:entry_page",["/p/1"]]],` + qrange + `}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				get(b, "POST", "/v1/sites/bench/query", c.body)
 			}
 		})
 	}

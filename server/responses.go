@@ -104,11 +104,14 @@ type siteBody struct {
 	// PurgedBefore is the first day whose raw rows are all kept, null while
 	// no purge has removed any.
 	PurgedBefore *string `json:"purged_before"`
+	// TimeZone is the IANA zone of the query API's days (README "Query
+	// API").
+	TimeZone string `json:"time_zone"`
 }
 
 func siteOf(s *storage.Site) siteBody {
 	return siteBody{ID: s.ID, WorkspaceID: s.WorkspaceID, Name: s.Name, CreatedAt: s.CreatedAt,
-		RetentionDays: s.RetentionDays, PurgedBefore: purgedBefore(s)}
+		RetentionDays: s.RetentionDays, PurgedBefore: purgedBefore(s), TimeZone: s.TimeZone}
 }
 
 // purgedBefore is the site's purged_before for an answer: null while no
@@ -622,4 +625,66 @@ type segmentIOSettings struct {
 // off: SampleRate is always 0.
 type segmentSettingsMetrics struct {
 	SampleRate float64 `json:"sampleRate"`
+}
+
+// queryAnswer is the answer of the query API (README "Query API"), in the
+// shape of Plausible's Stats API v2.
+type queryAnswer struct {
+	Results []queryResult `json:"results"`
+	Meta    queryMeta     `json:"meta"`
+	Query   queryEcho     `json:"query"`
+}
+
+// queryResult is one group: its dimension values and its metrics, in the
+// query's orders, and with include.comparisons its counterpart.
+type queryResult struct {
+	Dimensions []string         `json:"dimensions"`
+	Metrics    []float64        `json:"metrics"`
+	Comparison *queryComparison `json:"comparison,omitempty"`
+}
+
+// queryComparison is a result's counterpart in the comparison range; change
+// is each metric's change (null where it has none).
+type queryComparison struct {
+	Dimensions []string   `json:"dimensions"`
+	Metrics    []float64  `json:"metrics"`
+	Change     []*float64 `json:"change"`
+}
+
+// queryMeta holds what include asked for.
+type queryMeta struct {
+	TimeLabels []string `json:"time_labels,omitempty"`
+	TotalRows  *int     `json:"total_rows,omitempty"`
+}
+
+// queryEcho is the query as run, defaults filled in.
+type queryEcho struct {
+	SiteID     string          `json:"site_id"`
+	Metrics    []string        `json:"metrics"`
+	DateRange  []string        `json:"date_range"`
+	Filters    []any           `json:"filters"`
+	Dimensions []string        `json:"dimensions"`
+	OrderBy    [][]string      `json:"order_by"`
+	Include    queryInclude    `json:"include"`
+	Pagination queryPagination `json:"pagination"`
+}
+
+// queryInclude is the include of queryEcho.
+type queryInclude struct {
+	TotalRows   bool              `json:"total_rows,omitempty"`
+	TimeLabels  bool              `json:"time_labels,omitempty"`
+	Comparisons *queryComparisons `json:"comparisons,omitempty"`
+}
+
+// queryComparisons is the comparison asked for and the range it compared
+// with.
+type queryComparisons struct {
+	Mode      string   `json:"mode"`
+	DateRange []string `json:"date_range"`
+}
+
+// queryPagination is the pagination of queryEcho.
+type queryPagination struct {
+	Limit  int `json:"limit"`
+	Offset int `json:"offset"`
 }

@@ -317,6 +317,7 @@ func segmentMessage(raw json.RawMessage, call *segmentCall, prefix string, b seg
 			ev.ClientIP = ip
 		}
 		page = c["page"]
+		ev.Campaign = c["campaign"]
 		ev.Consent = segmentConsent(c["consent"])
 	}
 	ev.URL = firstString(props, page, "url")

@@ -218,6 +218,8 @@ func (s *Server) Query() http.Handler {
 	rt.handleV1(http.MethodGet, "/sites/:siteId/breakdown", s.breakdown)
 	rt.handleV1(http.MethodGet, "/sites/:siteId/realtime", s.realtime)
 	rt.handleV1(http.MethodGet, "/sites/:siteId/export", s.export)
+	rt.handleV1(http.MethodPost, "/sites/:siteId/query", s.siteQuery)
+	rt.route(http.MethodPost, "/api/v2/query", s.plausibleQuery)
 	rt.handle(http.MethodPost, "/sites/:siteId/sourcemaps", s.uploadSourcemap)
 	rt.handleV1(http.MethodDelete, "/sites/:siteId/sourcemaps", s.deleteSourcemaps)
 	rt.handle(http.MethodGet, "/sites/:siteId/dlq", s.listDLQ)

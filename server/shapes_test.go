@@ -143,6 +143,16 @@ func TestResponseShapes(t *testing.T) {
 		{api: "q", method: "GET", path: "/v1/sites/web/export?format=csv&" + today, token: tn.readKey, status: 200},
 		{api: "q", method: "GET", path: "/v1/sites/web/export?" + today, token: tn.readKey, status: 400},
 
+		// Query API (Plausible's Stats API v2).
+		{api: "q", method: "POST", path: "/v1/sites/web/query", token: tn.readKey, status: 200,
+			body: map[string]any{"metrics": []string{"visitors", "pageviews"}, "date_range": []string{"2026-01-31", "2026-01-31"}, "dimensions": []string{"time:hour", "event:page"},
+				"filters": []any{[]any{"is_not", "event:page", []string{"/x"}}}, "include": map[string]any{"total_rows": true, "time_labels": true}}},
+		{api: "q", method: "POST", path: "/api/v2/query", token: tn.readKey, status: 200,
+			body: map[string]any{"site_id": "web", "metrics": []string{"visits", "bounce_rate"}, "date_range": "day", "dimensions": []string{"visit:source"},
+				"include": map[string]any{"comparisons": map[string]any{"mode": "previous_period"}}, "pagination": map[string]any{"limit": 5}}},
+		{api: "q", method: "POST", path: "/v1/sites/web/query", token: tn.readKey, status: 400,
+			body: map[string]any{"metrics": []string{"scroll_depth"}, "date_range": "7d"}},
+
 		// Sourcemaps.
 		{api: "q", method: "POST", path: "/v1/sites/web/sourcemaps", token: "web", status: 201,
 			body: map[string]any{"release": "1.0", "file": "app.min.js", "map": mapData}},

@@ -138,7 +138,8 @@ func (s *Server) createSite(w http.ResponseWriter, r *http.Request, ps httproute
 	return nil
 }
 
-// updateSite takes {name?, retention_days?} and answers 200 with the site.
+// updateSite takes {name?, retention_days?, time_zone?} and answers 200
+// with the site.
 // retention_days is null (follow RETENTION_DAYS), 0 (keep everything) or
 // the UTC days of raw rows kept; a changed one is applied by a purge at
 // once (README "Retention").
@@ -167,6 +168,13 @@ func (s *Server) updateSite(w http.ResponseWriter, r *http.Request, ps httproute
 			(change.RetentionDays != nil && (*change.RetentionDays < 0 || *change.RetentionDays > storage.MaxRetentionDays)) {
 			return fault.Errorf(fault.InvalidRetention, "retention_days must be null (follow the server's RETENTION_DAYS), 0 (keep everything) or a whole number of days up to %d", storage.MaxRetentionDays)
 		}
+	}
+	if body.has("time_zone") {
+		tz, err := body.str("time_zone", fault.InvalidTimeZone)
+		if err != nil {
+			return err
+		}
+		change.TimeZone = &tz
 	}
 	updated, err := s.db.UpdateSite(r.Context(), p.actor(), site, change)
 	if err != nil {

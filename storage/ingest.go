@@ -48,6 +48,10 @@ type IngestEvent struct {
 	// Credential records who sent the event: "site" (legacy site bearer)
 	// or "key:<key id>".
 	Credential string
+	// Campaign is what the wire format states of the event's campaign
+	// besides its URL (Segment's context.campaign), or nil (README
+	// "Visits").
+	Campaign *Campaign
 }
 
 // Quarantined is an event stored in the DLQ instead of events.
@@ -96,12 +100,13 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 		{&s.link, `INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`},
 		{&s.profile, `INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at) VALUES (?, ?, json(?), ?, ?)
 			ON CONFLICT(site_id, user_id) DO UPDATE SET traits = json_patch(traits, excluded.traits), updated_at = excluded.updated_at`},
-		{&s.newestSession, `SELECT id, started_at, ended_at, event_count, user_id FROM sessions
+		{&s.newestSession, `SELECT id, started_at, ended_at, event_count, user_id, ` + visitColumns + ` FROM sessions
 			WHERE site_id = ? AND anon_id = ? ORDER BY started_at DESC LIMIT 1`},
-		{&s.loadSessions, `SELECT id, started_at, ended_at, event_count, user_id FROM sessions
+		{&s.loadSessions, `SELECT id, started_at, ended_at, event_count, user_id, ` + visitColumns + ` FROM sessions
 			WHERE site_id = ? AND anon_id = ? AND started_at <= ? ORDER BY started_at DESC`},
-		{&s.insertSession, `INSERT INTO sessions(site_id, anon_id, user_id, started_at, ended_at, event_count) VALUES (?, ?, ?, ?, ?, ?)`},
-		{&s.updateSession, `UPDATE sessions SET started_at = ?, ended_at = ?, event_count = ?, user_id = ? WHERE id = ?`},
+		{&s.insertSession, `INSERT INTO sessions(site_id, anon_id, user_id, started_at, ended_at, event_count, ` + visitColumns + `)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.updateSession, `UPDATE sessions SET started_at = ?, ended_at = ?, event_count = ?, user_id = ?, ` + visitSet + ` WHERE id = ?`},
 		{&s.deleteSession, `DELETE FROM sessions WHERE id = ?`},
 		{&s.dailyEvents, `INSERT INTO daily_events(site_id, day, type, count) VALUES (?, ?, ?, ?)
 			ON CONFLICT(site_id, day, type) DO UPDATE SET count = count + excluded.count`},
@@ -202,6 +207,9 @@ type ingestRun struct {
 	groups   map[[2]string][]*IngestEvent // (site, anon) -> stored events
 	order    [][2]string
 	linked   map[[3]string]bool
+	// firstSeq is the seq of the run's first stored event: the events
+	// below it were stored before the run (see ready).
+	firstSeq int64
 }
 
 // stmt returns s bound to the run's transaction, binding it once per run.
@@ -239,10 +247,16 @@ func (j *ingestRun) add(w *ingestWork) error {
 			continue
 		}
 		ts := FormatTime(e.TS)
-		if _, err := insert.Exec(e.ID, e.SiteID, e.Type, e.URL, ts, e.AnonID, e.UserID, e.Referrer,
+		r, err = insert.Exec(e.ID, e.SiteID, e.Type, e.URL, ts, e.AnonID, e.UserID, e.Referrer,
 			nullable(e.Country), nullable(e.City), nullable(e.Browser), nullable(e.OS), nullable(e.DeviceType),
-			w.stored[i], recv, nullable(e.Credential)); err != nil {
+			w.stored[i], recv, nullable(e.Credential))
+		if err != nil {
 			return fmt.Errorf("insert event: %w", err)
+		}
+		if j.firstSeq == 0 {
+			if j.firstSeq, err = r.LastInsertId(); err != nil {
+				return fmt.Errorf("insert event: %w", err)
+			}
 		}
 		if e.UserID != nil {
 			k := [3]string{e.SiteID, e.AnonID, *e.UserID}
@@ -308,6 +322,7 @@ type session struct {
 	orig       *session // the row as loaded, nil for a new session
 	dirty      bool
 	deleted    bool
+	visit      visit
 }
 
 // sessions assigns events (of one site and anon id) to sessions. It
@@ -347,6 +362,9 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 			if s.deleted || ts.Before(s.start.Add(-sessionGap)) || ts.After(s.end.Add(sessionGap)) {
 				continue
 			}
+			if err := j.ready(site, anon, s); err != nil {
+				return err
+			}
 			if into == nil {
 				into = s
 				into.start, into.end = minTime(into.start, ts), maxTime(into.end, ts)
@@ -357,14 +375,16 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 				if into.userID == nil {
 					into.userID = s.userID
 				}
+				into.visit.merge(s.visit)
 				s.deleted = true
 			}
 			into.dirty = true
 		}
 		if into == nil {
-			into = &session{start: ts, end: ts, count: 1, dirty: true}
+			into = &session{start: ts, end: ts, count: 1, dirty: true, visit: newVisit()}
 			list = append(list, into)
 		}
+		into.visit.add(e, ts)
 		if e.UserID != nil && into.userID == nil {
 			into.userID = e.UserID
 		}
@@ -380,12 +400,14 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 			}
 		case s.deleted:
 		case s.dirty && s.orig != nil:
-			if _, err := j.stmt(j.db.ingest.updateSession).Exec(FormatTime(s.start), FormatTime(s.end), s.count, s.userID, s.id); err != nil {
+			args := append([]any{FormatTime(s.start), FormatTime(s.end), s.count, s.userID}, s.visit.args(s.start, s.end)...)
+			if _, err := j.stmt(j.db.ingest.updateSession).Exec(append(args, s.id)...); err != nil {
 				return fmt.Errorf("update session: %w", err)
 			}
 			j.sessionDelta(site, s, 1)
 		case s.dirty:
-			r, err := j.stmt(j.db.ingest.insertSession).Exec(site, anon, s.userID, FormatTime(s.start), FormatTime(s.end), s.count)
+			args := append([]any{site, anon, s.userID, FormatTime(s.start), FormatTime(s.end), s.count}, s.visit.args(s.start, s.end)...)
+			r, err := j.stmt(j.db.ingest.insertSession).Exec(args...)
 			if err != nil {
 				return fmt.Errorf("insert session: %w", err)
 			}
@@ -406,7 +428,23 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 	if j.latest == nil {
 		j.latest = map[string]session{}
 	}
-	j.latest[key] = session{id: newest.id, start: newest.start, end: newest.end, count: newest.count, userID: newest.userID}
+	j.latest[key] = session{id: newest.id, start: newest.start, end: newest.end, count: newest.count, userID: newest.userID, visit: newest.visit}
+	return nil
+}
+
+// ready computes the visit of a loaded session stored before migration
+// 0013 that the backfill has not reached yet, from its events stored
+// before this run, so that the events it takes now are added to the whole
+// visit (README "Visits", backfill). The memo never holds such a session.
+func (j *ingestRun) ready(site, anon string, s *session) error {
+	if s.visit.ready {
+		return nil
+	}
+	v, err := visitOfEvents(context.Background(), j.tx, site, anon, s.start, s.end, j.firstSeq)
+	if err != nil {
+		return err
+	}
+	s.visit = v
 	return nil
 }
 
@@ -481,11 +519,13 @@ func (j *ingestRun) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) (
 		j.db.sessionRowsRead.Add(1)
 		s := &session{}
 		var start, end string
-		if err := rows.Scan(&s.id, &start, &end, &s.count, &s.userID); err != nil {
+		var vs visitScan
+		if err := rows.Scan(append([]any{&s.id, &start, &end, &s.count, &s.userID}, vs.dests()...)...); err != nil {
 			return nil, err
 		}
 		s.start, _ = time.Parse(timeLayout, start)
 		s.end, _ = time.Parse(timeLayout, end)
+		s.visit = vs.visit(s.start, s.end, s.count)
 		if s.end.Before(floor) {
 			break
 		}

@@ -18,13 +18,16 @@ type Site struct {
 	// PurgedBefore is the first UTC day (YYYY-MM-DD) whose raw rows are
 	// all kept; "" while no purge has removed any.
 	PurgedBefore string
+	// TimeZone is the site's IANA time zone ("UTC" unless set): the query
+	// API's days, hours and relative ranges are in it (README "Query API").
+	TimeZone string
 }
 
 // siteColumns are the columns scanned by (*Site).scan.
-const siteColumns = `SELECT id, workspace_id, name, created_at, retention_days, COALESCE(purged_before, '') FROM sites`
+const siteColumns = `SELECT id, workspace_id, name, created_at, retention_days, COALESCE(purged_before, ''), time_zone FROM sites`
 
 func (s *Site) scan(row interface{ Scan(...any) error }) error {
-	return row.Scan(&s.ID, &s.WorkspaceID, &s.Name, &s.CreatedAt, &s.RetentionDays, &s.PurgedBefore)
+	return row.Scan(&s.ID, &s.WorkspaceID, &s.Name, &s.CreatedAt, &s.RetentionDays, &s.PurgedBefore, &s.TimeZone)
 }
 
 // Sites lists the sites of a workspace, ordered by id.
@@ -55,7 +58,7 @@ func (db *DB) CreateSite(ctx context.Context, actor Actor, ws *Workspace, id, na
 	if err != nil {
 		return nil, err
 	}
-	s := &Site{ID: id, WorkspaceID: ws.ID, Name: name, CreatedAt: FormatTime(db.now())}
+	s := &Site{ID: id, WorkspaceID: ws.ID, Name: name, CreatedAt: FormatTime(db.now()), TimeZone: "UTC"}
 	err = db.writer.do(ctx, func(tx *writeTx) error {
 		var n int
 		if err := tx.QueryRow(`SELECT COUNT(*) FROM sites WHERE id = ?`, id).Scan(&n); err != nil {
@@ -96,9 +99,12 @@ type SiteChange struct {
 	// RetentionDays (nil: follow RETENTION_DAYS).
 	Retention     bool
 	RetentionDays *int
+	// TimeZone, when set, replaces the site's time zone: an IANA name
+	// (README "Query API").
+	TimeZone *string
 }
 
-// UpdateSite renames site and sets its retention as change says, audited
+// UpdateSite renames site and sets its retention and time zone as change says, audited
 // as site.update with each changed field and its previous value. A change
 // that changes nothing writes nothing.
 func (db *DB) UpdateSite(ctx context.Context, actor Actor, site *Site, change SiteChange) (*Site, error) {
@@ -123,6 +129,15 @@ func (db *DB) UpdateSite(ctx context.Context, actor Actor, site *Site, change Si
 			meta["retention_days"], meta["previous_retention_days"] = change.RetentionDays, site.RetentionDays
 		}
 	}
+	if change.TimeZone != nil {
+		if _, err := LoadTimeZone(*change.TimeZone); err != nil {
+			return nil, err
+		}
+		if *change.TimeZone != site.TimeZone {
+			updated.TimeZone = *change.TimeZone
+			meta["time_zone"], meta["previous_time_zone"] = *change.TimeZone, site.TimeZone
+		}
+	}
 	if len(meta) == 0 {
 		return site, nil
 	}
@@ -131,8 +146,8 @@ func (db *DB) UpdateSite(ctx context.Context, actor Actor, site *Site, change Si
 			return err
 		}
 		cur, _ := db.Site(site.ID)
-		if _, err := tx.Exec(`UPDATE sites SET name = ?, retention_days = ? WHERE id = ?`,
-			updated.Name, updated.RetentionDays, site.ID); err != nil {
+		if _, err := tx.Exec(`UPDATE sites SET name = ?, retention_days = ?, time_zone = ? WHERE id = ?`,
+			updated.Name, updated.RetentionDays, updated.TimeZone, site.ID); err != nil {
 			return err
 		}
 		// A purge may have moved purged_before since the request read the

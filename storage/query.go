@@ -1,0 +1,836 @@
+package storage
+
+import (
+	"context"
+	"database/sql/driver"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+
+	"github.com/tally-analytics/tally/fault"
+)
+
+// Metrics of the query API (README "Query API"), Plausible's names.
+const (
+	MetricVisitors      = "visitors"
+	MetricVisits        = "visits"
+	MetricPageviews     = "pageviews"
+	MetricEvents        = "events"
+	MetricViewsPerVisit = "views_per_visit"
+	MetricBounceRate    = "bounce_rate"
+	MetricVisitDuration = "visit_duration"
+	MetricPercentage    = "percentage"
+)
+
+// SessionMetric reports whether m is computed from whole visits (bounce
+// rate, duration, views per visit) rather than from events.
+func SessionMetric(m string) bool {
+	return m == MetricBounceRate || m == MetricVisitDuration || m == MetricViewsPerVisit
+}
+
+// VisitDimensions maps each visit: dimension to its sessions column.
+var VisitDimensions = map[string]string{
+	"visit:entry_page":   "entry_page",
+	"visit:exit_page":    "exit_page",
+	"visit:source":       "source",
+	"visit:referrer":     "referrer",
+	"visit:utm_source":   "utm_source",
+	"visit:utm_medium":   "utm_medium",
+	"visit:utm_campaign": "utm_campaign",
+	"visit:utm_term":     "utm_term",
+	"visit:utm_content":  "utm_content",
+	"visit:country":      "country",
+	"visit:city":         "city",
+	"visit:browser":      "browser",
+	"visit:os":           "os",
+	"visit:device":       "device",
+}
+
+// Shown values of a missing attribute, as Plausible shows them.
+const (
+	DirectNone = "Direct / None"
+	NotSet     = "(not set)"
+	NoneProp   = "(none)"
+)
+
+// PropPrefix starts a custom-property dimension: event:props:NAME.
+const PropPrefix = "event:props:"
+
+// TimeDimension reports whether d groups by time.
+func TimeDimension(d string) bool {
+	return d == "time" || strings.HasPrefix(d, "time:")
+}
+
+// EventDimension reports whether d is read from each event (event:page,
+// event:name, event:props:NAME) rather than from its visit or its time.
+func EventDimension(d string) bool { return strings.HasPrefix(d, "event:") }
+
+// QueryFilter is one node of a query's filter tree: a condition on a
+// dimension (Op is, is_not, contains, contains_not, matches or
+// matches_not; a row matches when any of Values does) or a combination
+// (Op and, or, not over Children).
+type QueryFilter struct {
+	Op       string
+	Dim      string
+	Values   []string
+	Fold     bool // case-insensitive (is and contains only)
+	Children []QueryFilter
+}
+
+// StatsQuery is what the query API asks of storage: metrics over
+// [From, To), grouped by Dimensions, where Filters all hold.
+type StatsQuery struct {
+	Site       string
+	From, To   time.Time
+	Zone       *time.Location
+	Metrics    []string
+	Dimensions []string
+	// TimeUnit is what the time dimension "time" groups by: hour, day,
+	// week or month.
+	TimeUnit string
+	Filters  []QueryFilter
+
+	// eventBasis counts visitors from events even without an event
+	// dimension or filter: the total of a percentage whose rows do.
+	eventBasis bool
+}
+
+// StatsRow is one group of a query: its dimension values and its metrics,
+// in the query's orders.
+type StatsRow struct {
+	Dims    []string
+	Metrics []float64
+}
+
+// filterDims hands each dimension the filters fs name to add, recursively.
+func filterDims(fs []QueryFilter, add func(string)) {
+	for _, f := range fs {
+		if f.Dim != "" {
+			add(f.Dim)
+		}
+		filterDims(f.Children, add)
+	}
+}
+
+// eventLevel reports whether q reads events (an event dimension or
+// filter) rather than visits alone.
+func (q *StatsQuery) eventLevel() bool {
+	found := q.eventBasis
+	for _, d := range q.Dimensions {
+		found = found || EventDimension(d)
+	}
+	filterDims(q.Filters, func(d string) { found = found || EventDimension(d) })
+	return found
+}
+
+// needsVisit reports whether an event-level read must join each event to
+// its visit.
+func (q *StatsQuery) needsVisit() bool {
+	found := false
+	for _, m := range q.Metrics {
+		found = found || m == MetricVisits
+	}
+	for _, d := range q.Dimensions {
+		found = found || strings.HasPrefix(d, "visit:")
+	}
+	filterDims(q.Filters, func(d string) { found = found || strings.HasPrefix(d, "visit:") })
+	return found
+}
+
+// aggregate is a group's raw sums, from which every metric is computed.
+type aggregate struct {
+	visitors, visits, pageviews, events float64
+	// Of the visits the session metrics are computed over.
+	sVisits, sBounces, sDuration, sPageviews float64
+}
+
+// Stats answers q: one row per group (one row in all without dimensions),
+// in no particular order. See README "Query API" for what each metric
+// counts.
+func (db *DB) Stats(ctx context.Context, q StatsQuery) ([]StatsRow, error) {
+	groups, order, err := db.statsGroups(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	var total float64
+	if needs(q.Metrics, MetricPercentage) {
+		all := q
+		all.Dimensions = nil
+		all.Metrics = []string{MetricVisitors}
+		// Visitors counted as the rows' are.
+		all.eventBasis = q.eventLevel() || needs(q.Metrics, MetricPageviews) || needs(q.Metrics, MetricEvents)
+		tg, _, err := db.statsGroups(ctx, all)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range tg {
+			total = a.visitors
+		}
+	}
+	rows := make([]StatsRow, 0, len(order))
+	for _, key := range order {
+		a := groups[key]
+		row := StatsRow{Dims: splitKey(key, len(q.Dimensions)), Metrics: make([]float64, len(q.Metrics))}
+		for i, m := range q.Metrics {
+			row.Metrics[i] = a.metric(m, total)
+		}
+		rows = append(rows, row)
+	}
+	if len(q.Dimensions) == 0 && len(rows) == 0 {
+		rows = append(rows, StatsRow{Dims: []string{}, Metrics: make([]float64, len(q.Metrics))})
+	}
+	return rows, nil
+}
+
+func needs(list []string, m string) bool {
+	for _, x := range list {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// metric computes m from a group's sums; total is the visitors of the
+// whole query, for percentage.
+func (a *aggregate) metric(m string, total float64) float64 {
+	ratio := func(n, d float64) float64 {
+		if d == 0 {
+			return 0
+		}
+		return n / d
+	}
+	switch m {
+	case MetricVisitors:
+		return a.visitors
+	case MetricVisits:
+		return a.visits
+	case MetricPageviews:
+		return a.pageviews
+	case MetricEvents:
+		return a.events
+	case MetricViewsPerVisit:
+		return round(ratio(a.sPageviews, a.sVisits), 2)
+	case MetricBounceRate:
+		return math.Round(100 * ratio(a.sBounces, a.sVisits))
+	case MetricVisitDuration:
+		return math.Round(ratio(a.sDuration, a.sVisits))
+	case MetricPercentage:
+		return round(100*ratio(a.visitors, total), 2)
+	}
+	return 0
+}
+
+func round(x float64, places int) float64 {
+	p := math.Pow(10, float64(places))
+	return math.Round(x*p) / p
+}
+
+// keySep joins a group's dimension values into a map key; no shown value
+// holds it (values are texts from JSON or SQLite, NUL-free in practice,
+// and a NUL in one only merges groups, never fails).
+const keySep = "\x00"
+
+func splitKey(key string, n int) []string {
+	if n == 0 {
+		return []string{}
+	}
+	return strings.SplitN(key, keySep, n)
+}
+
+// statsGroups runs q's reads and returns each group's sums by key, keys in
+// first-seen order. Event metrics (pageviews, events) count the events in
+// the range, visit metrics (visits, bounce_rate, visit_duration,
+// views_per_visit) the visits starting in it; visitors counts the
+// visitors of the events when the query has an event dimension, filter or
+// metric, else of the visits (README "Query API").
+func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggregate, []string, error) {
+	groups := map[string]*aggregate{}
+	var order []string
+	get := func(key string) *aggregate {
+		a := groups[key]
+		if a == nil {
+			a = &aggregate{}
+			groups[key] = a
+			order = append(order, key)
+		}
+		return a
+	}
+	eventLevel := q.eventLevel()
+	eventMetric := needs(q.Metrics, MetricPageviews) || needs(q.Metrics, MetricEvents)
+	sessionMetric := false
+	for _, m := range q.Metrics {
+		sessionMetric = sessionMetric || SessionMetric(m)
+	}
+	if eventLevel || eventMetric {
+		// Each event joined to its visit where a visit dimension or filter,
+		// or (event-level) the visits metric, needs it.
+		join := q.needsVisit() && (eventLevel || q.visitAttributes())
+		b := &sqlBuilder{q: &q}
+		dims, err := b.dims()
+		if err != nil {
+			return nil, nil, err
+		}
+		where, err := b.where()
+		if err != nil {
+			return nil, nil, err
+		}
+		from, visitsSQL := `events e`, `0`
+		if join {
+			from = `events e LEFT JOIN sessions s ON ` + eventVisitJoin
+			visitsSQL = `COUNT(DISTINCT s.id)`
+		}
+		query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), ` + visitsSQL + `, COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
+			FROM ` + from + ` WHERE e.site_id = ? AND e.ts >= ? AND e.ts < ?` + where + b.groupBy()
+		err = db.scanGroups(ctx, query, b.args(), len(q.Dimensions), 4, func(key string, v []float64) {
+			a := get(key)
+			a.visitors, a.pageviews, a.events = v[0], v[2], v[3]
+			if eventLevel {
+				a.visits = v[1]
+			}
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if eventLevel {
+		if !sessionMetric {
+			return groups, order, nil
+		}
+		// Session metrics over the visits starting in the range that hold at
+		// least one event that passes the filters (the server refuses them
+		// with event dimensions, as Plausible does).
+		sb := &sqlBuilder{q: &q, visitSide: true}
+		dims, err := sb.dims()
+		if err != nil {
+			return nil, nil, err
+		}
+		where, err := sb.filterSQL(q.Filters, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		query := `SELECT ` + dims + `COUNT(*), COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)
+			FROM sessions s WHERE s.site_id = ? AND s.started_at >= ? AND s.started_at < ?
+			AND EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id
+				AND e.ts >= s.started_at AND e.ts <= s.ended_at AND ` + where + `)` + sb.groupBy()
+		err = db.scanGroups(ctx, query, sb.args(), len(q.Dimensions), 4, func(key string, v []float64) {
+			a := get(key)
+			a.sVisits, a.sBounces, a.sDuration, a.sPageviews = v[0], v[1], v[2], v[3]
+		})
+		return groups, order, err
+	}
+	if eventMetric && !sessionMetric && !needs(q.Metrics, MetricVisits) {
+		return groups, order, nil
+	}
+	// Visit metrics from the visits starting in the range.
+	b := &sqlBuilder{q: &q, visitSide: true}
+	dims, err := b.dims()
+	if err != nil {
+		return nil, nil, err
+	}
+	where, err := b.where()
+	if err != nil {
+		return nil, nil, err
+	}
+	query := `SELECT ` + dims + `COUNT(DISTINCT s.anon_id), COUNT(*), COALESCE(SUM(s.pageviews), 0),
+		COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0)
+		FROM sessions s WHERE s.site_id = ? AND s.started_at >= ? AND s.started_at < ?` + where + b.groupBy()
+	err = db.scanGroups(ctx, query, b.args(), len(q.Dimensions), 5, func(key string, v []float64) {
+		a := get(key)
+		if !eventMetric {
+			a.visitors = v[0]
+		}
+		a.visits = v[1]
+		a.sVisits, a.sPageviews, a.sBounces, a.sDuration = v[1], v[2], v[3], v[4]
+	})
+	return groups, order, err
+}
+
+// visitAttributes reports whether q has a visit dimension or filter.
+func (q *StatsQuery) visitAttributes() bool {
+	found := false
+	for _, d := range q.Dimensions {
+		found = found || strings.HasPrefix(d, "visit:")
+	}
+	filterDims(q.Filters, func(d string) { found = found || strings.HasPrefix(d, "visit:") })
+	return found
+}
+
+// eventVisitJoin finds an event's visit (e, s): the visit of its anon id
+// whose span holds its ts. The latest visit starting at or before ts is
+// one step of the (site_id, anon_id, started_at) index, however many
+// visits the anon id has (a regular's thousands); it is the event's when
+// it has not ended before ts, as visits never overlap.
+const eventVisitJoin = `s.id = (SELECT x.id FROM sessions x WHERE x.site_id = e.site_id AND x.anon_id = e.anon_id
+	AND x.started_at <= e.ts ORDER BY x.started_at DESC LIMIT 1) AND s.ended_at >= e.ts`
+
+// durationSQL is a visit's length in seconds.
+const durationSQL = `(julianday(s.ended_at) - julianday(s.started_at)) * 86400.0`
+
+// scanGroups runs query and hands each row's key (its first dims columns)
+// and its n numbers to add.
+func (db *DB) scanGroups(ctx context.Context, query string, args []any, dims, n int, add func(string, []float64)) error {
+	rows, err := db.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	texts := make([]string, dims)
+	nums := make([]float64, n)
+	dest := make([]any, 0, dims+n)
+	for i := range texts {
+		dest = append(dest, &texts[i])
+	}
+	for i := range nums {
+		dest = append(dest, &nums[i])
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		add(strings.Join(texts, keySep), nums)
+	}
+	return rows.Err()
+}
+
+// sqlBuilder writes one read of a query: its dimension columns, filter
+// and arguments, in the order they appear in the SQL.
+type sqlBuilder struct {
+	q *StatsQuery
+	// visitSide: the read is of sessions s alone (time is the visit's
+	// start), not of events e (time is the event's ts).
+	visitSide bool
+	dimArgs   []any
+	whereArgs []any
+}
+
+// args are the read's arguments: the dimensions', the site and range,
+// then the filter's.
+func (b *sqlBuilder) args() []any {
+	a := append([]any{}, b.dimArgs...)
+	a = append(a, b.q.Site, FormatTime(b.q.From), FormatTime(b.q.To))
+	return append(a, b.whereArgs...)
+}
+
+// dims returns the dimension columns, each followed by a comma.
+func (b *sqlBuilder) dims() (string, error) {
+	var sb strings.Builder
+	for _, d := range b.q.Dimensions {
+		expr, args, err := b.dimExpr(d)
+		if err != nil {
+			return "", err
+		}
+		b.dimArgs = append(b.dimArgs, args...)
+		sb.WriteString(expr + ", ")
+	}
+	return sb.String(), nil
+}
+
+func (b *sqlBuilder) groupBy() string {
+	if len(b.q.Dimensions) == 0 {
+		return ""
+	}
+	cols := make([]string, len(b.q.Dimensions))
+	for i := range cols {
+		cols[i] = fmt.Sprint(i + 1)
+	}
+	return " GROUP BY " + strings.Join(cols, ", ")
+}
+
+// where returns the filters as " AND (...)" on the read's rows, or "".
+func (b *sqlBuilder) where() (string, error) {
+	if len(b.q.Filters) == 0 {
+		return "", nil
+	}
+	sql, err := b.filterSQL(b.q.Filters, false)
+	if err != nil {
+		return "", err
+	}
+	return " AND " + sql, nil
+}
+
+// filterSQL is fs (all must hold) as one SQL condition. inner: the
+// condition is on events e of a visit s (the session side's EXISTS), so
+// event dimensions are read from e even though the read is of visits.
+func (b *sqlBuilder) filterSQL(fs []QueryFilter, inner bool) (string, error) {
+	if len(fs) == 0 {
+		return "1", nil
+	}
+	parts := make([]string, 0, len(fs))
+	for _, f := range fs {
+		p, err := b.filterNode(f, inner)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, p)
+	}
+	return "(" + strings.Join(parts, " AND ") + ")", nil
+}
+
+func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
+	switch f.Op {
+	case "and", "or":
+		parts := make([]string, 0, len(f.Children))
+		for _, c := range f.Children {
+			p, err := b.filterNode(c, inner)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, p)
+		}
+		if len(parts) == 0 {
+			return "1", nil
+		}
+		return "(" + strings.Join(parts, " "+strings.ToUpper(f.Op)+" ") + ")", nil
+	case "not":
+		p, err := b.filterSQL(f.Children, inner)
+		if err != nil {
+			return "", err
+		}
+		return "NOT " + p, nil
+	}
+	saved := b.visitSide
+	if inner {
+		// In the EXISTS of the session side both e and s are there; time
+		// dimensions are never filters.
+		b.visitSide = false
+	}
+	expr, args, err := b.dimExpr(f.Dim)
+	b.visitSide = saved
+	if err != nil {
+		return "", err
+	}
+	value := "?"
+	if f.Fold {
+		expr, value = "lower("+expr+")", "lower(?)"
+	}
+	var each []string
+	for _, v := range f.Values {
+		switch f.Op {
+		case "is", "is_not":
+			each = append(each, expr+" = "+value)
+			b.whereArgs = append(append(b.whereArgs, args...), v)
+		case "contains", "contains_not":
+			each = append(each, "instr("+expr+", "+value+") > 0")
+			b.whereArgs = append(append(b.whereArgs, args...), v)
+		case "matches", "matches_not":
+			if _, err := compilePattern(v); err != nil {
+				return "", err
+			}
+			each = append(each, "tally_match(?, "+expr+")")
+			b.whereArgs = append(append(b.whereArgs, v), args...)
+		default:
+			return "", fault.Errorf(fault.InvalidQuery, "unknown filter operator %q", f.Op)
+		}
+	}
+	// An empty list of clauses matches nothing, so its negation all.
+	cond := "0"
+	if len(each) > 0 {
+		cond = "(" + strings.Join(each, " OR ") + ")"
+	}
+	if strings.HasSuffix(f.Op, "_not") {
+		cond = "NOT " + cond
+	}
+	return cond, nil
+}
+
+// dimExpr is the shown value of dimension d on a row of the read, never
+// NULL, and its arguments.
+func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
+	if TimeDimension(d) {
+		col := "e.ts"
+		if b.visitSide {
+			col = "s.started_at"
+		}
+		return b.timeExpr(d, col)
+	}
+	if col, ok := VisitDimensions[d]; ok {
+		if d == "visit:source" {
+			return "COALESCE(s.source, '" + DirectNone + "')", nil, nil
+		}
+		return "COALESCE(s." + col + ", '" + NotSet + "')", nil, nil
+	}
+	if b.visitSide {
+		return "", nil, fault.Errorf(fault.InvalidQuery, "%s is read from events, not visits", d)
+	}
+	switch {
+	case d == "event:page":
+		return "COALESCE(tally_page_path(e.url), '" + NotSet + "')", nil, nil
+	case d == "event:name":
+		return "e.type", nil, nil
+	case strings.HasPrefix(d, PropPrefix):
+		return "COALESCE(tally_prop(" + eventRawSQL + ", ?), '" + NoneProp + "')", []any{strings.TrimPrefix(d, PropPrefix)}, nil
+	}
+	return "", nil, fault.Errorf(fault.InvalidQuery, "unknown dimension %q", d)
+}
+
+// eventRawSQL is rawSQL on events aliased e (sessions share some column
+// names).
+const eventRawSQL = `event_raw(e.raw, e.id, e.site_id, e.type, e.anon_id, e.user_id, e.url, e.referrer)`
+
+// timeExpr is the bucket of col (an ISO UTC timestamp) in the site's time
+// zone: the local time is the UTC time shifted by the zone's offset of
+// each period of the range (a CASE over its offset changes, so the query
+// never leaves SQLite), then cut to the unit.
+func (b *sqlBuilder) timeExpr(d, col string) (string, []any, error) {
+	unit := strings.TrimPrefix(d, "time:")
+	if d == "time" {
+		unit = b.q.TimeUnit
+	}
+	local, args, err := localTimeSQL(col, b.q.Zone, b.q.From, b.q.To)
+	if err != nil {
+		return "", nil, err
+	}
+	switch unit {
+	case "hour":
+		return "substr(" + local + ", 1, 13) || ':00:00'", args, nil
+	case "day":
+		return "substr(" + local + ", 1, 10)", args, nil
+	case "week":
+		return "date(substr(" + local + ", 1, 10), '-6 days', 'weekday 1')", args, nil
+	case "month":
+		return "substr(" + local + ", 1, 7) || '-01'", args, nil
+	}
+	return "", nil, fault.Errorf(fault.InvalidQuery, "unknown time dimension %q", d)
+}
+
+// maxZonePeriods bounds the CASE of a time expression: about two offset
+// changes a year, so centuries of range.
+const maxZonePeriods = 500
+
+// localTimeSQL is col as local time text ("YYYY-MM-DD HH:MM:SS") in loc,
+// exact for every instant in [from, to).
+func localTimeSQL(col string, loc *time.Location, from, to time.Time) (string, []any, error) {
+	if loc == nil {
+		loc = time.UTC
+	}
+	var whens []string
+	var args []any
+	t := from
+	for {
+		_, off := t.In(loc).Zone()
+		_, end := t.In(loc).ZoneBounds()
+		// Stored times are FormatTime's, so UTC needs no date arithmetic.
+		shift := fmt.Sprintf("(substr(%s, 1, 10) || ' ' || substr(%s, 12, 8))", col, col)
+		if off != 0 {
+			shift = fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%S', %s, '%+d seconds')", col, off)
+		}
+		if end.IsZero() || !end.Before(to) {
+			if len(whens) == 0 {
+				return shift, nil, nil
+			}
+			return "(CASE " + strings.Join(whens, " ") + " ELSE " + shift + " END)", args, nil
+		}
+		if len(whens) >= maxZonePeriods {
+			return "", nil, fault.Errorf(fault.InvalidQuery, "the date range spans too many time zone changes; ask for a shorter range")
+		}
+		whens = append(whens, fmt.Sprintf("WHEN %s < ? THEN %s", col, shift))
+		args = append(args, FormatTime(end))
+		t = end
+	}
+}
+
+// MaxPatternLength bounds a matches filter's pattern (README "Query API").
+const MaxPatternLength = 256
+
+// patterns caches compiled patterns: a filter's one pattern is matched
+// against every row.
+var patterns sync.Map // string -> *regexp.Regexp
+
+// compilePattern compiles a matches pattern: RE2 syntax (Go's regexp),
+// which matches in time linear in the input, so no pattern can backtrack
+// catastrophically; at most MaxPatternLength bytes.
+func compilePattern(p string) (*regexp.Regexp, error) {
+	if re, ok := patterns.Load(p); ok {
+		return re.(*regexp.Regexp), nil
+	}
+	if len(p) > MaxPatternLength {
+		return nil, fault.Errorf(fault.InvalidQuery, "a matches pattern may be at most %d bytes, this one is %d", MaxPatternLength, len(p))
+	}
+	re, err := regexp.Compile(p)
+	if err != nil {
+		return nil, fault.Errorf(fault.InvalidQuery, "a matches pattern is not a valid RE2 regular expression: %v", err)
+	}
+	patterns.Store(p, re)
+	return re, nil
+}
+
+// CheckPattern returns the error a matches filter's pattern would give.
+func CheckPattern(p string) error {
+	_, err := compilePattern(p)
+	return err
+}
+
+// propText is a custom property of an event's raw JSON as text, nil when
+// the event has none: strings as they are, true and false as words,
+// numbers as JSON writes them, objects and arrays as their JSON.
+func propText(raw, name string) any {
+	var ev struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal([]byte(raw), &ev) != nil {
+		return nil
+	}
+	v, ok := ev.Properties[name]
+	if !ok {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	if string(v) == "null" {
+		return nil
+	}
+	return string(v)
+}
+
+// pathMemo remembers PagePath of recent urls; it is emptied when full, so
+// it never holds more than pathMemoSize.
+type pathMemo struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const pathMemoSize = 50000
+
+var pagePaths = &pathMemo{m: map[string]string{}}
+
+func (p *pathMemo) get(u string) string {
+	p.mu.Lock()
+	path, ok := p.m[u]
+	p.mu.Unlock()
+	if ok {
+		return path
+	}
+	path = PagePath(u)
+	p.mu.Lock()
+	if len(p.m) >= pathMemoSize {
+		clear(p.m)
+	}
+	p.m[u] = path
+	p.mu.Unlock()
+	return path
+}
+
+func textArg(v driver.Value) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case []byte:
+		return string(x), true
+	}
+	return "", false
+}
+
+func init() {
+	// tally_page_path(url) is PagePath, remembered: a site has few
+	// distinct urls and a query reads each many times, while parsing one
+	// costs more than reading its row.
+	sqlite.MustRegisterDeterministicScalarFunction("tally_page_path", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		if s, ok := textArg(args[0]); ok {
+			return pagePaths.get(s), nil
+		}
+		return nil, nil
+	})
+	// tally_prop(raw json, name) is propText.
+	sqlite.MustRegisterDeterministicScalarFunction("tally_prop", 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		raw, ok := textArg(args[0])
+		name, ok2 := textArg(args[1])
+		if !ok || !ok2 {
+			return nil, nil
+		}
+		return propText(raw, name), nil
+	})
+	// tally_match(pattern, value) is 1 when value matches the RE2 pattern.
+	sqlite.MustRegisterDeterministicScalarFunction("tally_match", 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		p, ok := textArg(args[0])
+		s, ok2 := textArg(args[1])
+		if !ok || !ok2 {
+			return int64(0), nil
+		}
+		re, err := compilePattern(p)
+		if err != nil {
+			return nil, err
+		}
+		if re.MatchString(s) {
+			return int64(1), nil
+		}
+		return int64(0), nil
+	})
+}
+
+// MaxTimeLabels bounds TimeLabels (a year of hours is 8,784).
+const MaxTimeLabels = 50000
+
+// TimeLabels lists every bucket of unit (hour, day, week, month) in
+// [from, to), as the time dimensions show them in loc; false when there
+// would be more than MaxTimeLabels.
+func TimeLabels(unit string, from, to time.Time, loc *time.Location) ([]string, bool) {
+	if loc == nil {
+		loc = time.UTC
+	}
+	var out []string
+	add := func(s string) bool {
+		if len(out) > 0 && out[len(out)-1] == s {
+			return true
+		}
+		out = append(out, s)
+		return len(out) <= MaxTimeLabels
+	}
+	if !from.Before(to) {
+		return []string{}, true
+	}
+	if unit == "hour" {
+		// Hours are walked in absolute time, so a day with a DST change has
+		// 23 or 25 of them, as the data does.
+		for t := from; t.Before(to); t = t.Add(time.Hour) {
+			if !add(t.In(loc).Format("2006-01-02 15:00:00")) {
+				return nil, false
+			}
+		}
+		add(to.Add(-time.Nanosecond).In(loc).Format("2006-01-02 15:00:00"))
+		return out, true
+	}
+	last := to.Add(-time.Nanosecond).In(loc)
+	lastDay := time.Date(last.Year(), last.Month(), last.Day(), 0, 0, 0, 0, time.UTC)
+	f := from.In(loc)
+	d := time.Date(f.Year(), f.Month(), f.Day(), 0, 0, 0, 0, time.UTC)
+	switch unit {
+	case "week":
+		d = d.AddDate(0, 0, -((int(d.Weekday()) + 6) % 7))
+	case "month":
+		d = time.Date(d.Year(), d.Month(), 1, 0, 0, 0, 0, time.UTC)
+	}
+	for !d.After(lastDay) {
+		if !add(d.Format(time.DateOnly)) {
+			return nil, false
+		}
+		switch unit {
+		case "week":
+			d = d.AddDate(0, 0, 7)
+		case "month":
+			d = d.AddDate(0, 1, 0)
+		default:
+			d = d.AddDate(0, 0, 1)
+		}
+	}
+	return out, true
+}
+
+// FirstVisit is the start of the site's earliest visit, or false when it
+// has none (the query API's "all" range starts there).
+func (db *DB) FirstVisit(ctx context.Context, site string) (time.Time, bool, error) {
+	var ts *string
+	if err := db.read.QueryRowContext(ctx, `SELECT MIN(started_at) FROM sessions WHERE site_id = ?`, site).Scan(&ts); err != nil || ts == nil {
+		return time.Time{}, false, err
+	}
+	t, err := time.Parse(time.RFC3339Nano, *ts)
+	return t, err == nil, nil
+}
