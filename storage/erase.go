@@ -41,7 +41,6 @@ type eraser struct {
 	s      Subject
 	phase  erasePhase
 	counts SubjectCounts
-	dlq    int64 // DLQ rows deleted, which counts leaves out
 
 	linkCursor int64 // rowid of the last link emptied (user subjects)
 
@@ -216,10 +215,11 @@ const eraseJobSteps = eraseWholeRows / eraseChunk
 // steps is one writer job of a large erasure: a step, then more in the same
 // transaction while no other job waits for the writer (waiting), up to
 // eraseJobSteps, with their rollup subtractions applied once at the end.
-// A job that arrives meanwhile waits for one step, the subtractions and
-// the commit, as it would behind a job of one step; when nobody waits, the
-// erasure spends a commit per eraseJobSteps steps instead of one per step
-// (README "GDPR"). It reports whether only the last job is left, and
+// A job that arrives meanwhile waits for the step under way, the
+// subtractions of the steps so far and the commit: at most what a small
+// subject's one transaction holds the writer for. When nobody waits, the
+// erasure spends a commit per eraseJobSteps steps instead of one per step,
+// and each rollup row shared by the steps is updated once (README "GDPR"). It reports whether only the last job is left, and
 // whether other jobs wait (busy) once its work is done.
 func (e *eraser) steps(tx *writeTx, waiting func() bool) (done, busy bool, err error) {
 	err = runErase(tx, func(tx *eraseTx) error {
@@ -315,7 +315,7 @@ func (e *eraser) walk(tx *eraseTx) error {
 	}{
 		{"events", "seq", eraseEvents, &e.counts.Events},
 		{"sessions", "id", eraseSessions, &e.counts.Sessions},
-		{"dlq", "rowid", deleteRows, &e.dlq},
+		{"dlq", "rowid", deleteRows, new(int64)},
 	} {
 		if links == 0 {
 			break
@@ -348,7 +348,7 @@ func (e *eraser) eraseAnon(tx *eraseTx, anon string, limit int64) (int64, error)
 	}{
 		{"events", "seq", eraseEvents, &e.counts.Events},
 		{"sessions", "id", eraseSessions, &e.counts.Sessions},
-		{"dlq", "rowid", deleteRows, &e.dlq},
+		{"dlq", "rowid", deleteRows, new(int64)},
 	} {
 		where, args := `site_id = ?1 AND anon_id = ?2`, []any{e.site, anon}
 		if limit >= 0 {
@@ -402,7 +402,7 @@ func (e *eraser) sweep(tx *eraseTx, chunk int64) (caughtUp bool, err error) {
 		// +site_id keeps SQLite on the rowid range rather than the
 		// site's index, which would walk all of the site's rows.
 		where := t.rowid + ` > ?3 AND ` + t.rowid + ` <= ?4 AND +site_id = ?1 AND ` + e.sweepMatch(t.table)
-		erase, count := deleteRows, &e.dlq
+		erase, count := deleteRows, new(int64)
 		switch t.table {
 		case "events":
 			erase, count = eraseEvents, &e.counts.Events
@@ -425,7 +425,6 @@ func (e *eraser) sweep(tx *eraseTx, chunk int64) (caughtUp bool, err error) {
 func (e *eraser) links(tx *eraseTx) (done bool, err error) {
 	if e.s.UserID != "" {
 		n, err := deleteRows(tx, "dlq", `rowid IN (SELECT rowid FROM dlq WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`, e.site, e.s.UserID, eraseChunk)
-		e.dlq += n
 		if err != nil || n == eraseChunk {
 			return false, err
 		}
@@ -487,7 +486,7 @@ func (e *eraser) last(tx *eraseTx) error {
 		table, where string
 		n            *int64
 	}{
-		{"dlq", e.s.dlqWhere(), &e.dlq},
+		{"dlq", e.s.dlqWhere(), new(int64)},
 		{"user_profiles", e.s.profileWhere(), &e.counts.UserProfiles},
 		{"identity_links", e.s.linkWhere(), &e.counts.IdentityLinks},
 	} {
