@@ -122,6 +122,9 @@ type writer struct {
 	// start over.
 	checkpointWanted atomic.Bool
 
+	// pending counts the jobs queued or running, less those answered.
+	pending atomic.Int64
+
 	// health is the outcome of the latest commit that wrote something.
 	health writeHealth
 
@@ -190,17 +193,21 @@ func (w *writer) enqueue(ctx context.Context, j *job, wait bool) error {
 		return ErrClosed
 	}
 	if wait {
+		w.pending.Add(1)
 		select {
 		case w.queue <- j:
 			return nil
 		case <-ctx.Done():
+			w.pending.Add(-1)
 			return ctx.Err()
 		}
 	}
+	w.pending.Add(1)
 	select {
 	case w.queue <- j:
 		return nil
 	default:
+		w.pending.Add(-1)
 		return ErrQueueFull
 	}
 }
@@ -209,6 +216,12 @@ func (w *writer) enqueue(ctx context.Context, j *job, wait bool) error {
 // from a job, it tells whether anyone waits for the writer right now: the
 // writer takes them as its next batch once this one commits.
 func (w *writer) waiting() bool { return len(w.queue) > 0 }
+
+// busy reports whether any job is queued or running. Called after a job
+// was answered, it tells whether others wait for the writer or use it
+// (those that arrived during its commit, say), which waiting, once the
+// writer has taken them, no longer sees.
+func (w *writer) busy() bool { return w.pending.Load() > 0 }
 
 // close refuses new jobs, commits every queued one and waits for the writer
 // goroutine to stop.
@@ -236,7 +249,9 @@ func (w *writer) loop() {
 			first = j
 		}
 		if first.outside != nil {
-			first.done <- w.runOutside(first.outside)
+			err := w.runOutside(first.outside)
+			w.pending.Add(-1)
+			first.done <- err
 			continue
 		}
 		if first.own {
@@ -486,6 +501,7 @@ func (w *writer) answer(batch []*job, errs []error, txs []*writeTx, start time.T
 		if j.stats != nil {
 			j.stats(elapsed)
 		}
+		w.pending.Add(-1)
 		j.done <- errs[i]
 	}
 }

@@ -346,3 +346,38 @@ func TestWriterOwnTransaction(t *testing.T) {
 		})
 	}
 }
+
+// busy counts the jobs queued or running: a job the writer has taken from
+// its queue is no longer waiting but still busy, until it is answered.
+func TestWriterBusy(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	ctx := context.Background()
+	if db.convDone != nil {
+		<-db.convDone // the background conversion's jobs, if any, are over
+	}
+	if db.writer.busy() || db.writer.waiting() {
+		t.Fatal("got an idle writer busy")
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- db.writer.do(ctx, func(tx *writeTx) error { close(started); <-release; return nil })
+	}()
+	<-started
+	if got := [2]bool{db.writer.waiting(), db.writer.busy()}; got != [2]bool{false, true} {
+		t.Fatalf("while a job runs: got waiting, busy %v, want [false true]", got)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if db.writer.busy() {
+		t.Fatal("got the writer busy after its only job was answered")
+	}
+	if err := db.writer.submit(ctx, 1, func(tx *writeTx) error { return errors.New("refused") }); err == nil {
+		t.Fatal("got no error from a failing job")
+	}
+	if db.writer.busy() {
+		t.Fatal("got the writer busy after a failed job was answered")
+	}
+}
