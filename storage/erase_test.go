@@ -242,3 +242,91 @@ func TestEraseSubjectWholeOrChunked(t *testing.T) {
 		})
 	}
 }
+
+// A large erasure's job runs up to eraseJobSteps steps in one transaction
+// while no other job waits for the writer, and rests after it only when
+// one does (README "GDPR"). A job queued after a step ends the erasure's
+// job there and makes it rest, and is committed like any other.
+func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		queue func(step int) bool // whether to queue an intake job after the step
+	}{
+		{"nobody waits", func(int) bool { return false }},
+		{"intake waits after every step", func(int) bool { return true }},
+		{"intake waits after the second step", func(step int) bool { return step == 2 }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+			withSites(t, db, "s")
+			newEraseFixture(t, db, true)
+			site, _ := db.Site("s")
+			if db.convDone != nil {
+				<-db.convDone // no job but the test's may wait for the writer
+			}
+
+			var steps, queued, rests int64
+			jobSteps := []int{0} // steps of each job after the first (the check)
+			errs := make(chan error, 100)
+			jobs := db.eraseJobs.Load()
+			db.eraseStep = func() {
+				steps++
+				if n := db.eraseJobs.Load(); n != jobs {
+					jobs = n
+					jobSteps = append(jobSteps, 0)
+				}
+				jobSteps[len(jobSteps)-1]++
+				if !tt.queue(int(steps)) {
+					return
+				}
+				queued++
+				url := "https://a.test/other"
+				e := IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-9000-%012d", queued), SiteID: "s", Type: "pageview", AnonID: "w",
+					URL: &url, TS: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC), Raw: []byte(`{}`)}
+				go func() {
+					_, err := db.Ingest(context.Background(), []IngestEvent{e}, nil, nil)
+					errs <- err
+				}()
+				for !db.writer.waiting() {
+					time.Sleep(100 * time.Microsecond) // until the job is queued
+				}
+			}
+			counts, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, Subject{UserID: "u"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if counts.Events != 3*(2*eraseChunk+40) {
+				t.Fatalf("got %d events erased, want %d", counts.Events, 3*(2*eraseChunk+40))
+			}
+			for range queued {
+				if err := <-errs; err != nil {
+					t.Fatalf("queued intake: %v", err)
+				}
+			}
+			var stored int64
+			db.read.QueryRow(`SELECT COUNT(*) FROM events WHERE site_id = 's' AND anon_id = 'w'`).Scan(&stored)
+			if stored != queued {
+				t.Fatalf("got %d events of the queued intake, want %d", stored, queued)
+			}
+			rests = db.eraseRests.Load()
+			if rests != queued {
+				t.Fatalf("got %d rests, want %d (one per job that ended with intake queued)", rests, queued)
+			}
+			// A job ends after eraseJobSteps steps, after a step with intake
+			// queued, or after the erasure's last step.
+			want := []int{0}
+			for step := 1; step <= int(steps); step++ {
+				want[len(want)-1]++
+				if step < int(steps) && (want[len(want)-1] == eraseJobSteps || tt.queue(step)) {
+					want = append(want, 0)
+				}
+			}
+			if got := jobSteps[1:]; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("got steps per job %v, want %v", got, want)
+			}
+			if steps < eraseJobSteps+1 {
+				t.Fatalf("got %d steps, want more than one job's %d", steps, eraseJobSteps)
+			}
+		})
+	}
+}

@@ -109,6 +109,13 @@ type DB struct {
 	// eraseJobs counts the writer jobs erasures ran, so tests can tell a
 	// whole erasure from a chunked one.
 	eraseJobs atomic.Int64
+	// eraseRests counts the rests large erasures took between two of their
+	// jobs, because other jobs waited for the writer.
+	eraseRests atomic.Int64
+	// eraseStep, when set by a test, runs on the writer goroutine after
+	// each step of a large erasure, before the job asks whether other jobs
+	// wait: a test can queue one there.
+	eraseStep func()
 
 	closeOnce sync.Once
 	closeErr  error

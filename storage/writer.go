@@ -76,6 +76,9 @@ type job struct {
 	// outside, when set, runs alone on the connection between two
 	// transactions: an online backup's step (backup.go) fails inside one.
 	outside func(*sql.Conn) error
+	// own runs fn in a transaction of its own, without a savepoint (see
+	// commitOwn).
+	own bool
 
 	weight int
 	done   chan error
@@ -119,6 +122,9 @@ type writer struct {
 	// start over.
 	checkpointWanted atomic.Bool
 
+	// pending counts the jobs queued or running, less those answered.
+	pending atomic.Int64
+
 	// health is the outcome of the latest commit that wrote something.
 	health writeHealth
 
@@ -147,6 +153,15 @@ func (w *writer) submit(ctx context.Context, weight int, fn func(*writeTx) error
 // commit. It is for rare administrative writes that must not be refused.
 func (w *writer) do(ctx context.Context, fn func(*writeTx) error) error {
 	return w.run(ctx, newJob(1, fn), true)
+}
+
+// doOwn is do for a job that runs in a transaction of its own, without a
+// savepoint: for a job that changes many pages, such as an erasure's
+// (see commitOwn).
+func (w *writer) doOwn(ctx context.Context, fn func(*writeTx) error) error {
+	j := newJob(1, fn)
+	j.own = true
+	return w.run(ctx, j, true)
 }
 
 // outside queues fn to run on the write connection between two
@@ -178,20 +193,35 @@ func (w *writer) enqueue(ctx context.Context, j *job, wait bool) error {
 		return ErrClosed
 	}
 	if wait {
+		w.pending.Add(1)
 		select {
 		case w.queue <- j:
 			return nil
 		case <-ctx.Done():
+			w.pending.Add(-1)
 			return ctx.Err()
 		}
 	}
+	w.pending.Add(1)
 	select {
 	case w.queue <- j:
 		return nil
 	default:
+		w.pending.Add(-1)
 		return ErrQueueFull
 	}
 }
+
+// waiting reports whether jobs are queued behind the running batch. Called
+// from a job, it tells whether anyone waits for the writer right now: the
+// writer takes them as its next batch once this one commits.
+func (w *writer) waiting() bool { return len(w.queue) > 0 }
+
+// busy reports whether any job is queued or running. Called after a job
+// was answered, it tells whether others wait for the writer or use it
+// (those that arrived during its commit, say), which waiting, once the
+// writer has taken them, no longer sees.
+func (w *writer) busy() bool { return w.pending.Load() > 0 }
 
 // close refuses new jobs, commits every queued one and waits for the writer
 // goroutine to stop.
@@ -219,7 +249,14 @@ func (w *writer) loop() {
 			first = j
 		}
 		if first.outside != nil {
-			first.done <- w.runOutside(first.outside)
+			err := w.runOutside(first.outside)
+			w.pending.Add(-1)
+			first.done <- err
+			continue
+		}
+		if first.own {
+			w.commitOwn(first)
+			w.checkpointIfWanted()
 			continue
 		}
 		batch := []*job{first}
@@ -231,7 +268,7 @@ func (w *writer) loop() {
 				if !ok {
 					break drain
 				}
-				if j.outside != nil || weight+j.weight > maxBatchWeight {
+				if j.outside != nil || j.own || weight+j.weight > maxBatchWeight {
 					carry = j
 					break drain
 				}
@@ -242,14 +279,20 @@ func (w *writer) loop() {
 			}
 		}
 		w.commit(batch)
-		if w.checkpointWanted.Swap(false) {
-			// Only the frames committed since the checkpoint loop's last
-			// pass are left to copy, so this is short; afterwards the next
-			// transaction restarts the WAL (see checkpointLoop).
-			if _, err := w.db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil && w.log != nil {
-				// The WAL then grows on until a later pass restarts it.
-				w.log.Warn("WAL checkpoint between two commits failed", "err", err.Error())
-			}
+		w.checkpointIfWanted()
+	}
+}
+
+// checkpointIfWanted checkpoints between two batches when checkpointLoop
+// asked for it.
+func (w *writer) checkpointIfWanted() {
+	if w.checkpointWanted.Swap(false) {
+		// Only the frames committed since the checkpoint loop's last
+		// pass are left to copy, so this is short; afterwards the next
+		// transaction restarts the WAL (see checkpointLoop).
+		if _, err := w.db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil && w.log != nil {
+			// The WAL then grows on until a later pass restarts it.
+			w.log.Warn("WAL checkpoint between two commits failed", "err", err.Error())
 		}
 	}
 }
@@ -314,6 +357,34 @@ func (w *writer) commit(batch []*job) {
 				errs[i] = err
 			}
 		}
+	}
+	w.answer(batch, errs, txs, start)
+}
+
+// commitOwn runs j alone in a transaction, without the savepoint every
+// plain job of a batch gets: inside one, SQLite copies each page the job
+// first changes into an in-memory journal, and at the end of each
+// statement walks that journal from its start to truncate it, so a job of
+// many statements and pages slows down as it goes (half of an erasure's
+// rollup subtractions, README "GDPR"). A failing job is rolled back whole,
+// which undoes only its own work.
+func (w *writer) commitOwn(j *job) {
+	start := time.Now()
+	batch, errs, txs := []*job{j}, []error{nil}, []*writeTx{nil}
+	sqlTx, seq, err := w.begin()
+	if err != nil {
+		errs[0] = fmt.Errorf("begin write transaction: %w", err)
+		w.answer(batch, errs, txs, start)
+		return
+	}
+	tx := &writeTx{Tx: sqlTx, seq: seq}
+	if err := recovered(func() error { return j.fn(tx) }); err != nil {
+		sqlTx.Rollback()
+		errs[0] = err
+	} else if err := sqlTx.Commit(); err != nil {
+		errs[0] = fmt.Errorf("commit: %w", err)
+	} else {
+		txs[0] = tx
 	}
 	w.answer(batch, errs, txs, start)
 }
@@ -430,6 +501,7 @@ func (w *writer) answer(batch []*job, errs []error, txs []*writeTx, start time.T
 		if j.stats != nil {
 			j.stats(elapsed)
 		}
+		w.pending.Add(-1)
 		j.done <- errs[i]
 	}
 }

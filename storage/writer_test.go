@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tally-analytics/tally/fault"
 )
@@ -274,5 +275,109 @@ func TestWriterHealthCountsOnlyWrites(t *testing.T) {
 		if got := after.After(before); got != c.want {
 			t.Errorf("%s: got health refreshed %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// A job submitted with doOwn runs in a transaction of its own, without the
+// savepoint of a batch's plain jobs, between the jobs queued before and
+// after it; failing, it is rolled back whole and the others commit.
+func TestWriterOwnTransaction(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fails %v", fail), func(t *testing.T) {
+			db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+			ctx := context.Background()
+			// A job holds the writer while three more are queued behind it.
+			started, release := make(chan struct{}), make(chan struct{})
+			blocker := make(chan error, 1)
+			go func() {
+				blocker <- db.writer.do(ctx, func(tx *writeTx) error { close(started); <-release; return nil })
+			}()
+			<-started
+			var seqs [3]uint64
+			var inSavepoint bool
+			results := make([]chan error, 3)
+			for i := range results {
+				results[i] = make(chan error, 1)
+				fn := func(tx *writeTx) error {
+					seqs[i] = tx.seq
+					if _, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES ('s', ?, 'u', 'now')`, i); err != nil {
+						return err
+					}
+					if i == 1 {
+						_, err := tx.Exec(`ROLLBACK TO job`) // fails unless in the savepoint "job"
+						inSavepoint = err == nil
+						if fail {
+							return errors.New("the own job fails")
+						}
+					}
+					return nil
+				}
+				go func() {
+					if i == 1 {
+						results[i] <- db.writer.doOwn(ctx, fn)
+					} else {
+						results[i] <- db.writer.do(ctx, fn)
+					}
+				}()
+				for len(db.writer.queue) != i+1 {
+					time.Sleep(100 * time.Microsecond) // until the job is queued
+				}
+			}
+			close(release)
+			if err := <-blocker; err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range results {
+				if err := <-r; (err != nil) != (fail && i == 1) {
+					t.Fatalf("job %d: got %v, want an error %v", i, err, fail && i == 1)
+				}
+			}
+			if inSavepoint {
+				t.Fatal("the own job ran in a savepoint")
+			}
+			if seqs[0] == seqs[1] || seqs[1] == seqs[2] {
+				t.Fatalf("got transactions %v, want the own job's (the second) apart from the others'", seqs)
+			}
+			var n int
+			db.read.QueryRow(`SELECT COUNT(*) FROM identity_links`).Scan(&n)
+			if want := map[bool]int{false: 3, true: 2}[fail]; n != want {
+				t.Fatalf("got %d rows, want %d", n, want)
+			}
+		})
+	}
+}
+
+// busy counts the jobs queued or running: a job the writer has taken from
+// its queue is no longer waiting but still busy, until it is answered.
+func TestWriterBusy(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	ctx := context.Background()
+	if db.convDone != nil {
+		<-db.convDone // the background conversion's jobs, if any, are over
+	}
+	if db.writer.busy() || db.writer.waiting() {
+		t.Fatal("got an idle writer busy")
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- db.writer.do(ctx, func(tx *writeTx) error { close(started); <-release; return nil })
+	}()
+	<-started
+	if got := [2]bool{db.writer.waiting(), db.writer.busy()}; got != [2]bool{false, true} {
+		t.Fatalf("while a job runs: got waiting, busy %v, want [false true]", got)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if db.writer.busy() {
+		t.Fatal("got the writer busy after its only job was answered")
+	}
+	if err := db.writer.submit(ctx, 1, func(tx *writeTx) error { return errors.New("refused") }); err == nil {
+		t.Fatal("got no error from a failing job")
+	}
+	if db.writer.busy() {
+		t.Fatal("got the writer busy after a failed job was answered")
 	}
 }
