@@ -2,11 +2,13 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"database/sql/driver"
 	_ "embed"
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"modernc.org/sqlite"
@@ -29,6 +31,15 @@ import (
 
 // rawFormatV1 is the first byte of a stored raw in the form described above.
 const rawFormatV1 = 1
+
+// rawFormatV2 is the form of rawFormatV1 that also holds when the event was
+// received (migration 0012): after the format byte, the received time minus
+// ts in milliseconds, zigzag varint-encoded (usually 1 to 4 bytes), then the
+// zstd frame as in rawFormatV1. received_at holds '' in such a row (it must
+// stay NOT NULL), 24 bytes fewer; event_received_at gives the text back.
+// Rows written before 0012 keep received_at until the conversion rewrites
+// them; a raw stored as text keeps it for good.
+const rawFormatV2 = 2
 
 // rawDictID names rawdict/v1.json in zstd frames. A later dictionary takes a
 // new id and format byte; this one must stay to read the rows written with it.
@@ -79,17 +90,56 @@ func usable(v string) bool {
 	return true
 }
 
-// storedRaw returns what events.raw holds for raw in a row holding f: the
-// compressed BLOB, or the text itself when raw is not the JSON of an event
-// (a byte 0x01–0x07 in it would make the replacement ambiguous).
-func storedRaw(raw []byte, f rawFields) any {
+// storedRaw returns what events.raw and events.received_at hold for raw in
+// a row holding f, with ts and received as stored (FormatTime): the
+// compressed BLOB of rawFormatV2 and '', or the text itself and received
+// when raw is not the JSON of an event (a byte 0x01–0x07 in it would make
+// the replacement ambiguous).
+func storedRaw(raw []byte, f rawFields, ts, received string) (stored any, receivedAt string) {
 	if len(raw) == 0 {
-		return ""
+		return "", received
 	}
 	if b, err := encodeRaw(raw, f); err == nil && b != nil {
-		return b
+		if v2, ok := withReceived(b, ts, received); ok {
+			return v2, ""
+		}
+		return b, received
 	}
-	return string(raw)
+	return string(raw), received
+}
+
+// withReceived turns a raw of rawFormatV1 into rawFormatV2 holding received;
+// ok is false when ts or received is not in FormatTime's layout, which the
+// reader could not give back exactly.
+func withReceived(v1 []byte, ts, received string) (v2 []byte, ok bool) {
+	t, err1 := time.Parse(timeLayout, ts)
+	r, err2 := time.Parse(timeLayout, received)
+	if err1 != nil || err2 != nil || FormatTime(t) != ts || FormatTime(r) != received || len(v1) == 0 || v1[0] != rawFormatV1 {
+		return nil, false
+	}
+	v2 = binary.AppendVarint(append(make([]byte, 0, len(v1)+binary.MaxVarintLen64), rawFormatV2), r.UnixMilli()-t.UnixMilli())
+	return append(v2, v1[1:]...), true
+}
+
+// receivedOf returns the received_at text of a row: the column, or when it
+// is '' the time rawFormatV2 keeps in stored, relative to ts.
+func receivedOf(column string, stored any, ts string) (string, error) {
+	if column != "" {
+		return column, nil
+	}
+	b, ok := stored.([]byte)
+	if !ok || len(b) == 0 || b[0] != rawFormatV2 {
+		return "", nil
+	}
+	delta, n := binary.Varint(b[1:])
+	if n <= 0 {
+		return "", fmt.Errorf("stored raw: bad received time")
+	}
+	t, err := time.Parse(timeLayout, ts)
+	if err != nil {
+		return "", fmt.Errorf("stored raw: ts %q: %w", ts, err)
+	}
+	return FormatTime(time.UnixMilli(t.UnixMilli() + delta)), nil
 }
 
 // encodeRaw returns the compressed form of raw, for a row holding f, or nil
@@ -125,14 +175,22 @@ func decodeRaw(stored any, f rawFields) ([]byte, error) {
 	case nil:
 		return nil, nil
 	case []byte:
-		if len(v) == 0 || v[0] != rawFormatV1 {
+		if len(v) == 0 || v[0] != rawFormatV1 && v[0] != rawFormatV2 {
 			return nil, fmt.Errorf("stored raw: unknown format")
+		}
+		body := v[1:]
+		if v[0] == rawFormatV2 {
+			_, n := binary.Varint(body)
+			if n <= 0 {
+				return nil, fmt.Errorf("stored raw: bad received time")
+			}
+			body = body[n:]
 		}
 		c, err := rawCodec()
 		if err != nil {
 			return nil, err
 		}
-		frame := append(append(make([]byte, 0, len(zstdMagic)+len(v)-1), zstdMagic...), v[1:]...)
+		frame := append(append(make([]byte, 0, len(zstdMagic)+len(body)), zstdMagic...), body...)
 		s, err := c.dec.DecodeAll(frame, nil)
 		if err != nil {
 			return nil, fmt.Errorf("stored raw: %w", err)
@@ -167,6 +225,11 @@ func deref(s *string) string {
 // queries run by a Go program that imports this package.
 const rawSQL = `event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer)`
 
+// receivedSQL gives an events row's received_at text, from the column or,
+// where that is '' (rawFormatV2), from raw and ts. Every reader of
+// received_at goes through it.
+const receivedSQL = `event_received_at(received_at, raw, ts)`
+
 func init() {
 	sqlite.MustRegisterDeterministicScalarFunction("event_raw", 8, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 		var f rawFields
@@ -183,6 +246,13 @@ func init() {
 			return nil, err
 		}
 		return string(raw), nil
+	})
+	// event_received_at(received_at, raw, ts) is the received_at text of
+	// an events row, whichever form holds it (rawFormatV2).
+	sqlite.MustRegisterDeterministicScalarFunction("event_received_at", 3, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		column, _ := args[0].(string)
+		ts, _ := args[2].(string)
+		return receivedOf(column, args[1], ts)
 	})
 	// dedup_key(id) is dedupKey, for migration 0010.
 	sqlite.MustRegisterDeterministicScalarFunction("dedup_key", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
