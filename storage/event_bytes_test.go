@@ -11,7 +11,7 @@ import (
 )
 
 // The received time is kept in raw (rawFormatV2) and the received_at column
-// holds ''; every reader answers the same text as before. A raw that stays
+// holds ”; every reader answers the same text as before. A raw that stays
 // text keeps its received_at.
 func TestReceivedAtIsKeptInRaw(t *testing.T) {
 	now := time.Date(2026, 3, 1, 8, 0, 0, 123_000_000, time.UTC)

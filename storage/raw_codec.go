@@ -2,9 +2,9 @@ package storage
 
 import (
 	"bytes"
-	"encoding/binary"
 	"database/sql/driver"
 	_ "embed"
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sync"
@@ -35,7 +35,7 @@ const rawFormatV1 = 1
 // rawFormatV2 is the form of rawFormatV1 that also holds when the event was
 // received (migration 0012): after the format byte, the received time minus
 // ts in milliseconds, zigzag varint-encoded (usually 1 to 4 bytes), then the
-// zstd frame as in rawFormatV1. received_at holds '' in such a row (it must
+// zstd frame as in rawFormatV1. received_at holds ” in such a row (it must
 // stay NOT NULL), 24 bytes fewer; event_received_at gives the text back.
 // Rows written before 0012 keep received_at until the conversion rewrites
 // them; a raw stored as text keeps it for good.
@@ -92,7 +92,7 @@ func usable(v string) bool {
 
 // storedRaw returns what events.raw and events.received_at hold for raw in
 // a row holding f, with ts and received as stored (FormatTime): the
-// compressed BLOB of rawFormatV2 and '', or the text itself and received
+// compressed BLOB of rawFormatV2 and ”, or the text itself and received
 // when raw is not the JSON of an event (a byte 0x01–0x07 in it would make
 // the replacement ambiguous).
 func storedRaw(raw []byte, f rawFields, ts, received string) (stored any, receivedAt string) {
@@ -122,7 +122,7 @@ func withReceived(v1 []byte, ts, received string) (v2 []byte, ok bool) {
 }
 
 // receivedOf returns the received_at text of a row: the column, or when it
-// is '' the time rawFormatV2 keeps in stored, relative to ts.
+// is ” the time rawFormatV2 keeps in stored, relative to ts.
 func receivedOf(column string, stored any, ts string) (string, error) {
 	if column != "" {
 		return column, nil
@@ -226,7 +226,7 @@ func deref(s *string) string {
 const rawSQL = `event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer)`
 
 // receivedSQL gives an events row's received_at text, from the column or,
-// where that is '' (rawFormatV2), from raw and ts. Every reader of
+// where that is ” (rawFormatV2), from raw and ts. Every reader of
 // received_at goes through it.
 const receivedSQL = `event_received_at(received_at, raw, ts)`
 
