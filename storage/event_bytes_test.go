@@ -2,7 +2,9 @@ package storage
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -54,8 +56,8 @@ func TestReceivedAtIsKeptInRaw(t *testing.T) {
 		if column != tt.column {
 			t.Errorf("%s: got received_at column %q, want %q", tt.id, column, tt.column)
 		}
-		if tt.column == "" && format.Int64 != rawFormatV2 {
-			t.Errorf("%s: got raw format %v, want %d", tt.id, format, rawFormatV2)
+		if tt.column == "" && format.Int64 != rawFormatV2 && format.Int64 != rawFormatV3 {
+			t.Errorf("%s: got raw format %v, want %d or %d", tt.id, format, rawFormatV2, rawFormatV3)
 		}
 		if got, want := events[i].ReceivedAt, "2026-03-01T08:00:00.123Z"; got != want {
 			t.Errorf("%s: got received_at %q, want %q", tt.id, got, want)
@@ -236,9 +238,43 @@ func TestMigration0012ConvertsExistingEvents(t *testing.T) {
 			break
 		}
 	}
-	db.read.QueryRow(`SELECT COUNT(*) FROM events WHERE received_at = '' AND unicode(CAST(substr(raw, 1, 1) AS TEXT)) = 2`).Scan(&v2)
+	db.read.QueryRow(`SELECT COUNT(*) FROM events WHERE received_at = '' AND unicode(CAST(substr(raw, 1, 1) AS TEXT)) IN (2, 3)`).Scan(&v2)
 	if v2 != 121 {
 		t.Fatalf("got %d of 121 rows with the received time in raw after the conversion, want all", v2)
 	}
 	check("after the conversion")
+}
+
+// Rows of rawFormatV3 can only be read with exactly these keys and bytes:
+// another table gets a new format byte.
+func TestRawKeysAreFrozen(t *testing.T) {
+	sum := sha256.Sum256([]byte(strings.Join(rawKeys[:], "\x00") + string(rawKeyBytes[:])))
+	if got, want := hex.EncodeToString(sum[:]), "3c6aa6a9cf2d7ebc721947dd30df19a367393b7f052b6f9b11873eace5443015"; got != want {
+		t.Fatalf("got rawKeys with SHA-256 %s, want %s: rows stored with them would no longer read", got, want)
+	}
+}
+
+// The writer stores the shorter form: a small event as text with its keys
+// replaced (rawFormatV3), a long one compressed (rawFormatV2); both read
+// back byte for byte.
+func TestRawTakesTheShorterForm(t *testing.T) {
+	f := rawFields{"0b1c2a3e-0b4d-4e5f-8a9b-0c1d2e3f4a5b", "bench", "pageview", "visitor-123456", "", "https://shop.example/p/123", ""}
+	small := `{"id":"0b1c2a3e-0b4d-4e5f-8a9b-0c1d2e3f4a5b","site_id":"bench","anon_id":"visitor-123456","type":"pageview","url":"https://shop.example/p/123","properties":{"title":"A page title","w":1440}}`
+	long := `{"id":"0b1c2a3e-0b4d-4e5f-8a9b-0c1d2e3f4a5b","type":"pageview","properties":{"text":"` + strings.Repeat("lorem ipsum ", 50) + `"}}`
+	for _, tt := range []struct {
+		name, raw string
+		format    byte
+	}{{"small", small, rawFormatV3}, {"long", long, rawFormatV2}} {
+		stored, received := storedRaw([]byte(tt.raw), f, "2026-03-01T08:00:00.000Z", "2026-03-01T08:00:00.250Z")
+		b, _ := stored.([]byte)
+		if received != "" || len(b) == 0 || b[0] != tt.format {
+			t.Fatalf("%s: got %q stored, received_at %q, want format %d", tt.name, b, received, tt.format)
+		}
+		if got, err := decodeRaw(stored, f); err != nil || string(got) != tt.raw {
+			t.Fatalf("%s: got %q (%v) back, want %q", tt.name, got, err, tt.raw)
+		}
+		if tt.format == rawFormatV3 && len(b) > 40 {
+			t.Fatalf("%s: got %d bytes stored, want at most 40", tt.name, len(b))
+		}
+	}
 }

@@ -32,14 +32,40 @@ import (
 // rawFormatV1 is the first byte of a stored raw in the form described above.
 const rawFormatV1 = 1
 
-// rawFormatV2 is the form of rawFormatV1 that also holds when the event was
-// received (migration 0012): after the format byte, the received time minus
-// ts in milliseconds, zigzag varint-encoded (usually 1 to 4 bytes), then the
-// zstd frame as in rawFormatV1. received_at holds ” in such a row (it must
-// stay NOT NULL), 24 bytes fewer; event_received_at gives the text back.
-// Rows written before 0012 keep received_at until the conversion rewrites
-// them; a raw stored as text keeps it for good.
-const rawFormatV2 = 2
+// rawFormatV2 and rawFormatV3 also hold when the event was received
+// (migration 0012): after the format byte, the received time minus ts in
+// milliseconds as a zigzag varint (usually 1 to 4 bytes); received_at then
+// holds the empty text (it must stay NOT NULL), 24 bytes fewer, and
+// event_received_at gives the text back. Then rawFormatV2 holds the zstd
+// frame of rawFormatV1; rawFormatV3 holds the text with the column values
+// replaced as for rawFormatV1 and also the common JSON keys of rawKeys
+// replaced by one byte each, not compressed: for a small event, shorter
+// than zstd's frame, whose headers and dictionary references cost more
+// than the keys. The writer stores whichever is shorter. Rows written
+// before 0012 keep received_at until the conversion rewrites them; a raw
+// stored as text keeps it for good.
+const (
+	rawFormatV2 = 2
+	rawFormatV3 = 3
+)
+
+// rawKeys are the common JSON fragments of the tracking script's, the
+// collector's and Segment's events that rawFormatV3 replaces, each by its
+// byte of rawKeyBytes: control bytes valid JSON never holds (JSON allows
+// only tab, line feed and carriage return outside strings, and escapes
+// them inside). Frozen: rows written with them can only be read with
+// exactly these (TestRawKeysAreFrozen); another table takes a new format
+// byte.
+var rawKeys = [...]string{
+	`{"id":"`, `","site_id":"`, `","anon_id":"`, `","type":"`, `","ts":"`, `","url":"`, `","referrer":"`,
+	`","user_id":"`, `","properties":{`, `"title":"`, `"messageId":"`, `"anonymousId":"`, `"userId":"`,
+	`"timestamp":"`, `"context":{`, `"event":"`, `"traits":{`, `"library":{"name":"`, `"userAgent":"`,
+	`"sentAt":"`, `"originalTimestamp":"`,
+}
+
+// rawKeyBytes stand for rawKeys, in order.
+var rawKeyBytes = [len(rawKeys)]byte{0x08, 0x0b, 0x0c, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16,
+	0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f}
 
 // rawDictID names rawdict/v1.json in zstd frames. A later dictionary takes a
 // new id and format byte; this one must stay to read the rows written with it.
@@ -91,34 +117,71 @@ func usable(v string) bool {
 }
 
 // storedRaw returns what events.raw and events.received_at hold for raw in
-// a row holding f, with ts and received as stored (FormatTime): the
-// compressed BLOB of rawFormatV2 and ”, or the text itself and received
-// when raw is not the JSON of an event (a byte 0x01–0x07 in it would make
-// the replacement ambiguous).
+// a row holding f, with ts and received as stored (FormatTime): a BLOB of
+// rawFormatV2 or rawFormatV3, whichever is shorter, and the empty text; or
+// the text itself and received when raw is not the JSON of an event (a
+// control byte in it would make the replacements ambiguous).
 func storedRaw(raw []byte, f rawFields, ts, received string) (stored any, receivedAt string) {
-	if len(raw) == 0 {
-		return "", received
+	if len(raw) == 0 || reserved(raw) {
+		return string(raw), received
 	}
-	if b, err := encodeRaw(raw, f); err == nil && b != nil {
-		if v2, ok := withReceived(b, ts, received); ok {
-			return v2, ""
+	c, err := rawCodec()
+	delta, ok := receivedDelta(ts, received)
+	if err != nil || !ok {
+		// Times not in FormatTime's layout could not be given back
+		// exactly: rawFormatV1, with received_at in its column.
+		if b, err := encodeRaw(raw, f); err == nil && b != nil {
+			return b, received
 		}
-		return b, received
+		return string(raw), received
 	}
-	return string(raw), received
+	s := replaceValues(raw, f)
+	frame := c.enc.EncodeAll(s, make([]byte, 0, len(s)/2+16))[len(zstdMagic):]
+	keyed := s
+	for i, k := range rawKeys {
+		keyed = bytes.ReplaceAll(keyed, []byte(k), []byte{rawKeyBytes[i]})
+	}
+	format, body := byte(rawFormatV2), frame
+	if len(keyed) <= len(frame) {
+		format, body = rawFormatV3, keyed
+	}
+	out := binary.AppendVarint(append(make([]byte, 0, 1+binary.MaxVarintLen64+len(body)), format), delta)
+	return append(out, body...), ""
 }
 
-// withReceived turns a raw of rawFormatV1 into rawFormatV2 holding received;
-// ok is false when ts or received is not in FormatTime's layout, which the
-// reader could not give back exactly.
-func withReceived(v1 []byte, ts, received string) (v2 []byte, ok bool) {
+// reserved reports whether raw holds a control byte other than tab, line
+// feed and carriage return, which the stored forms use for replacements.
+func reserved(raw []byte) bool {
+	for _, b := range raw {
+		if b < 0x20 && b != '\t' && b != '\n' && b != '\r' {
+			return true
+		}
+	}
+	return false
+}
+
+// replaceValues replaces every occurrence in raw of a usable value of f by
+// its byte.
+func replaceValues(raw []byte, f rawFields) []byte {
+	s := raw
+	for i, v := range f {
+		if usable(v) {
+			s = bytes.ReplaceAll(s, []byte(v), []byte{byte(i + 1)})
+		}
+	}
+	return s
+}
+
+// receivedDelta returns received minus ts in milliseconds; ok is false when
+// either is not in FormatTime's layout, which the reader could not give
+// back exactly.
+func receivedDelta(ts, received string) (delta int64, ok bool) {
 	t, err1 := time.Parse(timeLayout, ts)
 	r, err2 := time.Parse(timeLayout, received)
-	if err1 != nil || err2 != nil || FormatTime(t) != ts || FormatTime(r) != received || len(v1) == 0 || v1[0] != rawFormatV1 {
-		return nil, false
+	if err1 != nil || err2 != nil || FormatTime(t) != ts || FormatTime(r) != received {
+		return 0, false
 	}
-	v2 = binary.AppendVarint(append(make([]byte, 0, len(v1)+binary.MaxVarintLen64), rawFormatV2), r.UnixMilli()-t.UnixMilli())
-	return append(v2, v1[1:]...), true
+	return r.UnixMilli() - t.UnixMilli(), true
 }
 
 // receivedOf returns the received_at text of a row: the column, or when it
@@ -128,7 +191,7 @@ func receivedOf(column string, stored any, ts string) (string, error) {
 		return column, nil
 	}
 	b, ok := stored.([]byte)
-	if !ok || len(b) == 0 || b[0] != rawFormatV2 {
+	if !ok || len(b) == 0 || b[0] != rawFormatV2 && b[0] != rawFormatV3 {
 		return "", nil
 	}
 	delta, n := binary.Varint(b[1:])
@@ -142,24 +205,17 @@ func receivedOf(column string, stored any, ts string) (string, error) {
 	return FormatTime(time.UnixMilli(t.UnixMilli() + delta)), nil
 }
 
-// encodeRaw returns the compressed form of raw, for a row holding f, or nil
-// when raw cannot take it.
+// encodeRaw returns the rawFormatV1 form of raw, for a row holding f, or
+// nil when raw cannot take it.
 func encodeRaw(raw []byte, f rawFields) ([]byte, error) {
 	c, err := rawCodec()
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range raw {
-		if b <= byte(len(f)) {
-			return nil, nil
-		}
+	if reserved(raw) {
+		return nil, nil
 	}
-	s := raw
-	for i, v := range f {
-		if usable(v) {
-			s = bytes.ReplaceAll(s, []byte(v), []byte{byte(i + 1)})
-		}
-	}
+	s := replaceValues(raw, f)
 	frame := c.enc.EncodeAll(s, make([]byte, 1, len(s)/2+16))
 	frame[0] = rawFormatV1
 	// Drop the magic number, the same in every frame.
@@ -175,25 +231,32 @@ func decodeRaw(stored any, f rawFields) ([]byte, error) {
 	case nil:
 		return nil, nil
 	case []byte:
-		if len(v) == 0 || v[0] != rawFormatV1 && v[0] != rawFormatV2 {
+		if len(v) == 0 || v[0] < rawFormatV1 || v[0] > rawFormatV3 {
 			return nil, fmt.Errorf("stored raw: unknown format")
 		}
 		body := v[1:]
-		if v[0] == rawFormatV2 {
+		if v[0] != rawFormatV1 {
 			_, n := binary.Varint(body)
 			if n <= 0 {
 				return nil, fmt.Errorf("stored raw: bad received time")
 			}
 			body = body[n:]
 		}
-		c, err := rawCodec()
-		if err != nil {
-			return nil, err
-		}
-		frame := append(append(make([]byte, 0, len(zstdMagic)+len(body)), zstdMagic...), body...)
-		s, err := c.dec.DecodeAll(frame, nil)
-		if err != nil {
-			return nil, fmt.Errorf("stored raw: %w", err)
+		var s []byte
+		if v[0] == rawFormatV3 {
+			s = body
+			for i := len(rawKeys) - 1; i >= 0; i-- {
+				s = bytes.ReplaceAll(s, []byte{rawKeyBytes[i]}, []byte(rawKeys[i]))
+			}
+		} else {
+			c, err := rawCodec()
+			if err != nil {
+				return nil, err
+			}
+			frame := append(append(make([]byte, 0, len(zstdMagic)+len(body)), zstdMagic...), body...)
+			if s, err = c.dec.DecodeAll(frame, nil); err != nil {
+				return nil, fmt.Errorf("stored raw: %w", err)
+			}
 		}
 		for i := len(f) - 1; i >= 0; i-- {
 			if usable(f[i]) {

@@ -370,6 +370,7 @@ func FuzzRawRoundTrip(f *testing.F) {
 	f.Add([]byte(`{"id":"e-1","anon_id":"a-1","url":"https://x.test/a-1"}`), "e-1", "a-1", "https://x.test/a-1")
 	f.Add([]byte("{\"k\":\"\\u0001\"}\x03"), "k", "\x01x", "")
 	f.Add([]byte(`aaaaaaaa`), "aa", "aaa", "aaaa")
+	f.Add([]byte(`{"id":"e-1","site_id":"s","anon_id":"a-1","type":"t","url":"u","properties":{"title":"\",\"type\":\"","k":"\u0010"}}`), "e-1", `","type":"`, `{"id":"`)
 	f.Fuzz(func(t *testing.T, raw []byte, a, b, c string) {
 		fields := rawFields{a, b, c, b + a, a + c, c, a}
 		ts, received := "2026-03-01T08:00:00.250Z", "2026-03-01T08:00:01.000Z"

@@ -95,19 +95,17 @@ func (db *DB) convertRawChunk(ctx context.Context, chunk int) (converted int64, 
 			}
 			n++
 			last = r.seq
-			if received == "" { // rawFormatV2 already
+			if received == "" { // rawFormatV2 or rawFormatV3 already
 				continue
 			}
 			f[4], f[5], f[6] = user.String, url.String, ref.String
 			r.id = f[0]
-			v1, _ := r.old.([]byte)
-			if text, ok := r.old.(string); ok {
-				if v1, err = encodeRaw([]byte(text), f); err != nil {
-					return err
-				}
+			text, err := decodeRaw(r.old, f)
+			if err != nil {
+				continue // a row that cannot be read is left as it is
 			}
-			var ok bool
-			if r.packed, ok = withReceived(v1, ts, received); ok {
+			if packed, received := storedRaw(text, f, ts, received); received == "" {
+				r.packed = packed.([]byte)
 				list = append(list, r)
 			}
 		}
