@@ -50,22 +50,25 @@ const (
 )
 
 // rawKeys are the common JSON fragments of the tracking script's, the
-// collector's and Segment's events that rawFormatV3 replaces, each by its
-// byte of rawKeyBytes: control bytes valid JSON never holds (JSON allows
-// only tab, line feed and carriage return outside strings, and escapes
-// them inside). Frozen: rows written with them can only be read with
-// exactly these (TestRawKeysAreFrozen); another table takes a new format
-// byte.
+// collector's and Segment's events, then JSON's own punctuation, that
+// rawFormatV3 replaces, each by its byte of rawKeyBytes: bytes valid JSON
+// in UTF-8 never holds (control bytes, which JSON allows only as tab, line
+// feed and carriage return outside strings and escapes inside, and bytes
+// no UTF-8 text holds). Frozen: rows written with them can only be read
+// with exactly these (TestRawKeysAreFrozen); another table takes a new
+// format byte.
 var rawKeys = [...]string{
 	`{"id":"`, `","site_id":"`, `","anon_id":"`, `","type":"`, `","ts":"`, `","url":"`, `","referrer":"`,
 	`","user_id":"`, `","properties":{`, `"title":"`, `"messageId":"`, `"anonymousId":"`, `"userId":"`,
 	`"timestamp":"`, `"context":{`, `"event":"`, `"traits":{`, `"library":{"name":"`, `"userAgent":"`,
 	`"sentAt":"`, `"originalTimestamp":"`,
+	`https://`, `http://`, `www.`, `.com/`, `","`, `":"`, `":`, `,"`, `"}`, `}}`, `true`, `false`, `null`,
 }
 
 // rawKeyBytes stand for rawKeys, in order.
 var rawKeyBytes = [len(rawKeys)]byte{0x08, 0x0b, 0x0c, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16,
-	0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f}
+	0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f,
+	0xc0, 0xc1, 0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff}
 
 // rawDictID names rawdict/v1.json in zstd frames. A later dictionary takes a
 // new id and format byte; this one must stay to read the rows written with it.
@@ -149,11 +152,12 @@ func storedRaw(raw []byte, f rawFields, ts, received string) (stored any, receiv
 	return append(out, body...), ""
 }
 
-// reserved reports whether raw holds a control byte other than tab, line
-// feed and carriage return, which the stored forms use for replacements.
+// reserved reports whether raw holds a byte the stored forms use for
+// replacements: a control byte other than tab, line feed and carriage
+// return, or a byte of rawKeyBytes.
 func reserved(raw []byte) bool {
 	for _, b := range raw {
-		if b < 0x20 && b != '\t' && b != '\n' && b != '\r' {
+		if b < 0x20 && b != '\t' && b != '\n' && b != '\r' || b == 0xc0 || b == 0xc1 || b >= 0xf5 {
 			return true
 		}
 	}
