@@ -54,21 +54,25 @@ const (
 // rawFormatV3 replaces, each by its byte of rawKeyBytes: bytes valid JSON
 // in UTF-8 never holds (control bytes, which JSON allows only as tab, line
 // feed and carriage return outside strings and escapes inside, and bytes
-// no UTF-8 text holds). Frozen: rows written with them can only be read
-// with exactly these (TestRawKeysAreFrozen); another table takes a new
-// format byte.
+// no UTF-8 text holds). The first ones hold a column value's byte (the
+// key of a column followed by the row's own value), so the usual key and
+// value take one byte together. Frozen: rows written with them can only be
+// read with exactly these (TestRawKeysAreFrozen); another table takes a
+// new format byte.
 var rawKeys = [...]string{
+	"{\"id\":\"\x01", "\",\"site_id\":\"\x02", "\",\"type\":\"\x03", "\",\"anon_id\":\"\x04",
+	"\",\"user_id\":\"\x05", "\",\"url\":\"\x06", "\",\"referrer\":\"\x07",
 	`{"id":"`, `","site_id":"`, `","anon_id":"`, `","type":"`, `","ts":"`, `","url":"`, `","referrer":"`,
 	`","user_id":"`, `","properties":{`, `"title":"`, `"messageId":"`, `"anonymousId":"`, `"userId":"`,
 	`"timestamp":"`, `"context":{`, `"event":"`, `"traits":{`, `"library":{"name":"`, `"userAgent":"`,
-	`"sentAt":"`, `"originalTimestamp":"`,
-	`https://`, `http://`, `www.`, `.com/`, `","`, `":"`, `":`, `,"`, `"}`, `}}`, `true`, `false`, `null`,
+	`"sentAt":"`, `"originalTimestamp":"`, `https://`, `","`, `":"`, `":`, `,"`, `"}`, `}}`,
 }
 
 // rawKeyBytes stand for rawKeys, in order.
-var rawKeyBytes = [len(rawKeys)]byte{0x08, 0x0b, 0x0c, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16,
+var rawKeyBytes = [len(rawKeys)]byte{0x00, 0xc0, 0xc1, 0xf5, 0xf6, 0xf7, 0xf8,
+	0x08, 0x0b, 0x0c, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16,
 	0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f,
-	0xc0, 0xc1, 0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff}
+	0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff}
 
 // rawDictID names rawdict/v1.json in zstd frames. A later dictionary takes a
 // new id and format byte; this one must stay to read the rows written with it.
