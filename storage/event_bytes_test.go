@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// The received time is kept in raw (rawFormatV2) and the received_at column
-// holds ”; every reader answers the same text as before. A raw that stays
-// text keeps its received_at.
+// The received time is kept in raw (rawFormatV2 or rawFormatV3) and the
+// received_at column holds the empty text; every reader answers the same
+// text as before. A raw that stays text keeps its received_at.
 func TestReceivedAtIsKeptInRaw(t *testing.T) {
 	now := time.Date(2026, 3, 1, 8, 0, 0, 123_000_000, time.UTC)
 	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: func() time.Time { return now }})

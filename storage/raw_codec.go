@@ -146,7 +146,9 @@ func storedRaw(raw []byte, f rawFields, ts, received string) (stored any, receiv
 	frame := c.enc.EncodeAll(s, make([]byte, 0, len(s)/2+16))[len(zstdMagic):]
 	keyed := s
 	for i, k := range rawKeys {
-		keyed = bytes.ReplaceAll(keyed, []byte(k), []byte{rawKeyBytes[i]})
+		if bytes.Contains(keyed, []byte(k)) { // ReplaceAll copies even when nothing matches
+			keyed = bytes.ReplaceAll(keyed, []byte(k), []byte{rawKeyBytes[i]})
+		}
 	}
 	format, body := byte(rawFormatV2), frame
 	if len(keyed) <= len(frame) {
@@ -193,7 +195,8 @@ func receivedDelta(ts, received string) (delta int64, ok bool) {
 }
 
 // receivedOf returns the received_at text of a row: the column, or when it
-// is ” the time rawFormatV2 keeps in stored, relative to ts.
+// is empty the time rawFormatV2 or rawFormatV3 keeps in stored, relative
+// to ts.
 func receivedOf(column string, stored any, ts string) (string, error) {
 	if column != "" {
 		return column, nil
@@ -254,8 +257,11 @@ func decodeRaw(stored any, f rawFields) ([]byte, error) {
 		if v[0] == rawFormatV3 {
 			s = body
 			for i := len(rawKeys) - 1; i >= 0; i-- {
-				s = bytes.ReplaceAll(s, []byte{rawKeyBytes[i]}, []byte(rawKeys[i]))
+				if bytes.IndexByte(s, rawKeyBytes[i]) >= 0 {
+					s = bytes.ReplaceAll(s, []byte{rawKeyBytes[i]}, []byte(rawKeys[i]))
+				}
 			}
+			s = bytes.Clone(s) // body is the driver's buffer when nothing was replaced
 		} else {
 			c, err := rawCodec()
 			if err != nil {
@@ -297,8 +303,8 @@ func deref(s *string) string {
 const rawSQL = `event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer)`
 
 // receivedSQL gives an events row's received_at text, from the column or,
-// where that is ” (rawFormatV2), from raw and ts. Every reader of
-// received_at goes through it.
+// where that is empty (rawFormatV2, rawFormatV3), from raw and ts. Every
+// reader of received_at goes through it.
 const receivedSQL = `event_received_at(received_at, raw, ts)`
 
 func init() {
@@ -319,7 +325,7 @@ func init() {
 		return string(raw), nil
 	})
 	// event_received_at(received_at, raw, ts) is the received_at text of
-	// an events row, whichever form holds it (rawFormatV2).
+	// an events row, whichever form holds it (rawFormatV2, rawFormatV3).
 	sqlite.MustRegisterDeterministicScalarFunction("event_received_at", 3, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 		column, _ := args[0].(string)
 		ts, _ := args[2].(string)
