@@ -125,7 +125,8 @@ func usable(v string) bool {
 
 // storedRaw returns what events.raw and events.received_at hold for raw in
 // a row holding f, with ts and received as stored (FormatTime): a BLOB of
-// rawFormatV2 or rawFormatV3, whichever is shorter, and the empty text; or
+// rawFormatV2 or rawFormatV3, whichever is shorter (rawFormatV3 outright up
+// to rawPlainUpTo bytes), and the empty text; or
 // the text itself and received when raw is not the JSON of an event (a
 // control byte in it would make the replacements ambiguous).
 func storedRaw(raw []byte, f rawFields, ts, received string) (stored any, receivedAt string) {
@@ -143,20 +144,26 @@ func storedRaw(raw []byte, f rawFields, ts, received string) (stored any, receiv
 		return string(raw), received
 	}
 	s := replaceValues(raw, f)
-	frame := c.enc.EncodeAll(s, make([]byte, 0, len(s)/2+16))[len(zstdMagic):]
 	keyed := s
 	for i, k := range rawKeys {
 		if bytes.Contains(keyed, []byte(k)) { // ReplaceAll copies even when nothing matches
 			keyed = bytes.ReplaceAll(keyed, []byte(k), []byte{rawKeyBytes[i]})
 		}
 	}
-	format, body := byte(rawFormatV2), frame
-	if len(keyed) <= len(frame) {
-		format, body = rawFormatV3, keyed
+	format, body := byte(rawFormatV3), keyed
+	if len(keyed) > rawPlainUpTo {
+		if frame := c.enc.EncodeAll(s, make([]byte, 0, len(s)/2+16))[len(zstdMagic):]; len(frame) < len(keyed) {
+			format, body = rawFormatV2, frame
+		}
 	}
 	out := binary.AppendVarint(append(make([]byte, 0, 1+binary.MaxVarintLen64+len(body)), format), delta)
 	return append(out, body...), ""
 }
+
+// rawPlainUpTo is the length of keyed text up to which rawFormatV3 is
+// stored without trying zstd: a frame of so little is rarely shorter (its
+// headers alone take 6 bytes), and compressing costs about 2 µs.
+const rawPlainUpTo = 48
 
 // reserved reports whether raw holds a byte the stored forms use for
 // replacements: a control byte other than tab, line feed and carriage
