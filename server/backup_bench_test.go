@@ -40,7 +40,7 @@ func BenchmarkBackup(b *testing.B) {
 	ws, _ := db.CreateWorkspace(context.Background(), storage.Actor{Kind: storage.ActorSystem}, "Bench", "bench")
 	db.CreateSite(context.Background(), storage.Actor{Kind: storage.ActorSystem}, ws, "bench", "Bench")
 	t0 := time.Now()
-	loadReadsFixture(b, db)
+	loadReadsFixture(b, db, nil)
 	b.Logf("loaded %d events in %s", benchEvents, time.Since(t0).Round(time.Second))
 	if fi, err := os.Stat(path); err == nil {
 		b.Logf("database file %.0f MiB", float64(fi.Size())/(1<<20))

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,11 +56,26 @@ type readsFixture struct {
 	events  int      // events of heavy[0]
 }
 
+// benchClock is the clock of a database loaded as a live site would have
+// received the events (see loadReadsFixture).
+type benchClock struct{ ms atomic.Int64 }
+
+// now is the clock as storage.Options.Now.
+func (c *benchClock) now() time.Time { return time.UnixMilli(c.ms.Load()).UTC() }
+
 // loadReadsFixture writes the events: visits of 1 to 8 events a few
 // minutes apart, 70% pageviews; 19 visits in 20 by benchVisitors visitors
 // taken in a scattered order, so that each comes about once, the rest by
 // benchRegulars regulars of whom a few return very often.
-func loadReadsFixture(b *testing.B, db *storage.DB) readsFixture {
+//
+// With a clock (the database's Options.Now), the load is what a live site
+// would have stored: each day's events arrive in the order of their ts, in
+// batches of 500, each received at the ts of its newest event, and db.Prune
+// runs every simulated hour as the service's prune loop would, so that the
+// dedup table holds the last 48 hours only and its freed pages are reused
+// (README "Event bytes"). Without one, every event is received now and
+// nothing is pruned.
+func loadReadsFixture(b *testing.B, db *storage.DB, clock *benchClock) readsFixture {
 	b.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	zipf := rand.NewZipf(rng, 1.2, 20, benchRegulars-1)
@@ -73,9 +89,24 @@ func loadReadsFixture(b *testing.B, db *storage.DB) readsFixture {
 	heavyEvents := make([]int, benchHeavy)  // events per heavy user
 	heavyDevices := make([]int, benchHeavy) // linked anon ids per heavy user
 	total, visits := 0, 0
+	lastPrune := int64(0)
+	ingest := func(batch []storage.IngestEvent) {
+		if clock != nil && len(batch) > 0 {
+			clock.ms.Store(batch[len(batch)-1].TS.UnixMilli())
+			if hour := clock.ms.Load() / 3_600_000; hour != lastPrune {
+				lastPrune = hour
+				if err := db.Prune(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if _, err := db.Ingest(context.Background(), batch, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for d := range benchDays {
 		dayStart := start.AddDate(0, 0, d)
-		var batch []storage.IngestEvent
+		var batch, day []storage.IngestEvent
 		for n := 0; n < perDay && total < benchEvents; {
 			visits++
 			regular, v := rng.IntN(20) == 0, 0
@@ -135,20 +166,28 @@ func loadReadsFixture(b *testing.B, db *storage.DB) readsFixture {
 					userField = fmt.Sprintf(`"user_id":%q,`, *e.UserID)
 				}
 				e.Raw = []byte(fmt.Sprintf(`{"id":"x","site_id":"bench","anon_id":%q,%s"type":%q,"url":%q,"properties":{"title":"A page title","w":1440}}`, anon, userField, typ, url))
-				batch = append(batch, e)
+				if clock != nil {
+					day = append(day, e)
+				} else {
+					batch = append(batch, e)
+				}
 				ts = ts.Add(time.Duration(30+rng.IntN(240)) * time.Second)
 				n++
 				total++
 			}
 			if len(batch) >= 500 {
-				if _, err := db.Ingest(context.Background(), batch, nil, nil); err != nil {
-					b.Fatal(err)
-				}
+				ingest(batch)
 				batch = nil
 			}
 		}
-		if _, err := db.Ingest(context.Background(), batch, nil, nil); err != nil {
-			b.Fatal(err)
+		ingest(batch)
+		// A day's events in the order of their ts (stable: a visit's
+		// events keep their order), as a live site receives them.
+		sort.SliceStable(day, func(i, j int) bool { return day[i].TS.Before(day[j].TS) })
+		for len(day) > 0 {
+			n := min(500, len(day))
+			ingest(day[:n])
+			day = day[n:]
 		}
 	}
 	best := 0
@@ -175,7 +214,9 @@ func BenchmarkReads(b *testing.B) {
 	if keep := os.Getenv("TALLY_BENCH_KEEP_DB"); keep != "" {
 		path = keep // to inspect the file afterwards
 	}
-	db, err := storage.Open(context.Background(), storage.Options{Path: path})
+	clock := &benchClock{}
+	clock.ms.Store(benchEnd.AddDate(0, 0, -benchDays).UnixMilli())
+	db, err := storage.Open(context.Background(), storage.Options{Path: path, Now: clock.now})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -183,7 +224,7 @@ func BenchmarkReads(b *testing.B) {
 	ws, _ := db.CreateWorkspace(context.Background(), storage.Actor{Kind: storage.ActorSystem}, "Bench", "bench")
 	db.CreateSite(context.Background(), storage.Actor{Kind: storage.ActorSystem}, ws, "bench", "Bench")
 	t0 := time.Now()
-	f := loadReadsFixture(b, db)
+	f := loadReadsFixture(b, db, clock)
 	b.Logf("loaded %d events in %s (%.0f events/s); longest history %s; heavy user %s with %d devices and %d events",
 		benchEvents, time.Since(t0).Round(time.Second), benchEvents/time.Since(t0).Seconds(), f.longest, f.heavy[0], f.devices, f.events)
 	reportSpace(b, db)

@@ -78,7 +78,7 @@ func (db *DB) firstReceived(ctx context.Context, at time.Time, last int64) (int6
 		mid := lo + (hi-lo)/2
 		var seq int64
 		var received string
-		err := db.read.QueryRowContext(ctx, `SELECT seq, received_at FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT 1`,
+		err := db.read.QueryRowContext(ctx, `SELECT seq, `+receivedSQL+` FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT 1`,
 			mid, last).Scan(&seq, &received)
 		switch {
 		case errors.Is(err, sql.ErrNoRows), err == nil && received >= cut:
@@ -99,7 +99,7 @@ func (db *DB) exportPage(ctx context.Context, site, lo, hi string, cursor, last 
 	// +site_id keeps SQLite off the (site_id, anon_id, ts) index, which
 	// would read all of the site's rows and sort them for every page.
 	rows, err := db.read.QueryContext(ctx, `SELECT seq, id, type, url, ts, anon_id, user_id, referrer, country, city, browser, os, device_type,
-		received_at, `+rawSQL+` FROM events
+		`+receivedSQL+`, `+rawSQL+` FROM events
 		WHERE seq > ? AND seq <= ? AND +site_id = ? AND ts >= ? AND ts < ? ORDER BY seq LIMIT ?`,
 		cursor, last, site, lo, hi, ExportPageRows)
 	if err != nil {

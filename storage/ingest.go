@@ -249,7 +249,7 @@ func (j *ingestRun) add(w *ingestWork) error {
 		ts := FormatTime(e.TS)
 		r, err = insert.Exec(e.ID, e.SiteID, e.Type, e.URL, ts, e.AnonID, e.UserID, e.Referrer,
 			nullable(e.Country), nullable(e.City), nullable(e.Browser), nullable(e.OS), nullable(e.DeviceType),
-			w.stored[i], recv, nullable(e.Credential))
+			w.stored[i], w.receivedAt[i], nullable(e.Credential))
 		if err != nil {
 			return fmt.Errorf("insert event: %w", err)
 		}

@@ -18,8 +18,10 @@ type ingestWork struct {
 	dlq      []Quarantined
 	received time.Time
 	// stored is each event's raw as events.raw holds it (storedRaw),
-	// compressed on the caller's goroutine rather than the writer's.
-	stored []any
+	// compressed on the caller's goroutine rather than the writer's, and
+	// receivedAt what events.received_at holds ('' where stored keeps it).
+	stored     []any
+	receivedAt []string
 
 	// Outputs, valid once the job is committed.
 	dup      []bool
@@ -30,9 +32,11 @@ type ingestWork struct {
 // ingestJob returns the writer job that stores events and dlq, and the
 // work that holds its outcome once the job is committed.
 func (db *DB) ingestJob(events []IngestEvent, dlq []Quarantined, stats func(time.Duration)) (*ingestWork, *job) {
-	w := &ingestWork{events: events, dlq: dlq, received: db.now().UTC(), dup: make([]bool, len(events)), stored: make([]any, len(events))}
+	w := &ingestWork{events: events, dlq: dlq, received: db.now().UTC(), dup: make([]bool, len(events)), stored: make([]any, len(events)),
+		receivedAt: make([]string, len(events))}
+	recv := FormatTime(w.received)
 	for i := range events {
-		w.stored[i] = storedRaw(events[i].Raw, fieldsOf(&events[i]))
+		w.stored[i], w.receivedAt[i] = storedRaw(events[i].Raw, fieldsOf(&events[i]), FormatTime(events[i].TS), recv)
 	}
 	return w, &job{group: &db.intake, part: w, weight: max(len(events)+len(dlq), 1), done: make(chan error, 1), stats: stats}
 }

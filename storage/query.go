@@ -287,7 +287,7 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 			visitsSQL = `COUNT(DISTINCT s.id)`
 		}
 		query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), ` + visitsSQL + `, COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
-			FROM ` + from + ` WHERE e.site_id = ? AND e.ts >= ? AND e.ts < ?` + where + b.groupBy()
+			FROM ` + from + ` WHERE e.site_id = ? AND e.ts_ms >= ? AND e.ts_ms < ?` + where + b.groupBy()
 		err = db.scanGroups(ctx, query, b.args(), len(q.Dimensions), 4, func(key string, v []float64) {
 			a := get(key)
 			a.visitors, a.pageviews, a.events = v[0], v[2], v[3]
@@ -318,7 +318,7 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 		query := `SELECT ` + dims + `COUNT(*), COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)
 			FROM sessions s WHERE s.site_id = ? AND s.started_at >= ? AND s.started_at < ?
 			AND EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id
-				AND e.ts >= s.started_at AND e.ts <= s.ended_at AND ` + where + `)` + sb.groupBy()
+				AND e.ts_ms >= ` + msSQL("s.started_at") + ` AND e.ts_ms <= ` + msSQL("s.ended_at") + ` AND ` + where + `)` + sb.groupBy()
 		err = db.scanGroups(ctx, query, sb.args(), len(q.Dimensions), 4, func(key string, v []float64) {
 			a := get(key)
 			a.sVisits, a.sBounces, a.sDuration, a.sPageviews = v[0], v[1], v[2], v[3]
@@ -370,6 +370,13 @@ func (q *StatsQuery) visitAttributes() bool {
 const eventVisitJoin = `s.id = (SELECT x.id FROM sessions x WHERE x.site_id = e.site_id AND x.anon_id = e.anon_id
 	AND x.started_at <= e.ts ORDER BY x.started_at DESC LIMIT 1) AND s.ended_at >= e.ts`
 
+// msSQL is the milliseconds since the epoch of a stored ts text column,
+// computed as events.ts_ms is (migration 0012), so that a bound on ts_ms
+// taken from a visit's start or end is exact.
+func msSQL(col string) string {
+	return `(unixepoch(` + col + `) * 1000 + CAST(substr(` + col + `, 21, 3) AS INTEGER))`
+}
+
 // durationSQL is a visit's length in seconds.
 const durationSQL = `(julianday(s.ended_at) - julianday(s.started_at)) * 86400.0`
 
@@ -414,7 +421,13 @@ type sqlBuilder struct {
 // then the filter's.
 func (b *sqlBuilder) args() []any {
 	a := append([]any{}, b.dimArgs...)
-	a = append(a, b.q.Site, FormatTime(b.q.From), FormatTime(b.q.To))
+	if b.visitSide {
+		a = append(a, b.q.Site, FormatTime(b.q.From), FormatTime(b.q.To))
+	} else {
+		// Events are bounded by ts_ms, which their index holds (README
+		// "Event bytes").
+		a = append(a, b.q.Site, b.q.From.UnixMilli(), b.q.To.UnixMilli())
+	}
 	return append(a, b.whereArgs...)
 }
 

@@ -88,7 +88,7 @@ func TestRawIsStoredCompressedAndReadBackExactly(t *testing.T) {
 func textRows(t *testing.T, db *DB) {
 	t.Helper()
 	err := db.writer.do(context.Background(), func(tx *writeTx) error {
-		if _, err := tx.Exec(`UPDATE events SET raw = ` + rawSQL); err != nil {
+		if _, err := tx.Exec(`UPDATE events SET raw = ` + rawSQL + `, received_at = ` + receivedSQL); err != nil {
 			return err
 		}
 		_, err := tx.Exec(`INSERT INTO raw_conversion(id, next_seq, end_seq) SELECT 1, 0, MAX(seq) FROM events`)
@@ -232,7 +232,7 @@ func TestMigration0010ConvertsExistingEvents(t *testing.T) {
 	// As a database of 0009 would hold them: text, no conversion row, and
 	// 0010 not applied yet.
 	err = db.writer.do(context.Background(), func(tx *writeTx) error {
-		for _, q := range []string{`UPDATE events SET raw = ` + rawSQL, `DROP TABLE raw_conversion`, `DELETE FROM schema_migrations WHERE version = 10`} {
+		for _, q := range []string{`UPDATE events SET raw = ` + rawSQL + `, received_at = ` + receivedSQL, `DROP TABLE raw_conversion`, `DELETE FROM schema_migrations WHERE version = 10`} {
 			if _, err := tx.Exec(q); err != nil {
 				return err
 			}
@@ -370,12 +370,17 @@ func FuzzRawRoundTrip(f *testing.F) {
 	f.Add([]byte(`{"id":"e-1","anon_id":"a-1","url":"https://x.test/a-1"}`), "e-1", "a-1", "https://x.test/a-1")
 	f.Add([]byte("{\"k\":\"\\u0001\"}\x03"), "k", "\x01x", "")
 	f.Add([]byte(`aaaaaaaa`), "aa", "aaa", "aaaa")
+	f.Add([]byte(`{"id":"e-1","site_id":"s","anon_id":"a-1","type":"t","url":"u","properties":{"title":"\",\"type\":\"","k":"\u0010"}}`), "e-1", `","type":"`, `{"id":"`)
 	f.Fuzz(func(t *testing.T, raw []byte, a, b, c string) {
 		fields := rawFields{a, b, c, b + a, a + c, c, a}
-		stored := storedRaw(raw, fields)
+		ts, received := "2026-03-01T08:00:00.250Z", "2026-03-01T08:00:01.000Z"
+		stored, receivedAt := storedRaw(raw, fields, ts, received)
 		got, err := decodeRaw(stored, fields)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if r, err := receivedOf(receivedAt, stored, ts); err != nil || r != received {
+			t.Fatalf("got received %q (%v) back, want %q", r, err, received)
 		}
 		if !bytes.Equal(got, raw) && !(len(raw) == 0 && len(got) == 0) {
 			t.Fatalf("got %q back, want %q", got, raw)

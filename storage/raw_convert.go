@@ -34,9 +34,10 @@ func (db *DB) startRawConversion(opts Options) {
 	}()
 }
 
-// convertRaw rewrites the events stored before migration 0010 with raw in
-// its compressed form (raw_codec.go), a chunk per writer job, until none is
-// left or ctx ends (README "Storage", "Event bytes"). Each
+// convertRaw rewrites the events stored before migration 0012 with raw in
+// its compressed form holding the received time (rawFormatV2), a chunk per
+// writer job, until none is left or ctx ends (README "Storage", "Event
+// bytes"). A raw that cannot be compressed stays text, with received_at. Each
 // job also records how far it got, so a restart resumes there. Both forms
 // stay readable throughout.
 func (db *DB) convertRaw(ctx context.Context, chunk int, log *slog.Logger) error {
@@ -68,15 +69,16 @@ func (db *DB) convertRawChunk(ctx context.Context, chunk int) (converted int64, 
 		return 0, false, fmt.Errorf("raw conversion: %w", err)
 	}
 	type row struct {
-		seq      int64
-		id, text string
-		packed   []byte
+		seq    int64
+		id     string
+		old    any // raw as read: text, or a blob of rawFormatV1
+		packed []byte
 	}
 	var list []row
 	last := end
 	// Read and compress on this goroutine, off the writer.
 	err = func() error {
-		rows, err := db.read.QueryContext(ctx, `SELECT seq, id, site_id, type, anon_id, user_id, url, referrer, raw, typeof(raw) = 'text'
+		rows, err := db.read.QueryContext(ctx, `SELECT seq, id, site_id, type, anon_id, user_id, url, referrer, raw, ts, received_at
 			FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?`, next, end, chunk)
 		if err != nil {
 			return err
@@ -87,23 +89,23 @@ func (db *DB) convertRawChunk(ctx context.Context, chunk int) (converted int64, 
 			var r row
 			var f rawFields
 			var user, url, ref sql.NullString
-			var stored any
-			var text bool
-			if err := rows.Scan(&r.seq, &f[0], &f[1], &f[2], &f[3], &user, &url, &ref, &stored, &text); err != nil {
+			var ts, received string
+			if err := rows.Scan(&r.seq, &f[0], &f[1], &f[2], &f[3], &user, &url, &ref, &r.old, &ts, &received); err != nil {
 				return err
 			}
 			n++
 			last = r.seq
-			if !text {
+			if received == "" { // rawFormatV2 or rawFormatV3 already
 				continue
 			}
 			f[4], f[5], f[6] = user.String, url.String, ref.String
 			r.id = f[0]
-			r.text, _ = stored.(string)
-			if r.packed, err = encodeRaw([]byte(r.text), f); err != nil {
-				return err
+			text, err := decodeRaw(r.old, f)
+			if err != nil {
+				continue // a row that cannot be read is left as it is
 			}
-			if r.packed != nil {
+			if packed, received := storedRaw(text, f, ts, received); received == "" {
+				r.packed = packed.([]byte)
 				list = append(list, r)
 			}
 		}
@@ -124,7 +126,7 @@ func (db *DB) convertRawChunk(ctx context.Context, chunk int) (converted int64, 
 		for _, r := range list {
 			// The row may have been erased, and its seq taken by a newer
 			// event, since it was read: only the row as read is rewritten.
-			res, err := tx.Exec(`UPDATE events SET raw = ? WHERE seq = ? AND id = ? AND raw = ?`, r.packed, r.seq, r.id, r.text)
+			res, err := tx.Exec(`UPDATE events SET raw = ?, received_at = '' WHERE seq = ? AND id = ? AND raw = ?`, r.packed, r.seq, r.id, r.old)
 			if err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -144,10 +145,23 @@ const timelineEvents = `SELECT ` + timelineColumns + ` FROM identity_links l IND
 // reads 101 rows rather than every event of every device (README "Reads").
 const timelineNewest = `SELECT ` + timelineColumns + ` FROM events e WHERE e.seq IN (
 	SELECT x.seq FROM identity_links l INDEXED BY identity_links_site_user CROSS JOIN events x INDEXED BY events_site_anon_ts
-	ON x.site_id = l.site_id AND x.anon_id = l.anon_id AND x.ts < ?3 AND x.ts >= COALESCE((SELECT ts FROM events
-		WHERE site_id = l.site_id AND anon_id = l.anon_id AND ts < ?3 ORDER BY ts DESC LIMIT 1 OFFSET ?4 - 1), '')
-	WHERE l.site_id = ?1 AND l.user_id = ?2 ORDER BY x.ts DESC, x.seq DESC LIMIT ?4)
+	ON x.site_id = l.site_id AND x.anon_id = l.anon_id AND x.ts_ms < ?3 AND x.ts_ms >= COALESCE((SELECT ts_ms FROM events
+		WHERE site_id = l.site_id AND anon_id = l.anon_id AND ts_ms < ?3 ORDER BY ts_ms DESC LIMIT 1 OFFSET ?4 - 1), ` + minTSMS + `)
+	WHERE l.site_id = ?1 AND l.user_id = ?2 ORDER BY x.ts_ms DESC, x.seq DESC LIMIT ?4)
 	ORDER BY e.ts DESC, e.seq DESC`
+
+// minTSMS is below every ts_ms, for a bound that excludes nothing.
+const minTSMS = `-9223372036854775808`
+
+// tsMS is the ts_ms of a ts as stored (migration 0012), for a bound on the
+// index by time.
+func tsMS(ts string) (int64, error) {
+	t, err := time.Parse(timeLayout, ts)
+	if err != nil {
+		return 0, fmt.Errorf("stored ts %q: %w", ts, err)
+	}
+	return t.UnixMilli(), nil
+}
 
 // Timeline returns a page of the events of every anon id ever linked to
 // user on site, newest first, with ts strictly before before (no bound when
@@ -159,9 +173,9 @@ const timelineNewest = `SELECT ` + timelineColumns + ` FROM events e WHERE e.seq
 // parameters, so a user linked to any number of anon ids is served. A user
 // without links gives a user_not_found error.
 func (db *DB) Timeline(ctx context.Context, site, user string, limit int, before time.Time) ([]TimelineEvent, *string, error) {
-	bound := "9999-12-31T23:59:59.999Z"
+	bound := int64(math.MaxInt64)
 	if !before.IsZero() {
-		bound = FormatTime(ceilMillisecond(before))
+		bound = ceilMillisecond(before).UnixMilli()
 	}
 	tx, err := db.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -189,7 +203,11 @@ func (db *DB) Timeline(ctx context.Context, site, user string, limit int, before
 			page = append(page, e)
 		}
 	}
-	tied, err := timelineQuery(ctx, tx, timelineEvents+` AND e.ts = ?3`, site, user, edge)
+	edgeMS, err := tsMS(edge)
+	if err != nil {
+		return nil, nil, err
+	}
+	tied, err := timelineQuery(ctx, tx, timelineEvents+` AND e.ts_ms = ?3`, site, user, edgeMS)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -197,7 +215,7 @@ func (db *DB) Timeline(ctx context.Context, site, user string, limit int, before
 	page = append(page, tied...)
 	// More events exist when anything older than the edge remains.
 	var more int
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (`+timelineEvents+` AND e.ts < ?3)`, site, user, edge).Scan(&more); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (`+timelineEvents+` AND e.ts_ms < ?3)`, site, user, edgeMS).Scan(&more); err != nil {
 		return nil, nil, err
 	}
 	if more == 0 {
@@ -306,7 +324,7 @@ type StoredEvent struct {
 // SiteEvents returns every stored event of site in arrival order.
 func (db *DB) SiteEvents(ctx context.Context, site string) ([]StoredEvent, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT id, site_id, type, anon_id, user_id, url, referrer, ts, country, city,
-		browser, os, device_type, `+rawSQL+`, received_at FROM events WHERE site_id = ? ORDER BY seq`, site)
+		browser, os, device_type, `+rawSQL+`, `+receivedSQL+` FROM events WHERE site_id = ? ORDER BY seq`, site)
 	if err != nil {
 		return nil, err
 	}

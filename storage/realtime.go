@@ -32,7 +32,7 @@ func (db *DB) RealtimeVisitors(ctx context.Context, site string, since time.Time
 	// than handing each row to Go.
 	cut := max(last-int64(maxRows), 0)
 	var older int64
-	err = tx.QueryRowContext(ctx, `SELECT seq FROM events WHERE seq > ? AND received_at < ? ORDER BY seq DESC LIMIT 1`,
+	err = tx.QueryRowContext(ctx, `SELECT seq FROM events WHERE seq > ? AND `+receivedSQL+` < ? ORDER BY seq DESC LIMIT 1`,
 		cut, FormatTime(since)).Scan(&older)
 	switch {
 	case err == nil:

@@ -23,10 +23,10 @@ func TestSubjectQueriesSearchBySubject(t *testing.T) {
 	}
 	queries = append(queries,
 		`SELECT `+timelineColumns+` FROM identity_links l INDEXED BY identity_links_site_user CROSS JOIN events e
-		ON e.seq IN (SELECT seq FROM events WHERE site_id = l.site_id AND anon_id = l.anon_id AND ts < ?3 ORDER BY ts DESC, seq DESC LIMIT ?4)
+		ON e.seq IN (SELECT seq FROM events WHERE site_id = l.site_id AND anon_id = l.anon_id AND ts_ms < ?3 ORDER BY ts_ms DESC, seq DESC LIMIT ?4)
 		WHERE l.site_id = ?1 AND l.user_id = ?2 ORDER BY e.ts DESC, e.seq DESC LIMIT ?4`,
-		`SELECT EXISTS (`+timelineEvents+` AND e.ts < ?3)`,
-		timelineEvents+` AND e.ts = ?3`)
+		`SELECT EXISTS (`+timelineEvents+` AND e.ts_ms < ?3)`,
+		timelineEvents+` AND e.ts_ms = ?3`)
 	siteOnly := regexp.MustCompile(`\(site_id=\?\)`)
 	for _, q := range queries {
 		plan := queryPlan(t, db, q, "s", "u", "2026-01-01", 5)

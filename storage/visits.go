@@ -331,8 +331,8 @@ func visitOfEvents(ctx context.Context, q queryer, site, anon string, start, end
 	from := FormatTime(start)
 	rows, err := q.QueryContext(ctx, `SELECT type, url, referrer, ts, country, city, browser, os, device_type,
 		CASE WHEN ts = ?3 THEN `+rawSQL+` END
-		FROM events WHERE site_id = ?1 AND anon_id = ?2 AND ts >= ?3 AND ts <= ?4 AND seq < ?5`,
-		site, anon, from, FormatTime(end), beforeSeq)
+		FROM events WHERE site_id = ?1 AND anon_id = ?2 AND ts_ms >= ?6 AND ts_ms <= ?7 AND seq < ?5`,
+		site, anon, from, FormatTime(end), beforeSeq, start.UnixMilli(), end.UnixMilli())
 	if err != nil {
 		return visit{}, fmt.Errorf("visit of events: %w", err)
 	}
