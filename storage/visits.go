@@ -67,11 +67,13 @@ type visit struct {
 	referrer   string
 	referrerAt time.Time
 	landingAt  time.Time
-	landing    landing
+	// landing is nil in the sessions memo (see latestSessions), which
+	// lends a visit only to events later than its landing.
+	landing *landing
 }
 
 // newVisit is the visit of no event.
-func newVisit() visit { return visit{ready: true, empty: true} }
+func newVisit() visit { return visit{ready: true, empty: true, landing: &landing{}} }
 
 // add folds one event (ts truncated to the millisecond) into v. The
 // costlier parts (the page's path, the referrer, the landing's campaign)
@@ -121,8 +123,8 @@ func (v *visit) referrerFrom(r string, at time.Time) {
 
 // landFrom takes l when it is earlier (at equal times, smaller).
 func (v *visit) landFrom(l landing, at time.Time) {
-	if v.empty || at.Before(v.landingAt) || at.Equal(v.landingAt) && l.less(v.landing) {
-		v.landing, v.landingAt = l, at
+	if v.empty || at.Before(v.landingAt) || at.Equal(v.landingAt) && l.less(*v.landing) {
+		v.landing, v.landingAt = &l, at
 	}
 }
 
@@ -136,7 +138,7 @@ func (v *visit) merge(o visit) {
 		v.page(o.entry, o.entryAt, o.exit, o.exitAt)
 	}
 	v.referrerFrom(o.referrer, o.referrerAt)
-	v.landFrom(o.landing, o.landingAt)
+	v.landFrom(*o.landing, o.landingAt)
 	v.empty = false
 }
 
@@ -268,16 +270,27 @@ func (v *visit) args(start, end time.Time) []any {
 	if v.referrer != "" {
 		refMS = v.referrerAt.Sub(start).Milliseconds()
 	}
-	l := &v.landing
 	ready := 0
 	if v.ready {
 		ready = 1
+	}
+	l := v.landing
+	if l == nil {
+		// visitTailSet: the landing's columns stay; source is the
+		// utm_source there, else the referrer's host.
+		return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer), nullable(visitSource("", v.referrer)),
+			entryMS, exitMS, refMS, ready}
 	}
 	return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer), nullable(visitSource(l.utm[0], v.referrer)),
 		nullable(l.utm[0]), nullable(l.utm[1]), nullable(l.utm[2]), nullable(l.utm[3]), nullable(l.utm[4]),
 		nullable(l.country), nullable(l.city), nullable(l.browser), nullable(l.os), nullable(l.device),
 		entryMS, exitMS, refMS, ready}
 }
+
+// visitTailSet assigns what visit.args gives for a visit without its
+// landing: every column but the landing's.
+const visitTailSet = `entry_page = ?, exit_page = ?, pageviews = ?, referrer = ?, source = COALESCE(utm_source, ?),
+	entry_ms = ?, exit_ms = ?, referrer_ms = ?, visit_ready = ?`
 
 // visitScan receives visitColumns (but source, which is derived).
 type visitScan struct {
@@ -308,7 +321,7 @@ func (s *visitScan) visit(start, end time.Time, count int64) visit {
 	if s.refMS.Valid {
 		v.referrerAt = start.Add(time.Duration(s.refMS.Int64) * time.Millisecond)
 	}
-	v.landing = landing{country: s.country.String, city: s.city.String, browser: s.browser.String, os: s.os.String, device: s.device.String}
+	v.landing = &landing{country: s.country.String, city: s.city.String, browser: s.browser.String, os: s.os.String, device: s.device.String}
 	for i := range s.utm {
 		v.landing.utm[i] = s.utm[i].String
 	}

@@ -132,6 +132,10 @@ func TestVisitAttributes(t *testing.T) {
 			ev("e1", "v", "pageview", 0, "https://shop.test/?utm_source=newsletter&utm_medium=email&utm_campaign=spring%20sale&utm_term=shoes&utm_content=top", "https://mail.test/"),
 			ev("e2", "v", "pageview", 1, "https://shop.test/b?utm_source=later&utm_medium=cpc", ""),
 		}, []string{"2026-03-01T10:00:00.000Z 2026-03-01T10:01:00.000Z 2 / /b 2 mail.test newsletter newsletter email spring sale shoes top DE Berlin Firefox Linux desktop 1"}},
+		{"a later referrer does not replace the landing's utm_source as source", []IngestEvent{
+			ev("k1", "v", "pageview", 0, "https://shop.test/?utm_source=ad", ""),
+			ev("k2", "v", "pageview", 1, "https://shop.test/b", "https://later.test/x"),
+		}, []string{"2026-03-01T10:00:00.000Z 2026-03-01T10:01:00.000Z 2 / /b 2 later.test/x ad ad - - - - DE Berlin Firefox Linux desktop 1"}},
 		{"landing without utm: none, though a later page has them", []IngestEvent{
 			ev("f1", "v", "pageview", 0, "https://shop.test/", "https://www.search.test/q"),
 			ev("f2", "v", "pageview", 1, "https://shop.test/b?utm_source=later", ""),
