@@ -63,7 +63,9 @@ func BenchmarkVisitBackfill(b *testing.B) {
 		}
 		slices.Sort(reads)
 		slices.Sort(jobs)
-		q := func(d []time.Duration, p float64) time.Duration { return d[int(float64(len(d)-1)*p)].Round(10 * time.Microsecond) }
+		q := func(d []time.Duration, p float64) time.Duration {
+			return d[int(float64(len(d)-1)*p)].Round(10 * time.Microsecond)
+		}
 		b.Logf("backfilled %d sessions in %s (%d chunks): chunk read p50 %s, p99 %s, max %s; writer job p50 %s, p99 %s, max %s; largest WAL %.1f MiB",
 			n, took.Round(time.Millisecond), len(jobs), q(reads, .5), q(reads, .99), q(reads, 1), q(jobs, .5), q(jobs, .99), q(jobs, 1), float64(wal)/(1<<20))
 	}
