@@ -172,16 +172,28 @@ func landingOf(e *IngestEvent) landing {
 
 // PagePath is a URL's page as visits and the query API name it: its path
 // only, percent-decoded (no scheme, host, query or fragment), "/" when
-// empty. A URL that does not parse is cut before its query instead.
+// empty. The path of a URL that does not parse (a bad escape) is kept as
+// sent.
 func PagePath(raw string) string {
-	p := raw
+	var p string
 	if u, err := url.Parse(raw); err == nil {
 		p = u.Path
 		if u.Opaque != "" {
 			p = u.Opaque
 		}
-	} else if i := strings.IndexAny(p, "?#"); i >= 0 {
-		p = p[:i]
+	} else {
+		p = raw
+		if i := strings.IndexAny(p, "?#"); i >= 0 {
+			p = p[:i]
+		}
+		if i := strings.Index(p, "//"); i >= 0 && !strings.Contains(p[:i], "/") {
+			p = p[i+2:] // scheme:// and host
+			if j := strings.IndexByte(p, '/'); j >= 0 {
+				p = p[j:]
+			} else {
+				p = ""
+			}
+		}
 	}
 	if p == "" {
 		return "/"

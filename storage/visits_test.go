@@ -345,3 +345,23 @@ func expectedVisits(events []IngestEvent) map[string][]string {
 	}
 	return out
 }
+
+func TestPagePath(t *testing.T) {
+	tests := []struct{ url, want string }{
+		{"https://shop.test/a/b?x=1#f", "/a/b"},
+		{"https://shop.test", "/"},
+		{"https://shop.test/", "/"},
+		{"", "/"},
+		{"/relative/p?q", "/relative/p"},
+		{"https://shop.test/caf%C3%A9", "/café"},
+		{"https://shop.test/bad%zz/x?q=1", "/bad%zz/x"},
+		{"https://shop.test%zz", "/"},
+		{"/bad%zz", "/bad%zz"},
+		{"https://shop.test/" + strings.Repeat("é", 400), "/" + strings.Repeat("é", 255)},
+	}
+	for _, tt := range tests {
+		if got := PagePath(tt.url); got != tt.want {
+			t.Errorf("PagePath(%q): got %q, want %q", tt.url, got, tt.want)
+		}
+	}
+}
