@@ -257,8 +257,13 @@ func capText(s string) string {
 		return s
 	}
 	s = s[:visitTextMax]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
+	if r, size := utf8.DecodeLastRuneInString(s); r == utf8.RuneError && size == 1 {
+		// Cut inside a character: drop its first bytes too.
+		i := len(s) - 1
+		for i > 0 && len(s)-i < utf8.UTFMax && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		s = s[:i]
 	}
 	return s
 }

@@ -365,3 +365,56 @@ func TestPagePath(t *testing.T) {
 		}
 	}
 }
+
+// Whatever the URLs, referrers and times of two events, folding them in
+// either order, or merging the visit of each into the other's, gives the
+// same visit, and nothing panics.
+func FuzzVisitOrder(f *testing.F) {
+	f.Add("https://a.test/x?utm_source=s", "https://b.test/", "pageview", "https://a.test/y", "", "click", int64(0), int64(0))
+	f.Add("https://a.test/%zz", "android-app://x/", "pageview", "/b", "http://[::1", "pageview", int64(5), int64(-5))
+	f.Fuzz(func(t *testing.T, u1, r1, typ1, u2, r2, typ2 string, ms1, ms2 int64) {
+		base := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+		mk := func(u, r, typ string, ms int64) IngestEvent {
+			e := IngestEvent{Type: typ, URL: &u, Referrer: &r, TS: base.Add(time.Duration(ms%100000) * time.Millisecond), Country: u, City: r}
+			if len(u)%2 == 0 {
+				e.Campaign = &Campaign{Source: r, Name: u}
+			}
+			return e
+		}
+		a, b := mk(u1, r1, typ1, ms1), mk(u2, r2, typ2, ms2)
+		start, end := minTime(a.TS, b.TS), maxTime(a.TS, b.TS)
+		fold := func(events ...IngestEvent) visit {
+			v := newVisit()
+			for i := range events {
+				v.add(&events[i], events[i].TS)
+			}
+			return v
+		}
+		ab, ba := fold(a, b), fold(b, a)
+		va, vb := fold(a), fold(b)
+		va.merge(fold(b))
+		vb.merge(fold(a))
+		want := fmt.Sprint(ab.args(start, end))
+		for _, got := range []visit{ba, va, vb} {
+			if g := fmt.Sprint(got.args(start, end)); g != want {
+				t.Fatalf("got %s, want %s", g, want)
+			}
+		}
+	})
+}
+
+func TestCapText(t *testing.T) {
+	long := strings.Repeat("a", visitTextMax-1)
+	tests := []struct{ in, want string }{
+		{"short", "short"},
+		{long + "é", long},                    // é's two bytes would straddle the cut
+		{long + "a€", long + "a"},             // the cut falls on a character's start
+		{"\xff" + long + "bc", "\xff" + long}, // a bad byte early is kept, not a reason to cut more
+		{strings.Repeat("€", 200), strings.Repeat("€", 170)},
+	}
+	for _, tt := range tests {
+		if got := capText(tt.in); got != tt.want {
+			t.Errorf("capText(%d bytes): got %d bytes %q..., want %d bytes", len(tt.in), len(got), got[max(0, len(got)-6):], len(tt.want))
+		}
+	}
+}
