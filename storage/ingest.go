@@ -84,7 +84,7 @@ type IngestResult struct {
 
 // ingestStmts are prepared once on the write connection.
 type ingestStmts struct {
-	dedup, insertEvent, link, profile, newestSession, loadSessions, insertSession, updateSession, deleteSession,
+	dedup, insertEvent, link, profile, newestSession, loadSessions, insertSession, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
 	dailyEvents, dailySessions, usage, dlq, dailyDims *sql.Stmt
 }
 
@@ -106,7 +106,13 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 			WHERE site_id = ? AND anon_id = ? AND started_at <= ? ORDER BY started_at DESC`},
 		{&s.insertSession, `INSERT INTO sessions(site_id, anon_id, user_id, started_at, ended_at, event_count, ` + visitColumns + `)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		// Setting started_at, even to its own value, rewrites both indexes
+		// that hold it: the usual update, of a session that took later
+		// events, leaves it out (updateSessionEnd, and updateSessionTail
+		// for a visit of the memo, whose landing and start cannot change).
 		{&s.updateSession, `UPDATE sessions SET started_at = ?, ended_at = ?, event_count = ?, user_id = ?, ` + visitSet + ` WHERE id = ?`},
+		{&s.updateSessionEnd, `UPDATE sessions SET ended_at = ?, event_count = ?, user_id = ?, ` + visitSet + ` WHERE id = ?`},
+		{&s.updateSessionTail, `UPDATE sessions SET ended_at = ?, event_count = ?, user_id = ?, ` + visitTailSet + ` WHERE id = ?`},
 		{&s.deleteSession, `DELETE FROM sessions WHERE id = ?`},
 		{&s.dailyEvents, `INSERT INTO daily_events(site_id, day, type, count) VALUES (?, ?, ?, ?)
 			ON CONFLICT(site_id, day, type) DO UPDATE SET count = count + excluded.count`},
@@ -339,10 +345,11 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 	key := site + "\x00" + anon
 	floor := minTS.Add(-sessionGap)
 	var list []*session
-	if c, ok := j.memo.get(key); ok && !minTS.Before(c.start) {
+	if c, ok := j.memo.get(key); ok && minTS.Truncate(time.Millisecond).After(c.start) {
 		// No event precedes the visitor's newest session, and older
 		// sessions end more than sessionGap before it starts: only that
 		// one can take these events, so the table need not be read.
+		// Nor can they change its landing, which the memo lacks.
 		if !c.end.Before(floor) {
 			orig := c
 			c.orig = &orig
@@ -400,8 +407,16 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 			}
 		case s.deleted:
 		case s.dirty && s.orig != nil:
-			args := append([]any{FormatTime(s.start), FormatTime(s.end), s.count, s.userID}, s.visit.args(s.start, s.end)...)
-			if _, err := j.stmt(j.db.ingest.updateSession).Exec(append(args, s.id)...); err != nil {
+			args := append([]any{FormatTime(s.end), s.count, s.userID}, s.visit.args(s.start, s.end)...)
+			update := j.db.ingest.updateSessionEnd
+			switch {
+			case s.visit.landing == nil:
+				update = j.db.ingest.updateSessionTail
+			case !s.start.Equal(s.orig.start):
+				update = j.db.ingest.updateSession
+				args = append([]any{FormatTime(s.start)}, args...)
+			}
+			if _, err := j.stmt(update).Exec(append(args, s.id)...); err != nil {
 				return fmt.Errorf("update session: %w", err)
 			}
 			j.sessionDelta(site, s, 1)
@@ -428,7 +443,11 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 	if j.latest == nil {
 		j.latest = map[string]session{}
 	}
-	j.latest[key] = session{id: newest.id, start: newest.start, end: newest.end, count: newest.count, userID: newest.userID, visit: newest.visit}
+	// The memo keeps the visit without its landing (about 200 bytes
+	// less an entry): later events cannot change it.
+	memoVisit := newest.visit
+	memoVisit.landing = nil
+	j.latest[key] = session{id: newest.id, start: newest.start, end: newest.end, count: newest.count, userID: newest.userID, visit: memoVisit}
 	return nil
 }
 

@@ -120,8 +120,9 @@ type latestSessions struct {
 	seq uint64             // the transaction (writeTx.seq) that last filled m
 }
 
-// latestSessionsMax bounds the memo (about 150 bytes an entry); when full it
-// starts over, which costs one read per visitor.
+// latestSessionsMax bounds the memo (about 400 bytes an entry with its visit,
+// 150 before visits); when full it starts over, which costs one read per
+// visitor.
 const latestSessionsMax = 100_000
 
 // current reports whether no transaction came between the one that last

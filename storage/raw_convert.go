@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 )
 
 // rawConvertChunk is how many rows one writer job of the raw conversion
@@ -13,48 +12,17 @@ import (
 // is that many updates by rowid, a few milliseconds of the writer.
 const rawConvertChunk = 500
 
-// startRawConversion runs convertRaw in the background until it is done or
-// the database is closed. A failure is logged and ends it; the next start
-// resumes where it stopped.
-func (db *DB) startRawConversion(opts Options) {
-	chunk := opts.rawConvertChunk
-	if chunk < 0 {
-		return
-	}
+// rawConversion rewrites the events stored before migration 0012 with raw
+// in its current form holding the received time (raw_codec.go), from the
+// lowest seq up (README "Storage", "Event bytes"). A raw that cannot be
+// re-encoded stays as it is, with received_at. Both forms stay readable
+// throughout.
+func (db *DB) rawConversion(chunk int) conversion {
 	if chunk == 0 {
 		chunk = rawConvertChunk
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	db.convStop, db.convDone = cancel, make(chan struct{})
-	go func() {
-		defer close(db.convDone)
-		if err := db.convertRaw(ctx, chunk, opts.Logger); err != nil && ctx.Err() == nil && opts.Logger != nil {
-			opts.Logger.Warn("raw conversion stopped; it resumes at the next start", "err", err.Error())
-		}
-	}()
-}
-
-// convertRaw rewrites the events stored before migration 0012 with raw in
-// its compressed form holding the received time (rawFormatV2), a chunk per
-// writer job, until none is left or ctx ends (README "Storage", "Event
-// bytes"). A raw that cannot be compressed stays text, with received_at. Each
-// job also records how far it got, so a restart resumes there. Both forms
-// stay readable throughout.
-func (db *DB) convertRaw(ctx context.Context, chunk int, log *slog.Logger) error {
-	converted := int64(0)
-	for {
-		n, done, err := db.convertRawChunk(ctx, chunk)
-		if err != nil {
-			return err
-		}
-		converted += n
-		if done {
-			if log != nil && converted > 0 {
-				log.Info("events converted to compressed raw", "events", converted)
-			}
-			return nil
-		}
-	}
+	return conversion{name: "raw conversion", done: "events converted to compressed raw", unit: "events",
+		chunk: chunk, step: db.convertRawChunk}
 }
 
 // convertRawChunk converts the next chunk of rows; done reports that no

@@ -68,6 +68,8 @@ type Options struct {
 	// rawConvertChunk overrides rawConvertChunk in tests; below 0, the
 	// raw conversion is not started, so a test can run it step by step.
 	rawConvertChunk int
+	// visitBackfillChunk overrides visitBackfillChunk in the same way.
+	visitBackfillChunk int
 }
 
 // DB is the service's storage: a writer goroutine, a read pool, and
@@ -82,7 +84,8 @@ type DB struct {
 	// ckpt runs WAL checkpoints; nil for :memory:, which has no WAL.
 	ckpt               *sql.DB
 	ckptStop, ckptDone chan struct{}
-	// convStop and convDone stop the raw conversion and wait for it.
+	// convStop and convDone stop the background conversions
+	// (conversion.go) and wait for them.
 	convStop context.CancelFunc
 	convDone chan struct{}
 	quota    quotaBook
@@ -204,7 +207,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		db.ckptStop, db.ckptDone = make(chan struct{}), make(chan struct{})
 		go checkpointLoop(db.ckpt, db.writer, opts.CheckpointEvery, opts.walRestartFrames, opts.Logger, db.ckptStop, db.ckptDone)
 	}
-	db.startRawConversion(opts)
+	db.startConversions(opts.Logger, db.rawConversion(opts.rawConvertChunk), db.visitBackfill(opts.visitBackfillChunk))
 	return db, nil
 }
 

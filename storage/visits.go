@@ -67,11 +67,13 @@ type visit struct {
 	referrer   string
 	referrerAt time.Time
 	landingAt  time.Time
-	landing    landing
+	// landing is nil in the sessions memo (see latestSessions), which
+	// lends a visit only to events later than its landing.
+	landing *landing
 }
 
 // newVisit is the visit of no event.
-func newVisit() visit { return visit{ready: true, empty: true} }
+func newVisit() visit { return visit{ready: true, empty: true, landing: &landing{}} }
 
 // add folds one event (ts truncated to the millisecond) into v. The
 // costlier parts (the page's path, the referrer, the landing's campaign)
@@ -121,8 +123,8 @@ func (v *visit) referrerFrom(r string, at time.Time) {
 
 // landFrom takes l when it is earlier (at equal times, smaller).
 func (v *visit) landFrom(l landing, at time.Time) {
-	if v.empty || at.Before(v.landingAt) || at.Equal(v.landingAt) && l.less(v.landing) {
-		v.landing, v.landingAt = l, at
+	if v.empty || at.Before(v.landingAt) || at.Equal(v.landingAt) && l.less(*v.landing) {
+		v.landing, v.landingAt = &l, at
 	}
 }
 
@@ -136,7 +138,7 @@ func (v *visit) merge(o visit) {
 		v.page(o.entry, o.entryAt, o.exit, o.exitAt)
 	}
 	v.referrerFrom(o.referrer, o.referrerAt)
-	v.landFrom(o.landing, o.landingAt)
+	v.landFrom(*o.landing, o.landingAt)
 	v.empty = false
 }
 
@@ -170,16 +172,28 @@ func landingOf(e *IngestEvent) landing {
 
 // PagePath is a URL's page as visits and the query API name it: its path
 // only, percent-decoded (no scheme, host, query or fragment), "/" when
-// empty. A URL that does not parse is cut before its query instead.
+// empty. The path of a URL that does not parse (a bad escape) is kept as
+// sent.
 func PagePath(raw string) string {
-	p := raw
+	var p string
 	if u, err := url.Parse(raw); err == nil {
 		p = u.Path
 		if u.Opaque != "" {
 			p = u.Opaque
 		}
-	} else if i := strings.IndexAny(p, "?#"); i >= 0 {
-		p = p[:i]
+	} else {
+		p = raw
+		if i := strings.IndexAny(p, "?#"); i >= 0 {
+			p = p[:i]
+		}
+		if i := strings.Index(p, "//"); i >= 0 && !strings.Contains(p[:i], "/") {
+			p = p[i+2:] // scheme:// and host
+			if j := strings.IndexByte(p, '/'); j >= 0 {
+				p = p[j:]
+			} else {
+				p = ""
+			}
+		}
 	}
 	if p == "" {
 		return "/"
@@ -243,8 +257,13 @@ func capText(s string) string {
 		return s
 	}
 	s = s[:visitTextMax]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
+	if r, size := utf8.DecodeLastRuneInString(s); r == utf8.RuneError && size == 1 {
+		// Cut inside a character: drop its first bytes too.
+		i := len(s) - 1
+		for i > 0 && len(s)-i < utf8.UTFMax && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		s = s[:i]
 	}
 	return s
 }
@@ -268,16 +287,27 @@ func (v *visit) args(start, end time.Time) []any {
 	if v.referrer != "" {
 		refMS = v.referrerAt.Sub(start).Milliseconds()
 	}
-	l := &v.landing
 	ready := 0
 	if v.ready {
 		ready = 1
+	}
+	l := v.landing
+	if l == nil {
+		// visitTailSet: the landing's columns stay; source is the
+		// utm_source there, else the referrer's host.
+		return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer), nullable(visitSource("", v.referrer)),
+			entryMS, exitMS, refMS, ready}
 	}
 	return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer), nullable(visitSource(l.utm[0], v.referrer)),
 		nullable(l.utm[0]), nullable(l.utm[1]), nullable(l.utm[2]), nullable(l.utm[3]), nullable(l.utm[4]),
 		nullable(l.country), nullable(l.city), nullable(l.browser), nullable(l.os), nullable(l.device),
 		entryMS, exitMS, refMS, ready}
 }
+
+// visitTailSet assigns what visit.args gives for a visit without its
+// landing: every column but the landing's.
+const visitTailSet = `entry_page = ?, exit_page = ?, pageviews = ?, referrer = ?, source = COALESCE(utm_source, ?),
+	entry_ms = ?, exit_ms = ?, referrer_ms = ?, visit_ready = ?`
 
 // visitScan receives visitColumns (but source, which is derived).
 type visitScan struct {
@@ -308,7 +338,7 @@ func (s *visitScan) visit(start, end time.Time, count int64) visit {
 	if s.refMS.Valid {
 		v.referrerAt = start.Add(time.Duration(s.refMS.Int64) * time.Millisecond)
 	}
-	v.landing = landing{country: s.country.String, city: s.city.String, browser: s.browser.String, os: s.os.String, device: s.device.String}
+	v.landing = &landing{country: s.country.String, city: s.city.String, browser: s.browser.String, os: s.os.String, device: s.device.String}
 	for i := range s.utm {
 		v.landing.utm[i] = s.utm[i].String
 	}

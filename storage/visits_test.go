@@ -132,6 +132,10 @@ func TestVisitAttributes(t *testing.T) {
 			ev("e1", "v", "pageview", 0, "https://shop.test/?utm_source=newsletter&utm_medium=email&utm_campaign=spring%20sale&utm_term=shoes&utm_content=top", "https://mail.test/"),
 			ev("e2", "v", "pageview", 1, "https://shop.test/b?utm_source=later&utm_medium=cpc", ""),
 		}, []string{"2026-03-01T10:00:00.000Z 2026-03-01T10:01:00.000Z 2 / /b 2 mail.test newsletter newsletter email spring sale shoes top DE Berlin Firefox Linux desktop 1"}},
+		{"a later referrer does not replace the landing's utm_source as source", []IngestEvent{
+			ev("k1", "v", "pageview", 0, "https://shop.test/?utm_source=ad", ""),
+			ev("k2", "v", "pageview", 1, "https://shop.test/b", "https://later.test/x"),
+		}, []string{"2026-03-01T10:00:00.000Z 2026-03-01T10:01:00.000Z 2 / /b 2 later.test/x ad ad - - - - DE Berlin Firefox Linux desktop 1"}},
 		{"landing without utm: none, though a later page has them", []IngestEvent{
 			ev("f1", "v", "pageview", 0, "https://shop.test/", "https://www.search.test/q"),
 			ev("f2", "v", "pageview", 1, "https://shop.test/b?utm_source=later", ""),
@@ -340,4 +344,77 @@ func expectedVisits(events []IngestEvent) map[string][]string {
 		}
 	}
 	return out
+}
+
+func TestPagePath(t *testing.T) {
+	tests := []struct{ url, want string }{
+		{"https://shop.test/a/b?x=1#f", "/a/b"},
+		{"https://shop.test", "/"},
+		{"https://shop.test/", "/"},
+		{"", "/"},
+		{"/relative/p?q", "/relative/p"},
+		{"https://shop.test/caf%C3%A9", "/café"},
+		{"https://shop.test/bad%zz/x?q=1", "/bad%zz/x"},
+		{"https://shop.test%zz", "/"},
+		{"/bad%zz", "/bad%zz"},
+		{"https://shop.test/" + strings.Repeat("é", 400), "/" + strings.Repeat("é", 255)},
+	}
+	for _, tt := range tests {
+		if got := PagePath(tt.url); got != tt.want {
+			t.Errorf("PagePath(%q): got %q, want %q", tt.url, got, tt.want)
+		}
+	}
+}
+
+// Whatever the URLs, referrers and times of two events, folding them in
+// either order, or merging the visit of each into the other's, gives the
+// same visit, and nothing panics.
+func FuzzVisitOrder(f *testing.F) {
+	f.Add("https://a.test/x?utm_source=s", "https://b.test/", "pageview", "https://a.test/y", "", "click", int64(0), int64(0))
+	f.Add("https://a.test/%zz", "android-app://x/", "pageview", "/b", "http://[::1", "pageview", int64(5), int64(-5))
+	f.Fuzz(func(t *testing.T, u1, r1, typ1, u2, r2, typ2 string, ms1, ms2 int64) {
+		base := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+		mk := func(u, r, typ string, ms int64) IngestEvent {
+			e := IngestEvent{Type: typ, URL: &u, Referrer: &r, TS: base.Add(time.Duration(ms%100000) * time.Millisecond), Country: u, City: r}
+			if len(u)%2 == 0 {
+				e.Campaign = &Campaign{Source: r, Name: u}
+			}
+			return e
+		}
+		a, b := mk(u1, r1, typ1, ms1), mk(u2, r2, typ2, ms2)
+		start, end := minTime(a.TS, b.TS), maxTime(a.TS, b.TS)
+		fold := func(events ...IngestEvent) visit {
+			v := newVisit()
+			for i := range events {
+				v.add(&events[i], events[i].TS)
+			}
+			return v
+		}
+		ab, ba := fold(a, b), fold(b, a)
+		va, vb := fold(a), fold(b)
+		va.merge(fold(b))
+		vb.merge(fold(a))
+		want := fmt.Sprint(ab.args(start, end))
+		for _, got := range []visit{ba, va, vb} {
+			if g := fmt.Sprint(got.args(start, end)); g != want {
+				t.Fatalf("got %s, want %s", g, want)
+			}
+		}
+	})
+}
+
+func TestCapText(t *testing.T) {
+	long := strings.Repeat("a", visitTextMax-1)
+	tests := []struct{ in, want string }{
+		{"short", "short"},
+		{long + "é", long},                    // é's two bytes would straddle the cut
+		{long + "a€", long + "a"},             // the cut falls on a character's start
+		{"\xff" + long + "bc", "\xff" + long}, // a bad byte early is kept, not a reason to cut more
+		{strings.Repeat("€", 200), strings.Repeat("€", 170)},
+	}
+	for _, tt := range tests {
+		if got := capText(tt.in); got != tt.want {
+			t.Errorf("capText(%d bytes): got %d bytes %q..., want %d bytes", len(tt.in), len(got), got[max(0, len(got)-6):], len(tt.want))
+		}
+	}
 }
