@@ -463,7 +463,7 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 		}
 	}
 	if plan.needVisitors {
-		if total.Estimate() < ExactVisitorsBelow {
+		if total.Estimate() < db.exactVisitorsBelow {
 			return nil, nil, false, nil
 		}
 		for k, s := range sketches {

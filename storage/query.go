@@ -102,6 +102,9 @@ type StatsQuery struct {
 	// estimated, when set, is set to true when visitors are estimated
 	// from day partials (day_partials.go).
 	estimated *bool
+	// scan reads the tables even where day partials would answer (tests
+	// compare the two).
+	scan bool
 }
 
 // StatsRow is one group of a query: its dimension values and its metrics,
@@ -263,8 +266,10 @@ func splitKey(key string, n int) []string {
 // visitors of the events when the query has an event dimension, filter or
 // metric, else of the visits (README "Query API").
 func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggregate, []string, error) {
-	if groups, order, ok, err := db.partialGroups(ctx, q); err != nil || ok {
-		return groups, order, err
+	if !q.scan {
+		if groups, order, ok, err := db.partialGroups(ctx, q); err != nil || ok {
+			return groups, order, err
+		}
 	}
 	groups := map[string]*aggregate{}
 	var order []string

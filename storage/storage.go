@@ -110,6 +110,10 @@ type DB struct {
 	// whole erasure from a chunked one.
 	eraseJobs atomic.Int64
 
+	// exactVisitorsBelow is ExactVisitorsBelow; tests lower it to compare
+	// estimates of small ranges with their exact figures.
+	exactVisitorsBelow int64
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -171,7 +175,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	read.SetMaxIdleConns(opts.ReadConns)
 	read.SetConnMaxIdleTime(0)
 
-	db := &DB{write: write, read: read, now: opts.Now, path: opts.Path}
+	db := &DB{write: write, read: read, now: opts.Now, path: opts.Path, exactVisitorsBelow: ExactVisitorsBelow}
 	err = db.loadTenants(ctx)
 	if err == nil {
 		err = db.loadQuota(ctx)
