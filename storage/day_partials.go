@@ -189,6 +189,21 @@ func decodePartial(b []byte, each func(value string, n [4]float64, sketch []byte
 	return nil
 }
 
+// maxDenseKeys bounds the sketches one query turns dense (16 MB).
+const maxDenseKeys = 1000
+
+// toDense moves s's registers into an array.
+func (s *visitorSketch) toDense() {
+	if s.dense != nil {
+		return
+	}
+	s.dense = make([]uint8, sketchM)
+	for i, r := range s.sparse {
+		s.dense[i] = r
+	}
+	s.sparse = nil
+}
+
 // mergeEncoded merges an encoded sketch into s without decoding it into a
 // sketch of its own.
 func mergeEncoded(s *visitorSketch, b []byte) error {
@@ -226,12 +241,16 @@ func mergeEncoded(s *visitorSketch, b []byte) error {
 	return nil
 }
 
-// computePartial reads one day [from, to) of site: per value of dim ("":
-// one group), the sums of basis and a sketch of its visitors.
-func (db *DB) computePartial(ctx context.Context, site string, loc *time.Location, from, to time.Time, dim, basis string) ([]byte, error) {
-	q := StatsQuery{Site: site, From: from, To: to, Zone: loc, Dimensions: []string{anonDim}}
+// computePartials reads days (consecutive) of site in one scan: for each
+// day, per value of dim ("": one group), the sums of basis and a sketch
+// of its visitors, encoded. One scan rather than one a day: events are
+// found by visitor, not by time, so a day costs a read of every event of
+// the site.
+func (db *DB) computePartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim, basis string) ([][]byte, error) {
+	q := StatsQuery{Site: site, From: days[0].start, To: days[len(days)-1].end, Zone: loc, TimeUnit: "day",
+		Dimensions: []string{"time:day", anonDim}}
 	if dim != "" {
-		q.Dimensions = []string{dim, anonDim}
+		q.Dimensions = []string{"time:day", dim, anonDim}
 	}
 	if basis == basisEvents {
 		q.Metrics = []string{MetricVisitors, MetricPageviews, MetricEvents}
@@ -242,17 +261,28 @@ func (db *DB) computePartial(ctx context.Context, site string, loc *time.Locatio
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*partialGroup{}
+	at := make(map[string]int, len(days))
+	for i, d := range days {
+		at[d.label("day")] = i
+	}
+	out := make([]map[string]*partialGroup, len(days))
+	for i := range out {
+		out[i] = map[string]*partialGroup{}
+	}
 	for _, key := range order {
 		parts := splitKey(key, len(q.Dimensions))
+		i, ok := at[parts[0]]
+		if !ok {
+			continue
+		}
 		value, anon := "", parts[len(parts)-1]
 		if dim != "" {
-			value = parts[0]
+			value = parts[1]
 		}
-		g := out[value]
+		g := out[i][value]
 		if g == nil {
 			g = &partialGroup{sketch: newVisitorSketch()}
-			out[value] = g
+			out[i][value] = g
 		}
 		a := groups[key]
 		if basis == basisEvents {
@@ -266,7 +296,11 @@ func (db *DB) computePartial(ctx context.Context, site string, loc *time.Locatio
 		}
 		g.sketch.Add(anon)
 	}
-	return encodePartial(out), nil
+	blobs := make([][]byte, len(days))
+	for i := range out {
+		blobs[i] = encodePartial(out[i])
+	}
+	return blobs, nil
 }
 
 // localDay is one local day of a query's range.
@@ -395,8 +429,10 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 	}
 	groups := map[string]*aggregate{}
 	sketches := map[string]*visitorSketch{}
+	merges := map[string]int{}
+	dense := 0
 	var order []string
-	total := newVisitorSketch()
+	total := &visitorSketch{dense: make([]uint8, sketchM)}
 	key := make([]string, plan.nDims)
 	read := func(basis string) error {
 		blobs, err := db.dayPartials(ctx, q.Site, loc, days, plan.dim, basis, now)
@@ -434,6 +470,13 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 					if s == nil {
 						s = newVisitorSketch()
 						sketches[k] = s
+					}
+					// A value seen on several days takes many merges: its
+					// registers in an array are cheaper to merge into than
+					// in a map, at 16 KB each, for the first maxDenseKeys.
+					if merges[k]++; merges[k] == 3 && s.dense == nil && dense < maxDenseKeys {
+						s.toDense()
+						dense++
 					}
 					if err := mergeEncoded(s, sk); err != nil {
 						failed = err
@@ -516,15 +559,31 @@ func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, 
 		data []byte
 	}
 	var store []stored
-	for i, d := range days {
-		if out[i] != nil {
-			continue
+	lo, hi := -1, -1
+	for i := range days {
+		if out[i] == nil {
+			if lo < 0 {
+				lo = i
+			}
+			hi = i
 		}
-		if out[i], err = db.computePartial(ctx, site, loc, d.start, d.end, dim, basis); err != nil {
+	}
+	if lo >= 0 {
+		// The days from the first missing to the last, kept ones among
+		// them included: one scan.
+		blobs, err := db.computePartials(ctx, site, loc, days[lo:hi+1], dim, basis)
+		if err != nil {
 			return nil, err
 		}
-		if !d.end.Add(partialMargin).After(now) {
-			store = append(store, stored{d, out[i]})
+		for k, b := range blobs {
+			i := lo + k
+			if out[i] != nil {
+				continue
+			}
+			out[i] = b
+			if !days[i].end.Add(partialMargin).After(now) {
+				store = append(store, stored{days[i], b})
+			}
 		}
 	}
 	if len(store) == 0 {
