@@ -189,19 +189,76 @@ func decodePartial(b []byte, each func(value string, n [4]float64, sketch []byte
 	return nil
 }
 
-// maxDenseKeys bounds the sketches one query turns dense (16 MB).
-const maxDenseKeys = 1000
+// sketchUnion is the union of encoded sketches, kept as the list of their
+// registers until it is estimated: appending is cheaper than a map write
+// per register, and most values of a report are small.
+type sketchUnion struct {
+	regs  []uint32 // index<<8 | rank, of sparse sketches
+	dense []uint8  // the maximum of dense ones, nil while there are none
+}
 
-// toDense moves s's registers into an array.
-func (s *visitorSketch) toDense() {
-	if s.dense != nil {
-		return
+func (u *sketchUnion) add(b []byte) error {
+	if len(b) == 0 {
+		return errBadSketch
 	}
-	s.dense = make([]uint8, sketchM)
-	for i, r := range s.sparse {
-		s.dense[i] = r
+	switch b[0] {
+	case sketchDense:
+		if len(b) != 1+sketchM {
+			return errBadSketch
+		}
+		if u.dense == nil {
+			u.dense = make([]uint8, sketchM)
+		}
+		for i, r := range b[1:] {
+			u.dense[i] = max(u.dense[i], r)
+		}
+	case sketchSparse:
+		if (len(b)-1)%3 != 0 {
+			return errBadSketch
+		}
+		for p := 1; p < len(b); p += 3 {
+			idx := binary.BigEndian.Uint16(b[p:])
+			if idx >= sketchM || b[p+2] > sketchQ+1 {
+				return errBadSketch
+			}
+			u.regs = append(u.regs, uint32(idx)<<8|uint32(b[p+2]))
+		}
+	default:
+		return errBadSketch
 	}
-	s.sparse = nil
+	return nil
+}
+
+// estimate is the union's estimate; scratch is all zeros, and left so.
+func (u *sketchUnion) estimate(scratch *[sketchM]uint8) int64 {
+	var n [sketchQ + 2]int
+	if u.dense != nil {
+		for _, x := range u.regs {
+			idx := x >> 8
+			u.dense[idx] = max(u.dense[idx], uint8(x))
+		}
+		for _, r := range u.dense {
+			n[r]++
+		}
+		return estimateRanks(n)
+	}
+	touched := 0
+	for _, x := range u.regs {
+		idx, r := x>>8, uint8(x)
+		if scratch[idx] == 0 {
+			touched++
+		}
+		scratch[idx] = max(scratch[idx], r)
+	}
+	n[0] = sketchM - touched
+	for _, x := range u.regs {
+		idx := x >> 8
+		if r := scratch[idx]; r != 0 {
+			n[r]++
+			scratch[idx] = 0
+		}
+	}
+	return estimateRanks(n)
 }
 
 // mergeEncoded merges an encoded sketch into s without decoding it into a
@@ -428,9 +485,8 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 		return nil, nil, false, nil
 	}
 	groups := map[string]*aggregate{}
-	sketches := map[string]*visitorSketch{}
-	merges := map[string]int{}
-	dense := 0
+	unions := map[string]*sketchUnion{}
+	var scratch [sketchM]uint8
 	var order []string
 	total := &visitorSketch{dense: make([]uint8, sketchM)}
 	key := make([]string, plan.nDims)
@@ -466,19 +522,12 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 					a.sDuration += n[3]
 				}
 				if plan.needVisitors && basis == plan.visitorBasis {
-					s := sketches[k]
-					if s == nil {
-						s = newVisitorSketch()
-						sketches[k] = s
+					u := unions[k]
+					if u == nil {
+						u = &sketchUnion{}
+						unions[k] = u
 					}
-					// A value seen on several days takes many merges: its
-					// registers in an array are cheaper to merge into than
-					// in a map, at 16 KB each, for the first maxDenseKeys.
-					if merges[k]++; merges[k] == 3 && s.dense == nil && dense < maxDenseKeys {
-						s.toDense()
-						dense++
-					}
-					if err := mergeEncoded(s, sk); err != nil {
+					if err := u.add(sk); err != nil {
 						failed = err
 					}
 					if err := mergeEncoded(total, sk); err != nil {
@@ -509,8 +558,8 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 		if total.Estimate() < db.exactVisitorsBelow {
 			return nil, nil, false, nil
 		}
-		for k, s := range sketches {
-			groups[k].visitors = float64(s.Estimate())
+		for k, u := range unions {
+			groups[k].visitors = float64(u.estimate(&scratch))
 		}
 		if q.estimated != nil {
 			*q.estimated = true
