@@ -461,3 +461,43 @@ func TestPartialStoreRefusedAfterAChange(t *testing.T) {
 		t.Errorf("got %d kept partials read after the change, want 1", n)
 	}
 }
+
+// TestPartialsGoWithTheSiteData: a dev reset of the site and a site
+// deletion leave none of its kept partials.
+func TestPartialsGoWithTheSiteData(t *testing.T) {
+	db, _, ws := openPartialsDB(t)
+	warm := func() {
+		t.Helper()
+		ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(9, 9)), "a", 200, 20, 5))
+		q := StatsQuery{Site: "s", From: partialsStart, To: partialsStart.AddDate(0, 0, 5), Zone: time.UTC,
+			Metrics: []string{MetricPageviews}, Dimensions: []string{"time:day"}}
+		if _, err := db.Stats(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+		waitPartials(t, db)
+		if partialRows(t, db, "") == 0 {
+			t.Fatal("got no kept partials, want some")
+		}
+	}
+	warm()
+	if _, err := db.ResetSiteData(context.Background(), "s"); err != nil {
+		t.Fatal(err)
+	}
+	if n := partialRows(t, db, ""); n != 0 {
+		t.Errorf("got %d kept partials after a reset of the site, want 0", n)
+	}
+	warm()
+	if _, err := db.ResetData(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := partialRows(t, db, ""); n != 0 {
+		t.Errorf("got %d kept partials after a reset, want 0", n)
+	}
+	warm()
+	if err := db.DeleteSite(context.Background(), Actor{Kind: ActorSystem}, ws, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if n := partialRows(t, db, ""); n != 0 {
+		t.Errorf("got %d kept partials after the site's deletion, want 0", n)
+	}
+}
