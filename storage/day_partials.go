@@ -197,7 +197,7 @@ type sketchUnion struct {
 	dense []uint8  // the maximum of dense ones, nil while there are none
 }
 
-func (u *sketchUnion) add(b []byte) error {
+func (u *sketchUnion) add(b []byte, days int) error {
 	if len(b) == 0 {
 		return errBadSketch
 	}
@@ -215,6 +215,10 @@ func (u *sketchUnion) add(b []byte) error {
 	case sketchSparse:
 		if (len(b)-1)%3 != 0 {
 			return errBadSketch
+		}
+		if u.regs == nil {
+			// About as many registers on each day of the range.
+			u.regs = make([]uint32, 0, (len(b)-1)/3*days)
 		}
 		for p := 1; p < len(b); p += 3 {
 			idx := binary.BigEndian.Uint16(b[p:])
@@ -242,21 +246,19 @@ func (u *sketchUnion) estimate(scratch *[sketchM]uint8) int64 {
 		}
 		return estimateRanks(n)
 	}
-	touched := 0
+	// Registers first set are noted, so the second pass reads each once.
+	touched := make([]uint16, 0, min(len(u.regs), sketchM))
 	for _, x := range u.regs {
 		idx, r := x>>8, uint8(x)
 		if scratch[idx] == 0 {
-			touched++
+			touched = append(touched, uint16(idx))
 		}
 		scratch[idx] = max(scratch[idx], r)
 	}
-	n[0] = sketchM - touched
-	for _, x := range u.regs {
-		idx := x >> 8
-		if r := scratch[idx]; r != 0 {
-			n[r]++
-			scratch[idx] = 0
-		}
+	n[0] = sketchM - len(touched)
+	for _, idx := range touched {
+		n[scratch[idx]]++
+		scratch[idx] = 0
 	}
 	return estimateRanks(n)
 }
@@ -527,7 +529,7 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 						u = &sketchUnion{}
 						unions[k] = u
 					}
-					if err := u.add(sk); err != nil {
+					if err := u.add(sk, len(days)); err != nil {
 						failed = err
 					}
 					if err := mergeEncoded(total, sk); err != nil {
