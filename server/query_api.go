@@ -754,7 +754,7 @@ func (s *Server) runQuery(r *http.Request, pq *parsedQuery) (*queryAnswer, error
 			return nil, invalid("the date_range holds more than %d buckets of %s; ask for a shorter range or a coarser time dimension", storage.MaxTimeLabels, pq.timeDimension())
 		}
 	}
-	rows, err := s.db.Stats(r.Context(), pq.storageQuery(pq.from, pq.to))
+	rows, estimated, err := s.db.StatsEstimate(r.Context(), pq.storageQuery(pq.from, pq.to))
 	if err != nil {
 		return nil, err
 	}
@@ -776,7 +776,22 @@ func (s *Server) runQuery(r *http.Request, pq *parsedQuery) (*queryAnswer, error
 	if pq.timeLabels {
 		a.Meta.TimeLabels = labels
 	}
+	if estimated {
+		a.Meta.MetricWarnings = estimateWarnings(pq.metrics)
+	}
 	return a, nil
+}
+
+// estimateWarnings marks visitors and percentage as estimates (README
+// "Query API", How reports stay fast).
+func estimateWarnings(metrics []string) map[string]queryMetricWarning {
+	w := map[string]queryMetricWarning{}
+	for _, m := range metrics {
+		if m == storage.MetricVisitors || m == storage.MetricPercentage {
+			w[m] = queryMetricWarning{Code: "estimated", Warning: "an estimate from per-day sketches (standard error under 1%): the range has more than 10,000 visitors"}
+		}
+	}
+	return w
 }
 
 // addComparison gives each result the figures of its counterpart in the

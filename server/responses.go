@@ -651,10 +651,19 @@ type queryComparison struct {
 	Change     []*float64 `json:"change"`
 }
 
-// queryMeta holds what include asked for.
+// queryMeta holds what include asked for, and the warnings of metrics
+// whose figures are estimates.
 type queryMeta struct {
-	TimeLabels []string `json:"time_labels,omitempty"`
-	TotalRows  *int     `json:"total_rows,omitempty"`
+	TimeLabels     []string                      `json:"time_labels,omitempty"`
+	TotalRows      *int                          `json:"total_rows,omitempty"`
+	MetricWarnings map[string]queryMetricWarning `json:"metric_warnings,omitempty"`
+}
+
+// queryMetricWarning is one entry of meta.metric_warnings (Plausible's
+// field for a metric's caveat): a code and a message.
+type queryMetricWarning struct {
+	Code    string `json:"code"`
+	Warning string `json:"warning"`
 }
 
 // queryEcho is the query as run, defaults filled in.

@@ -637,6 +637,24 @@ func eraseSessions(tx *eraseTx, table, where string, args ...any) (int64, error)
 // count is exact again, and deletes the rollup rows left empty: an erased
 // page's path or referrer host must not stay behind at count 0.
 func (tx *eraseTx) flush() error {
+	// The partials of the erased rows' days go too, so that their
+	// sketches are computed again from the remaining events.
+	touched := map[[2]string]bool{}
+	for k := range tx.days {
+		touched[[2]string{k.site, k.day}] = true
+	}
+	for k := range tx.sessions {
+		touched[k] = true
+	}
+	if len(touched) > 0 {
+		dp, err := tx.stmt(dropPartialsSQL)
+		if err != nil {
+			return fmt.Errorf("erase day partials: %w", err)
+		}
+		if err := dropDays(tx.writeTx, func(args ...any) error { _, err := dp.Exec(args...); return err }, touched); err != nil {
+			return fmt.Errorf("erase day partials: %w", err)
+		}
+	}
 	days := make([][]any, 0, len(tx.days))
 	for k, n := range tx.days {
 		days = append(days, []any{k.site, k.day, k.typ, n})

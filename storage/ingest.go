@@ -85,7 +85,7 @@ type IngestResult struct {
 // ingestStmts are prepared once on the write connection.
 type ingestStmts struct {
 	dedup, insertEvent, link, profile, newestSession, loadSessions, insertSession, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
-	dailyEvents, dailySessions, usage, dlq, dailyDims *sql.Stmt
+	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials *sql.Stmt
 }
 
 func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
@@ -121,6 +121,7 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 			duration_ms = duration_ms + excluded.duration_ms, events = events + excluded.events, bounces = bounces + excluded.bounces`},
 		{&s.dailyDims, `INSERT INTO daily_dimensions(site_id, day, dimension, value, count) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT(site_id, day, dimension, value) DO UPDATE SET count = count + excluded.count`},
+		{&s.dropPartials, dropPartialsSQL},
 		{&s.usage, `INSERT INTO site_usage(site_id, month, accepted) VALUES (?, ?, ?)
 			ON CONFLICT(site_id, month) DO UPDATE SET accepted = accepted + excluded.accepted`},
 		{&s.dlq, `INSERT INTO dlq(id, site_id, payload, error, received_at, anon_id, user_id, endpoint, user_agent,
@@ -603,6 +604,20 @@ func (j *ingestRun) rollups() error {
 		if _, err := ds.Exec(k[0], k[1], d.sessions, d.durationMS, d.events, d.bounces); err != nil {
 			return fmt.Errorf("daily sessions: %w", err)
 		}
+	}
+	// The day partials of every day whose events or visits changed: the
+	// events' days and the start days of the visits they changed (a visit
+	// across midnight changes its start day's figures).
+	touched := make(map[[2]string]bool, len(j.sessDays)+1)
+	for k := range j.days {
+		touched[[2]string{k.site, k.day}] = true
+	}
+	for k := range j.sessDays {
+		touched[k] = true
+	}
+	dp := j.stmt(j.db.ingest.dropPartials)
+	if err := dropDays(j.tx, func(args ...any) error { _, err := dp.Exec(args...); return err }, touched); err != nil {
+		return fmt.Errorf("day partials: %w", err)
 	}
 	us := j.stmt(j.db.ingest.usage)
 	for k, n := range j.usage {

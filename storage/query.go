@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -99,6 +100,12 @@ type StatsQuery struct {
 	// eventBasis counts visitors from events even without an event
 	// dimension or filter: the total of a percentage whose rows do.
 	eventBasis bool
+	// estimated, when set, is set to true when visitors are estimated
+	// from day partials (day_partials.go).
+	estimated *bool
+	// scan reads the tables even where day partials would answer (tests
+	// compare the two).
+	scan bool
 }
 
 // StatsRow is one group of a query: its dimension values and its metrics,
@@ -154,9 +161,18 @@ type aggregate struct {
 // in no particular order. See README "Query API" for what each metric
 // counts.
 func (db *DB) Stats(ctx context.Context, q StatsQuery) ([]StatsRow, error) {
+	rows, _, err := db.StatsEstimate(ctx, q)
+	return rows, err
+}
+
+// StatsEstimate is Stats, and whether its visitors (and percentage) are
+// estimates (README "Query API", How reports stay fast).
+func (db *DB) StatsEstimate(ctx context.Context, q StatsQuery) ([]StatsRow, bool, error) {
+	var estimated bool
+	q.estimated = &estimated
 	groups, order, err := db.statsGroups(ctx, q)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var total float64
 	if needs(q.Metrics, MetricPercentage) {
@@ -167,7 +183,7 @@ func (db *DB) Stats(ctx context.Context, q StatsQuery) ([]StatsRow, error) {
 		all.eventBasis = q.eventLevel() || needs(q.Metrics, MetricPageviews) || needs(q.Metrics, MetricEvents)
 		tg, _, err := db.statsGroups(ctx, all)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for _, a := range tg {
 			total = a.visitors
@@ -185,7 +201,7 @@ func (db *DB) Stats(ctx context.Context, q StatsQuery) ([]StatsRow, error) {
 	if len(q.Dimensions) == 0 && len(rows) == 0 {
 		rows = append(rows, StatsRow{Dims: []string{}, Metrics: make([]float64, len(q.Metrics))})
 	}
-	return rows, nil
+	return rows, estimated, nil
 }
 
 func needs(list []string, m string) bool {
@@ -251,6 +267,12 @@ func splitKey(key string, n int) []string {
 // visitors of the events when the query has an event dimension, filter or
 // metric, else of the visits (README "Query API").
 func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggregate, []string, error) {
+	if !q.scan {
+		groups, order, ok, err := db.partialGroups(ctx, q)
+		if err != nil && !errors.Is(err, errBadPartial) || ok && err == nil {
+			return groups, order, err
+		}
+	}
 	groups := map[string]*aggregate{}
 	var order []string
 	get := func(key string) *aggregate {
@@ -556,6 +578,12 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 // dimExpr is the shown value of dimension d on a row of the read, never
 // NULL, and its arguments.
 func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
+	if d == anonDim {
+		if b.visitSide {
+			return "s.anon_id", nil, nil
+		}
+		return "e.anon_id", nil, nil
+	}
 	if TimeDimension(d) {
 		col := "e.ts"
 		if b.visitSide {

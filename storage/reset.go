@@ -23,7 +23,12 @@ func (db *DB) ResetData(ctx context.Context) (map[string]int64, error) {
 			}
 			deleted[table], _ = res.RowsAffected()
 		}
+		// The query API's cache of those (README "Query API"), not counted.
+		if _, err := tx.Exec(`DELETE FROM day_partials`); err != nil {
+			return fmt.Errorf("reset day_partials: %w", err)
+		}
 		tx.onCommit(db.intake.forget)
+		tx.partialsChanged("")
 		tx.onCommit(func() {
 			db.quota.mu.Lock()
 			db.quota.used, db.quota.reserved = map[string]int{}, map[string]int{}
@@ -75,5 +80,12 @@ func (db *DB) ResetSiteData(ctx context.Context, site string) (map[string]int64,
 			}
 		}
 	}
-	return deleted, nil
+	// The query API's cache of the data (README "Query API"), not counted:
+	// a day's rows of it are a few, so all of them go in one job.
+	err := db.writer.do(ctx, func(tx *writeTx) error {
+		tx.partialsChanged(site)
+		_, err := tx.Exec(`DELETE FROM day_partials WHERE site_id = ?`, site)
+		return err
+	})
+	return deleted, err
 }

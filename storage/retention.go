@@ -160,6 +160,16 @@ func (db *DB) markPurged(ctx context.Context, cuts PurgeCuts) error {
 			if _, err := tx.Exec(`UPDATE sites SET purged_before = ? WHERE id = ?`, cut, id); err != nil {
 				return err
 			}
+			// The partials of the purged days, and of the day the cut falls
+			// in (a local day starts up to a day before the UTC one).
+			if t, err := time.Parse(dayLayout, cut); err == nil {
+				if _, err := tx.Exec(`DELETE FROM day_partials WHERE site_id = ? AND day_start < ?`, id, t.UnixMilli()+dayMS); err != nil {
+					return err
+				}
+			} else if _, err := tx.Exec(`DELETE FROM day_partials WHERE site_id = ?`, id); err != nil {
+				return err
+			}
+			tx.partialsChanged(id)
 			updated := *s
 			updated.PurgedBefore = cut
 			changed = append(changed, &updated)

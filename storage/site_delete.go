@@ -46,6 +46,9 @@ type siteTable struct {
 
 // deleteChunk deletes up to t.chunk rows of site from t.
 func (t siteTable) deleteChunk(tx *writeTx, site string) (int64, error) {
+	// The partials of the rows going (a reset's too) must not be stored
+	// again from reads of before.
+	tx.partialsChanged(site)
 	var res sql.Result
 	var err error
 	if t.pk == "" {
@@ -181,6 +184,12 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 			counts[t.table], _ = res.RowsAffected()
 			total[t.table] = deleted[t.table] + counts[t.table]
 		}
+		// The query API's cache of the site's data (README "Query API"),
+		// not counted: at most a few rows a day.
+		if _, err := tx.Exec(`DELETE FROM day_partials WHERE site_id = ?`, id); err != nil {
+			return fmt.Errorf("delete day_partials of site: %w", err)
+		}
+		tx.partialsChanged(id)
 		if err := db.audit(tx, ws.ID, actor, "site.delete", id, map[string]any{"deleted_rows": total}); err != nil {
 			return err
 		}

@@ -150,6 +150,14 @@ func (db *DB) UpdateSite(ctx context.Context, actor Actor, site *Site, change Si
 			updated.Name, updated.RetentionDays, updated.TimeZone, site.ID); err != nil {
 			return err
 		}
+		if updated.TimeZone != site.TimeZone {
+			// Partials are kept per zone: those of the old one would only
+			// take room.
+			if _, err := tx.Exec(`DELETE FROM day_partials WHERE site_id = ? AND zone <> ?`, site.ID, updated.TimeZone); err != nil {
+				return err
+			}
+			tx.partialsChanged(site.ID)
+		}
 		// A purge may have moved purged_before since the request read the
 		// site.
 		updated.PurgedBefore = cur.PurgedBefore

@@ -120,6 +120,10 @@ type DB struct {
 	// wait: a test can queue one there.
 	eraseStep func()
 
+	// exactVisitorsBelow is ExactVisitorsBelow; tests lower it to compare
+	// estimates of small ranges with their exact figures.
+	exactVisitorsBelow int64
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -181,7 +185,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	read.SetMaxIdleConns(opts.ReadConns)
 	read.SetConnMaxIdleTime(0)
 
-	db := &DB{write: write, read: read, now: opts.Now, path: opts.Path}
+	db := &DB{write: write, read: read, now: opts.Now, path: opts.Path, exactVisitorsBelow: ExactVisitorsBelow}
 	err = db.loadTenants(ctx)
 	if err == nil {
 		err = db.loadQuota(ctx)

@@ -41,6 +41,7 @@ type visitChunk struct {
 
 type backfilledVisit struct {
 	id         int64
+	site       string
 	start, end time.Time
 	visit      visit
 }
@@ -102,7 +103,7 @@ func (db *DB) readVisitChunk(ctx context.Context, chunk int) (*visitChunk, error
 		if err != nil {
 			return nil, fmt.Errorf("visit backfill: %w", err)
 		}
-		c.rows = append(c.rows, backfilledVisit{id: p.id, start: start, end: end, visit: v})
+		c.rows = append(c.rows, backfilledVisit{id: p.id, site: p.site, start: start, end: end, visit: v})
 	}
 	return &c, nil
 }
@@ -124,6 +125,10 @@ func (db *DB) writeVisitChunk(ctx context.Context, c *visitChunk) (int64, error)
 				return err
 			}
 			defer st.Close()
+			// A backfilled visit changes its start day's figures: that day's
+			// partials (day_partials.go) were computed without its
+			// attributes.
+			touched := map[[2]string]bool{}
 			for _, r := range c.rows {
 				res, err := st.Exec(append(r.visit.args(r.start, r.end), r.id)...)
 				if err != nil {
@@ -131,6 +136,12 @@ func (db *DB) writeVisitChunk(ctx context.Context, c *visitChunk) (int64, error)
 				}
 				n, _ := res.RowsAffected()
 				written += n
+				if n > 0 {
+					touched[[2]string{r.site, FormatTime(r.start)[:10]}] = true
+				}
+			}
+			if err := dropDays(tx, func(args ...any) error { _, err := tx.Exec(dropPartialsSQL, args...); return err }, touched); err != nil {
+				return err
 			}
 		}
 		if c.last >= c.end {

@@ -250,3 +250,49 @@ func countWhere(t *testing.T, db *DB, values []string) int {
 	}
 	return n
 }
+
+// A day's partials computed before its visits were backfilled lack their
+// attributes: the backfill's job drops them with the sessions it writes.
+func TestVisitBackfillDropsTheDaysPartials(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	pre0013(t, path, visitFixture())
+	db, err := Open(context.Background(), Options{Path: path, visitBackfillChunk: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	insert := func(site string) {
+		t.Helper()
+		if err := db.writer.do(context.Background(), func(tx *writeTx) error {
+			_, err := tx.Exec(`INSERT INTO day_partials(site_id, zone, dim, basis, day_start, day_end, data) VALUES (?, 'UTC', 'visit:source', 'visits', ?, ?, x'00')`,
+				site, day.UnixMilli(), day.AddDate(0, 0, 1).UnixMilli())
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("s")
+	insert("other") // another site's day is left alone
+	c, err := db.readVisitChunk(context.Background(), 100)
+	if err != nil || c == nil {
+		t.Fatalf("got %v, %v; want a chunk", c, err)
+	}
+	if _, err := db.writeVisitChunk(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	var sites []string
+	rows, err := db.read.Query(`SELECT site_id FROM day_partials ORDER BY site_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		sites = append(sites, s)
+	}
+	if fmt.Sprint(sites) != "[other]" {
+		t.Errorf("got partials of %v after the backfill, want [other] only", sites)
+	}
+}

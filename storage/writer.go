@@ -35,6 +35,11 @@ type writeTx struct {
 	seq   uint64
 	hooks []func()
 	wrote bool
+	// gens counts the changes of each site's day partials (day_partials.go).
+	gens *partialGens
+	// partialSites are the sites whose partials the job changed ("" for
+	// all), so that gens moves once per site and job.
+	partialSites map[string]bool
 }
 
 // onCommit registers f to run on the writer goroutine after the transaction
@@ -128,6 +133,9 @@ type writer struct {
 	// health is the outcome of the latest commit that wrote something.
 	health writeHealth
 
+	// gens is the database's count of day partial changes (day_partials.go).
+	gens *partialGens
+
 	mu     sync.RWMutex // guards closed against sends on a closed queue
 	closed bool
 	exited chan struct{}
@@ -135,7 +143,7 @@ type writer struct {
 
 func newWriter(db *sql.DB, size int, log *slog.Logger) *writer {
 	w := &writer{db: db, queue: make(chan *job, size), exited: make(chan struct{}), log: log,
-		health: writeHealth{log: log}}
+		health: writeHealth{log: log}, gens: &partialGens{m: map[string]uint64{}}}
 	go w.loop()
 	return w
 }
@@ -339,7 +347,7 @@ func (w *writer) commit(batch []*job) {
 	for i := 0; i < len(batch); {
 		g := batch[i].group
 		if g == nil {
-			txs[i], errs[i] = runJob(sqlTx, seq, batch[i].fn)
+			txs[i], errs[i] = runJob(sqlTx, seq, w.gens, batch[i].fn)
 			i++
 			continue
 		}
@@ -347,7 +355,7 @@ func (w *writer) commit(batch []*job) {
 		for k < len(batch) && batch[k].group == g {
 			k++
 		}
-		runMerged(sqlTx, seq, g, batch[i:k], errs[i:k], txs[i:k], !one)
+		runMerged(sqlTx, seq, w.gens, g, batch[i:k], errs[i:k], txs[i:k], !one)
 		i = k
 	}
 	if err := sqlTx.Commit(); err != nil {
@@ -414,7 +422,7 @@ func (w *writer) commitAlone(batch []*job, start time.Time) bool {
 	if err != nil {
 		return false // commit tries again and reports the error
 	}
-	tx := &writeTx{Tx: sqlTx, seq: seq}
+	tx := &writeTx{Tx: sqlTx, seq: seq, gens: w.gens}
 	if err := recovered(func() error { return batch[0].group.runMerged(tx, parts(batch), true) }); err != nil {
 		sqlTx.Rollback()
 		return false
@@ -445,10 +453,10 @@ func parts(jobs []*job) []any {
 // a savepoint; when merged is false, or should the unit fail, each job runs
 // alone in a savepoint, so one bad job cannot fail the others. A unit's
 // transaction is recorded at its first job.
-func runMerged(sqlTx *sql.Tx, seq uint64, g mergeGroup, jobs []*job, errs []error, txs []*writeTx, merged bool) {
+func runMerged(sqlTx *sql.Tx, seq uint64, gens *partialGens, g mergeGroup, jobs []*job, errs []error, txs []*writeTx, merged bool) {
 	p := parts(jobs)
 	if merged {
-		tx, err := runJob(sqlTx, seq, func(tx *writeTx) error { return g.runMerged(tx, p, false) })
+		tx, err := runJob(sqlTx, seq, gens, func(tx *writeTx) error { return g.runMerged(tx, p, false) })
 		if err == nil {
 			txs[0] = tx
 			return
@@ -459,7 +467,7 @@ func runMerged(sqlTx *sql.Tx, seq uint64, g mergeGroup, jobs []*job, errs []erro
 		}
 	}
 	for i := range jobs {
-		txs[i], errs[i] = runJob(sqlTx, seq, func(tx *writeTx) error { return g.runMerged(tx, p[i:i+1], false) })
+		txs[i], errs[i] = runJob(sqlTx, seq, gens, func(tx *writeTx) error { return g.runMerged(tx, p[i:i+1], false) })
 	}
 }
 
@@ -520,11 +528,11 @@ func recovered(fn func() error) (err error) {
 // runJob runs fn inside a savepoint of sqlTx, transaction number seq. It
 // returns the writeTx fn ran in, which holds its commit hooks, or the error
 // that undid it.
-func runJob(sqlTx *sql.Tx, seq uint64, fn func(*writeTx) error) (*writeTx, error) {
+func runJob(sqlTx *sql.Tx, seq uint64, gens *partialGens, fn func(*writeTx) error) (*writeTx, error) {
 	if _, err := sqlTx.Exec(`SAVEPOINT job`); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	tx := &writeTx{Tx: sqlTx, seq: seq}
+	tx := &writeTx{Tx: sqlTx, seq: seq, gens: gens}
 	if err := recovered(func() error { return fn(tx) }); err != nil {
 		if _, rerr := sqlTx.Exec(`ROLLBACK TO job`); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))

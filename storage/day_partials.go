@@ -1,0 +1,666 @@
+package storage
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Per-day partials of the query API (README "Query API", How reports stay
+// fast). An unfiltered report by day (or week, or month) or by one
+// dimension is answered from one partial per local day and dimension:
+// each value's sums, which add across days, and a sketch of its visitors,
+// which merge into the sketch of the range. Partials of closed days are
+// kept in day_partials; the open day is computed on every query.
+
+const (
+	// ExactVisitorsBelow is where visitors stop being counted exactly: a
+	// range whose estimated distinct visitors is below it is answered by
+	// the scan. It sits 5% (six standard errors of the sketch) above
+	// 10,000, so that a range of fewer than 10,000 visitors is never
+	// estimated.
+	ExactVisitorsBelow = 10500
+	// partialMargin is how long after its end a day counts as closed and
+	// its partials are kept: events of a visit arrive up to a session gap
+	// late in the ordinary case, and each later one deletes the partials
+	// anyway.
+	partialMargin = sessionGap
+	// maxPartialDays bounds the days one query reads from partials; a
+	// longer range is scanned.
+	maxPartialDays = 400
+	dayMS          = int64(24 * time.Hour / time.Millisecond)
+)
+
+// Bases of a partial: what its sums and visitors are of.
+const (
+	basisEvents = "events" // the day's events (visitors of events)
+	basisVisits = "visits" // the visits starting on the day
+)
+
+// anonDim is a dimension only partials use: the visitor id, so that a
+// day's read hands each visitor to the sketch of its group.
+const anonDim = "\x00anon"
+
+// partialGens counts, per site, the commits that changed a day partial's
+// inputs. A partial computed from reads that began before such a commit is
+// not stored: it may lack the commit's change, which already deleted the
+// row it would replace.
+type partialGens struct {
+	mu  sync.Mutex
+	m   map[string]uint64
+	all uint64
+}
+
+func (g *partialGens) get(site string) uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.all + g.m[site]
+}
+
+func (g *partialGens) bump(site string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if site == "" {
+		g.all++
+		return
+	}
+	g.m[site]++
+}
+
+// partialsChanged records that tx changes the inputs of site's partials
+// ("" for every site). The count moves now, which refuses a partial read
+// before and stored later in the same transaction, and again on commit,
+// which refuses one whose reads began before the commit.
+func (tx *writeTx) partialsChanged(site string) {
+	if tx.gens == nil || tx.partialSites[site] {
+		return
+	}
+	if tx.partialSites == nil {
+		tx.partialSites = map[string]bool{}
+	}
+	tx.partialSites[site] = true
+	g := tx.gens
+	g.bump(site)
+	tx.onCommit(func() { g.bump(site) })
+}
+
+// dropPartialsSQL deletes a site's partials of every local day that
+// overlaps the UTC day [?3, ?4): ?2 bounds the index range (a local day is
+// shorter than three days).
+const dropPartialsSQL = `DELETE FROM day_partials WHERE site_id = ?1 AND day_start > ?2 AND day_start < ?4 AND day_end > ?3`
+
+// dropPartialArgs are dropPartialsSQL's arguments for site and a UTC date
+// (YYYY-MM-DD, the first ten characters of a stored time).
+func dropPartialArgs(site, date string) []any {
+	d, err := time.Parse(time.DateOnly, date)
+	if err != nil {
+		// Not a date: drop all of the site's partials rather than miss one.
+		return []any{site, int64(math.MinInt64), int64(math.MinInt64), int64(math.MaxInt64)}
+	}
+	lo := d.UnixMilli()
+	return []any{site, lo - 3*dayMS, lo, lo + dayMS}
+}
+
+// dropDays deletes the partials of each (site, UTC date) in days with
+// stmt (dropPartialsSQL bound to tx).
+func dropDays(tx *writeTx, exec func(args ...any) error, days map[[2]string]bool) error {
+	for k := range days {
+		if err := exec(dropPartialArgs(k[0], k[1])...); err != nil {
+			return err
+		}
+		tx.partialsChanged(k[0])
+	}
+	return nil
+}
+
+// partialGroup is one value's figures in a day partial.
+type partialGroup struct {
+	n      [4]float64 // events: pageviews, events; visits: visits, pageviews, bounces, duration
+	sketch *visitorSketch
+}
+
+// encodePartial writes a partial: for each value, its text, its sums and
+// its visitors' sketch.
+func encodePartial(groups map[string]*partialGroup) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(groups)))
+	for v, g := range groups {
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+		for _, x := range g.n[:3] {
+			b = binary.AppendUvarint(b, uint64(x))
+		}
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(g.n[3]))
+		sk, _ := g.sketch.MarshalBinary()
+		b = binary.AppendUvarint(b, uint64(len(sk)))
+		b = append(b, sk...)
+	}
+	return b
+}
+
+// errBadPartial is a stored partial that does not decode (a damaged file,
+// say): the query is then answered by the scan instead of failing.
+var errBadPartial = errors.New("storage: malformed day partial")
+
+// decodePartial hands each value of an encoded partial to each, with its
+// sums and its encoded sketch (valid only during the call).
+func decodePartial(b []byte, each func(value string, n [4]float64, sketch []byte)) error {
+	count, k := binary.Uvarint(b)
+	if k <= 0 {
+		return errBadPartial
+	}
+	b = b[k:]
+	next := func() (uint64, bool) {
+		x, k := binary.Uvarint(b)
+		if k <= 0 {
+			return 0, false
+		}
+		b = b[k:]
+		return x, true
+	}
+	for range count {
+		l, ok := next()
+		if !ok || uint64(len(b)) < l {
+			return errBadPartial
+		}
+		v := string(b[:l])
+		b = b[l:]
+		var n [4]float64
+		for i := range 3 {
+			x, ok := next()
+			if !ok {
+				return errBadPartial
+			}
+			n[i] = float64(x)
+		}
+		if len(b) < 8 {
+			return errBadPartial
+		}
+		n[3] = math.Float64frombits(binary.LittleEndian.Uint64(b))
+		b = b[8:]
+		l, ok = next()
+		if !ok || uint64(len(b)) < l {
+			return errBadPartial
+		}
+		each(v, n, b[:l])
+		b = b[l:]
+	}
+	return nil
+}
+
+// sketchUnion is the union of encoded sketches, kept as the list of their
+// registers until it is estimated: appending is cheaper than a map write
+// per register, and most values of a report are small.
+type sketchUnion struct {
+	regs  []uint32 // index<<8 | rank, of sparse sketches
+	dense []uint8  // the maximum of dense ones, nil while there are none
+}
+
+func (u *sketchUnion) add(b []byte, days int) error {
+	if len(b) == 0 {
+		return errBadSketch
+	}
+	switch b[0] {
+	case sketchDense:
+		if len(b) != 1+sketchM {
+			return errBadSketch
+		}
+		if u.dense == nil {
+			u.dense = make([]uint8, sketchM)
+		}
+		for i, r := range b[1:] {
+			u.dense[i] = max(u.dense[i], r)
+		}
+	case sketchSparse:
+		if (len(b)-1)%3 != 0 {
+			return errBadSketch
+		}
+		if u.regs == nil {
+			// About as many registers on each day of the range.
+			u.regs = make([]uint32, 0, (len(b)-1)/3*days)
+		}
+		for p := 1; p < len(b); p += 3 {
+			idx := binary.BigEndian.Uint16(b[p:])
+			if idx >= sketchM || b[p+2] > sketchQ+1 {
+				return errBadSketch
+			}
+			u.regs = append(u.regs, uint32(idx)<<8|uint32(b[p+2]))
+		}
+	default:
+		return errBadSketch
+	}
+	return nil
+}
+
+// estimate is the union's estimate; scratch is all zeros, and left so.
+func (u *sketchUnion) estimate(scratch *[sketchM]uint8) int64 {
+	var n [sketchQ + 2]int
+	if u.dense != nil {
+		for _, x := range u.regs {
+			idx := x >> 8
+			u.dense[idx] = max(u.dense[idx], uint8(x))
+		}
+		for _, r := range u.dense {
+			n[r]++
+		}
+		return estimateRanks(n)
+	}
+	// Registers first set are noted, so the second pass reads each once.
+	touched := make([]uint16, 0, min(len(u.regs), sketchM))
+	for _, x := range u.regs {
+		idx, r := x>>8, uint8(x)
+		if scratch[idx] == 0 {
+			touched = append(touched, uint16(idx))
+		}
+		scratch[idx] = max(scratch[idx], r)
+	}
+	n[0] = sketchM - len(touched)
+	for _, idx := range touched {
+		n[scratch[idx]]++
+		scratch[idx] = 0
+	}
+	return estimateRanks(n)
+}
+
+// mergeEncoded merges an encoded sketch into s without decoding it into a
+// sketch of its own.
+func mergeEncoded(s *visitorSketch, b []byte) error {
+	if len(b) == 0 {
+		return errBadSketch
+	}
+	switch b[0] {
+	case sketchDense:
+		if len(b) != 1+sketchM {
+			return errBadSketch
+		}
+		if s.dense == nil && len(s.sparse) == 0 {
+			s.dense, s.sparse = append([]uint8(nil), b[1:]...), nil
+			return nil
+		}
+		for i, r := range b[1:] {
+			if r > 0 {
+				s.set(uint16(i), r)
+			}
+		}
+	case sketchSparse:
+		if (len(b)-1)%3 != 0 {
+			return errBadSketch
+		}
+		for p := 1; p < len(b); p += 3 {
+			idx := binary.BigEndian.Uint16(b[p:])
+			if idx >= sketchM {
+				return errBadSketch
+			}
+			s.set(idx, b[p+2])
+		}
+	default:
+		return errBadSketch
+	}
+	return nil
+}
+
+// computePartials reads days (consecutive) of site in one scan: for each
+// day, per value of dim ("": one group), the sums of basis and a sketch
+// of its visitors, encoded. One scan rather than one a day: events are
+// found by visitor, not by time, so a day costs a read of every event of
+// the site.
+func (db *DB) computePartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim, basis string) ([][]byte, error) {
+	q := StatsQuery{Site: site, From: days[0].start, To: days[len(days)-1].end, Zone: loc, TimeUnit: "day",
+		Dimensions: []string{"time:day", anonDim}}
+	if dim != "" {
+		q.Dimensions = []string{"time:day", dim, anonDim}
+	}
+	if basis == basisEvents {
+		q.Metrics = []string{MetricVisitors, MetricPageviews, MetricEvents}
+	} else {
+		q.Metrics = []string{MetricVisitors, MetricVisits, MetricBounceRate}
+	}
+	groups, order, err := db.statsGroups(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	at := make(map[string]int, len(days))
+	for i, d := range days {
+		at[d.label("day")] = i
+	}
+	out := make([]map[string]*partialGroup, len(days))
+	for i := range out {
+		out[i] = map[string]*partialGroup{}
+	}
+	for _, key := range order {
+		parts := splitKey(key, len(q.Dimensions))
+		i, ok := at[parts[0]]
+		if !ok {
+			continue
+		}
+		value, anon := "", parts[len(parts)-1]
+		if dim != "" {
+			value = parts[1]
+		}
+		g := out[i][value]
+		if g == nil {
+			g = &partialGroup{sketch: newVisitorSketch()}
+			out[i][value] = g
+		}
+		a := groups[key]
+		if basis == basisEvents {
+			g.n[0] += a.pageviews
+			g.n[1] += a.events
+		} else {
+			g.n[0] += a.visits
+			g.n[1] += a.sPageviews
+			g.n[2] += a.sBounces
+			g.n[3] += a.sDuration
+		}
+		g.sketch.Add(anon)
+	}
+	blobs := make([][]byte, len(days))
+	for i := range out {
+		blobs[i] = encodePartial(out[i])
+	}
+	return blobs, nil
+}
+
+// localDay is one local day of a query's range.
+type localDay struct {
+	start, end time.Time
+	date       time.Time // its local date, at UTC midnight, for labels
+}
+
+// startOfDay is the start of t's local day in loc.
+func startOfDay(t time.Time, loc *time.Location) time.Time {
+	l := t.In(loc)
+	return time.Date(l.Year(), l.Month(), l.Day(), 0, 0, 0, 0, loc)
+}
+
+// localDays splits [from, to) into whole local days of loc, or false when
+// it is not made of them or holds more than maxPartialDays.
+func localDays(from, to time.Time, loc *time.Location) ([]localDay, bool) {
+	if !from.Before(to) || !startOfDay(from, loc).Equal(from) || !startOfDay(to, loc).Equal(to) {
+		return nil, false
+	}
+	var days []localDay
+	for d := from; d.Before(to); {
+		l := d.In(loc)
+		next := time.Date(l.Year(), l.Month(), l.Day()+1, 0, 0, 0, 0, loc)
+		days = append(days, localDay{start: d, end: next, date: time.Date(l.Year(), l.Month(), l.Day(), 0, 0, 0, 0, time.UTC)})
+		if len(days) > maxPartialDays {
+			return nil, false
+		}
+		d = next
+	}
+	return days, true
+}
+
+// label is day's bucket of unit, as timeExpr shows it.
+func (d localDay) label(unit string) string {
+	switch unit {
+	case "week":
+		return d.date.AddDate(0, 0, -((int(d.date.Weekday()) + 6) % 7)).Format(time.DateOnly)
+	case "month":
+		return d.date.Format("2006-01") + "-01"
+	}
+	return d.date.Format(time.DateOnly)
+}
+
+// partialPlan is how q reads from partials: its one non-time dimension
+// ("" for none), the unit of its time dimension ("" for none), and the
+// bases it needs.
+type partialPlan struct {
+	dim, unit            string
+	events, visits       bool
+	visitorBasis         string
+	needVisitors         bool
+	dimAt, timeAt, nDims int
+}
+
+// planPartials reports how q is answered from partials, or false when it
+// is not: it has filters, more than one non-time dimension, hours, or
+// visits counted across events (a visit's events on two days would count
+// it twice).
+func planPartials(q *StatsQuery) (partialPlan, bool) {
+	p := partialPlan{dimAt: -1, timeAt: -1, nDims: len(q.Dimensions)}
+	if len(q.Filters) > 0 {
+		return p, false
+	}
+	for i, d := range q.Dimensions {
+		switch {
+		case TimeDimension(d):
+			unit := strings.TrimPrefix(d, "time:")
+			if d == "time" {
+				unit = q.TimeUnit
+			}
+			if unit != "day" && unit != "week" && unit != "month" {
+				return p, false
+			}
+			p.unit, p.timeAt = unit, i
+		case p.dimAt >= 0 || d == anonDim:
+			return p, false
+		default:
+			p.dim, p.dimAt = d, i
+		}
+	}
+	eventLevel := q.eventLevel()
+	eventMetric := needs(q.Metrics, MetricPageviews) || needs(q.Metrics, MetricEvents)
+	sessionMetric := false
+	for _, m := range q.Metrics {
+		sessionMetric = sessionMetric || SessionMetric(m)
+	}
+	if eventLevel && (sessionMetric || needs(q.Metrics, MetricVisits)) {
+		return p, false
+	}
+	p.needVisitors = needs(q.Metrics, MetricVisitors) || needs(q.Metrics, MetricPercentage)
+	p.events = eventLevel || eventMetric
+	p.visitorBasis = basisVisits
+	if p.events {
+		p.visitorBasis = basisEvents
+	}
+	p.visits = !eventLevel && (needs(q.Metrics, MetricVisits) || sessionMetric || (p.needVisitors && !p.events))
+	return p, true
+}
+
+// partialGroups answers q from day partials, as statsGroups would; false
+// when q is not one they answer, when no day of the range is closed, or
+// when the range has too few visitors to estimate them.
+func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggregate, []string, bool, error) {
+	plan, ok := planPartials(&q)
+	if !ok {
+		return nil, nil, false, nil
+	}
+	loc := q.Zone
+	if loc == nil {
+		loc = time.UTC
+	}
+	days, ok := localDays(q.From, q.To, loc)
+	if !ok {
+		return nil, nil, false, nil
+	}
+	now := db.now()
+	closed := 0
+	for _, d := range days {
+		if !d.end.Add(partialMargin).After(now) {
+			closed++
+		}
+	}
+	if closed == 0 {
+		return nil, nil, false, nil
+	}
+	groups := map[string]*aggregate{}
+	unions := map[string]*sketchUnion{}
+	var scratch [sketchM]uint8
+	var order []string
+	total := &visitorSketch{dense: make([]uint8, sketchM)}
+	key := make([]string, plan.nDims)
+	read := func(basis string) error {
+		blobs, err := db.dayPartials(ctx, q.Site, loc, days, plan.dim, basis, now)
+		if err != nil {
+			return err
+		}
+		for i, b := range blobs {
+			var failed error
+			err := decodePartial(b, func(value string, n [4]float64, sk []byte) {
+				if plan.timeAt >= 0 {
+					key[plan.timeAt] = days[i].label(plan.unit)
+				}
+				if plan.dimAt >= 0 {
+					key[plan.dimAt] = value
+				}
+				k := strings.Join(key, keySep)
+				a := groups[k]
+				if a == nil {
+					a = &aggregate{}
+					groups[k] = a
+					order = append(order, k)
+				}
+				if basis == basisEvents {
+					a.pageviews += n[0]
+					a.events += n[1]
+				} else {
+					a.visits += n[0]
+					a.sVisits += n[0]
+					a.sPageviews += n[1]
+					a.sBounces += n[2]
+					a.sDuration += n[3]
+				}
+				if plan.needVisitors && basis == plan.visitorBasis {
+					u := unions[k]
+					if u == nil {
+						u = &sketchUnion{}
+						unions[k] = u
+					}
+					if err := u.add(sk, len(days)); err != nil {
+						failed = err
+					}
+					if err := mergeEncoded(total, sk); err != nil {
+						failed = err
+					}
+				}
+			})
+			if err == nil {
+				err = failed
+			}
+			if err != nil {
+				return fmt.Errorf("%w: %v", errBadPartial, err)
+			}
+		}
+		return nil
+	}
+	if plan.events {
+		if err := read(basisEvents); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	if plan.visits {
+		if err := read(basisVisits); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	if plan.needVisitors {
+		if total.Estimate() < db.exactVisitorsBelow {
+			return nil, nil, false, nil
+		}
+		for k, u := range unions {
+			groups[k].visitors = float64(u.estimate(&scratch))
+		}
+		if q.estimated != nil {
+			*q.estimated = true
+		}
+	}
+	return groups, order, true, nil
+}
+
+// dayPartials returns the partial of each day for site, dim and basis:
+// kept ones from day_partials, the others computed, and those of closed
+// days (ended before now, by partialMargin) stored by a writer job that
+// the query does not wait for.
+func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim, basis string, now time.Time) ([][]byte, error) {
+	zone := loc.String()
+	// Taken before anything is read: a change committed after it refuses
+	// the store (partialGens).
+	gen := db.writer.gens.get(site)
+	out := make([][]byte, len(days))
+	at := make(map[int64]int, len(days))
+	for i, d := range days {
+		at[d.start.UnixMilli()] = i
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT day_start, day_end, data FROM day_partials
+		WHERE site_id = ? AND zone = ? AND dim = ? AND basis = ? AND day_start >= ? AND day_start <= ?`,
+		site, zone, dim, basis, days[0].start.UnixMilli(), days[len(days)-1].start.UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var start, end int64
+		var data []byte
+		if err := rows.Scan(&start, &end, &data); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if i, ok := at[start]; ok && days[i].end.UnixMilli() == end {
+			out[i] = data
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	type stored struct {
+		day  localDay
+		data []byte
+	}
+	var store []stored
+	lo, hi := -1, -1
+	for i := range days {
+		if out[i] == nil {
+			if lo < 0 {
+				lo = i
+			}
+			hi = i
+		}
+	}
+	if lo >= 0 {
+		// The days from the first missing to the last, kept ones among
+		// them included: one scan.
+		blobs, err := db.computePartials(ctx, site, loc, days[lo:hi+1], dim, basis)
+		if err != nil {
+			return nil, err
+		}
+		for k, b := range blobs {
+			i := lo + k
+			if out[i] != nil {
+				continue
+			}
+			out[i] = b
+			if !days[i].end.Add(partialMargin).After(now) {
+				store = append(store, stored{days[i], b})
+			}
+		}
+	}
+	if len(store) == 0 {
+		return out, nil
+	}
+	j := newJob(len(store), func(tx *writeTx) error {
+		if tx.gens.get(site) != gen {
+			return nil
+		}
+		if _, ok := db.Site(site); !ok {
+			return nil
+		}
+		for _, s := range store {
+			if _, err := tx.Exec(`INSERT OR REPLACE INTO day_partials(site_id, zone, dim, basis, day_start, day_end, data)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, site, zone, dim, basis, s.day.start.UnixMilli(), s.day.end.UnixMilli(), s.data); err != nil {
+				return err
+			}
+		}
+		tx.markWritten()
+		return nil
+	})
+	// A full queue or a closing database only leaves the days to compute
+	// again next time.
+	_ = db.writer.enqueue(context.Background(), j, false)
+	return out, nil
+}
