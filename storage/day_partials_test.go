@@ -529,12 +529,7 @@ func TestDamagedPartialFallsBackToTheScan(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	if err := db.writer.do(context.Background(), func(tx *writeTx) error {
-		_, err := tx.Exec(`UPDATE day_partials SET data = x'ff' WHERE site_id = 's'`)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	execInWriter(t, db, `UPDATE day_partials SET data = x'ff' WHERE site_id = 's'`)
 	rows, err := db.Stats(context.Background(), q)
 	if err != nil {
 		t.Fatalf("got %v, want the scan's answer", err)

@@ -158,18 +158,14 @@ func asOf0011(t *testing.T, db *DB) {
 				return err
 			}
 		}
-		for _, q := range []string{`DROP INDEX events_site_anon_ts`, `ALTER TABLE events DROP COLUMN ts_ms`,
-			`CREATE INDEX events_site_anon_ts ON events(site_id, anon_id, ts)`, `DELETE FROM raw_conversion`,
-			`DELETE FROM schema_migrations WHERE version = 12`} {
-			if _, err := tx.Exec(q); err != nil {
-				return err
-			}
-		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	execInWriter(t, db, `DROP INDEX events_site_anon_ts`, `ALTER TABLE events DROP COLUMN ts_ms`,
+		`CREATE INDEX events_site_anon_ts ON events(site_id, anon_id, ts)`, `DELETE FROM raw_conversion`,
+		`DELETE FROM schema_migrations WHERE version = 12`)
 }
 
 // Migration 0012 keys the events index by ts_ms and has the background

@@ -231,17 +231,8 @@ func TestMigration0010ConvertsExistingEvents(t *testing.T) {
 	want := rawFixture(t, db, 120)
 	// As a database of 0009 would hold them: text, no conversion row, and
 	// 0010 not applied yet.
-	err = db.writer.do(context.Background(), func(tx *writeTx) error {
-		for _, q := range []string{`UPDATE events SET raw = ` + rawSQL + `, received_at = ` + receivedSQL, `DROP TABLE raw_conversion`, `DELETE FROM schema_migrations WHERE version = 10`} {
-			if _, err := tx.Exec(q); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	execInWriter(t, db, `UPDATE events SET raw = `+rawSQL+`, received_at = `+receivedSQL, `DROP TABLE raw_conversion`,
+		`DELETE FROM schema_migrations WHERE version = 10`)
 	db.Close()
 	db = openTest(t, path)
 	<-db.convDone
@@ -336,18 +327,8 @@ func TestDedupAcrossTheUpgradeToUUIDBlobs(t *testing.T) {
 	}
 	// As 0009 stored them: text. Migration 0010 converts them, and the
 	// repeats sent after the upgrade are still found.
-	err := db.writer.do(context.Background(), func(tx *writeTx) error {
-		for _, q := range []string{`UPDATE event_ids SET id = '` + ids[0] + `' WHERE typeof(id) = 'blob'`,
-			`DROP TABLE raw_conversion`, `DELETE FROM schema_migrations WHERE version = 10`} {
-			if _, err := tx.Exec(q); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	execInWriter(t, db, `UPDATE event_ids SET id = '`+ids[0]+`' WHERE typeof(id) = 'blob'`,
+		`DROP TABLE raw_conversion`, `DELETE FROM schema_migrations WHERE version = 10`)
 	db.Close()
 	db = openTest(t, path)
 	if got := fmt.Sprint(send(db)); got != "[true true true true]" {
@@ -386,4 +367,21 @@ func FuzzRawRoundTrip(f *testing.F) {
 			t.Fatalf("got %q back, want %q", got, raw)
 		}
 	})
+}
+
+// execInWriter runs stmts in one writer job: how a test turns a database
+// back into what an older migration left.
+func execInWriter(t *testing.T, db *DB, stmts ...string) {
+	t.Helper()
+	err := db.writer.do(context.Background(), func(tx *writeTx) error {
+		for _, q := range stmts {
+			if _, err := tx.Exec(q); err != nil {
+				return fmt.Errorf("%s: %w", q, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
