@@ -594,7 +594,7 @@ func eraseEvents(tx *eraseTx, table, where string, args ...any) (int64, error) {
 // eraseSessions deletes the sessions matched by where and owes their
 // subtraction from daily_sessions (see flush).
 func eraseSessions(tx *eraseTx, table, where string, args ...any) (int64, error) {
-	st, err := tx.stmt(`DELETE FROM sessions WHERE ` + where + ` RETURNING site_id, started_at, ended_at, event_count`)
+	st, err := tx.stmt(`DELETE FROM sessions WHERE ` + where + ` RETURNING site_id, started_ms, ended_ms, event_count`)
 	if err != nil {
 		return 0, fmt.Errorf("erase sessions: %w", err)
 	}
@@ -604,16 +604,15 @@ func eraseSessions(tx *eraseTx, table, where string, args ...any) (int64, error)
 	}
 	var n int64
 	for rows.Next() {
-		var site, start, end string
-		var count int64
+		var site string
+		var start, end, count int64
 		if err := rows.Scan(&site, &start, &end, &count); err != nil {
 			rows.Close()
 			return 0, err
 		}
 		n++
-		s, _ := time.Parse(timeLayout, start)
-		en, _ := time.Parse(timeLayout, end)
-		key := [2]string{site, start[:min(len(start), 10)]}
+		s, en := msTime(start), msTime(end)
+		key := [2]string{site, FormatTime(s)[:10]}
 		d := tx.sessions[key]
 		if d == nil {
 			d = &sessionDelta{}

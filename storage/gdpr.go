@@ -132,7 +132,7 @@ func (db *DB) ExportSubject(ctx context.Context, actor Actor, site *Site, s Subj
 	}{
 		{&out.Events, `SELECT id, site_id, type, url, ts, anon_id, user_id, referrer, country, city, browser, os, device_type, ` + rawSQL + ` AS raw,
 			` + receivedSQL + ` AS received_at FROM events WHERE ` + s.visitorWhere() + ` ORDER BY ts, seq`, []string{"raw"}, &out.Counts.Events},
-		{&out.Sessions, `SELECT * FROM sessions WHERE ` + s.visitorWhere() + ` ORDER BY started_at, id`, nil, &out.Counts.Sessions},
+		{&out.Sessions, `SELECT ` + sessionExportColumns + ` FROM sessions WHERE ` + s.visitorWhere() + ` ORDER BY started_ms, id`, nil, &out.Counts.Sessions},
 		{&out.UserProfiles, `SELECT * FROM user_profiles WHERE ` + s.profileWhere() + ` ORDER BY user_id`, []string{"traits"}, &out.Counts.UserProfiles},
 		{&out.IdentityLinks, `SELECT * FROM identity_links WHERE ` + s.linkWhere() + ` ORDER BY created_at, anon_id, user_id`, nil, &out.Counts.IdentityLinks},
 		{&out.DLQ, `SELECT * FROM dlq WHERE ` + s.dlqWhere() + ` ORDER BY received_at, id`, []string{"payload", "error"}, &out.Counts.DLQ},

@@ -338,9 +338,9 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 			return nil, nil, err
 		}
 		query := `SELECT ` + dims + `COUNT(*), COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)
-			FROM sessions s WHERE s.site_id = ? AND s.started_at >= ? AND s.started_at < ?
+			FROM sessions s WHERE ` + visitRangeSQL + `
 			AND EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id
-				AND e.ts_ms >= ` + msSQL("s.started_at") + ` AND e.ts_ms <= ` + msSQL("s.ended_at") + ` AND ` + where + `)` + sb.groupBy()
+				AND e.ts_ms >= s.started_ms AND e.ts_ms <= s.ended_ms AND ` + where + `)` + sb.groupBy()
 		err = db.scanGroups(ctx, query, sb.args(), len(q.Dimensions), 4, func(key string, v []float64) {
 			a := get(key)
 			a.sVisits, a.sBounces, a.sDuration, a.sPageviews = v[0], v[1], v[2], v[3]
@@ -362,7 +362,7 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 	}
 	query := `SELECT ` + dims + `COUNT(DISTINCT s.anon_id), COUNT(*), COALESCE(SUM(s.pageviews), 0),
 		COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0)
-		FROM sessions s WHERE s.site_id = ? AND s.started_at >= ? AND s.started_at < ?` + where + b.groupBy()
+		FROM sessions s WHERE ` + visitRangeSQL + `` + where + b.groupBy()
 	err = db.scanGroups(ctx, query, b.args(), len(q.Dimensions), 5, func(key string, v []float64) {
 		a := get(key)
 		if !eventMetric {
@@ -386,21 +386,11 @@ func (q *StatsQuery) visitAttributes() bool {
 
 // eventVisitJoin finds an event's visit (e, s): the visit of its anon id
 // whose span holds its ts. The latest visit starting at or before ts is
-// one step of the (site_id, anon_id, started_at) index, however many
+// one step of the (site_id, anon_id, started_ms) index, however many
 // visits the anon id has (a regular's thousands); it is the event's when
 // it has not ended before ts, as visits never overlap.
 const eventVisitJoin = `s.id = (SELECT x.id FROM sessions x WHERE x.site_id = e.site_id AND x.anon_id = e.anon_id
-	AND x.started_at <= e.ts ORDER BY x.started_at DESC LIMIT 1) AND s.ended_at >= e.ts`
-
-// msSQL is the milliseconds since the epoch of a stored ts text column,
-// computed as events.ts_ms is (migration 0012), so that a bound on ts_ms
-// taken from a visit's start or end is exact.
-func msSQL(col string) string {
-	return `(unixepoch(` + col + `) * 1000 + CAST(substr(` + col + `, 21, 3) AS INTEGER))`
-}
-
-// durationSQL is a visit's length in seconds.
-const durationSQL = `(julianday(s.ended_at) - julianday(s.started_at)) * 86400.0`
+	AND x.started_ms <= e.ts_ms ORDER BY x.started_ms DESC LIMIT 1) AND s.ended_ms >= e.ts_ms`
 
 // scanGroups runs query and hands each row's key (its first dims columns)
 // and its n numbers to add.
@@ -443,13 +433,9 @@ type sqlBuilder struct {
 // then the filter's.
 func (b *sqlBuilder) args() []any {
 	a := append([]any{}, b.dimArgs...)
-	if b.visitSide {
-		a = append(a, b.q.Site, FormatTime(b.q.From), FormatTime(b.q.To))
-	} else {
-		// Events are bounded by ts_ms, which their index holds (README
-		// "Event bytes").
-		a = append(a, b.q.Site, b.q.From.UnixMilli(), b.q.To.UnixMilli())
-	}
+	// Events are bounded by ts_ms, visits by started_ms, which their
+	// indexes hold (README "Event bytes").
+	a = append(a, b.q.Site, b.q.From.UnixMilli(), b.q.To.UnixMilli())
 	return append(a, b.whereArgs...)
 }
 
@@ -868,10 +854,9 @@ func TimeLabels(unit string, from, to time.Time, loc *time.Location) ([]string, 
 // FirstVisit is the start of the site's earliest visit, or false when it
 // has none (the query API's "all" range starts there).
 func (db *DB) FirstVisit(ctx context.Context, site string) (time.Time, bool, error) {
-	var ts *string
-	if err := db.read.QueryRowContext(ctx, `SELECT MIN(started_at) FROM sessions WHERE site_id = ?`, site).Scan(&ts); err != nil || ts == nil {
+	var ms *int64
+	if err := db.read.QueryRowContext(ctx, `SELECT MIN(started_ms) FROM sessions WHERE site_id = ?`, site).Scan(&ms); err != nil || ms == nil {
 		return time.Time{}, false, err
 	}
-	t, err := time.Parse(time.RFC3339Nano, *ts)
-	return t, err == nil, nil
+	return msTime(*ms), true, nil
 }

@@ -70,6 +70,8 @@ type Options struct {
 	rawConvertChunk int
 	// visitBackfillChunk overrides visitBackfillChunk in the same way.
 	visitBackfillChunk int
+	// sessionTimesChunk overrides sessionTimesChunk in the same way.
+	sessionTimesChunk int
 }
 
 // DB is the service's storage: a writer goroutine, a read pool, and
@@ -211,7 +213,8 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		db.ckptStop, db.ckptDone = make(chan struct{}), make(chan struct{})
 		go checkpointLoop(db.ckpt, db.writer, opts.CheckpointEvery, opts.walRestartFrames, opts.Logger, db.ckptStop, db.ckptDone)
 	}
-	db.startConversions(opts.Logger, db.rawConversion(opts.rawConvertChunk), db.visitBackfill(opts.visitBackfillChunk))
+	db.startConversions(opts.Logger, db.rawConversion(opts.rawConvertChunk), db.visitBackfill(opts.visitBackfillChunk),
+		db.sessionTimesConversion(opts.sessionTimesChunk))
 	return db, nil
 }
 
