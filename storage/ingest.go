@@ -100,10 +100,8 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 		{&s.link, `INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`},
 		{&s.profile, `INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at) VALUES (?, ?, json(?), ?, ?)
 			ON CONFLICT(site_id, user_id) DO UPDATE SET traits = json_patch(traits, excluded.traits), updated_at = excluded.updated_at`},
-		{&s.newestSession, `SELECT id, started_ms, ended_ms, start_ms IS NULL, event_count, user_id, ` + visitColumns + ` FROM sessions
-			WHERE site_id = ? AND anon_id = ? ORDER BY started_ms DESC LIMIT 1`},
-		{&s.loadSessions, `SELECT id, started_ms, ended_ms, start_ms IS NULL, event_count, user_id, ` + visitColumns + ` FROM sessions
-			WHERE site_id = ? AND anon_id = ? AND started_ms <= ? ORDER BY started_ms DESC`},
+		{&s.newestSession, newestSessionSQL},
+		{&s.loadSessions, loadSessionsSQL},
 		// Times as integers (migration 0016): start_ms, and the end as
 		// duration_ms, usually 0 to 3 bytes.
 		{&s.insertSession, `INSERT INTO sessions(site_id, anon_id, user_id, start_text, end_text, start_ms, duration_ms, event_count, ` + visitColumns + `)

@@ -23,6 +23,15 @@ const visitRangeSQL = `s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ?`
 // durationSQL is a visit's length in seconds.
 const durationSQL = `(s.ended_ms - s.started_ms) / 1000.0`
 
+// The writer's reads of a visitor's sessions, newest first: the newest,
+// and those starting at or before a time in ms. textTimes (start_ms IS
+// NULL) marks a row the conversion has not reached.
+const (
+	sessionReadColumns = `id, started_ms, ended_ms, start_ms IS NULL, event_count, user_id, ` + visitColumns
+	newestSessionSQL   = `SELECT ` + sessionReadColumns + ` FROM sessions WHERE site_id = ? AND anon_id = ? ORDER BY started_ms DESC LIMIT 1`
+	loadSessionsSQL    = `SELECT ` + sessionReadColumns + ` FROM sessions WHERE site_id = ? AND anon_id = ? AND started_ms <= ? ORDER BY started_ms DESC`
+)
+
 // sessionExportColumns are a session's columns as the GDPR export shows
 // them: the row as it was before migration 0016, times as text.
 const sessionExportColumns = `id, site_id, anon_id, user_id, started_at, ended_at, event_count, ` + visitColumns
