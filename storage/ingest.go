@@ -104,7 +104,7 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 		{&s.loadSessions, loadSessionsSQL},
 		// Times as integers (migration 0016): start_ms, and the end as
 		// duration_ms, usually 0 to 3 bytes.
-		{&s.insertSession, `INSERT INTO sessions(site_id, anon_id, user_id, start_text, end_text, start_ms, duration_ms, event_count, ` + visitColumns + `)
+		{&s.insertSession, `INSERT INTO sessions(site_id, anon_id, user_id, start_text, end_text, start_ms, duration_ms, event_count, ` + visitStoredColumns + `)
 			VALUES (?, ?, ?, '', '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		// Setting start_ms (or start_text), even to its own value, rewrites
 		// both indexes that key started_ms: the usual update, of a session

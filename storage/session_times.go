@@ -54,6 +54,20 @@ func (db *DB) sessionTimesConversion(chunk int) conversion {
 		chunk: chunk, step: db.convertSessionTimes}
 }
 
+// sessionConvertSQL rewrites the rows of a range of ids stored before
+// migration 0016 in the new form: times as integers, source derived (a
+// stored source is what the writer derived), the agent coded where its
+// values are on the lists. A row the visit backfill wrote meanwhile has
+// its agent coded already and keeps it.
+var sessionConvertSQL = `UPDATE sessions SET start_ms = started_ms, duration_ms = ended_ms - started_ms, start_text = '', end_text = '',
+	source_text = NULL, agent = coalesce(agent, ` + oldAgentCode + `),
+	browser_text = CASE WHEN agent IS NULL AND ` + oldAgentCode + ` IS NOT NULL THEN NULL ELSE browser_text END,
+	os_text = CASE WHEN agent IS NULL AND ` + oldAgentCode + ` IS NOT NULL THEN NULL ELSE os_text END,
+	device_text = CASE WHEN agent IS NULL AND ` + oldAgentCode + ` IS NOT NULL THEN NULL ELSE device_text END
+	WHERE id > ? AND id <= ? AND start_ms IS NULL`
+
+var oldAgentCode = agentCodeSQL("browser_text", "os_text", "device_text")
+
 // convertSessionTimes converts the next chunk of ids; done reports that no
 // conversion remains. Where the conversion stands is read off the writer
 // (only this goroutine moves it), so a database without one queues no job.
@@ -71,8 +85,7 @@ func (db *DB) convertSessionTimes(ctx context.Context, chunk int) (converted int
 	// answered (see convertRawChunk).
 	var n int64
 	err = db.writer.do(ctx, func(tx *writeTx) error {
-		r, err := tx.Exec(`UPDATE sessions SET start_ms = started_ms, duration_ms = ended_ms - started_ms, start_text = '', end_text = ''
-			WHERE id > ? AND id <= ? AND start_ms IS NULL`, next, last)
+		r, err := tx.Exec(sessionConvertSQL, next, last)
 		if err != nil {
 			return err
 		}

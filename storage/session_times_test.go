@@ -10,16 +10,22 @@ import (
 )
 
 // undo0016 makes db a database of before migration 0016: sessions with
-// their times as text (the generated columns' text, so every row reads
-// as before), indexes on started_at, no conversion, 0016 not applied.
+// their times, source and agent as text (the generated columns' text, so
+// every row reads as before), indexes on started_at, no conversion, 0016
+// not applied.
 func undo0016(t *testing.T, db *DB) {
 	t.Helper()
 	qs := []string{`DROP INDEX sessions_site_anon_start`, `DROP INDEX sessions_site_start`, `DROP TABLE session_times_conversion`,
-		`UPDATE sessions SET start_text = started_at, end_text = ended_at`}
-	for _, col := range []string{"started_at", "ended_at", "started_ms", "ended_ms", "start_ms", "duration_ms"} {
+		`UPDATE sessions SET start_text = started_at, end_text = ended_at, source_text = source,
+			browser_text = browser, os_text = os, device_text = device`}
+	for _, col := range []string{"started_at", "ended_at", "started_ms", "ended_ms", "start_ms", "duration_ms", "source", "browser", "os", "device", "agent"} {
 		qs = append(qs, `ALTER TABLE sessions DROP COLUMN `+col)
 	}
-	qs = append(qs, `ALTER TABLE sessions RENAME COLUMN start_text TO started_at`, `ALTER TABLE sessions RENAME COLUMN end_text TO ended_at`,
+	for old, col := range map[string]string{"start_text": "started_at", "end_text": "ended_at", "source_text": "source",
+		"browser_text": "browser", "os_text": "os", "device_text": "device"} {
+		qs = append(qs, `ALTER TABLE sessions RENAME COLUMN `+old+` TO `+col)
+	}
+	qs = append(qs,
 		`CREATE INDEX sessions_site_anon_start ON sessions(site_id, anon_id, started_at)`,
 		`CREATE INDEX sessions_site_start ON sessions(site_id, started_at)`,
 		`DELETE FROM schema_migrations WHERE version = 16`)
