@@ -362,7 +362,7 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 	}
 	query := `SELECT ` + dims + `COUNT(DISTINCT s.anon_id), COUNT(*), COALESCE(SUM(s.pageviews), 0),
 		COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0)
-		FROM sessions s WHERE ` + visitRangeSQL + `` + where + b.groupBy()
+		FROM sessions s WHERE ` + visitRangeSQL + where + b.groupBy()
 	err = db.scanGroups(ctx, query, b.args(), len(q.Dimensions), 5, func(key string, v []float64) {
 		a := get(key)
 		if !eventMetric {
