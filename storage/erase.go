@@ -42,7 +42,13 @@ type eraser struct {
 	phase  erasePhase
 	counts SubjectCounts
 
-	linkCursor int64 // rowid of the last link emptied (user subjects)
+	// lt is where the subject's links are (links.go), as the erasure
+	// began: if the old table held some then, it is read to the end.
+	lt linkTables
+	// linkCursor is the anon id of the last link emptied (user subjects),
+	// and walked how many links the walk has passed.
+	linkCursor string
+	walked     int
 
 	// Rows written after the erasure began have rowids above these floors
 	// (the lowest table maximum seen after any of its jobs), and the sweep
@@ -75,7 +81,7 @@ var sweepTables = [3]struct{ table, rowid string }{{"events", "seq"}, {"sessions
 // nothing and returns zero counts.
 func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subject) (SubjectCounts, error) {
 	ctx = context.WithoutCancel(ctx)
-	e := &eraser{db: db, site: site.ID, s: s, floors: [3]int64{-1, -1, -1}}
+	e := &eraser{db: db, site: site.ID, s: s, lt: db.links(), floors: [3]int64{-1, -1, -1}}
 	audit := func(tx *eraseTx) error {
 		tx.onCommit(db.intake.forget) // the subject's anon ids leave memory too
 		return db.audit(tx.writeTx, site.WorkspaceID, actor, "gdpr.delete", site.ID, map[string]any{
@@ -163,7 +169,7 @@ const eraseWholeRows = 1000
 // its bound, so asking costs little however large the subject is.
 func (e *eraser) small(tx *eraseTx) (bool, error) {
 	var links int
-	q := `SELECT COUNT(*) FROM (SELECT 1 FROM identity_links WHERE ` + e.s.linkWhere() + ` LIMIT ?3)`
+	q := `SELECT COUNT(*) FROM (SELECT 1 FROM ` + e.s.linkSource(e.lt) + ` WHERE ` + e.s.linkWhere() + ` LIMIT ?3)`
 	if err := tx.QueryRow(q, e.site, e.s.id(), eraseChunk+1).Scan(&links); err != nil {
 		return false, err
 	}
@@ -171,9 +177,9 @@ func (e *eraser) small(tx *eraseTx) (bool, error) {
 		return false, nil
 	}
 	var rows int
-	q = `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE ` + e.s.visitorWhere() + ` LIMIT ?3))
-		+ (SELECT COUNT(*) FROM (SELECT 1 FROM sessions WHERE ` + e.s.visitorWhere() + ` LIMIT ?3))
-		+ (SELECT COUNT(*) FROM (SELECT 1 FROM dlq WHERE ` + e.s.dlqWhere() + ` LIMIT ?3))`
+	q = `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE ` + e.s.visitorWhere(e.lt) + ` LIMIT ?3))
+		+ (SELECT COUNT(*) FROM (SELECT 1 FROM sessions WHERE ` + e.s.visitorWhere(e.lt) + ` LIMIT ?3))
+		+ (SELECT COUNT(*) FROM (SELECT 1 FROM dlq WHERE ` + e.s.dlqWhere(e.lt) + ` LIMIT ?3))`
 	if err := tx.QueryRow(q, e.site, e.s.id(), eraseWholeRows+1).Scan(&rows); err != nil {
 		return false, err
 	}
@@ -182,12 +188,12 @@ func (e *eraser) small(tx *eraseTx) (bool, error) {
 
 // all erases a small subject whole, in the caller's transaction.
 func (e *eraser) all(tx *eraseTx) error {
-	n, err := eraseEvents(tx, "events", e.s.visitorWhere(), e.site, e.s.id())
+	n, err := eraseEvents(tx, "events", e.s.visitorWhere(e.lt), e.site, e.s.id())
 	if err != nil {
 		return err
 	}
 	e.counts.Events += n
-	if n, err = eraseSessions(tx, "sessions", e.s.visitorWhere(), e.site, e.s.id()); err != nil {
+	if n, err = eraseSessions(tx, "sessions", e.s.visitorWhere(e.lt), e.site, e.s.id()); err != nil {
 		return err
 	}
 	e.counts.Sessions += n
@@ -283,12 +289,15 @@ func (e *eraser) lowerFloors(tx *eraseTx) error {
 const eraseWalkLinks = 1000
 
 // walk empties anon ids of the subject until eraseChunk rows are spent.
-// A user's anon ids are walked in windows of eraseWalkLinks links, in the
-// rowid order of their links, which the (site_id, user_id) index gives
-// without sorting; each job deletes the window's events, then its sessions,
-// then its DLQ rows, one statement each, until its budget is spent, and the
-// next job starts again at the same window until it is empty. Links added
-// while the walk runs come after the cursor and are walked too.
+// A user's anon ids are walked in windows of eraseWalkLinks links, in anon
+// id order, which the (site_id, user_id, anon_id) index gives without
+// sorting; each job deletes the window's events, then its sessions, then
+// its DLQ rows, one statement each, until its budget is spent, and the next
+// job starts again at the same window until it is empty. A link added
+// while the walk runs may sort before the cursor: when the walk reaches the
+// end and the user has more links than it passed, it walks them all again
+// (anon ids already emptied cost an index search each), so the devices
+// linked meanwhile are emptied too.
 func (e *eraser) walk(tx *eraseTx) error {
 	if e.s.UserID == "" {
 		n, err := e.eraseAnon(tx, e.s.AnonID, eraseChunk)
@@ -300,15 +309,15 @@ func (e *eraser) walk(tx *eraseTx) error {
 		return err
 	}
 	var links int
-	var hi int64
-	if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM (SELECT rowid FROM identity_links INDEXED BY identity_links_site_user
-		WHERE site_id = ?1 AND user_id = ?2 AND rowid > ?3 ORDER BY rowid LIMIT ?4)`,
+	var hi string
+	if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(MAX(anon_id), '') FROM (SELECT anon_id FROM `+e.lt.byUser("")+`
+		WHERE site_id = ?1 AND user_id = ?2 AND anon_id > ?3 ORDER BY anon_id LIMIT ?4)`,
 		e.site, e.s.UserID, e.linkCursor, eraseWalkLinks).Scan(&links, &hi); err != nil {
 		return err
 	}
 	budget := int64(eraseChunk)
-	window := `site_id = ?1 AND anon_id IN (SELECT anon_id FROM identity_links INDEXED BY identity_links_site_user
-		WHERE site_id = ?1 AND user_id = ?2 AND rowid > ?3 AND rowid <= ?4)`
+	window := `site_id = ?1 AND anon_id IN (SELECT anon_id FROM ` + e.lt.byUser("") + `
+		WHERE site_id = ?1 AND user_id = ?2 AND anon_id > ?3 AND anon_id <= ?4)`
 	for _, t := range []struct {
 		table, rowid string
 		erase        func(*eraseTx, string, string, ...any) (int64, error)
@@ -331,8 +340,20 @@ func (e *eraser) walk(tx *eraseTx) error {
 			return nil // the next job starts again at this window
 		}
 	}
-	e.linkCursor = max(e.linkCursor, hi)
+	if links > 0 {
+		e.linkCursor = hi
+		e.walked += links
+	}
 	if links < eraseWalkLinks {
+		var now int
+		if err := tx.QueryRow(`SELECT COUNT(*) FROM `+e.lt.byUser("")+` WHERE site_id = ?1 AND user_id = ?2`,
+			e.site, e.s.UserID).Scan(&now); err != nil {
+			return err
+		}
+		if now > e.walked {
+			e.linkCursor, e.walked = "", 0 // links were added: once more from the start
+			return nil
+		}
 		e.phase = phaseSweep
 	}
 	return nil
@@ -375,7 +396,7 @@ func (e *eraser) sweepMatch(table string) string {
 	if e.s.UserID == "" {
 		return `anon_id = ?2`
 	}
-	linked := `EXISTS (SELECT 1 FROM identity_links l WHERE l.site_id = ?1 AND l.anon_id = ` + table + `.anon_id AND l.user_id = ?2)`
+	linked := e.lt.linked(table)
 	if table == "dlq" {
 		return `(user_id = ?2 OR ` + linked + `)`
 	}
@@ -429,12 +450,19 @@ func (e *eraser) links(tx *eraseTx) (done bool, err error) {
 		if err != nil || n == eraseChunk {
 			return false, err
 		}
-		n, err = deleteRows(tx, "identity_links", `rowid IN (SELECT rowid FROM identity_links WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`,
+		n, err = deleteRows(tx, "identity_links", `site_id = ?1 AND user_id = ?2 AND anon_id IN
+			(SELECT anon_id FROM identity_links INDEXED BY identity_links_user WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`,
 			e.site, e.s.UserID, eraseChunk)
 		e.counts.IdentityLinks += n
-		return n < eraseChunk, err
+		if err != nil || !e.lt.old || n == eraseChunk {
+			return n < eraseChunk, err
+		}
+		m, err := deleteRows(tx, oldLinksTable, `rowid IN (SELECT rowid FROM `+oldLinksTable+` INDEXED BY identity_links_site_user
+			WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`, e.site, e.s.UserID, eraseChunk-n)
+		e.counts.IdentityLinks += m
+		return n+m < eraseChunk, err
 	}
-	rows, err := tx.Query(`SELECT user_id FROM identity_links WHERE site_id = ? AND anon_id = ? LIMIT ?`, e.site, e.s.AnonID, eraseChunk)
+	rows, err := tx.Query(`SELECT user_id FROM `+e.lt.any("")+` WHERE site_id = ? AND anon_id = ? LIMIT ?`, e.site, e.s.AnonID, eraseChunk)
 	if err != nil {
 		return false, err
 	}
@@ -457,13 +485,24 @@ func (e *eraser) links(tx *eraseTx) (done bool, err error) {
 			return false, err
 		}
 		e.counts.UserProfiles += n
-		n, err = deleteRows(tx, "identity_links", `site_id = ?1 AND anon_id = ?2 AND user_id = ?3`, e.site, e.s.AnonID, u)
+		n, err = e.deleteLinks(tx, `site_id = ?1 AND anon_id = ?2 AND user_id = ?3`, e.site, e.s.AnonID, u)
 		if err != nil {
 			return false, err
 		}
 		e.counts.IdentityLinks += n
 	}
 	return len(users) < eraseChunk, nil
+}
+
+// deleteLinks deletes the links matched by where from the table, and from
+// the old one while it may hold some (links.go).
+func (e *eraser) deleteLinks(tx *eraseTx, where string, args ...any) (int64, error) {
+	n, err := deleteRows(tx, "identity_links", where, args...)
+	if err != nil || !e.lt.old {
+		return n, err
+	}
+	m, err := deleteRows(tx, oldLinksTable, where, args...)
+	return n + m, err
 }
 
 // finish is the erasure's last job: whatever the subject sent since the
@@ -487,9 +526,8 @@ func (e *eraser) last(tx *eraseTx) error {
 		table, where string
 		n            *int64
 	}{
-		{"dlq", e.s.dlqWhere(), new(int64)},
-		{"user_profiles", e.s.profileWhere(), &e.counts.UserProfiles},
-		{"identity_links", e.s.linkWhere(), &e.counts.IdentityLinks},
+		{"dlq", e.s.dlqWhere(e.lt), new(int64)},
+		{"user_profiles", e.s.profileWhere(e.lt), &e.counts.UserProfiles},
 	} {
 		n, err := deleteRows(tx, d.table, d.where, e.site, e.s.id())
 		if err != nil {
@@ -497,7 +535,9 @@ func (e *eraser) last(tx *eraseTx) error {
 		}
 		*d.n += n
 	}
-	return nil
+	n, err := e.deleteLinks(tx, e.s.linkWhere(), e.site, e.s.id())
+	e.counts.IdentityLinks += n
+	return err
 }
 
 // eraseTx is one writer job of an erasure: its transaction, the statements
