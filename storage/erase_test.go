@@ -330,3 +330,35 @@ func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
 		})
 	}
 }
+
+// The walk goes through a user's devices in anon id order, so a device
+// linked while it runs may sort before the windows already done: the walk
+// then goes over the user's devices again, and the device's events from
+// before the erasure began (which the sweep of rows written since does not
+// scan) are erased too.
+func TestEraseSubjectWalksDevicesLinkedMeanwhile(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	withSites(t, db, "s")
+	f := &eraseFixture{t: t, db: db}
+	u := "u"
+	f.send("a0", nil, 3, false) // anonymous until the erasure runs
+	for i := range eraseWalkLinks + 1 {
+		f.send(fmt.Sprintf("d%04d", i), &u, 1, false)
+	}
+	e := &eraser{db: db, site: "s", s: Subject{UserID: "u"}, floors: [3]int64{-1, -1, -1}}
+	runSteps(t, db, e, func() bool { return e.linkCursor != "" })
+	if e.phase != phaseWalk || e.linkCursor <= "a0" {
+		t.Fatalf("got phase %d at cursor %q, want the walk past a0", e.phase, e.linkCursor)
+	}
+	f.send("a0", &u, 1, false) // a0 is linked now, before the cursor
+	runSteps(t, db, e, func() bool { return false })
+	if err := db.writer.do(context.Background(), func(tx *writeTx) error { return e.finish(tx) }); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM events WHERE site_id = 's'`); n != 0 {
+		t.Fatalf("got %d events left, want 0 (a0's anonymous ones too)", n)
+	}
+	if e.counts.Events != eraseWalkLinks+1+4 {
+		t.Fatalf("got %d events erased, want %d", e.counts.Events, eraseWalkLinks+1+4)
+	}
+}
