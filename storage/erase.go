@@ -485,7 +485,7 @@ func (e *eraser) links(tx *eraseTx) (done bool, err error) {
 			return false, err
 		}
 		e.counts.UserProfiles += n
-		n, err = e.deleteLinks(tx, `site_id = ?1 AND anon_id = ?2 AND user_id = ?3`, e.site, e.s.AnonID, u)
+		n, err = e.deleteLinks(tx, false, `site_id = ?1 AND anon_id = ?2 AND user_id = ?3`, e.site, e.s.AnonID, u)
 		if err != nil {
 			return false, err
 		}
@@ -495,14 +495,18 @@ func (e *eraser) links(tx *eraseTx) (done bool, err error) {
 }
 
 // deleteLinks deletes the links matched by where from the table, and from
-// the old one while it may hold some (links.go).
-func (e *eraser) deleteLinks(tx *eraseTx, where string, args ...any) (int64, error) {
-	n, err := deleteRows(tx, "identity_links", where, args...)
-	if err != nil || !e.lt.old {
-		return n, err
+// the old one while it may hold some (links.go), each searched by user
+// when byUser (see linkTables.deleteFrom).
+func (e *eraser) deleteLinks(tx *eraseTx, byUser bool, where string, args ...any) (int64, error) {
+	var total int64
+	for _, table := range e.lt.deleteFrom(byUser) {
+		n, err := deleteRows(tx, table, where, args...)
+		if err != nil {
+			return total, err
+		}
+		total += n
 	}
-	m, err := deleteRows(tx, oldLinksTable, where, args...)
-	return n + m, err
+	return total, nil
 }
 
 // finish is the erasure's last job: whatever the subject sent since the
@@ -535,7 +539,7 @@ func (e *eraser) last(tx *eraseTx) error {
 		}
 		*d.n += n
 	}
-	n, err := e.deleteLinks(tx, e.s.linkWhere(), e.site, e.s.id())
+	n, err := e.deleteLinks(tx, e.s.UserID != "", e.s.linkWhere(), e.site, e.s.id())
 	e.counts.IdentityLinks += n
 	return err
 }

@@ -24,6 +24,9 @@ func TestSubjectQueriesSearchBySubject(t *testing.T) {
 				`SELECT * FROM user_profiles WHERE `+s.profileWhere(l),
 				`SELECT * FROM `+s.linkSource(l)+` WHERE `+s.linkWhere(),
 				`SELECT * FROM dlq WHERE `+s.dlqWhere(l))
+			for _, table := range l.deleteFrom(s.UserID != "") {
+				queries = append(queries, `DELETE FROM `+table+` WHERE `+s.linkWhere())
+			}
 		}
 		queries = append(queries,
 			`SELECT `+timelineColumns+` FROM `+l.byUser("l")+` CROSS JOIN events e
