@@ -83,6 +83,8 @@ type DB struct {
 	writer *writer
 	now    func() time.Time
 	ingest *ingestStmts
+	// unroll are the erasure's rollup subtractions (erase.go).
+	unroll unrollStmts
 	// ckpt runs WAL checkpoints; nil for :memory:, which has no WAL.
 	ckpt               *sql.DB
 	ckptStop, ckptDone chan struct{}
@@ -201,6 +203,9 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	if err == nil {
 		db.ingest, err = prepareIngest(ctx, write, old)
+	}
+	if err == nil {
+		db.unroll, err = prepareUnroll(ctx, write)
 	}
 	if err != nil {
 		read.Close()
