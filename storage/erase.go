@@ -112,7 +112,7 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 	}
 	for done := false; !done; {
 		var held time.Duration
-		var busy bool
+		var busy, finished bool
 		err := db.writer.doOwn(ctx, func(tx *writeTx) error {
 			db.eraseJobs.Add(1)
 			if err := db.checkSite(site); err != nil {
@@ -120,12 +120,15 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 			}
 			start := time.Now()
 			var err error
-			done, busy, err = e.steps(tx, db.writer.waiting)
+			done, finished, busy, err = e.steps(tx, db.writer.waiting, audit)
 			held = time.Since(start)
 			return err
 		})
 		if err != nil {
 			return SubjectCounts{}, err
+		}
+		if finished {
+			return e.counts, nil
 		}
 		if !busy && !db.writer.busy() {
 			continue // nobody waited for the writer: nobody to make room for
@@ -225,9 +228,13 @@ const eraseJobSteps = eraseWholeRows / eraseChunk
 // subtractions of the steps so far and the commit: at most what a small
 // subject's one transaction holds the writer for. When nobody waits, the
 // erasure spends a commit per eraseJobSteps steps instead of one per step,
-// and each rollup row shared by the steps is updated once (README "GDPR"). It reports whether only the last job is left, and
-// whether other jobs wait (busy) once its work is done.
-func (e *eraser) steps(tx *writeTx, waiting func() bool) (done, busy bool, err error) {
+// and each rollup row shared by the steps is updated once (README "GDPR").
+// When the steps are done and nobody waits, the job also runs the last
+// job's work and final (the audit row): a heavy user's erasure spends one
+// transaction and commit fewer. It reports whether only the last job is
+// left (done), whether it ran too (finished), and whether other jobs wait
+// (busy) once its work is done.
+func (e *eraser) steps(tx *writeTx, waiting func() bool, final func(*eraseTx) error) (done, finished, busy bool, err error) {
 	err = runErase(e.db, tx, func(tx *eraseTx) error {
 		for n := 1; ; n++ {
 			if done, err = e.advance(tx); err != nil {
@@ -236,12 +243,22 @@ func (e *eraser) steps(tx *writeTx, waiting func() bool) (done, busy bool, err e
 			if e.db.eraseStep != nil {
 				e.db.eraseStep()
 			}
-			if busy = waiting(); done || busy || n == eraseJobSteps {
+			if busy = waiting(); done && !busy {
+				if err := e.last(tx); err != nil {
+					return err
+				}
+				finished = true
+				return final(tx)
+			}
+			if done || busy || n == eraseJobSteps {
 				return nil
 			}
 		}
 	})
-	return done, busy || waiting(), err
+	if err != nil {
+		finished = false
+	}
+	return done, finished, busy || waiting(), err
 }
 
 // advance is step's work.

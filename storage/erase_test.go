@@ -362,3 +362,61 @@ func TestEraseSubjectWalksDevicesLinkedMeanwhile(t *testing.T) {
 		t.Fatalf("got %d events erased, want %d", e.counts.Events, eraseWalkLinks+1+4)
 	}
 }
+
+// The last steps of a large erasure also delete what is left and write the
+// audit row, in the same transaction, when nobody waits for the writer
+// then: one transaction and commit fewer. When a job waits, they commit
+// and the last job runs on its own after the rest.
+func TestEraseSubjectEndsInItsLastStepsJob(t *testing.T) {
+	run := func(queueAt int) (steps, jobs int64) {
+		db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+		withSites(t, db, "s")
+		newEraseFixture(t, db, true)
+		site, _ := db.Site("s")
+		if db.convDone != nil {
+			<-db.convDone
+		}
+		errs := make(chan error, 1)
+		db.eraseStep = func() {
+			if steps++; steps != int64(queueAt) {
+				return
+			}
+			url := "https://a.test/other"
+			e := IngestEvent{ID: "00000000-0000-4000-9000-000000000001", SiteID: "s", Type: "pageview", AnonID: "w",
+				URL: &url, TS: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC), Raw: []byte(`{}`)}
+			go func() {
+				_, err := db.Ingest(context.Background(), []IngestEvent{e}, nil, nil)
+				errs <- err
+			}()
+			for !db.writer.waiting() {
+				time.Sleep(100 * time.Microsecond) // until the job is queued
+			}
+		}
+		jobs = db.eraseJobs.Load()
+		counts, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, Subject{UserID: "u"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts.Events != 3*(2*eraseChunk+40) || counts.IdentityLinks != 3 || counts.UserProfiles != 1 {
+			t.Fatalf("got counts %+v", counts)
+		}
+		if queueAt > 0 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		entries, _, err := db.Audit(context.Background(), site.WorkspaceID, 10, time.Time{})
+		if err != nil || len(entries) == 0 || entries[0].Action != "gdpr.delete" {
+			t.Fatalf("got audit %+v (%v), want gdpr.delete", entries, err)
+		}
+		return steps, db.eraseJobs.Load() - jobs
+	}
+	steps, jobs := run(0)
+	// The check, then jobs of eraseJobSteps steps, the last one ending it.
+	if want := 1 + (steps+eraseJobSteps-1)/eraseJobSteps; jobs != want {
+		t.Fatalf("nobody waiting: got %d jobs for %d steps, want %d", jobs, steps, want)
+	}
+	if _, queued := run(int(steps)); queued != jobs+1 {
+		t.Fatalf("a job waiting after the last step: got %d jobs, want %d (the last job on its own)", queued, jobs+1)
+	}
+}
