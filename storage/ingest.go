@@ -88,8 +88,15 @@ type ingestStmts struct {
 	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials *sql.Stmt
 }
 
-func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
+func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts, error) {
 	var s ingestStmts
+	link := `INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING`
+	if oldLinks {
+		// While links of before 0017 remain in the old table, a link goes
+		// to the new one only if the old one does not hold it (links.go).
+		link = `INSERT INTO identity_links(site_id, anon_id, user_id, created_at) SELECT ?1, ?2, ?3, ?4
+			WHERE NOT EXISTS (SELECT 1 FROM ` + oldLinksTable + ` WHERE site_id = ?1 AND anon_id = ?2 AND user_id = ?3) ON CONFLICT DO NOTHING`
+	}
 	stmts := []struct {
 		dst **sql.Stmt
 		sql string
@@ -97,7 +104,7 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 		{&s.dedup, `INSERT INTO event_ids(site_id, id, received_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`},
 		{&s.insertEvent, `INSERT INTO events(id, site_id, type, url, ts, anon_id, user_id, referrer, country, city, browser, os, device_type, raw, received_at, credential)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&s.link, `INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`},
+		{&s.link, link},
 		{&s.profile, `INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at) VALUES (?, ?, json(?), ?, ?)
 			ON CONFLICT(site_id, user_id) DO UPDATE SET traits = json_patch(traits, excluded.traits), updated_at = excluded.updated_at`},
 		{&s.newestSession, newestSessionSQL},
@@ -271,7 +278,7 @@ func (j *ingestRun) add(w *ingestWork) error {
 			k := [3]string{e.SiteID, e.AnonID, *e.UserID}
 			if !j.linked[k] {
 				j.linked[k] = true
-				if _, err := link.Exec(e.SiteID, e.AnonID, *e.UserID, recv); err != nil {
+				if _, err := link.Exec(e.SiteID, e.AnonID, *e.UserID, recvMS); err != nil {
 					return fmt.Errorf("identity link: %w", err)
 				}
 			}
