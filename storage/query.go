@@ -340,7 +340,7 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 		query := `SELECT ` + dims + `COUNT(*), COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)
 			FROM sessions s WHERE ` + visitRangeSQL + `
 			AND EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id
-				AND e.ts_ms >= s.started_ms AND e.ts_ms <= s.ended_ms AND ` + where + `)` + sb.groupBy()
+				AND e.ts_ms >= ` + visitStartMS("s") + ` AND e.ts_ms <= ` + visitEndMS("s") + ` AND ` + where + `)` + sb.groupBy()
 		err = db.scanGroups(ctx, query, sb.args(), len(q.Dimensions), 4, func(key string, v []float64) {
 			a := get(key)
 			a.sVisits, a.sBounces, a.sDuration, a.sPageviews = v[0], v[1], v[2], v[3]
@@ -571,9 +571,9 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 		return "e.anon_id", nil, nil
 	}
 	if TimeDimension(d) {
-		col := "e.ts"
+		col := timeCol{expr: "e.ts"}
 		if b.visitSide {
-			col = "s.started_at"
+			col = timeCol{expr: "s.started_ms", ms: true}
 		}
 		return b.timeExpr(d, col)
 	}
@@ -601,11 +601,11 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 // names).
 const eventRawSQL = `event_raw(e.raw, e.id, e.site_id, e.type, e.anon_id, e.user_id, e.url, e.referrer)`
 
-// timeExpr is the bucket of col (an ISO UTC timestamp) in the site's time
-// zone: the local time is the UTC time shifted by the zone's offset of
-// each period of the range (a CASE over its offset changes, so the query
-// never leaves SQLite), then cut to the unit.
-func (b *sqlBuilder) timeExpr(d, col string) (string, []any, error) {
+// timeExpr is the bucket of col in the site's time zone: the local time
+// is the UTC time shifted by the zone's offset of each period of the range
+// (a CASE over its offset changes, so the query never leaves SQLite), then
+// cut to the unit.
+func (b *sqlBuilder) timeExpr(d string, col timeCol) (string, []any, error) {
 	unit := strings.TrimPrefix(d, "time:")
 	if d == "time" {
 		unit = b.q.TimeUnit
@@ -631,9 +631,41 @@ func (b *sqlBuilder) timeExpr(d, col string) (string, []any, error) {
 // changes a year, so centuries of range.
 const maxZonePeriods = 500
 
+// timeCol is a time column as time buckets read it: an ISO UTC text as
+// FormatTime writes it (events.ts), or integer milliseconds since the
+// epoch (a visit's started_ms, README "Visits", Stored form), from which
+// SQLite makes the local text with one datetime() call.
+type timeCol struct {
+	expr string
+	ms   bool
+}
+
+// local is col as local time text ("YYYY-MM-DD HH:MM:SS") at off seconds
+// east of UTC.
+func (c timeCol) local(off int) string {
+	if c.ms {
+		// Whole seconds, floored before 1970 too (SQLite's division
+		// truncates).
+		return fmt.Sprintf("datetime(%s / 1000 - (%s %% 1000 < 0) %+d, 'unixepoch')", c.expr, c.expr, off)
+	}
+	if off == 0 {
+		// Stored times are FormatTime's, so UTC needs no date arithmetic.
+		return fmt.Sprintf("(substr(%s, 1, 10) || ' ' || substr(%s, 12, 8))", c.expr, c.expr)
+	}
+	return fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%S', %s, '%+d seconds')", c.expr, off)
+}
+
+// arg is t as a value compared with col.
+func (c timeCol) arg(t time.Time) any {
+	if c.ms {
+		return t.UnixMilli()
+	}
+	return FormatTime(t)
+}
+
 // localTimeSQL is col as local time text ("YYYY-MM-DD HH:MM:SS") in loc,
 // exact for every instant in [from, to).
-func localTimeSQL(col string, loc *time.Location, from, to time.Time) (string, []any, error) {
+func localTimeSQL(col timeCol, loc *time.Location, from, to time.Time) (string, []any, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
@@ -643,11 +675,7 @@ func localTimeSQL(col string, loc *time.Location, from, to time.Time) (string, [
 	for {
 		_, off := t.In(loc).Zone()
 		_, end := t.In(loc).ZoneBounds()
-		// Stored times are FormatTime's, so UTC needs no date arithmetic.
-		shift := fmt.Sprintf("(substr(%s, 1, 10) || ' ' || substr(%s, 12, 8))", col, col)
-		if off != 0 {
-			shift = fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%S', %s, '%+d seconds')", col, off)
-		}
+		shift := col.local(off)
 		if end.IsZero() || !end.Before(to) {
 			if len(whens) == 0 {
 				return shift, nil, nil
@@ -657,8 +685,8 @@ func localTimeSQL(col string, loc *time.Location, from, to time.Time) (string, [
 		if len(whens) >= maxZonePeriods {
 			return "", nil, fault.Errorf(fault.InvalidQuery, "the date range spans too many time zone changes; ask for a shorter range")
 		}
-		whens = append(whens, fmt.Sprintf("WHEN %s < ? THEN %s", col, shift))
-		args = append(args, FormatTime(end))
+		whens = append(whens, fmt.Sprintf("WHEN %s < ? THEN %s", col.expr, shift))
+		args = append(args, col.arg(end))
 		t = end
 	}
 }

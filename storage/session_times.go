@@ -20,6 +20,11 @@ import (
 // (site_id, started_ms).
 const visitRangeSQL = `s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ?`
 
+// visitStartMS and visitEndMS are a visit's (alias s) start and end in
+// milliseconds since the epoch, comparable with events.ts_ms.
+func visitStartMS(s string) string { return s + ".started_ms" }
+func visitEndMS(s string) string   { return s + ".ended_ms" }
+
 // durationSQL is a visit's length in seconds.
 const durationSQL = `(s.ended_ms - s.started_ms) / 1000.0`
 

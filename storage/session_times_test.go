@@ -320,3 +320,48 @@ func TestSessionQueriesUseIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestVisitTimeBucketsFromMS: the query API's hours and days of visits,
+// made from started_ms, are those of the visits' local start times, at
+// the edges of hours, days and time zone changes, to the millisecond.
+func TestVisitTimeBucketsFromMS(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	withSites(t, db, "s")
+	dst := time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC) // Berlin: 02:00 CET becomes 03:00 CEST
+	var starts []time.Time
+	for _, base := range []time.Time{dst, time.Date(2026, 3, 28, 23, 0, 0, 0, time.UTC), time.Date(2026, 3, 29, 0, 0, 0, 0, time.UTC)} {
+		for _, d := range []time.Duration{-time.Millisecond, 0, time.Millisecond, 999 * time.Millisecond, time.Second} {
+			starts = append(starts, base.Add(d))
+		}
+	}
+	for i, at := range starts {
+		execInWriter(t, db, fmt.Sprintf(`INSERT INTO sessions(site_id, anon_id, start_text, end_text, start_ms, duration_ms, event_count, visit_ready)
+			VALUES ('s', 'v%d', '', '', %d, 0, 1, 1)`, i, at.UnixMilli()))
+	}
+	for _, zone := range []string{"UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"} {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, unit := range []struct{ dim, layout string }{{"time:hour", "2006-01-02 15:00:00"}, {"time:day", "2006-01-02"}} {
+			want := map[string]float64{}
+			for _, at := range starts {
+				want[at.In(loc).Format(unit.layout)]++
+			}
+			rows, err := db.Stats(context.Background(), StatsQuery{Site: "s", From: dst.Add(-6 * time.Hour), To: dst.Add(6 * time.Hour), Zone: loc,
+				Metrics: []string{"visits"}, Dimensions: []string{unit.dim}, scan: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]float64{}
+			for _, r := range rows {
+				if r.Metrics[0] > 0 {
+					got[r.Dims[0]] = r.Metrics[0]
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s by %s: got %v, want %v", zone, unit.dim, got, want)
+			}
+		}
+	}
+}
