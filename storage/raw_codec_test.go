@@ -252,7 +252,7 @@ func TestEmptyDatabaseHasNoRawConversion(t *testing.T) {
 
 // After an erasure, nothing of the subject's identifiers is left in the
 // file: not in rows, not in freed pages (secure_delete), and not in the
-// compression dictionary, which is fixed and synthetic; nor do the values
+// compression dictionary, which is fixed and synthetic; nor are the values
 // of their visits (the agent's codes are fixed lists, holding no one's).
 func TestErasureLeavesNoIdentifierInTheFileOrDictionary(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.db")
