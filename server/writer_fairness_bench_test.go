@@ -114,8 +114,8 @@ func outOfOrderVisitor(b *testing.B, db *storage.DB, path string) func(ctx conte
 	}
 	defer op.Close()
 	if _, err := op.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?)
-		INSERT INTO sessions(site_id, anon_id, started_at, ended_at, event_count)
-		SELECT 'heavy', 'heavy-visitor', t, t, 1 FROM (SELECT strftime('%Y-%m-%dT%H:%M:%fZ', ?, '+' || (n * ?) || ' minutes') AS t FROM k)`,
+		INSERT INTO sessions(site_id, anon_id, start_text, end_text, start_ms, duration_ms, event_count)
+		SELECT 'heavy', 'heavy-visitor', '', '', ms, 0, 1 FROM (SELECT (unixepoch(?) + n * ? * 60) * 1000 AS ms FROM k)`,
 		sessions, base.Format("2006-01-02 15:04:05"), int(spacing/time.Minute)); err != nil {
 		b.Fatal(err)
 	}

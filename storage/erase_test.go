@@ -330,3 +330,93 @@ func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
 		})
 	}
 }
+
+// The walk goes through a user's devices in anon id order, so a device
+// linked while it runs may sort before the windows already done: the walk
+// then goes over the user's devices again, and the device's events from
+// before the erasure began (which the sweep of rows written since does not
+// scan) are erased too.
+func TestEraseSubjectWalksDevicesLinkedMeanwhile(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	withSites(t, db, "s")
+	f := &eraseFixture{t: t, db: db}
+	u := "u"
+	f.send("a0", nil, 3, false) // anonymous until the erasure runs
+	for i := range eraseWalkLinks + 1 {
+		f.send(fmt.Sprintf("d%04d", i), &u, 1, false)
+	}
+	e := &eraser{db: db, site: "s", s: Subject{UserID: "u"}, floors: [3]int64{-1, -1, -1}}
+	runSteps(t, db, e, func() bool { return e.linkCursor != "" })
+	if e.phase != phaseWalk || e.linkCursor <= "a0" {
+		t.Fatalf("got phase %d at cursor %q, want the walk past a0", e.phase, e.linkCursor)
+	}
+	f.send("a0", &u, 1, false) // a0 is linked now, before the cursor
+	runSteps(t, db, e, func() bool { return false })
+	if err := db.writer.do(context.Background(), func(tx *writeTx) error { return e.finish(tx) }); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM events WHERE site_id = 's'`); n != 0 {
+		t.Fatalf("got %d events left, want 0 (a0's anonymous ones too)", n)
+	}
+	if e.counts.Events != eraseWalkLinks+1+4 {
+		t.Fatalf("got %d events erased, want %d", e.counts.Events, eraseWalkLinks+1+4)
+	}
+}
+
+// The last steps of a large erasure also delete what is left and write the
+// audit row, in the same transaction, when nobody waits for the writer
+// then: one transaction and commit fewer. When a job waits, they commit
+// and the last job runs on its own after the rest.
+func TestEraseSubjectEndsInItsLastStepsJob(t *testing.T) {
+	run := func(queueAt int) (steps, jobs int64) {
+		db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+		withSites(t, db, "s")
+		newEraseFixture(t, db, true)
+		site, _ := db.Site("s")
+		if db.convDone != nil {
+			<-db.convDone
+		}
+		errs := make(chan error, 1)
+		db.eraseStep = func() {
+			if steps++; steps != int64(queueAt) {
+				return
+			}
+			url := "https://a.test/other"
+			e := IngestEvent{ID: "00000000-0000-4000-9000-000000000001", SiteID: "s", Type: "pageview", AnonID: "w",
+				URL: &url, TS: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC), Raw: []byte(`{}`)}
+			go func() {
+				_, err := db.Ingest(context.Background(), []IngestEvent{e}, nil, nil)
+				errs <- err
+			}()
+			for !db.writer.waiting() {
+				time.Sleep(100 * time.Microsecond) // until the job is queued
+			}
+		}
+		jobs = db.eraseJobs.Load()
+		counts, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, Subject{UserID: "u"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts.Events != 3*(2*eraseChunk+40) || counts.IdentityLinks != 3 || counts.UserProfiles != 1 {
+			t.Fatalf("got counts %+v", counts)
+		}
+		if queueAt > 0 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		entries, _, err := db.Audit(context.Background(), site.WorkspaceID, 10, time.Time{})
+		if err != nil || len(entries) == 0 || entries[0].Action != "gdpr.delete" {
+			t.Fatalf("got audit %+v (%v), want gdpr.delete", entries, err)
+		}
+		return steps, db.eraseJobs.Load() - jobs
+	}
+	steps, jobs := run(0)
+	// The check, then jobs of eraseJobSteps steps, the last one ending it.
+	if want := 1 + (steps+eraseJobSteps-1)/eraseJobSteps; jobs != want {
+		t.Fatalf("nobody waiting: got %d jobs for %d steps, want %d", jobs, steps, want)
+	}
+	if _, queued := run(int(steps)); queued != jobs+1 {
+		t.Fatalf("a job waiting after the last step: got %d jobs, want %d (the last job on its own)", queued, jobs+1)
+	}
+}

@@ -66,34 +66,38 @@ type SubjectExport struct {
 }
 
 // The subject's rows of each table as SQL conditions over ?1 (the site) and
-// ?2 (the subject's id). A user's anon ids come from a subquery on
-// identity_links, never from a list of parameters: a user can be linked to
-// more anon ids than SQLite takes variables (32,766).
-// INDEXED BY: without statistics SQLite prefers scanning the site's part
-// of the covering primary key, every link of the site, to this index.
-const (
-	userAnons = `SELECT anon_id FROM identity_links INDEXED BY identity_links_site_user WHERE site_id = ?1 AND user_id = ?2`
-	anonUsers = `SELECT user_id FROM identity_links WHERE site_id = ?1 AND anon_id = ?2`
-)
+// ?2 (the subject's id), with the links read from l. A user's anon ids come
+// from a subquery on the links, never from a list of parameters: a user can
+// be linked to more anon ids than SQLite takes variables (32,766).
+
+// userAnons are the anon ids linked to the user ?2.
+func userAnons(l linkTables) string {
+	return `SELECT anon_id FROM ` + l.byUser("") + ` WHERE site_id = ?1 AND user_id = ?2`
+}
+
+// anonUsers are the users linked to the anon id ?2.
+func anonUsers(l linkTables) string {
+	return `SELECT user_id FROM ` + l.any("") + ` WHERE site_id = ?1 AND anon_id = ?2`
+}
 
 // visitorWhere matches the subject's rows of events and sessions.
-func (s Subject) visitorWhere() string {
+func (s Subject) visitorWhere(l linkTables) string {
 	if s.UserID != "" {
-		return `site_id = ?1 AND anon_id IN (` + userAnons + `)`
+		return `site_id = ?1 AND anon_id IN (` + userAnons(l) + `)`
 	}
 	return `site_id = ?1 AND anon_id = ?2`
 }
 
 // profileWhere matches the subject's user_profiles: the user's own, or
 // those of the users linked to the anon id.
-func (s Subject) profileWhere() string {
+func (s Subject) profileWhere(l linkTables) string {
 	if s.UserID != "" {
 		return `site_id = ?1 AND user_id = ?2`
 	}
-	return `site_id = ?1 AND user_id IN (` + anonUsers + `)`
+	return `site_id = ?1 AND user_id IN (` + anonUsers(l) + `)`
 }
 
-// linkWhere matches the subject's identity_links.
+// linkWhere matches the subject's links.
 func (s Subject) linkWhere() string {
 	if s.UserID != "" {
 		return `site_id = ?1 AND user_id = ?2`
@@ -101,14 +105,23 @@ func (s Subject) linkWhere() string {
 	return `site_id = ?1 AND anon_id = ?2`
 }
 
+// linkSource is where the subject's links are searched: by user or by anon
+// id.
+func (s Subject) linkSource(l linkTables) string {
+	if s.UserID != "" {
+		return l.byUser("")
+	}
+	return l.any("")
+}
+
 // dlqWhere matches the DLQ rows tagged with the subject: its user id or
 // one of its anon ids.
-func (s Subject) dlqWhere() string {
+func (s Subject) dlqWhere(l linkTables) string {
 	if s.UserID != "" {
 		// A union of two index searches: with OR, SQLite would scan the
 		// site's whole DLQ.
 		return `rowid IN (SELECT rowid FROM dlq WHERE site_id = ?1 AND user_id = ?2
-			UNION SELECT d.rowid FROM identity_links l INDEXED BY identity_links_site_user CROSS JOIN dlq d
+			UNION SELECT d.rowid FROM ` + l.byUser("l") + ` CROSS JOIN dlq d
 			ON d.site_id = l.site_id AND d.anon_id = l.anon_id WHERE l.site_id = ?1 AND l.user_id = ?2)`
 	}
 	return `site_id = ?1 AND anon_id = ?2`
@@ -123,6 +136,7 @@ func (db *DB) ExportSubject(ctx context.Context, actor Actor, site *Site, s Subj
 		return nil, err
 	}
 	defer tx.Rollback()
+	l := db.links()
 	out := &SubjectExport{}
 	for _, part := range []struct {
 		dst      *[]map[string]any
@@ -131,11 +145,14 @@ func (db *DB) ExportSubject(ctx context.Context, actor Actor, site *Site, s Subj
 		count    *int64
 	}{
 		{&out.Events, `SELECT id, site_id, type, url, ts, anon_id, user_id, referrer, country, city, browser, os, device_type, ` + rawSQL + ` AS raw,
-			` + receivedSQL + ` AS received_at FROM events WHERE ` + s.visitorWhere() + ` ORDER BY ts, seq`, []string{"raw"}, &out.Counts.Events},
-		{&out.Sessions, `SELECT * FROM sessions WHERE ` + s.visitorWhere() + ` ORDER BY started_at, id`, nil, &out.Counts.Sessions},
-		{&out.UserProfiles, `SELECT * FROM user_profiles WHERE ` + s.profileWhere() + ` ORDER BY user_id`, []string{"traits"}, &out.Counts.UserProfiles},
-		{&out.IdentityLinks, `SELECT * FROM identity_links WHERE ` + s.linkWhere() + ` ORDER BY created_at, anon_id, user_id`, nil, &out.Counts.IdentityLinks},
-		{&out.DLQ, `SELECT * FROM dlq WHERE ` + s.dlqWhere() + ` ORDER BY received_at, id`, []string{"payload", "error"}, &out.Counts.DLQ},
+			` + receivedSQL + ` AS received_at FROM events WHERE ` + s.visitorWhere(l) + ` ORDER BY ts, seq`, []string{"raw"}, &out.Counts.Events},
+		{&out.Sessions, `SELECT ` + sessionExportColumns + ` FROM sessions WHERE ` + s.visitorWhere(l) + ` ORDER BY started_ms, id`, nil, &out.Counts.Sessions},
+		{&out.UserProfiles, `SELECT * FROM user_profiles WHERE ` + s.profileWhere(l) + ` ORDER BY user_id`, []string{"traits"}, &out.Counts.UserProfiles},
+		// created_at is Unix ms since migration 0017: shown as the text
+		// it was before (below).
+		{&out.IdentityLinks, `SELECT site_id, anon_id, user_id, created_at FROM ` + s.linkSource(l) + ` WHERE ` + s.linkWhere() +
+			` ORDER BY ` + linkCreatedMS + `, anon_id, user_id`, nil, &out.Counts.IdentityLinks},
+		{&out.DLQ, `SELECT * FROM dlq WHERE ` + s.dlqWhere(l) + ` ORDER BY received_at, id`, []string{"payload", "error"}, &out.Counts.DLQ},
 	} {
 		rows, err := tx.QueryContext(ctx, part.query, site.ID, s.id())
 		if err != nil {
@@ -150,6 +167,9 @@ func (db *DB) ExportSubject(ctx context.Context, actor Actor, site *Site, s Subj
 		*part.count = int64(len(list))
 	}
 	tx.Rollback()
+	for _, r := range out.IdentityLinks {
+		r["created_at"] = linkCreatedText(r["created_at"])
+	}
 	err = db.writer.do(ctx, func(tx *writeTx) error {
 		if err := db.checkSite(site); err != nil {
 			return err
@@ -172,12 +192,16 @@ func (db *DB) SubjectAnonIDs(ctx context.Context, site string, s Subject, candid
 		out[s.AnonID] = true
 		return out, nil
 	}
+	q := `SELECT EXISTS (SELECT 1 FROM identity_links WHERE site_id = ?1 AND anon_id = ?2 AND user_id = ?3)`
+	if db.links().old {
+		q += ` OR EXISTS (SELECT 1 FROM ` + oldLinksTable + ` WHERE site_id = ?1 AND anon_id = ?2 AND user_id = ?3)`
+	}
 	tx, err := db.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, `SELECT EXISTS (SELECT 1 FROM identity_links WHERE site_id = ? AND anon_id = ? AND user_id = ?)`)
+	stmt, err := tx.PrepareContext(ctx, q)
 	if err != nil {
 		return nil, err
 	}

@@ -88,8 +88,15 @@ type ingestStmts struct {
 	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials *sql.Stmt
 }
 
-func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
+func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts, error) {
 	var s ingestStmts
+	link := `INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING`
+	if oldLinks {
+		// While links of before 0017 remain in the old table, a link goes
+		// to the new one only if the old one does not hold it (links.go).
+		link = `INSERT INTO identity_links(site_id, anon_id, user_id, created_at) SELECT ?1, ?2, ?3, ?4
+			WHERE NOT EXISTS (SELECT 1 FROM ` + oldLinksTable + ` WHERE site_id = ?1 AND anon_id = ?2 AND user_id = ?3) ON CONFLICT DO NOTHING`
+	}
 	stmts := []struct {
 		dst **sql.Stmt
 		sql string
@@ -97,22 +104,24 @@ func prepareIngest(ctx context.Context, db *sql.DB) (*ingestStmts, error) {
 		{&s.dedup, `INSERT INTO event_ids(site_id, id, received_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`},
 		{&s.insertEvent, `INSERT INTO events(id, site_id, type, url, ts, anon_id, user_id, referrer, country, city, browser, os, device_type, raw, received_at, credential)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&s.link, `INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`},
+		{&s.link, link},
 		{&s.profile, `INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at) VALUES (?, ?, json(?), ?, ?)
 			ON CONFLICT(site_id, user_id) DO UPDATE SET traits = json_patch(traits, excluded.traits), updated_at = excluded.updated_at`},
-		{&s.newestSession, `SELECT id, started_at, ended_at, event_count, user_id, ` + visitColumns + ` FROM sessions
-			WHERE site_id = ? AND anon_id = ? ORDER BY started_at DESC LIMIT 1`},
-		{&s.loadSessions, `SELECT id, started_at, ended_at, event_count, user_id, ` + visitColumns + ` FROM sessions
-			WHERE site_id = ? AND anon_id = ? AND started_at <= ? ORDER BY started_at DESC`},
-		{&s.insertSession, `INSERT INTO sessions(site_id, anon_id, user_id, started_at, ended_at, event_count, ` + visitColumns + `)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
-		// Setting started_at, even to its own value, rewrites both indexes
-		// that hold it: the usual update, of a session that took later
-		// events, leaves it out (updateSessionEnd, and updateSessionTail
-		// for a visit of the memo, whose landing and start cannot change).
-		{&s.updateSession, `UPDATE sessions SET started_at = ?, ended_at = ?, event_count = ?, user_id = ?, ` + visitSet + ` WHERE id = ?`},
-		{&s.updateSessionEnd, `UPDATE sessions SET ended_at = ?, event_count = ?, user_id = ?, ` + visitSet + ` WHERE id = ?`},
-		{&s.updateSessionTail, `UPDATE sessions SET ended_at = ?, event_count = ?, user_id = ?, ` + visitTailSet + ` WHERE id = ?`},
+		{&s.newestSession, newestSessionSQL},
+		{&s.loadSessions, loadSessionsSQL},
+		// Times as integers (migration 0016): start_ms, and the end as
+		// duration_ms, usually 0 to 3 bytes.
+		{&s.insertSession, `INSERT INTO sessions(site_id, anon_id, user_id, start_text, end_text, start_ms, duration_ms, event_count, ` + visitStoredColumns + `)
+			VALUES (?, ?, ?, '', '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		// Setting start_ms (or start_text), even to its own value, rewrites
+		// both indexes that key started_ms: the usual update, of a session
+		// that took later events, leaves them out (updateSessionEnd, and
+		// updateSessionTail for a visit of the memo, whose landing and start
+		// cannot change). A row stored before 0016 takes the full update,
+		// which writes it in the new form.
+		{&s.updateSession, `UPDATE sessions SET start_text = '', end_text = '', start_ms = ?, duration_ms = ?, event_count = ?, user_id = ?, ` + visitSet + ` WHERE id = ?`},
+		{&s.updateSessionEnd, `UPDATE sessions SET duration_ms = ?, event_count = ?, user_id = ?, ` + visitSet + ` WHERE id = ?`},
+		{&s.updateSessionTail, `UPDATE sessions SET duration_ms = ?, event_count = ?, user_id = ?, ` + visitTailSet + ` WHERE id = ?`},
 		{&s.deleteSession, `DELETE FROM sessions WHERE id = ?`},
 		{&s.dailyEvents, `INSERT INTO daily_events(site_id, day, type, count) VALUES (?, ?, ?, ?)
 			ON CONFLICT(site_id, day, type) DO UPDATE SET count = count + excluded.count`},
@@ -269,7 +278,7 @@ func (j *ingestRun) add(w *ingestWork) error {
 			k := [3]string{e.SiteID, e.AnonID, *e.UserID}
 			if !j.linked[k] {
 				j.linked[k] = true
-				if _, err := link.Exec(e.SiteID, e.AnonID, *e.UserID, recv); err != nil {
+				if _, err := link.Exec(e.SiteID, e.AnonID, *e.UserID, recvMS); err != nil {
 					return fmt.Errorf("identity link: %w", err)
 				}
 			}
@@ -327,9 +336,13 @@ type session struct {
 	count      int64
 	userID     *string
 	orig       *session // the row as loaded, nil for a new session
-	dirty      bool
-	deleted    bool
-	visit      visit
+	// textTimes marks a row stored before migration 0016 that the
+	// conversion has not reached: only the full update (updateSession)
+	// writes its times.
+	textTimes bool
+	dirty     bool
+	deleted   bool
+	visit     visit
 }
 
 // sessions assigns events (of one site and anon id) to sessions. It
@@ -346,7 +359,7 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 	key := site + "\x00" + anon
 	floor := minTS.Add(-sessionGap)
 	var list []*session
-	if c, ok := j.memo.get(key); ok && minTS.Truncate(time.Millisecond).After(c.start) {
+	if c, ok := j.memo.get(key); ok && !c.textTimes && minTS.Truncate(time.Millisecond).After(c.start) {
 		// No event precedes the visitor's newest session, and older
 		// sessions end more than sessionGap before it starts: only that
 		// one can take these events, so the table need not be read.
@@ -408,21 +421,22 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 			}
 		case s.deleted:
 		case s.dirty && s.orig != nil:
-			args := append([]any{FormatTime(s.end), s.count, s.userID}, s.visit.args(s.start, s.end)...)
+			args := append([]any{s.end.Sub(s.start).Milliseconds(), s.count, s.userID}, s.visit.args(s.start, s.end)...)
 			update := j.db.ingest.updateSessionEnd
 			switch {
-			case s.visit.landing == nil:
+			case s.visit.landing == nil: // a memo's session: never textTimes
 				update = j.db.ingest.updateSessionTail
-			case !s.start.Equal(s.orig.start):
+			case s.textTimes || !s.start.Equal(s.orig.start):
 				update = j.db.ingest.updateSession
-				args = append([]any{FormatTime(s.start)}, args...)
+				args = append([]any{s.start.UnixMilli()}, args...)
 			}
 			if _, err := j.stmt(update).Exec(append(args, s.id)...); err != nil {
 				return fmt.Errorf("update session: %w", err)
 			}
+			s.textTimes = false
 			j.sessionDelta(site, s, 1)
 		case s.dirty:
-			args := append([]any{site, anon, s.userID, FormatTime(s.start), FormatTime(s.end), s.count}, s.visit.args(s.start, s.end)...)
+			args := append([]any{site, anon, s.userID, s.start.UnixMilli(), s.end.Sub(s.start).Milliseconds(), s.count}, s.visit.args(s.start, s.end)...)
 			r, err := j.stmt(j.db.ingest.insertSession).Exec(args...)
 			if err != nil {
 				return fmt.Errorf("insert session: %w", err)
@@ -448,7 +462,8 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 	// less an entry): later events cannot change it.
 	memoVisit := newest.visit
 	memoVisit.landing = nil
-	j.latest[key] = session{id: newest.id, start: newest.start, end: newest.end, count: newest.count, userID: newest.userID, visit: memoVisit}
+	j.latest[key] = session{id: newest.id, start: newest.start, end: newest.end, count: newest.count, userID: newest.userID,
+		textTimes: newest.textTimes, visit: memoVisit}
 	return nil
 }
 
@@ -514,7 +529,7 @@ func (j *ingestRun) loadSessions(site, anon string, events []*IngestEvent) ([]*s
 			// case of an event in order whose visitor the memo lacks.
 			continue
 		}
-		near, err := j.readSessions(j.db.ingest.loadSessions, floor, site, anon, FormatTime(ceil))
+		near, err := j.readSessions(j.db.ingest.loadSessions, floor, site, anon, ceil.UnixMilli())
 		if err != nil {
 			return nil, err
 		}
@@ -538,13 +553,12 @@ func (j *ingestRun) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) (
 	for rows.Next() {
 		j.db.sessionRowsRead.Add(1)
 		s := &session{}
-		var start, end string
+		var start, end int64
 		var vs visitScan
-		if err := rows.Scan(append([]any{&s.id, &start, &end, &s.count, &s.userID}, vs.dests()...)...); err != nil {
+		if err := rows.Scan(append([]any{&s.id, &start, &end, &s.textTimes, &s.count, &s.userID}, vs.dests()...)...); err != nil {
 			return nil, err
 		}
-		s.start, _ = time.Parse(timeLayout, start)
-		s.end, _ = time.Parse(timeLayout, end)
+		s.start, s.end = msTime(start), msTime(end)
 		s.visit = vs.visit(s.start, s.end, s.count)
 		if s.end.Before(floor) {
 			break

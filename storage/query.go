@@ -338,9 +338,9 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 			return nil, nil, err
 		}
 		query := `SELECT ` + dims + `COUNT(*), COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)
-			FROM sessions s WHERE s.site_id = ? AND s.started_at >= ? AND s.started_at < ?
+			FROM sessions s WHERE ` + visitRangeSQL + `
 			AND EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id
-				AND e.ts_ms >= ` + msSQL("s.started_at") + ` AND e.ts_ms <= ` + msSQL("s.ended_at") + ` AND ` + where + `)` + sb.groupBy()
+				AND e.ts_ms >= ` + visitStartMS("s") + ` AND e.ts_ms <= ` + visitEndMS("s") + ` AND ` + where + `)` + sb.groupBy()
 		err = db.scanGroups(ctx, query, sb.args(), len(q.Dimensions), 4, func(key string, v []float64) {
 			a := get(key)
 			a.sVisits, a.sBounces, a.sDuration, a.sPageviews = v[0], v[1], v[2], v[3]
@@ -362,7 +362,7 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 	}
 	query := `SELECT ` + dims + `COUNT(DISTINCT s.anon_id), COUNT(*), COALESCE(SUM(s.pageviews), 0),
 		COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0)
-		FROM sessions s WHERE s.site_id = ? AND s.started_at >= ? AND s.started_at < ?` + where + b.groupBy()
+		FROM sessions s WHERE ` + visitRangeSQL + where + b.groupBy()
 	err = db.scanGroups(ctx, query, b.args(), len(q.Dimensions), 5, func(key string, v []float64) {
 		a := get(key)
 		if !eventMetric {
@@ -386,21 +386,11 @@ func (q *StatsQuery) visitAttributes() bool {
 
 // eventVisitJoin finds an event's visit (e, s): the visit of its anon id
 // whose span holds its ts. The latest visit starting at or before ts is
-// one step of the (site_id, anon_id, started_at) index, however many
+// one step of the (site_id, anon_id, started_ms) index, however many
 // visits the anon id has (a regular's thousands); it is the event's when
 // it has not ended before ts, as visits never overlap.
 const eventVisitJoin = `s.id = (SELECT x.id FROM sessions x WHERE x.site_id = e.site_id AND x.anon_id = e.anon_id
-	AND x.started_at <= e.ts ORDER BY x.started_at DESC LIMIT 1) AND s.ended_at >= e.ts`
-
-// msSQL is the milliseconds since the epoch of a stored ts text column,
-// computed as events.ts_ms is (migration 0012), so that a bound on ts_ms
-// taken from a visit's start or end is exact.
-func msSQL(col string) string {
-	return `(unixepoch(` + col + `) * 1000 + CAST(substr(` + col + `, 21, 3) AS INTEGER))`
-}
-
-// durationSQL is a visit's length in seconds.
-const durationSQL = `(julianday(s.ended_at) - julianday(s.started_at)) * 86400.0`
+	AND x.started_ms <= e.ts_ms ORDER BY x.started_ms DESC LIMIT 1) AND s.ended_ms >= e.ts_ms`
 
 // scanGroups runs query and hands each row's key (its first dims columns)
 // and its n numbers to add.
@@ -443,13 +433,9 @@ type sqlBuilder struct {
 // then the filter's.
 func (b *sqlBuilder) args() []any {
 	a := append([]any{}, b.dimArgs...)
-	if b.visitSide {
-		a = append(a, b.q.Site, FormatTime(b.q.From), FormatTime(b.q.To))
-	} else {
-		// Events are bounded by ts_ms, which their index holds (README
-		// "Event bytes").
-		a = append(a, b.q.Site, b.q.From.UnixMilli(), b.q.To.UnixMilli())
-	}
+	// Events are bounded by ts_ms, visits by started_ms, which their
+	// indexes hold (README "Event bytes").
+	a = append(a, b.q.Site, b.q.From.UnixMilli(), b.q.To.UnixMilli())
 	return append(a, b.whereArgs...)
 }
 
@@ -585,9 +571,9 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 		return "e.anon_id", nil, nil
 	}
 	if TimeDimension(d) {
-		col := "e.ts"
+		col := timeCol{expr: "e.ts"}
 		if b.visitSide {
-			col = "s.started_at"
+			col = timeCol{expr: "s.started_ms", ms: true}
 		}
 		return b.timeExpr(d, col)
 	}
@@ -615,11 +601,11 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 // names).
 const eventRawSQL = `event_raw(e.raw, e.id, e.site_id, e.type, e.anon_id, e.user_id, e.url, e.referrer)`
 
-// timeExpr is the bucket of col (an ISO UTC timestamp) in the site's time
-// zone: the local time is the UTC time shifted by the zone's offset of
-// each period of the range (a CASE over its offset changes, so the query
-// never leaves SQLite), then cut to the unit.
-func (b *sqlBuilder) timeExpr(d, col string) (string, []any, error) {
+// timeExpr is the bucket of col in the site's time zone: the local time
+// is the UTC time shifted by the zone's offset of each period of the range
+// (a CASE over its offset changes, so the query never leaves SQLite), then
+// cut to the unit.
+func (b *sqlBuilder) timeExpr(d string, col timeCol) (string, []any, error) {
 	unit := strings.TrimPrefix(d, "time:")
 	if d == "time" {
 		unit = b.q.TimeUnit
@@ -645,9 +631,41 @@ func (b *sqlBuilder) timeExpr(d, col string) (string, []any, error) {
 // changes a year, so centuries of range.
 const maxZonePeriods = 500
 
+// timeCol is a time column as time buckets read it: an ISO UTC text as
+// FormatTime writes it (events.ts), or integer milliseconds since the
+// epoch (a visit's started_ms, README "Visits", Stored form), from which
+// SQLite makes the local text with one datetime() call.
+type timeCol struct {
+	expr string
+	ms   bool
+}
+
+// local is col as local time text ("YYYY-MM-DD HH:MM:SS") at off seconds
+// east of UTC.
+func (c timeCol) local(off int) string {
+	if c.ms {
+		// Whole seconds, floored before 1970 too (SQLite's division
+		// truncates).
+		return fmt.Sprintf("datetime(%s / 1000 - (%s %% 1000 < 0) %+d, 'unixepoch')", c.expr, c.expr, off)
+	}
+	if off == 0 {
+		// Stored times are FormatTime's, so UTC needs no date arithmetic.
+		return fmt.Sprintf("(substr(%s, 1, 10) || ' ' || substr(%s, 12, 8))", c.expr, c.expr)
+	}
+	return fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%S', %s, '%+d seconds')", c.expr, off)
+}
+
+// arg is t as a value compared with col.
+func (c timeCol) arg(t time.Time) any {
+	if c.ms {
+		return t.UnixMilli()
+	}
+	return FormatTime(t)
+}
+
 // localTimeSQL is col as local time text ("YYYY-MM-DD HH:MM:SS") in loc,
 // exact for every instant in [from, to).
-func localTimeSQL(col string, loc *time.Location, from, to time.Time) (string, []any, error) {
+func localTimeSQL(col timeCol, loc *time.Location, from, to time.Time) (string, []any, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
@@ -657,11 +675,7 @@ func localTimeSQL(col string, loc *time.Location, from, to time.Time) (string, [
 	for {
 		_, off := t.In(loc).Zone()
 		_, end := t.In(loc).ZoneBounds()
-		// Stored times are FormatTime's, so UTC needs no date arithmetic.
-		shift := fmt.Sprintf("(substr(%s, 1, 10) || ' ' || substr(%s, 12, 8))", col, col)
-		if off != 0 {
-			shift = fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%S', %s, '%+d seconds')", col, off)
-		}
+		shift := col.local(off)
 		if end.IsZero() || !end.Before(to) {
 			if len(whens) == 0 {
 				return shift, nil, nil
@@ -671,8 +685,8 @@ func localTimeSQL(col string, loc *time.Location, from, to time.Time) (string, [
 		if len(whens) >= maxZonePeriods {
 			return "", nil, fault.Errorf(fault.InvalidQuery, "the date range spans too many time zone changes; ask for a shorter range")
 		}
-		whens = append(whens, fmt.Sprintf("WHEN %s < ? THEN %s", col, shift))
-		args = append(args, FormatTime(end))
+		whens = append(whens, fmt.Sprintf("WHEN %s < ? THEN %s", col.expr, shift))
+		args = append(args, col.arg(end))
 		t = end
 	}
 }
@@ -868,10 +882,9 @@ func TimeLabels(unit string, from, to time.Time, loc *time.Location) ([]string, 
 // FirstVisit is the start of the site's earliest visit, or false when it
 // has none (the query API's "all" range starts there).
 func (db *DB) FirstVisit(ctx context.Context, site string) (time.Time, bool, error) {
-	var ts *string
-	if err := db.read.QueryRowContext(ctx, `SELECT MIN(started_at) FROM sessions WHERE site_id = ?`, site).Scan(&ts); err != nil || ts == nil {
+	var ms *int64
+	if err := db.read.QueryRowContext(ctx, `SELECT MIN(started_ms) FROM sessions WHERE site_id = ?`, site).Scan(&ms); err != nil || ms == nil {
 		return time.Time{}, false, err
 	}
-	t, err := time.Parse(time.RFC3339Nano, *ts)
-	return t, err == nil, nil
+	return msTime(*ms), true, nil
 }

@@ -252,7 +252,8 @@ func TestEmptyDatabaseHasNoRawConversion(t *testing.T) {
 
 // After an erasure, nothing of the subject's identifiers is left in the
 // file: not in rows, not in freed pages (secure_delete), and not in the
-// compression dictionary, which is fixed and synthetic.
+// compression dictionary, which is fixed and synthetic; nor are the values
+// of their visits (the agent's codes are fixed lists, holding no one's).
 func TestErasureLeavesNoIdentifierInTheFileOrDictionary(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
@@ -266,6 +267,12 @@ func TestErasureLeavesNoIdentifierInTheFileOrDictionary(t *testing.T) {
 		if i%2 == 0 {
 			e.AnonID, e.UserID = anon, &user
 			e.Raw = []byte(fmt.Sprintf(`{"id":"ev-%d","anon_id":%q,"user_id":%q,"traits":{"note":"%s"}}`, i, anon, user, user))
+			// Visit values only the subject has: an agent off the codes'
+			// lists (kept as text in its visit), a city, a campaign and a
+			// referrer (README "Visits", Stored form).
+			url = fmt.Sprintf("https://a.test/p/%d?utm_campaign=zq-campaign-7731", i%5)
+			ref := "https://zq-ref-7731.test/x"
+			e.URL, e.Referrer, e.Browser, e.OS, e.DeviceType, e.City = &url, &ref, "ZqBrowser7731", "Linux", "desktop", "zq-city-7731"
 		}
 		batch = append(batch, e)
 	}
@@ -282,15 +289,18 @@ func TestErasureLeavesNoIdentifierInTheFileOrDictionary(t *testing.T) {
 		}
 		return b
 	}
-	if !bytes.Contains(file(), []byte(user)) {
-		t.Fatalf("got no %q in the file before erasure: the test would prove nothing", user)
+	before := file()
+	for _, v := range []string{user, "ZqBrowser7731", "zq-city-7731", "zq-campaign-7731", "zq-ref-7731"} {
+		if !bytes.Contains(before, []byte(v)) {
+			t.Fatalf("got no %q in the file before erasure: the test would prove nothing", v)
+		}
 	}
 	site, _ := db.Site("s")
 	if _, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, Subject{UserID: user}); err != nil {
 		t.Fatal(err)
 	}
 	after := file()
-	for _, id := range []string{user, anon} {
+	for _, id := range []string{user, anon, "ZqBrowser7731", "zq-city-7731", "zq-campaign-7731", "zq-ref-7731"} {
 		if bytes.Contains(after, []byte(id)) {
 			t.Errorf("got %q in the database file after erasure, want none", id)
 		}

@@ -127,13 +127,15 @@ type TimelineEvent struct {
 // events aliased e.
 const timelineColumns = `e.seq, e.id, e.type, e.url, e.ts, e.anon_id, e.referrer, e.country, e.city, e.browser, e.os, e.device_type`
 
-// timelineEvents joins the user's links (?1 the site, ?2 the user) to their
-// anon ids' events; the caller appends conditions on e.
+// timelineEvents joins the user's links (?1 the site, ?2 the user), read
+// from l, to their anon ids' events; the caller appends conditions on e.
 // CROSS JOIN and INDEXED BY fix the plan: the user's links first, by the
 // (site_id, user_id) index, then each one's events. Left to itself, SQLite
 // walks every event of the site and looks each one's link up.
-const timelineEvents = `SELECT ` + timelineColumns + ` FROM identity_links l INDEXED BY identity_links_site_user CROSS JOIN events e
+func timelineEvents(l linkTables) string {
+	return `SELECT ` + timelineColumns + ` FROM ` + l.byUser("l") + ` CROSS JOIN events e
 	ON e.site_id = l.site_id AND e.anon_id = l.anon_id WHERE l.site_id = ?1 AND l.user_id = ?2`
+}
 
 // timelineNewest is the newest ?4 events of the user ?2 on site ?1 with ts
 // before ?3, newest first. Each anon id's candidates are its events from
@@ -143,12 +145,14 @@ const timelineEvents = `SELECT ` + timelineColumns + ` FROM identity_links l IND
 // are ranked from that index alone (ts is in it, seq is its rowid), and
 // only the ?4 kept are read from the table: a user linked to 200 devices
 // reads 101 rows rather than every event of every device (README "Reads").
-const timelineNewest = `SELECT ` + timelineColumns + ` FROM events e WHERE e.seq IN (
-	SELECT x.seq FROM identity_links l INDEXED BY identity_links_site_user CROSS JOIN events x INDEXED BY events_site_anon_ts
+func timelineNewest(l linkTables) string {
+	return `SELECT ` + timelineColumns + ` FROM events e WHERE e.seq IN (
+	SELECT x.seq FROM ` + l.byUser("l") + ` CROSS JOIN events x INDEXED BY events_site_anon_ts
 	ON x.site_id = l.site_id AND x.anon_id = l.anon_id AND x.ts_ms < ?3 AND x.ts_ms >= COALESCE((SELECT ts_ms FROM events
 		WHERE site_id = l.site_id AND anon_id = l.anon_id AND ts_ms < ?3 ORDER BY ts_ms DESC LIMIT 1 OFFSET ?4 - 1), ` + minTSMS + `)
 	WHERE l.site_id = ?1 AND l.user_id = ?2 ORDER BY x.ts_ms DESC, x.seq DESC LIMIT ?4)
 	ORDER BY e.ts DESC, e.seq DESC`
+}
 
 // minTSMS is below every ts_ms, for a bound that excludes nothing.
 const minTSMS = `-9223372036854775808`
@@ -177,19 +181,20 @@ func (db *DB) Timeline(ctx context.Context, site, user string, limit int, before
 	if !before.IsZero() {
 		bound = ceilMillisecond(before).UnixMilli()
 	}
+	l := db.links()
 	tx, err := db.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, nil, err
 	}
 	defer tx.Rollback()
 	var known int
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM identity_links WHERE site_id = ? AND user_id = ?)`, site, user).Scan(&known); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+l.byUser("")+` WHERE site_id = ?1 AND user_id = ?2)`, site, user).Scan(&known); err != nil {
 		return nil, nil, err
 	}
 	if known == 0 {
 		return nil, nil, fault.Errorf(fault.UserNotFound, "no user with that id has been seen on this site")
 	}
-	merged, err := timelineQuery(ctx, tx, timelineNewest, site, user, bound, limit+1)
+	merged, err := timelineQuery(ctx, tx, timelineNewest(l), site, user, bound, limit+1)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -207,7 +212,7 @@ func (db *DB) Timeline(ctx context.Context, site, user string, limit int, before
 	if err != nil {
 		return nil, nil, err
 	}
-	tied, err := timelineQuery(ctx, tx, timelineEvents+` AND e.ts_ms = ?3`, site, user, edgeMS)
+	tied, err := timelineQuery(ctx, tx, timelineEvents(l)+` AND e.ts_ms = ?3`, site, user, edgeMS)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -215,7 +220,7 @@ func (db *DB) Timeline(ctx context.Context, site, user string, limit int, before
 	page = append(page, tied...)
 	// More events exist when anything older than the edge remains.
 	var more int
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (`+timelineEvents+` AND e.ts_ms < ?3)`, site, user, edgeMS).Scan(&more); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (`+timelineEvents(l)+` AND e.ts_ms < ?3)`, site, user, edgeMS).Scan(&more); err != nil {
 		return nil, nil, err
 	}
 	if more == 0 {

@@ -23,6 +23,15 @@ func (db *DB) ResetData(ctx context.Context) (map[string]int64, error) {
 			}
 			deleted[table], _ = res.RowsAffected()
 		}
+		// Links of before migration 0017 not yet moved (links.go).
+		if db.links().old {
+			res, err := tx.Exec(`DELETE FROM ` + oldLinksTable)
+			if err != nil {
+				return fmt.Errorf("reset %s: %w", oldLinksTable, err)
+			}
+			n, _ := res.RowsAffected()
+			deleted["identity_links"] += n
+		}
 		// The query API's cache of those (README "Query API"), not counted.
 		if _, err := tx.Exec(`DELETE FROM day_partials`); err != nil {
 			return fmt.Errorf("reset day_partials: %w", err)

@@ -193,8 +193,8 @@ func TestSessionsOfAVisitorWithManySessions(t *testing.T) {
 	// written directly: intake of 100,000 events would take far longer.
 	err := db.writer.do(ctx, func(tx *writeTx) error {
 		if _, err := tx.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?)
-			INSERT INTO sessions(site_id, anon_id, started_at, ended_at, event_count)
-			SELECT 's', 'v', t, t, 1 FROM (SELECT strftime('%Y-%m-%dT%H:%M:%fZ', ?, '+' || (n * ?) || ' minutes') AS t FROM k)`,
+			INSERT INTO sessions(site_id, anon_id, start_text, end_text, start_ms, duration_ms, event_count)
+			SELECT 's', 'v', '', '', ms, 0, 1 FROM (SELECT (unixepoch(?) + n * ? * 60) * 1000 AS ms FROM k)`,
 			stored, base.Format("2006-01-02 15:04:05"), int(spacing/time.Minute)); err != nil {
 			return err
 		}

@@ -35,9 +35,15 @@ func TestOlderSQLiteShellReadsTheDatabase(t *testing.T) {
 	if _, err := db.CreateSite(ctx, Actor{Kind: ActorSystem}, ws, "web", "W"); err != nil {
 		t.Fatal(err)
 	}
-	u := "https://a.test/p"
-	if _, err := db.Ingest(ctx, []IngestEvent{{ID: "e1", SiteID: "web", Type: "pageview", AnonID: "v", URL: &u,
-		TS: time.Now(), Raw: []byte(`{}`)}}, nil, nil); err != nil {
+	u, ref := "https://a.test/p", "https://www.news.test/x"
+	at := time.Date(2026, 3, 1, 9, 5, 0, 120e6, time.UTC)
+	if _, err := db.Ingest(ctx, []IngestEvent{{ID: "e1", SiteID: "web", Type: "pageview", AnonID: "v", URL: &u, Referrer: &ref,
+		TS: at, Raw: []byte(`{}`), Browser: "Firefox", OS: "Linux", DeviceType: "desktop"}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	if err := db.read.QueryRow(`SELECT started_at || ' ' || ended_at || ' ' || started_ms || ' ' || source || ' ' || browser || ' ' || os || ' ' || device
+		FROM sessions`).Scan(&want); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -53,6 +59,12 @@ func TestOlderSQLiteShellReadsTheDatabase(t *testing.T) {
 	}
 	if out, err := run(`SELECT type || ' ' || url FROM events; SELECT sessions FROM daily_sessions;`); err != nil || out != "pageview https://a.test/p\n1" {
 		t.Fatalf("got %q %v", out, err)
+	}
+	// The generated columns of sessions (migration 0016) read in the
+	// shell as in the service.
+	if out, err := run(`SELECT started_at || ' ' || ended_at || ' ' || started_ms || ' ' || source || ' ' || browser || ' ' || os || ' ' || device
+		FROM sessions;`); err != nil || out != want || !strings.HasPrefix(out, "2026-03-01T09:05:00.120Z 2026-03-01T09:05:00.120Z ") {
+		t.Fatalf("sessions in the shell: got %q %v, want %q", out, err, want)
 	}
 	if out, err := run(`INSERT INTO webhook_secrets(site_id, adapter, secret) VALUES ('web', 'payments', 's'); SELECT length(created_at) FROM webhook_secrets;`); err != nil || out != "24" {
 		t.Fatalf("operator insert: got %q %v", out, err)

@@ -70,6 +70,10 @@ type Options struct {
 	rawConvertChunk int
 	// visitBackfillChunk overrides visitBackfillChunk in the same way.
 	visitBackfillChunk int
+	// sessionTimesChunk overrides sessionTimesChunk in the same way.
+	sessionTimesChunk int
+	// linkMoveChunk overrides linkMoveChunk in the same way.
+	linkMoveChunk int
 }
 
 // DB is the service's storage: a writer goroutine, a read pool, and
@@ -81,6 +85,8 @@ type DB struct {
 	writer *writer
 	now    func() time.Time
 	ingest *ingestStmts
+	// unroll are the erasure's rollup subtractions (erase.go).
+	unroll unrollStmts
 	// ckpt runs WAL checkpoints; nil for :memory:, which has no WAL.
 	ckpt               *sql.DB
 	ckptStop, ckptDone chan struct{}
@@ -88,6 +94,9 @@ type DB struct {
 	// (conversion.go) and wait for them.
 	convStop context.CancelFunc
 	convDone chan struct{}
+	// oldLinks is whether links of before migration 0017 may remain in
+	// the old table (links.go).
+	oldLinks atomic.Bool
 	quota    quotaBook
 	// intake merges the writer's intake jobs and keeps their memo of
 	// sessions (ingest_job.go).
@@ -186,12 +195,19 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	read.SetConnMaxIdleTime(0)
 
 	db := &DB{write: write, read: read, now: opts.Now, path: opts.Path, exactVisitorsBelow: ExactVisitorsBelow}
-	err = db.loadTenants(ctx)
+	old, err := openLinks(ctx, write)
+	db.oldLinks.Store(old)
+	if err == nil {
+		err = db.loadTenants(ctx)
+	}
 	if err == nil {
 		err = db.loadQuota(ctx)
 	}
 	if err == nil {
-		db.ingest, err = prepareIngest(ctx, write)
+		db.ingest, err = prepareIngest(ctx, write, old)
+	}
+	if err == nil {
+		db.unroll, err = prepareUnroll(ctx, write)
 	}
 	if err != nil {
 		read.Close()
@@ -211,7 +227,8 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		db.ckptStop, db.ckptDone = make(chan struct{}), make(chan struct{})
 		go checkpointLoop(db.ckpt, db.writer, opts.CheckpointEvery, opts.walRestartFrames, opts.Logger, db.ckptStop, db.ckptDone)
 	}
-	db.startConversions(opts.Logger, db.rawConversion(opts.rawConvertChunk), db.visitBackfill(opts.visitBackfillChunk))
+	db.startConversions(opts.Logger, db.linkMove(opts.linkMoveChunk), db.rawConversion(opts.rawConvertChunk), db.visitBackfill(opts.visitBackfillChunk),
+		db.sessionTimesConversion(opts.sessionTimesChunk))
 	return db, nil
 }
 

@@ -68,11 +68,11 @@ func (db *DB) readVisitChunk(ctx context.Context, chunk int) (*visitChunk, error
 	type pending struct {
 		id         int64
 		site, anon string
-		start, end string
+		start, end int64
 		ready      bool
 	}
 	var list []pending
-	rows, err := tx.QueryContext(ctx, `SELECT id, site_id, anon_id, started_at, ended_at, visit_ready FROM sessions
+	rows, err := tx.QueryContext(ctx, `SELECT id, site_id, anon_id, started_ms, ended_ms, visit_ready FROM sessions
 		WHERE id > ? AND id <= ? ORDER BY id LIMIT ?`, next, c.end, chunk)
 	if err != nil {
 		return nil, fmt.Errorf("visit backfill: %w", err)
@@ -97,8 +97,7 @@ func (db *DB) readVisitChunk(ctx context.Context, chunk int) (*visitChunk, error
 		if p.ready {
 			continue
 		}
-		start, _ := time.Parse(timeLayout, p.start)
-		end, _ := time.Parse(timeLayout, p.end)
+		start, end := msTime(p.start), msTime(p.end)
 		v, err := visitOfEvents(ctx, tx, p.site, p.anon, start, end, 0)
 		if err != nil {
 			return nil, fmt.Errorf("visit backfill: %w", err)

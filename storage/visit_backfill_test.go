@@ -45,9 +45,11 @@ func visitFixture() []IngestEvent {
 }
 
 // undo0013 makes db a database of before migration 0013: sessions without
-// the visit columns, no index by start, no backfill, 0013 not applied.
+// the visit columns, no index by start, no backfill, 0013 (and 0016, which
+// builds on it) not applied.
 func undo0013(t *testing.T, db *DB) {
 	t.Helper()
+	undo0016(t, db)
 	qs := []string{`DROP INDEX sessions_site_start`, `DROP TABLE visit_backfill`, `DELETE FROM schema_migrations WHERE version = 13`}
 	for _, col := range []string{"entry_page", "exit_page", "pageviews", "referrer", "source", "utm_source", "utm_medium",
 		"utm_campaign", "utm_term", "utm_content", "country", "city", "browser", "os", "device", "entry_ms", "exit_ms", "referrer_ms", "visit_ready"} {

@@ -231,26 +231,6 @@ func visitReferrer(page, ref *string) string {
 	return capText(host + strings.TrimRight(r.EscapedPath(), "/"))
 }
 
-// visitSource is a visit's source: its utm_source, else its referrer's
-// host (the referrer up to its path), else "" (Direct / None).
-func visitSource(utmSource, referrer string) string {
-	if utmSource != "" {
-		return utmSource
-	}
-	host := referrer
-	prefix := ""
-	if strings.HasPrefix(host, "android-app://") {
-		prefix, host = "android-app://", host[len("android-app://"):]
-	}
-	if i := strings.IndexByte(host, '/'); i >= 0 {
-		host = host[:i]
-	}
-	if host == "" {
-		return ""
-	}
-	return prefix + host
-}
-
 // capText cuts s to visitTextMax bytes, at a character boundary.
 func capText(s string) string {
 	if len(s) <= visitTextMax {
@@ -268,17 +248,26 @@ func capText(s string) string {
 	return s
 }
 
-// visitColumns are the sessions columns of a visit, in the order of
-// visit.args and scanVisit.
+// visitColumns are the sessions columns of a visit as read, in the order
+// of visitScan.dests; source, browser, os and device are generated
+// columns (migration 0016).
 const visitColumns = `entry_page, exit_page, pageviews, referrer, source, utm_source, utm_medium, utm_campaign, utm_term,
 	utm_content, country, city, browser, os, device, entry_ms, exit_ms, referrer_ms, visit_ready`
 
-// visitSet assigns visitColumns in an UPDATE.
-const visitSet = `entry_page = ?, exit_page = ?, pageviews = ?, referrer = ?, source = ?, utm_source = ?, utm_medium = ?,
-	utm_campaign = ?, utm_term = ?, utm_content = ?, country = ?, city = ?, browser = ?, os = ?, device = ?,
-	entry_ms = ?, exit_ms = ?, referrer_ms = ?, visit_ready = ?`
+// visitStoredColumns are the sessions columns of a visit as written, in
+// the order of visit.args: source is derived when read (source_text stays
+// NULL), the agent is a code or, off the lists, text (visit_codes.go).
+const visitStoredColumns = `entry_page, exit_page, pageviews, referrer, utm_source, utm_medium, utm_campaign, utm_term,
+	utm_content, country, city, browser_text, os_text, device_text, agent, entry_ms, exit_ms, referrer_ms, visit_ready`
 
-// args are the values of visitColumns for a session from start to end.
+// visitSet assigns visitStoredColumns in an UPDATE, and clears the source
+// of a row stored before migration 0016.
+const visitSet = `entry_page = ?, exit_page = ?, pageviews = ?, referrer = ?, utm_source = ?, utm_medium = ?,
+	utm_campaign = ?, utm_term = ?, utm_content = ?, country = ?, city = ?, browser_text = ?, os_text = ?, device_text = ?, agent = ?,
+	entry_ms = ?, exit_ms = ?, referrer_ms = ?, visit_ready = ?, source_text = NULL`
+
+// args are the values of visitStoredColumns for a session from start to
+// end.
 func (v *visit) args(start, end time.Time) []any {
 	var entryMS, exitMS, refMS any
 	if v.entry != "" {
@@ -293,20 +282,23 @@ func (v *visit) args(start, end time.Time) []any {
 	}
 	l := v.landing
 	if l == nil {
-		// visitTailSet: the landing's columns stay; source is the
-		// utm_source there, else the referrer's host.
-		return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer), nullable(visitSource("", v.referrer)),
-			entryMS, exitMS, refMS, ready}
+		// visitTailSet: the landing's columns stay.
+		return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer), entryMS, exitMS, refMS, ready}
 	}
-	return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer), nullable(visitSource(l.utm[0], v.referrer)),
+	var agent any
+	browser, os, device := nullable(l.browser), nullable(l.os), nullable(l.device)
+	if code, ok := agentCode(l.browser, l.os, l.device); ok {
+		agent, browser, os, device = code, nil, nil, nil
+	}
+	return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer),
 		nullable(l.utm[0]), nullable(l.utm[1]), nullable(l.utm[2]), nullable(l.utm[3]), nullable(l.utm[4]),
-		nullable(l.country), nullable(l.city), nullable(l.browser), nullable(l.os), nullable(l.device),
+		nullable(l.country), nullable(l.city), browser, os, device, agent,
 		entryMS, exitMS, refMS, ready}
 }
 
 // visitTailSet assigns what visit.args gives for a visit without its
 // landing: every column but the landing's.
-const visitTailSet = `entry_page = ?, exit_page = ?, pageviews = ?, referrer = ?, source = COALESCE(utm_source, ?),
+const visitTailSet = `entry_page = ?, exit_page = ?, pageviews = ?, referrer = ?, source_text = NULL,
 	entry_ms = ?, exit_ms = ?, referrer_ms = ?, visit_ready = ?`
 
 // visitScan receives visitColumns (but source, which is derived).
