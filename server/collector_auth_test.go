@@ -32,7 +32,7 @@ func TestCollectorSiteIDsShapedLikeCredentials(t *testing.T) {
 				})
 			}
 			wantSite := map[string]int{KeyModeNone: len(sites), KeyModeTag: len(sites), KeyModeRequire: 0}[mode]
-			if n := h.count(`SELECT COUNT(*) FROM events WHERE credential = 'site'`); n != wantSite {
+			if n := h.count(`SELECT COUNT(*) FROM event_credentials WHERE credential = 'site'`); n != wantSite {
 				t.Errorf("got %d events stored with the site bearer, want %d", n, wantSite)
 			}
 		})
@@ -61,7 +61,7 @@ func TestCollectorInternalBearer(t *testing.T) {
 					mustStatus(t, r, tt.status, map[int]string{202: "", 401: "unauthorized"}[tt.status])
 				})
 			}
-			if n := h.count(`SELECT COUNT(*) FROM events WHERE credential = 'internal'`); n != 1 {
+			if n := h.count(`SELECT COUNT(*) FROM event_credentials WHERE credential = 'internal'`); n != 1 {
 				t.Errorf("got %d events stored with the internal bearer, want 1", n)
 			}
 		})

@@ -93,11 +93,11 @@ func TestCollectorAuthModes(t *testing.T) {
 			}
 			// The credential of each stored event is recorded.
 			wantSite := map[string]int{KeyModeNone: 1, KeyModeTag: 1, KeyModeRequire: 0}[mode]
-			if n := h.count(`SELECT COUNT(*) FROM events WHERE credential = 'site'`); n != wantSite {
+			if n := h.count(`SELECT COUNT(*) FROM event_credentials WHERE credential = 'site'`); n != wantSite {
 				t.Errorf("got %d events sent with the site bearer, want %d", n, wantSite)
 			}
 			wantKey := map[string]int{KeyModeNone: 0, KeyModeTag: 1, KeyModeRequire: 1}[mode]
-			if n := h.count(`SELECT COUNT(*) FROM events WHERE credential = ?`, "key:"+a.adminKID); n != wantKey {
+			if n := h.count(`SELECT COUNT(*) FROM event_credentials WHERE credential = ?`, "key:"+a.adminKID); n != wantKey {
 				t.Errorf("got %d events sent with the admin key, want %d", n, wantKey)
 			}
 		})

@@ -128,7 +128,7 @@ func TestIntakeFormatRunsEveryGate(t *testing.T) {
 					t.Fatalf("got %+v on a retry, want 2 duplicates 1 dropped", a)
 				}
 				var browser, credential string
-				if err := h.sqlDB().QueryRow(`SELECT browser, credential FROM events WHERE id = ?`, eventID(1)).Scan(&browser, &credential); err != nil {
+				if err := h.sqlDB().QueryRow(`SELECT browser, c.credential FROM events e JOIN event_credentials c USING (seq) WHERE e.id = ?`, eventID(1)).Scan(&browser, &credential); err != nil {
 					t.Fatal(err)
 				}
 				if browser != "Chrome" || credential != credentialSite {

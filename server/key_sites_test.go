@@ -192,7 +192,7 @@ func TestSiteRestrictedKeyRouteFamilies(t *testing.T) {
 			}
 		})
 	}
-	if got := h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'shop' AND credential = ?`, "key:"+idOfPlaintext(t, h, ingest)); got != 0 {
+	if got := h.count(`SELECT COUNT(*) FROM events e JOIN event_credentials c USING (seq) WHERE e.site_id = 'shop' AND c.credential = ?`, "key:"+idOfPlaintext(t, h, ingest)); got != 0 {
 		t.Errorf("got %d events of shop stored with the restricted key, want 0", got)
 	}
 }

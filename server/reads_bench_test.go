@@ -162,7 +162,8 @@ func loadReadsFixture(b *testing.B, db *storage.DB, clock *benchClock) readsFixt
 				typ := types[rng.IntN(len(types))]
 				url := fmt.Sprintf("https://shop.example/p/%d", rng.IntN(benchPages)) + campaign
 				e := storage.IngestEvent{ID: uuid.NewString(), SiteID: "bench", Type: typ, AnonID: anon, UserID: user,
-					URL: &url, TS: ts, Browser: "Chrome", OS: "Windows", DeviceType: "desktop", Country: country, Referrer: referrer}
+					URL: &url, TS: ts, Browser: "Chrome", OS: "Windows", DeviceType: "desktop", Country: country, Referrer: referrer,
+					Credential: "site"} // as events sent with the site's bearer record
 				referrer, campaign = nil, ""
 				if regular {
 					regularEvents[v]++

@@ -49,7 +49,7 @@ type storedEvent struct {
 // segmentEvents reads every stored event of site in rowid order.
 func (h *harness) segmentEvents(site string) []storedEvent {
 	h.t.Helper()
-	rows, err := h.sqlDB().Query(`SELECT id, type, anon_id, event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer), ts, user_id, url, referrer, browser, country, city, credential
+	rows, err := h.sqlDB().Query(`SELECT id, type, anon_id, event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer), ts, user_id, url, referrer, browser, country, city, (SELECT c.credential FROM event_credentials c WHERE c.seq = events.seq)
 		FROM events WHERE site_id = ? ORDER BY rowid`, site)
 	if err != nil {
 		h.t.Fatal(err)

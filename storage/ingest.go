@@ -3,9 +3,11 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -85,7 +87,7 @@ type IngestResult struct {
 // ingestStmts are prepared once on the write connection.
 type ingestStmts struct {
 	dedup, insertEvent, link, profile, newestSession, loadSessions, insertSession, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
-	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials *sql.Stmt
+	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials, credentialCode, newCredential *sql.Stmt
 }
 
 func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts, error) {
@@ -104,6 +106,8 @@ func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts
 		{&s.dedup, `INSERT INTO event_ids(site_id, id, received_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`},
 		{&s.insertEvent, `INSERT INTO events(id, site_id, type, url, ts, anon_id, user_id, referrer, country, city, browser, os, device_type, raw, received_at, credential)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.credentialCode, `SELECT code FROM credentials WHERE credential = ?`},
+		{&s.newCredential, `INSERT INTO credentials(credential) VALUES (?) RETURNING code`},
 		{&s.link, link},
 		{&s.profile, `INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at) VALUES (?, ?, json(?), ?, ?)
 			ON CONFLICT(site_id, user_id) DO UPDATE SET traits = json_patch(traits, excluded.traits), updated_at = excluded.updated_at`},
@@ -223,6 +227,8 @@ type ingestRun struct {
 	groups   map[[2]string][]*IngestEvent // (site, anon) -> stored events
 	order    [][2]string
 	linked   map[[3]string]bool
+	// credentials memoises credentialCode for the run (its transaction).
+	credentials map[string]string
 	// firstSeq is the seq of the run's first stored event: the events
 	// below it were stored before the run (see ready).
 	firstSeq int64
@@ -239,6 +245,34 @@ func (j *ingestRun) stmt(s *sql.Stmt) *sql.Stmt {
 		j.stmts[s] = ts
 	}
 	return ts
+}
+
+// credentialCode is what events.credential stores for cred (migration
+// 0019, README "Event bytes"): the decimal code of cred in the credentials
+// table, added there the first time it is seen, or NULL for none. A code
+// is 1 or 2 bytes where the credential's text took 4 ("site") or 40
+// ("key:" and a key id) on every event. The memo lives as long as the run,
+// so a code is never remembered past a rollback of the row that made it.
+func (j *ingestRun) credentialCode(cred string) (any, error) {
+	if cred == "" {
+		return nil, nil
+	}
+	if code, ok := j.credentials[cred]; ok {
+		return code, nil
+	}
+	var code int64
+	err := j.stmt(j.db.ingest.credentialCode).QueryRow(cred).Scan(&code)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = j.stmt(j.db.ingest.newCredential).QueryRow(cred).Scan(&code)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("credential code: %w", err)
+	}
+	if j.credentials == nil {
+		j.credentials = map[string]string{}
+	}
+	j.credentials[cred] = strconv.FormatInt(code, 10)
+	return j.credentials[cred], nil
 }
 
 // add stores one work's events and DLQ rows; sessions and rollups wait for
@@ -263,9 +297,13 @@ func (j *ingestRun) add(w *ingestWork) error {
 			continue
 		}
 		ts := FormatTime(e.TS)
+		cred, err := j.credentialCode(e.Credential)
+		if err != nil {
+			return err
+		}
 		r, err = insert.Exec(e.ID, e.SiteID, e.Type, e.URL, ts, e.AnonID, e.UserID, e.Referrer,
 			nullable(e.Country), nullable(e.City), nullable(e.Browser), nullable(e.OS), nullable(e.DeviceType),
-			w.stored[i], w.receivedAt[i], nullable(e.Credential))
+			w.stored[i], w.receivedAt[i], cred)
 		if err != nil {
 			return fmt.Errorf("insert event: %w", err)
 		}
