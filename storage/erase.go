@@ -70,10 +70,11 @@ var sweepTables = [3]struct{ table, rowid string }{{"events", "seq"}, {"sessions
 // with a rest as long after each, so that a subject with a million events
 // cannot hold the writer for seconds:
 // first the subject's anon ids one by one (events, sessions, DLQ rows),
-// then a sweep of the rows written meanwhile, then the links, and last one
-// job that deletes what is left (the profile, the remaining links and
-// anything sent since) and writes the gdpr.delete audit row with the total
-// counts. Links go last, so an erasure cut short (crash, shutdown, failed
+// then a sweep of the rows written meanwhile, then the links, and last the
+// deletion of what is left (the profile, the remaining links and anything
+// sent since) with the gdpr.delete audit row and the total counts, in the
+// job of the last steps when nobody waits then, else in a job of its own.
+// Links go last, so an erasure cut short (crash, shutdown, failed
 // job) leaves a subject that still resolves and a repeat finishes it; that
 // repeat's counts and audit row cover only what it deleted itself. It runs
 // to the end even if ctx is cancelled. A repeat on a purged subject finds

@@ -10,7 +10,9 @@ import (
 // the timeline ranks each device's candidates from the (site_id, anon_id,
 // ts_ms) index and reads only the kept rows from the table, and the erasure
 // walk deletes a window of devices per statement through each table's
-// anon id index. A timing-free check of the plans (README "Reads").
+// anon id index, reading the user's links in anon id order from the index
+// by user, and each batch of rollup subtractions searches each rollup row
+// by its primary key. A timing-free check of the plans (README "Reads").
 func TestHeavyUserQueriesUseIndexes(t *testing.T) {
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	window := `site_id = ?1 AND anon_id IN (SELECT anon_id FROM ` + newLinks.byUser("") + `

@@ -24,11 +24,13 @@ import (
 // until they are moved.
 const oldLinksTable = "identity_links_rowid"
 
-// linkMoveChunk is how many links one writer job of the move takes. At the
-// read benchmark's 1M events (191,000 links) a job of 250 held the writer
-// 9.6 ms (median; 1,000 took 44 ms), the whole move about 10 s (README
-// "Event bytes").
-const linkMoveChunk = 250
+// linkMoveChunk is how many links one writer job of the move takes: each
+// costs a few random pages (the old table and its index by user, the new
+// index), so a job's time grows with the tables. At the read benchmark's
+// 1M events (191,000 links) a job of 100 held the writer 3.9 ms (median;
+// 250 took 9.6 ms, 1,000 took 44 ms), the whole move 11 s; at 2,000,000
+// links jobs of 250 took 19 ms (README "Event bytes").
+const linkMoveChunk = 100
 
 // linkTables is where a query reads identity links from: the table, or the
 // union of it and the old one while links remain there (old). Each method
