@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -228,23 +229,36 @@ func loadReadsFixture(b *testing.B, db *storage.DB, clock *benchClock) readsFixt
 
 func BenchmarkReads(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "reads.db")
-	if keep := os.Getenv("TALLY_BENCH_KEEP_DB"); keep != "" {
-		path = keep // to inspect the file afterwards
+	keep := os.Getenv("TALLY_BENCH_KEEP_DB")
+	if keep != "" {
+		path = keep // to inspect the file afterwards, or to reuse it
 	}
 	clock := &benchClock{}
 	clock.ms.Store(benchEnd.AddDate(0, 0, -benchDays).UnixMilli())
+	f, reused := keptFixture(b, keep)
 	db, err := storage.Open(context.Background(), storage.Options{Path: path, Now: clock.now})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	ws, _ := db.CreateWorkspace(context.Background(), storage.Actor{Kind: storage.ActorSystem}, "Bench", "bench")
-	db.CreateSite(context.Background(), storage.Actor{Kind: storage.ActorSystem}, ws, "bench", "Bench")
-	t0 := time.Now()
-	f := loadReadsFixture(b, db, clock)
-	b.Logf("loaded %d events in %s (%.0f events/s); longest history %s; heavy user %s with %d devices and %d events",
-		benchEvents, time.Since(t0).Round(time.Second), float64(benchEvents)/time.Since(t0).Seconds(), f.longest, f.heavy[0], f.devices, f.events)
-	reportSpace(b, db)
+	if reused {
+		b.Logf("reusing %s (%d events; its gdpr_erase runs erased some users)", path, benchEvents)
+	} else {
+		ws, _ := db.CreateWorkspace(context.Background(), storage.Actor{Kind: storage.ActorSystem}, "Bench", "bench")
+		db.CreateSite(context.Background(), storage.Actor{Kind: storage.ActorSystem}, ws, "bench", "Bench")
+		t0 := time.Now()
+		f = loadReadsFixture(b, db, clock)
+		b.Logf("loaded %d events in %s (%.0f events/s); longest history %s; heavy user %s with %d devices and %d events",
+			benchEvents, time.Since(t0).Round(time.Second), float64(benchEvents)/time.Since(t0).Seconds(), f.longest, f.heavy[0], f.devices, f.events)
+		reportSpace(b, db)
+		if keep != "" {
+			saveFixture(b, keep, f)
+		}
+	}
+	// Reads happen an hour after the last day of the load: every day of
+	// the 30 read is closed, as on the morning after (a "30d" range ends
+	// before today).
+	clock.ms.Store(benchEnd.Add(time.Hour).UnixMilli())
 
 	srv := New(Config{AdminToken: "bench", Logger: discardLogger()}, db)
 	ts := httptest.NewServer(srv.Query())
@@ -336,6 +350,42 @@ func BenchmarkReads(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// benchFixtureFile is what a kept database's load found (readsFixture),
+// beside it, so that TALLY_BENCH_KEEP_DB=PATH loads once and later runs of
+// the same size reuse the file.
+type benchFixtureFile struct {
+	Events  int
+	Longest string
+	Users   []string
+	Heavy   []string
+	Devices int
+	Evs     int
+}
+
+// keptFixture is the fixture of the kept database at path, when there is
+// one of benchEvents events.
+func keptFixture(b *testing.B, path string) (readsFixture, bool) {
+	if path == "" {
+		return readsFixture{}, false
+	}
+	raw, err := os.ReadFile(path + ".fixture.json")
+	if err != nil {
+		return readsFixture{}, false
+	}
+	var k benchFixtureFile
+	if err := json.Unmarshal(raw, &k); err != nil || k.Events != benchEvents {
+		b.Fatalf("%s.fixture.json is not of a %d-event load: remove %s and it", path, benchEvents, path)
+	}
+	return readsFixture{longest: k.Longest, users: k.Users, heavy: k.Heavy, devices: k.Devices, events: k.Evs}, true
+}
+
+func saveFixture(b *testing.B, path string, f readsFixture) {
+	raw, _ := json.Marshal(benchFixtureFile{Events: benchEvents, Longest: f.longest, Users: f.users, Heavy: f.heavy, Devices: f.devices, Evs: f.events})
+	if err := os.WriteFile(path+".fixture.json", raw, 0o644); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // dropPartials empties the query API's day partials of the database at
