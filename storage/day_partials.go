@@ -50,10 +50,18 @@ const anonDim = "\x00anon"
 // inputs. A partial computed from reads that began before such a commit is
 // not stored: it may lack the commit's change, which already deleted the
 // row it would replace.
+//
+// It also counts, per site, the changes of each UTC date's partials and of
+// all of them, which tell the report cache (report_cache.go) exactly when
+// a merged answer of some days went stale.
 type partialGens struct {
 	mu  sync.Mutex
 	m   map[string]uint64
 	all uint64
+	// wide counts the changes of all of a site's days; days those of one
+	// UTC date (YYYY-MM-DD).
+	wide map[string]uint64
+	days map[string]map[string]uint64
 }
 
 func (g *partialGens) get(site string) uint64 {
@@ -72,19 +80,68 @@ func (g *partialGens) bump(site string) {
 	g.m[site]++
 }
 
+// bumpDay counts a change of site's partials of the UTC date ("" for all
+// its days).
+func (g *partialGens) bumpDay(site, date string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if site == "" {
+		g.all++
+		return
+	}
+	if date == "" {
+		if g.wide == nil {
+			g.wide = map[string]uint64{}
+		}
+		g.wide[site]++
+		return
+	}
+	if g.days == nil {
+		g.days = map[string]map[string]uint64{}
+	}
+	if g.days[site] == nil {
+		g.days[site] = map[string]uint64{}
+	}
+	g.days[site][date]++
+}
+
+// daysGen is a count that moves whenever a partial of site on any UTC date
+// of [from, to) changes.
+func (g *partialGens) daysGen(site string, from, to time.Time) uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.all + g.wide[site]
+	days := g.days[site]
+	for d := from.UTC().Truncate(24 * time.Hour); d.Before(to); d = d.Add(24 * time.Hour) {
+		n += days[d.Format(time.DateOnly)]
+	}
+	return n
+}
+
 // partialsChanged records that tx changes the inputs of site's partials
 // ("" for every site). The count moves now, which refuses a partial read
 // before and stored later in the same transaction, and again on commit,
 // which refuses one whose reads began before the commit.
 func (tx *writeTx) partialsChanged(site string) {
-	if tx.gens == nil || tx.partialSites[site] {
+	tx.partialDaysChanged(site, "")
+}
+
+// partialDaysChanged is partialsChanged for the partials of one UTC date
+// of site ("" for all its days).
+func (tx *writeTx) partialDaysChanged(site, date string) {
+	if tx.gens == nil {
+		return
+	}
+	g := tx.gens
+	g.bumpDay(site, date)
+	tx.onCommit(func() { g.bumpDay(site, date) })
+	if tx.partialSites[site] {
 		return
 	}
 	if tx.partialSites == nil {
 		tx.partialSites = map[string]bool{}
 	}
 	tx.partialSites[site] = true
-	g := tx.gens
 	g.bump(site)
 	tx.onCommit(func() { g.bump(site) })
 }
@@ -113,7 +170,11 @@ func dropDays(tx *writeTx, exec func(args ...any) error, days map[[2]string]bool
 		if err := exec(dropPartialArgs(k[0], k[1])...); err != nil {
 			return err
 		}
-		tx.partialsChanged(k[0])
+		date := k[1]
+		if _, err := time.Parse(time.DateOnly, date); err != nil {
+			date = "" // dropPartialArgs dropped all of them
+		}
+		tx.partialDaysChanged(k[0], date)
 	}
 	return nil
 }
@@ -489,6 +550,20 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 	if closed == 0 {
 		return nil, nil, false, nil
 	}
+	// A range of closed days only is answered from the report cache while
+	// none of its partials changed; the count is taken before any read.
+	var cacheKey string
+	var cacheGen uint64
+	if closed == len(days) {
+		cacheKey = reportKey(q.Site, loc.String(), plan, days, db.exactVisitorsBelow)
+		cacheGen = db.writer.gens.daysGen(q.Site, days[0].start, days[len(days)-1].end)
+		if r, ok := db.reports.get(cacheKey, cacheGen); ok {
+			if r.estimated && q.estimated != nil {
+				*q.estimated = true
+			}
+			return r.groups, r.order, true, nil
+		}
+	}
 	groups := map[string]*aggregate{}
 	unions := map[string]*sketchUnion{}
 	var scratch [sketchM]uint8
@@ -569,6 +644,9 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 		if q.estimated != nil {
 			*q.estimated = true
 		}
+	}
+	if cacheKey != "" {
+		db.reports.put(&cachedReport{key: cacheKey, gen: cacheGen, groups: groups, order: order, estimated: plan.needVisitors})
 	}
 	return groups, order, true, nil
 }

@@ -107,6 +107,8 @@ type DB struct {
 	// writer job of Purge removed and how long its work took.
 	purgeJob func(table string, rows int64, took time.Duration)
 	salts    saltCache
+	// reports keeps merged answers of closed days (report_cache.go).
+	reports reportCache
 	tenants
 
 	// eraseJobs counts the writer jobs erasures ran, so tests can tell a

@@ -385,7 +385,7 @@ func (w *writer) commitOwn(j *job) {
 		w.answer(batch, errs, txs, start)
 		return
 	}
-	tx := &writeTx{Tx: sqlTx, seq: seq}
+	tx := &writeTx{Tx: sqlTx, seq: seq, gens: w.gens}
 	if err := recovered(func() error { return j.fn(tx) }); err != nil {
 		sqlTx.Rollback()
 		errs[0] = err

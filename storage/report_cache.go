@@ -1,0 +1,104 @@
+package storage
+
+import (
+	"container/list"
+	"fmt"
+	"sync"
+)
+
+// The report cache (README "Query API", How reports stay fast) keeps the
+// answers the day partials gave for ranges of closed days only, merged:
+// a warm 30-day report by event:page otherwise decodes and merges 30 days
+// × hundreds of pages of sketches at every request. An answer is used only
+// while no partial of its UTC dates has changed since the reads it came
+// from began (partialGens.daysGen, moved by every writer that drops a
+// partial), and the cache holds at most reportCacheBytes, the least
+// recently used answers leaving first.
+
+// reportCacheBytes bounds the cache's estimate of what its answers hold.
+const reportCacheBytes = 32 << 20
+
+// reportCache is a bounded, least-recently-used map of merged answers.
+type reportCache struct {
+	mu    sync.Mutex
+	m     map[string]*list.Element
+	lru   list.List // of *cachedReport, most recent first
+	bytes int
+	// hits counts the answers served from the cache (tests).
+	hits int
+}
+
+// cachedReport is partialGroups' answer for key, and the change count of
+// its days when its reads began. groups and order are never modified once
+// cached.
+type cachedReport struct {
+	key    string
+	gen    uint64
+	groups map[string]*aggregate
+	order  []string
+	// estimated: visitors are estimates.
+	estimated bool
+	bytes     int
+}
+
+// reportKey names an answer of plan over days for site: everything the
+// answer depends on but the partials' contents.
+func reportKey(site, zone string, plan partialPlan, days []localDay, exactBelow int64) string {
+	return fmt.Sprintf("%s\x00%s\x00%+v\x00%d\x00%d\x00%d", site, zone, plan, days[0].start.UnixMilli(), days[len(days)-1].end.UnixMilli(), exactBelow)
+}
+
+// get returns key's answer if it was computed at change count gen.
+func (c *reportCache) get(key string, gen uint64) (*cachedReport, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok {
+		return nil, false
+	}
+	r := e.Value.(*cachedReport)
+	if r.gen != gen {
+		c.remove(e)
+		return nil, false
+	}
+	c.lru.MoveToFront(e)
+	c.hits++
+	return r, true
+}
+
+// put keeps an answer, evicting the least recently used ones over the
+// bound; one larger than the bound is not kept.
+func (c *reportCache) put(r *cachedReport) {
+	r.bytes = len(r.key) + 64
+	for _, k := range r.order {
+		r.bytes += len(k) + 2*len(k) + 160 // the key in order and map, the aggregate, map overhead
+	}
+	if r.bytes > reportCacheBytes {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*list.Element{}
+	}
+	if e, ok := c.m[r.key]; ok {
+		c.remove(e)
+	}
+	c.m[r.key] = c.lru.PushFront(r)
+	c.bytes += r.bytes
+	for c.bytes > reportCacheBytes {
+		c.remove(c.lru.Back())
+	}
+}
+
+func (c *reportCache) remove(e *list.Element) {
+	r := c.lru.Remove(e).(*cachedReport)
+	delete(c.m, r.key)
+	c.bytes -= r.bytes
+}
+
+// size is how many answers the cache holds and its estimate of their bytes.
+func (c *reportCache) size() (entries, bytes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m), c.bytes
+}
