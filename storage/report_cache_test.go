@@ -63,7 +63,6 @@ func TestReportCacheFollowsThePartials(t *testing.T) {
 	ask("time zone change", "[{[/] [2 2]}]", false)
 }
 
-
 // TestReportCacheIsBounded: however many answers are put, the cache holds
 // at most reportCacheBytes, the most recent kept.
 func TestReportCacheIsBounded(t *testing.T) {
