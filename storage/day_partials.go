@@ -47,62 +47,42 @@ const (
 const anonDim = "\x00anon"
 
 // partialGens counts, per site, the commits that changed a day partial's
-// inputs. A partial computed from reads that began before such a commit is
-// not stored: it may lack the commit's change, which already deleted the
-// row it would replace.
-//
-// It also counts, per site, the changes of each UTC date's partials and of
-// all of them, which tell the report cache (report_cache.go) exactly when
-// a merged answer of some days went stale.
+// inputs: per UTC date (YYYY-MM-DD) the changes of that date's partials,
+// and the changes of all of a site's days (wide) or of every site's (all).
+// A partial computed from reads that began before a change to its days
+// committed is not stored: it may lack the commit's change, which already
+// deleted the row it would replace. Changes to other days do not refuse
+// it, so a live site's intake of today leaves the past days' stores be.
+// The report cache (report_cache.go) uses the same counts.
 type partialGens struct {
-	mu  sync.Mutex
-	m   map[string]uint64
-	all uint64
-	// wide counts the changes of all of a site's days; days those of one
-	// UTC date (YYYY-MM-DD).
+	mu   sync.Mutex
+	all  uint64
 	wide map[string]uint64
 	days map[string]map[string]uint64
 }
 
-func (g *partialGens) get(site string) uint64 {
+// bump counts a change of site's partials of the UTC date ("" for all
+// its days; site "" for every site).
+func (g *partialGens) bump(site, date string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.all + g.m[site]
-}
-
-func (g *partialGens) bump(site string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if site == "" {
+	switch {
+	case site == "":
 		g.all++
-		return
-	}
-	g.m[site]++
-}
-
-// bumpDay counts a change of site's partials of the UTC date ("" for all
-// its days).
-func (g *partialGens) bumpDay(site, date string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if site == "" {
-		g.all++
-		return
-	}
-	if date == "" {
+	case date == "":
 		if g.wide == nil {
 			g.wide = map[string]uint64{}
 		}
 		g.wide[site]++
-		return
+	default:
+		if g.days == nil {
+			g.days = map[string]map[string]uint64{}
+		}
+		if g.days[site] == nil {
+			g.days[site] = map[string]uint64{}
+		}
+		g.days[site][date]++
 	}
-	if g.days == nil {
-		g.days = map[string]map[string]uint64{}
-	}
-	if g.days[site] == nil {
-		g.days[site] = map[string]uint64{}
-	}
-	g.days[site][date]++
 }
 
 // daysGen is a count that moves whenever a partial of site on any UTC date
@@ -118,32 +98,24 @@ func (g *partialGens) daysGen(site string, from, to time.Time) uint64 {
 	return n
 }
 
-// partialsChanged records that tx changes the inputs of site's partials
-// ("" for every site). The count moves now, which refuses a partial read
-// before and stored later in the same transaction, and again on commit,
-// which refuses one whose reads began before the commit.
+// partialsChanged records that tx changes the inputs of all of site's
+// partials ("" for every site).
 func (tx *writeTx) partialsChanged(site string) {
 	tx.partialDaysChanged(site, "")
 }
 
-// partialDaysChanged is partialsChanged for the partials of one UTC date
-// of site ("" for all its days).
+// partialDaysChanged records that tx changes the inputs of site's partials
+// of one UTC date ("" for all its days). The count moves now, which
+// refuses a partial read before and stored later in the same transaction,
+// and again on commit, which refuses one whose reads began before the
+// commit.
 func (tx *writeTx) partialDaysChanged(site, date string) {
 	if tx.gens == nil {
 		return
 	}
 	g := tx.gens
-	g.bumpDay(site, date)
-	tx.onCommit(func() { g.bumpDay(site, date) })
-	if tx.partialSites[site] {
-		return
-	}
-	if tx.partialSites == nil {
-		tx.partialSites = map[string]bool{}
-	}
-	tx.partialSites[site] = true
-	g.bump(site)
-	tx.onCommit(func() { g.bump(site) })
+	g.bump(site, date)
+	tx.onCommit(func() { g.bump(site, date) })
 }
 
 // dropPartialsSQL deletes a site's partials of every local day that
@@ -657,9 +629,10 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 // the query does not wait for.
 func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim, basis string, now time.Time) ([][]byte, error) {
 	zone := loc.String()
-	// Taken before anything is read: a change committed after it refuses
-	// the store (partialGens).
-	gen := db.writer.gens.get(site)
+	// Taken before anything is read: a change to these days committed
+	// after it refuses the store (partialGens). Changes to other days do
+	// not: a live site's intake of today leaves the past days' stores be.
+	gen := db.writer.gens.daysGen(site, days[0].start, days[len(days)-1].end)
 	out := make([][]byte, len(days))
 	at := make(map[int64]int, len(days))
 	for i, d := range days {
@@ -707,6 +680,7 @@ func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, 
 		if err != nil {
 			return nil, err
 		}
+		db.partialScans.Add(int64(hi + 1 - lo))
 		for k, b := range blobs {
 			i := lo + k
 			if out[i] != nil {
@@ -722,7 +696,7 @@ func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, 
 		return out, nil
 	}
 	j := newJob(len(store), func(tx *writeTx) error {
-		if tx.gens.get(site) != gen {
+		if tx.gens.daysGen(site, days[0].start, days[len(days)-1].end) != gen {
 			return nil
 		}
 		if _, ok := db.Site(site); !ok {

@@ -109,6 +109,9 @@ type DB struct {
 	salts    saltCache
 	// reports keeps merged answers of closed days (report_cache.go).
 	reports reportCache
+	// partialScans counts the day partials computed rather than read
+	// kept (partials_warmup.go).
+	partialScans atomic.Int64
 	tenants
 
 	// eraseJobs counts the writer jobs erasures ran, so tests can tell a

@@ -76,7 +76,7 @@ func (db *DB) visitLookback(ctx context.Context, site string, from time.Time) (t
 	// Through the UTC day holding from's last millisecond before it.
 	dayN := time.UnixMilli(fromMS - 1).UTC().Truncate(24 * time.Hour).UnixMilli()
 	n := int((dayN-day0)/dayMS) + 1
-	gen := db.writer.gens.get(site)
+	gen := db.writer.gens.daysGen(site, time.UnixMilli(day0), time.UnixMilli(dayN+dayMS))
 	reach := make([][24]int64, n)
 	kept := make([]bool, n)
 	rows, err := db.read.QueryContext(ctx, `SELECT day_start, data FROM day_partials
@@ -180,7 +180,7 @@ func (db *DB) storeReach(site string, gen uint64, day0 int64, reach [][24]int64,
 		return
 	}
 	j := newJob(len(idx), func(tx *writeTx) error {
-		if tx.gens.get(site) != gen {
+		if tx.gens.daysGen(site, time.UnixMilli(day0), time.UnixMilli(day0+int64(len(reach))*dayMS)) != gen {
 			return nil
 		}
 		if _, ok := db.Site(site); !ok {
