@@ -338,9 +338,8 @@ func mergeEncoded(s *visitorSketch, b []byte) error {
 
 // computePartials reads days (consecutive) of site in one scan: for each
 // day, per value of dim ("": one group), the sums of basis and a sketch
-// of its visitors, encoded. One scan rather than one a day: events are
-// found by visitor, not by time, so a day costs a read of every event of
-// the site.
+// of its visitors, encoded. Events are read through the visits of the
+// days (eventRead), so a day costs its own visits and events.
 func (db *DB) computePartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim, basis string) ([][]byte, error) {
 	q := StatsQuery{Site: site, From: days[0].start, To: days[len(days)-1].end, Zone: loc, TimeUnit: "day",
 		Dimensions: []string{"time:day", anonDim}}
@@ -675,7 +674,7 @@ func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, 
 	}
 	if lo >= 0 {
 		// The days from the first missing to the last, kept ones among
-		// them included: one scan.
+		// them included: one read.
 		blobs, err := db.computePartials(ctx, site, loc, days[lo:hi+1], dim, basis)
 		if err != nil {
 			return nil, err

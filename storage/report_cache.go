@@ -2,6 +2,7 @@ package storage
 
 import (
 	"container/list"
+	"context"
 	"fmt"
 	"sync"
 )
@@ -101,4 +102,21 @@ func (c *reportCache) size() (entries, bytes int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.m), c.bytes
+}
+
+// ForgetPartials makes site's next reports read their day partials again
+// instead of the report cache's merged answers; with rows, it also deletes
+// the kept partials, so that they are computed again (a cold start: the
+// benchmarks measure both with it).
+func (db *DB) ForgetPartials(ctx context.Context, site string, rows bool) error {
+	return db.writer.do(ctx, func(tx *writeTx) error {
+		if rows {
+			if _, err := tx.Exec(`DELETE FROM day_partials WHERE site_id = ?`, site); err != nil {
+				return err
+			}
+			tx.markWritten()
+		}
+		tx.partialsChanged(site)
+		return nil
+	})
 }
