@@ -328,7 +328,7 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 		query := `SELECT ` + dims + `COUNT(*), COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)
 			FROM sessions s WHERE s.site_id = ? AND s.started_at >= ? AND s.started_at < ?
 			AND EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id
-				AND e.ts_ms >= ` + msSQL("s.started_at") + ` AND e.ts_ms <= ` + msSQL("s.ended_at") + ` AND ` + where + `)` + sb.groupBy()
+				AND e.ts_ms >= ` + visitStartMS("s") + ` AND e.ts_ms <= ` + visitEndMS("s") + ` AND ` + where + `)` + sb.groupBy()
 		err = db.scanGroups(ctx, query, sb.args(), len(q.Dimensions), 4, func(key string, v []float64) {
 			a := get(key)
 			a.sVisits, a.sBounces, a.sDuration, a.sPageviews = v[0], v[1], v[2], v[3]
@@ -485,7 +485,7 @@ type sqlBuilder struct {
 func (b *sqlBuilder) args() []any {
 	a := append([]any{}, b.dimArgs...)
 	if b.visitSide {
-		a = append(a, b.q.Site, FormatTime(b.q.From), FormatTime(b.q.To))
+		a = append(a, b.q.Site, visitTimeArg(b.q.From), visitTimeArg(b.q.To))
 	} else {
 		// Events are bounded by ts_ms, which their index holds (README
 		// "Event bytes").
