@@ -39,7 +39,7 @@ func (db *DB) partialDaysComputed() int64 { return db.partialScans.Load() }
 
 // WarmPartials runs the warm-up until ctx ends: every site at once, then
 // each site again at its next local midnight plus the session gap.
-// Failures are logged and retried at the next round.
+// A site whose round failed is logged and tried again within warmRecheck.
 func (db *DB) WarmPartials(ctx context.Context, log *slog.Logger) {
 	next := map[string]time.Time{}
 	for {
@@ -56,6 +56,7 @@ func (db *DB) WarmPartials(ctx context.Context, log *slog.Logger) {
 			}
 			due, seen := next[site]
 			if !seen || !due.After(now) {
+				due = nextWarm(now, loc)
 				if err := db.warmSite(ctx, site, loc, now); err != nil {
 					if ctx.Err() != nil {
 						return
@@ -63,8 +64,8 @@ func (db *DB) WarmPartials(ctx context.Context, log *slog.Logger) {
 					if log != nil {
 						log.Warn("partials warm-up", "err", err.Error())
 					}
+					due = now.Add(warmRecheck)
 				}
-				due = nextWarm(now, loc)
 				next[site] = due
 			}
 			if due.Before(wake) {
