@@ -521,105 +521,158 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 	if closed == 0 {
 		return nil, nil, false, nil
 	}
-	// A range of closed days only is answered from the report cache while
-	// none of its partials changed; the count is taken before any read.
-	var cacheKey string
-	var cacheGen uint64
-	if closed == len(days) {
-		cacheKey = reportKey(q.Site, loc.String(), plan, days, db.exactVisitorsBelow)
-		cacheGen = db.writer.gens.daysGen(q.Site, days[0].start, days[len(days)-1].end)
-		if r, ok := db.reports.get(cacheKey, cacheGen); ok {
-			if r.estimated && q.estimated != nil {
-				*q.estimated = true
-			}
-			return r.groups, r.order, true, nil
-		}
-	}
 	groups := map[string]*aggregate{}
-	unions := map[string]*sketchUnion{}
-	var scratch [sketchM]uint8
 	var order []string
-	total := &visitorSketch{dense: make([]uint8, sketchM)}
-	key := make([]string, plan.nDims)
-	read := func(basis string) error {
-		blobs, err := db.dayPartials(ctx, q.Site, loc, days, plan.dim, basis, now)
+	add := func(basis string) (*basisAnswer, error) {
+		ans, err := db.basisAnswer(ctx, q.Site, loc, days, plan.layout(), basis, now, closed == len(days))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		for i, b := range blobs {
-			var failed error
-			err := decodePartial(b, func(value string, n [4]float64, sk []byte) {
-				if plan.timeAt >= 0 {
-					key[plan.timeAt] = days[i].label(plan.unit)
-				}
-				if plan.dimAt >= 0 {
-					key[plan.dimAt] = value
-				}
-				k := strings.Join(key, keySep)
-				a := groups[k]
-				if a == nil {
-					a = &aggregate{}
-					groups[k] = a
-					order = append(order, k)
-				}
-				if basis == basisEvents {
-					a.pageviews += n[0]
-					a.events += n[1]
-				} else {
-					a.visits += n[0]
-					a.sVisits += n[0]
-					a.sPageviews += n[1]
-					a.sBounces += n[2]
-					a.sDuration += n[3]
-				}
-				if plan.needVisitors && basis == plan.visitorBasis {
-					u := unions[k]
-					if u == nil {
-						u = &sketchUnion{}
-						unions[k] = u
-					}
-					if err := u.add(sk, len(days)); err != nil {
-						failed = err
-					}
-					if err := mergeEncoded(total, sk); err != nil {
-						failed = err
-					}
-				}
-			})
-			if err == nil {
-				err = failed
+		for i, k := range ans.keys {
+			a := groups[k]
+			if a == nil {
+				a = &aggregate{}
+				groups[k] = a
+				order = append(order, k)
 			}
-			if err != nil {
-				return fmt.Errorf("%w: %v", errBadPartial, err)
+			g := &ans.groups[i]
+			if basis == basisEvents {
+				a.pageviews += g.n[0]
+				a.events += g.n[1]
+			} else {
+				a.visits += g.n[0]
+				a.sVisits += g.n[0]
+				a.sPageviews += g.n[1]
+				a.sBounces += g.n[2]
+				a.sDuration += g.n[3]
+			}
+			if plan.needVisitors && basis == plan.visitorBasis {
+				a.visitors = g.visitors
 			}
 		}
-		return nil
+		return ans, nil
 	}
-	if plan.events {
-		if err := read(basisEvents); err != nil {
+	var visitorAnswer *basisAnswer
+	for _, b := range []struct {
+		basis string
+		need  bool
+	}{{basisEvents, plan.events}, {basisVisits, plan.visits}} {
+		if !b.need {
+			continue
+		}
+		ans, err := add(b.basis)
+		if err != nil {
 			return nil, nil, false, err
 		}
-	}
-	if plan.visits {
-		if err := read(basisVisits); err != nil {
-			return nil, nil, false, err
+		if b.basis == plan.visitorBasis {
+			visitorAnswer = ans
 		}
 	}
 	if plan.needVisitors {
-		if total.Estimate() < db.exactVisitorsBelow {
+		if visitorAnswer == nil || visitorAnswer.total < db.exactVisitorsBelow {
 			return nil, nil, false, nil
-		}
-		for k, u := range unions {
-			groups[k].visitors = float64(u.estimate(&scratch))
 		}
 		if q.estimated != nil {
 			*q.estimated = true
 		}
 	}
-	if cacheKey != "" {
-		db.reports.put(&cachedReport{key: cacheKey, gen: cacheGen, groups: groups, order: order, estimated: plan.needVisitors})
-	}
 	return groups, order, true, nil
+}
+
+// partialLayout is where a plan's dimensions sit in its group keys: what a
+// merged answer of one basis depends on besides the site, zone and days.
+type partialLayout struct {
+	dim, unit            string
+	dimAt, timeAt, nDims int
+}
+
+func (p partialPlan) layout() partialLayout {
+	return partialLayout{dim: p.dim, unit: p.unit, dimAt: p.dimAt, timeAt: p.timeAt, nDims: p.nDims}
+}
+
+// basisAnswer is one basis's figures over a range of days, merged: per
+// group key (in first-seen order), the sums and the estimated visitors,
+// and the estimate of the whole range's visitors. Never modified once
+// made (the report cache shares it).
+type basisAnswer struct {
+	keys   []string
+	groups []basisGroup
+	total  int64
+}
+
+type basisGroup struct {
+	n        [4]float64
+	visitors float64
+}
+
+// basisAnswer merges the day partials of basis over days into groups laid
+// out as lay says. With cacheable (every day closed) the answer comes from
+// the report cache while none of the days' partials changed, and goes into
+// it when computed; the count is taken before any read.
+func (db *DB) basisAnswer(ctx context.Context, site string, loc *time.Location, days []localDay, lay partialLayout, basis string, now time.Time, cacheable bool) (*basisAnswer, error) {
+	var key string
+	var gen uint64
+	if cacheable {
+		key = reportKey(site, loc.String(), lay, basis, days)
+		gen = db.writer.gens.daysGen(site, days[0].start, days[len(days)-1].end)
+		if r, ok := db.reports.get(key, gen); ok {
+			return r.answer, nil
+		}
+	}
+	blobs, err := db.dayPartials(ctx, site, loc, days, lay.dim, basis, now)
+	if err != nil {
+		return nil, err
+	}
+	ans := &basisAnswer{}
+	at := map[string]int{}
+	var unions []*sketchUnion
+	var scratch [sketchM]uint8
+	total := &visitorSketch{dense: make([]uint8, sketchM)}
+	key1 := make([]string, lay.nDims)
+	for i, b := range blobs {
+		var failed error
+		err := decodePartial(b, func(value string, n [4]float64, sk []byte) {
+			if lay.timeAt >= 0 {
+				key1[lay.timeAt] = days[i].label(lay.unit)
+			}
+			if lay.dimAt >= 0 {
+				key1[lay.dimAt] = value
+			}
+			k := strings.Join(key1, keySep)
+			j, ok := at[k]
+			if !ok {
+				j = len(ans.keys)
+				at[k] = j
+				ans.keys = append(ans.keys, k)
+				ans.groups = append(ans.groups, basisGroup{})
+				unions = append(unions, &sketchUnion{})
+			}
+			g := &ans.groups[j]
+			for x := range n {
+				g.n[x] += n[x]
+			}
+			if err := unions[j].add(sk, len(days)); err != nil {
+				failed = err
+			}
+			if err := mergeEncoded(total, sk); err != nil {
+				failed = err
+			}
+		})
+		if err == nil {
+			err = failed
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errBadPartial, err)
+		}
+	}
+	for j, u := range unions {
+		ans.groups[j].visitors = float64(u.estimate(&scratch))
+	}
+	ans.total = total.Estimate()
+	if cacheable {
+		db.reports.put(&cachedReport{key: key, gen: gen, answer: ans})
+	}
+	return ans, nil
 }
 
 // dayPartials returns the partial of each day for site, dim and basis:

@@ -10,8 +10,9 @@ import (
 // The partials warm-up (README "Query API", How reports stay fast)
 // computes the day partials of the reports a dashboard opens with for each
 // site's last closed days, at start and half an hour after each local
-// midnight of the site's time zone (when the day before is closed), so
-// that the first report of the day reads kept partials instead of scanning.
+// midnight of the site's time zone (when the day before is closed), and
+// their merged answers over "7d" and "30d", so that the first report of
+// the day is answered from the report cache instead of scanning.
 // It reads on the read pool and stores each day's partial through the
 // same short writer job a query queues, one day at a time, so intake never
 // waits behind it for more than one small insert.
@@ -138,6 +139,29 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 			}
 			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, p.dim, p.basis, now); err != nil {
 				return err
+			}
+		}
+	}
+	if err := db.writer.do(ctx, func(*writeTx) error { return nil }); err != nil {
+		return err
+	}
+	// The merged answers of "7d" and "30d" (the days before today) into
+	// the report cache, by the dimension alone or, without one, by
+	// nothing and by day: the first view of the day is then warm too.
+	for _, n := range []int{7, 30} {
+		rng, ok := localDays(today.AddDate(0, 0, -n), today, loc)
+		if !ok || rng[len(rng)-1].end.Add(partialMargin).After(now) {
+			continue
+		}
+		for _, p := range warmSet {
+			layouts := []partialLayout{{dim: p.dim, dimAt: 0, timeAt: -1, nDims: 1}}
+			if p.dim == "" {
+				layouts = []partialLayout{{dimAt: -1, timeAt: -1}, {unit: "day", dimAt: -1, timeAt: 0, nDims: 1}}
+			}
+			for _, lay := range layouts {
+				if _, err := db.basisAnswer(ctx, site, loc, rng, lay, p.basis, now, true); err != nil {
+					return err
+				}
 			}
 		}
 	}

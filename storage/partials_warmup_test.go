@@ -9,8 +9,9 @@ import (
 )
 
 // TestWarmupLeavesOnlyKeptPartialsToRead: after one round of the warm-up,
-// the reports it warms over the last 30 days compute no partial (they read
-// kept ones only) and answer what the scan does.
+// the reports it warms over the last 30 days compute no partial, are
+// answered from the report cache the first time they are asked, and answer
+// what the scan does.
 func TestWarmupLeavesOnlyKeptPartialsToRead(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
 	db.exactVisitorsBelow = 0
@@ -22,7 +23,8 @@ func TestWarmupLeavesOnlyKeptPartialsToRead(t *testing.T) {
 	today := startOfDay(partialsNow, time.UTC)
 	from, to := today.AddDate(0, 0, -30), today
 	computed := db.partialDaysComputed()
-	var asked int
+	hits := db.reports.hitCount()
+	var asked, bases int
 	for _, q := range []StatsQuery{
 		{Metrics: []string{MetricVisitors, MetricVisits, MetricBounceRate, MetricVisitDuration}, Dimensions: []string{"time:day"}},
 		{Metrics: []string{MetricVisitors, MetricVisits, MetricPageviews, MetricBounceRate}, Dimensions: []string{"time:day"}},
@@ -33,6 +35,12 @@ func TestWarmupLeavesOnlyKeptPartialsToRead(t *testing.T) {
 		{Metrics: []string{MetricVisitors, MetricPageviews}, Dimensions: []string{"event:page"}},
 	} {
 		q.Site, q.From, q.To, q.Zone = "s", from, to, time.UTC
+		plan, _ := planPartials(&q)
+		for _, need := range []bool{plan.events, plan.visits} {
+			if need {
+				bases++
+			}
+		}
 		got, _, estimated := statsText(t, db, q, false)
 		want, _, _ := statsText(t, db, q, true)
 		if !estimated || !slices.Equal(got, want) {
@@ -42,6 +50,11 @@ func TestWarmupLeavesOnlyKeptPartialsToRead(t *testing.T) {
 	}
 	if n := db.partialDaysComputed() - computed; n != 0 || asked == 0 {
 		t.Errorf("got %d day partials computed by the reports after the warm-up, want 0", n)
+	}
+	// The first asking of each is answered from the warmed report cache
+	// (the scan beside it does not use it).
+	if n := db.reports.hitCount() - hits; n != bases {
+		t.Errorf("got %d merged answers from the report cache, want %d (each report's bases)", n, bases)
 	}
 }
 

@@ -29,23 +29,19 @@ type reportCache struct {
 	hits int
 }
 
-// cachedReport is partialGroups' answer for key, and the change count of
-// its days when its reads began. groups and order are never modified once
-// cached.
+// cachedReport is one basis's merged answer (basisAnswer) for key, and the
+// change count of its days when its reads began.
 type cachedReport struct {
 	key    string
 	gen    uint64
-	groups map[string]*aggregate
-	order  []string
-	// estimated: visitors are estimates.
-	estimated bool
-	bytes     int
+	answer *basisAnswer
+	bytes  int
 }
 
-// reportKey names an answer of plan over days for site: everything the
-// answer depends on but the partials' contents.
-func reportKey(site, zone string, plan partialPlan, days []localDay, exactBelow int64) string {
-	return fmt.Sprintf("%s\x00%s\x00%+v\x00%d\x00%d\x00%d", site, zone, plan, days[0].start.UnixMilli(), days[len(days)-1].end.UnixMilli(), exactBelow)
+// reportKey names a merged answer of basis over days for site, laid out as
+// lay: everything the answer depends on but the partials' contents.
+func reportKey(site, zone string, lay partialLayout, basis string, days []localDay) string {
+	return fmt.Sprintf("%s\x00%s\x00%+v\x00%s\x00%d\x00%d", site, zone, lay, basis, days[0].start.UnixMilli(), days[len(days)-1].end.UnixMilli())
 }
 
 // get returns key's answer if it was computed at change count gen.
@@ -70,8 +66,8 @@ func (c *reportCache) get(key string, gen uint64) (*cachedReport, bool) {
 // bound; one larger than the bound is not kept.
 func (c *reportCache) put(r *cachedReport) {
 	r.bytes = len(r.key) + 64
-	for _, k := range r.order {
-		r.bytes += len(k) + 2*len(k) + 160 // the key in order and map, the aggregate, map overhead
+	for _, k := range r.answer.keys {
+		r.bytes += len(k) + 16 + 40 // the key, its string header, its group
 	}
 	if r.bytes > reportCacheBytes {
 		return

@@ -68,11 +68,10 @@ func TestReportCacheFollowsThePartials(t *testing.T) {
 func TestReportCacheIsBounded(t *testing.T) {
 	var c reportCache
 	big := func(i int) *cachedReport {
-		r := &cachedReport{key: fmt.Sprint("report-", i), groups: map[string]*aggregate{}}
-		for k := range 2000 {
-			v := strings.Repeat("p", 40) + fmt.Sprint(k)
-			r.groups[v] = &aggregate{}
-			r.order = append(r.order, v)
+		r := &cachedReport{key: fmt.Sprint("report-", i), answer: &basisAnswer{}}
+		for k := range 5000 {
+			r.answer.keys = append(r.answer.keys, strings.Repeat("p", 40)+fmt.Sprint(k))
+			r.answer.groups = append(r.answer.groups, basisGroup{})
 		}
 		return r
 	}
