@@ -42,7 +42,11 @@ func (db *DB) partialDaysComputed() int64 { return db.partialScans.Load() }
 // each site again at its next local midnight plus the session gap.
 // A site whose round failed is logged and tried again within warmRecheck.
 func (db *DB) WarmPartials(ctx context.Context, log *slog.Logger) {
-	next := map[string]time.Time{}
+	type plan struct {
+		due  time.Time
+		zone string
+	}
+	next := map[string]plan{}
 	for {
 		now := db.now()
 		wake := now.Add(warmRecheck)
@@ -55,8 +59,9 @@ func (db *DB) WarmPartials(ctx context.Context, log *slog.Logger) {
 			if err != nil {
 				continue
 			}
-			due, seen := next[site]
-			if !seen || !due.After(now) {
+			p, seen := next[site]
+			due := p.due
+			if !seen || !due.After(now) || p.zone != s.TimeZone {
 				due = nextWarm(now, loc)
 				if err := db.warmSite(ctx, site, loc, now); err != nil {
 					if ctx.Err() != nil {
@@ -67,7 +72,7 @@ func (db *DB) WarmPartials(ctx context.Context, log *slog.Logger) {
 					}
 					due = now.Add(warmRecheck)
 				}
-				next[site] = due
+				next[site] = plan{due, s.TimeZone}
 			}
 			if due.Before(wake) {
 				wake = due
