@@ -35,6 +35,11 @@ import (
 // TALLY_BENCH_EVENTS=10000000 loads ten times as many (the query API's
 // 10M target, README "Query API"; the same writer, through storage.Ingest,
 // about ten times as long) over 300 pages instead of 200.
+//
+// TALLY_BENCH_KEEP_DB=PATH keeps the loaded database at PATH, with what the
+// load found beside it (PATH.fixture.json); a later run of the same size
+// reuses the file instead of loading again (the erasure benchmarks will
+// have erased some of its users).
 var (
 	benchEvents = benchEventsFromEnv()
 	benchPages  = map[bool]int{false: 200, true: 300}[benchEvents > 1_000_000]
