@@ -127,12 +127,19 @@ func New(cfg Config, db *storage.DB) *Server {
 }
 
 // Run does the server's background work until ctx ends: sampling the DLQ
-// size for the metrics, pruning expired dedup ids and salts, and the daily
-// retention purge.
+// size for the metrics, pruning expired dedup ids and salts, the daily
+// retention purge, and the query API's partials warm-up, which Run waits
+// for (it reads and writes the database, which closes after Run).
 func (s *Server) Run(ctx context.Context) {
 	go s.db.PruneLoop(ctx, func(err error) { s.log.Error("prune", "err", err.Error()) })
 	go s.retentionLoop(ctx)
+	warm := make(chan struct{})
+	go func() {
+		defer close(warm)
+		s.db.WarmPartials(ctx, s.log)
+	}()
 	s.sampleDLQ(ctx)
+	<-warm
 }
 
 // Collector returns the handler of the ingest listener.

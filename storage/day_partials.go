@@ -47,46 +47,75 @@ const (
 const anonDim = "\x00anon"
 
 // partialGens counts, per site, the commits that changed a day partial's
-// inputs. A partial computed from reads that began before such a commit is
-// not stored: it may lack the commit's change, which already deleted the
-// row it would replace.
+// inputs: per UTC date (YYYY-MM-DD) the changes of that date's partials,
+// and the changes of all of a site's days (wide) or of every site's (all).
+// A partial computed from reads that began before a change to its days
+// committed is not stored: it may lack the commit's change, which already
+// deleted the row it would replace. Changes to other days do not refuse
+// it, so a live site's intake of today leaves the past days' stores be.
+// The report cache (report_cache.go) uses the same counts.
 type partialGens struct {
-	mu  sync.Mutex
-	m   map[string]uint64
-	all uint64
+	mu   sync.Mutex
+	all  uint64
+	wide map[string]uint64
+	days map[string]map[string]uint64
 }
 
-func (g *partialGens) get(site string) uint64 {
+// bump counts a change of site's partials of the UTC date ("" for all
+// its days; site "" for every site).
+func (g *partialGens) bump(site, date string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.all + g.m[site]
-}
-
-func (g *partialGens) bump(site string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if site == "" {
+	switch {
+	case site == "":
 		g.all++
-		return
+	case date == "":
+		if g.wide == nil {
+			g.wide = map[string]uint64{}
+		}
+		g.wide[site]++
+	default:
+		if g.days == nil {
+			g.days = map[string]map[string]uint64{}
+		}
+		if g.days[site] == nil {
+			g.days[site] = map[string]uint64{}
+		}
+		g.days[site][date]++
 	}
-	g.m[site]++
 }
 
-// partialsChanged records that tx changes the inputs of site's partials
-// ("" for every site). The count moves now, which refuses a partial read
-// before and stored later in the same transaction, and again on commit,
-// which refuses one whose reads began before the commit.
+// daysGen is a count that moves whenever a partial of site on any UTC date
+// of [from, to) changes.
+func (g *partialGens) daysGen(site string, from, to time.Time) uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.all + g.wide[site]
+	days := g.days[site]
+	for d := from.UTC().Truncate(24 * time.Hour); d.Before(to); d = d.Add(24 * time.Hour) {
+		n += days[d.Format(time.DateOnly)]
+	}
+	return n
+}
+
+// partialsChanged records that tx changes the inputs of all of site's
+// partials ("" for every site).
 func (tx *writeTx) partialsChanged(site string) {
-	if tx.gens == nil || tx.partialSites[site] {
+	tx.partialDaysChanged(site, "")
+}
+
+// partialDaysChanged records that tx changes the inputs of site's partials
+// of one UTC date ("" for all its days). The count moves now, which
+// refuses a partial read before and stored later in the same transaction,
+// and again on commit, which refuses one whose reads began before the
+// commit.
+func (tx *writeTx) partialDaysChanged(site, date string) {
+	if tx.gens == nil {
 		return
 	}
-	if tx.partialSites == nil {
-		tx.partialSites = map[string]bool{}
-	}
-	tx.partialSites[site] = true
 	g := tx.gens
-	g.bump(site)
-	tx.onCommit(func() { g.bump(site) })
+	g.bump(site, date)
+	tx.onCommit(func() { g.bump(site, date) })
 }
 
 // dropPartialsSQL deletes a site's partials of every local day that
@@ -113,7 +142,11 @@ func dropDays(tx *writeTx, exec func(args ...any) error, days map[[2]string]bool
 		if err := exec(dropPartialArgs(k[0], k[1])...); err != nil {
 			return err
 		}
-		tx.partialsChanged(k[0])
+		date := k[1]
+		if _, err := time.Parse(time.DateOnly, date); err != nil {
+			date = "" // dropPartialArgs dropped all of them
+		}
+		tx.partialDaysChanged(k[0], date)
 	}
 	return nil
 }
@@ -305,9 +338,8 @@ func mergeEncoded(s *visitorSketch, b []byte) error {
 
 // computePartials reads days (consecutive) of site in one scan: for each
 // day, per value of dim ("": one group), the sums of basis and a sketch
-// of its visitors, encoded. One scan rather than one a day: events are
-// found by visitor, not by time, so a day costs a read of every event of
-// the site.
+// of its visitors, encoded. Events are read through the visits of the
+// days (eventRead), so a day costs its own visits and events.
 func (db *DB) computePartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim, basis string) ([][]byte, error) {
 	q := StatsQuery{Site: site, From: days[0].start, To: days[len(days)-1].end, Zone: loc, TimeUnit: "day",
 		Dimensions: []string{"time:day", anonDim}}
@@ -490,81 +522,55 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 		return nil, nil, false, nil
 	}
 	groups := map[string]*aggregate{}
-	unions := map[string]*sketchUnion{}
-	var scratch [sketchM]uint8
 	var order []string
-	total := &visitorSketch{dense: make([]uint8, sketchM)}
-	key := make([]string, plan.nDims)
-	read := func(basis string) error {
-		blobs, err := db.dayPartials(ctx, q.Site, loc, days, plan.dim, basis, now)
+	add := func(basis string) (*basisAnswer, error) {
+		ans, err := db.basisAnswer(ctx, q.Site, loc, days, plan.layout(), basis, now, closed == len(days))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		for i, b := range blobs {
-			var failed error
-			err := decodePartial(b, func(value string, n [4]float64, sk []byte) {
-				if plan.timeAt >= 0 {
-					key[plan.timeAt] = days[i].label(plan.unit)
-				}
-				if plan.dimAt >= 0 {
-					key[plan.dimAt] = value
-				}
-				k := strings.Join(key, keySep)
-				a := groups[k]
-				if a == nil {
-					a = &aggregate{}
-					groups[k] = a
-					order = append(order, k)
-				}
-				if basis == basisEvents {
-					a.pageviews += n[0]
-					a.events += n[1]
-				} else {
-					a.visits += n[0]
-					a.sVisits += n[0]
-					a.sPageviews += n[1]
-					a.sBounces += n[2]
-					a.sDuration += n[3]
-				}
-				if plan.needVisitors && basis == plan.visitorBasis {
-					u := unions[k]
-					if u == nil {
-						u = &sketchUnion{}
-						unions[k] = u
-					}
-					if err := u.add(sk, len(days)); err != nil {
-						failed = err
-					}
-					if err := mergeEncoded(total, sk); err != nil {
-						failed = err
-					}
-				}
-			})
-			if err == nil {
-				err = failed
+		for i, k := range ans.keys {
+			a := groups[k]
+			if a == nil {
+				a = &aggregate{}
+				groups[k] = a
+				order = append(order, k)
 			}
-			if err != nil {
-				return fmt.Errorf("%w: %v", errBadPartial, err)
+			g := &ans.groups[i]
+			if basis == basisEvents {
+				a.pageviews += g.n[0]
+				a.events += g.n[1]
+			} else {
+				a.visits += g.n[0]
+				a.sVisits += g.n[0]
+				a.sPageviews += g.n[1]
+				a.sBounces += g.n[2]
+				a.sDuration += g.n[3]
+			}
+			if plan.needVisitors && basis == plan.visitorBasis {
+				a.visitors = g.visitors
 			}
 		}
-		return nil
+		return ans, nil
 	}
-	if plan.events {
-		if err := read(basisEvents); err != nil {
+	var visitorAnswer *basisAnswer
+	for _, b := range []struct {
+		basis string
+		need  bool
+	}{{basisEvents, plan.events}, {basisVisits, plan.visits}} {
+		if !b.need {
+			continue
+		}
+		ans, err := add(b.basis)
+		if err != nil {
 			return nil, nil, false, err
 		}
-	}
-	if plan.visits {
-		if err := read(basisVisits); err != nil {
-			return nil, nil, false, err
+		if b.basis == plan.visitorBasis {
+			visitorAnswer = ans
 		}
 	}
 	if plan.needVisitors {
-		if total.Estimate() < db.exactVisitorsBelow {
+		if visitorAnswer == nil || visitorAnswer.total < db.exactVisitorsBelow {
 			return nil, nil, false, nil
-		}
-		for k, u := range unions {
-			groups[k].visitors = float64(u.estimate(&scratch))
 		}
 		if q.estimated != nil {
 			*q.estimated = true
@@ -573,15 +579,112 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 	return groups, order, true, nil
 }
 
+// partialLayout is where a plan's dimensions sit in its group keys: what a
+// merged answer of one basis depends on besides the site, zone and days.
+type partialLayout struct {
+	dim, unit            string
+	dimAt, timeAt, nDims int
+}
+
+func (p partialPlan) layout() partialLayout {
+	return partialLayout{dim: p.dim, unit: p.unit, dimAt: p.dimAt, timeAt: p.timeAt, nDims: p.nDims}
+}
+
+// basisAnswer is one basis's figures over a range of days, merged: per
+// group key (in first-seen order), the sums and the estimated visitors,
+// and the estimate of the whole range's visitors. Never modified once
+// made (the report cache shares it).
+type basisAnswer struct {
+	keys   []string
+	groups []basisGroup
+	total  int64
+}
+
+type basisGroup struct {
+	n        [4]float64
+	visitors float64
+}
+
+// basisAnswer merges the day partials of basis over days into groups laid
+// out as lay says. With cacheable (every day closed) the answer comes from
+// the report cache while none of the days' partials changed, and goes into
+// it when computed; the count is taken before any read.
+func (db *DB) basisAnswer(ctx context.Context, site string, loc *time.Location, days []localDay, lay partialLayout, basis string, now time.Time, cacheable bool) (*basisAnswer, error) {
+	var key string
+	var gen uint64
+	if cacheable {
+		key = reportKey(site, loc.String(), lay, basis, days)
+		gen = db.writer.gens.daysGen(site, days[0].start, days[len(days)-1].end)
+		if r, ok := db.reports.get(key, gen); ok {
+			return r.answer, nil
+		}
+	}
+	blobs, err := db.dayPartials(ctx, site, loc, days, lay.dim, basis, now)
+	if err != nil {
+		return nil, err
+	}
+	ans := &basisAnswer{}
+	at := map[string]int{}
+	var unions []*sketchUnion
+	var scratch [sketchM]uint8
+	total := &visitorSketch{dense: make([]uint8, sketchM)}
+	key1 := make([]string, lay.nDims)
+	for i, b := range blobs {
+		var failed error
+		err := decodePartial(b, func(value string, n [4]float64, sk []byte) {
+			if lay.timeAt >= 0 {
+				key1[lay.timeAt] = days[i].label(lay.unit)
+			}
+			if lay.dimAt >= 0 {
+				key1[lay.dimAt] = value
+			}
+			k := strings.Join(key1, keySep)
+			j, ok := at[k]
+			if !ok {
+				j = len(ans.keys)
+				at[k] = j
+				ans.keys = append(ans.keys, k)
+				ans.groups = append(ans.groups, basisGroup{})
+				unions = append(unions, &sketchUnion{})
+			}
+			g := &ans.groups[j]
+			for x := range n {
+				g.n[x] += n[x]
+			}
+			if err := unions[j].add(sk, len(days)); err != nil {
+				failed = err
+			}
+			if err := mergeEncoded(total, sk); err != nil {
+				failed = err
+			}
+		})
+		if err == nil {
+			err = failed
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errBadPartial, err)
+		}
+	}
+	for j, u := range unions {
+		ans.groups[j].visitors = float64(u.estimate(&scratch))
+	}
+	ans.total = total.Estimate()
+	if cacheable {
+		db.reports.put(&cachedReport{key: key, gen: gen, answer: ans})
+	}
+	return ans, nil
+}
+
 // dayPartials returns the partial of each day for site, dim and basis:
 // kept ones from day_partials, the others computed, and those of closed
 // days (ended before now, by partialMargin) stored by a writer job that
 // the query does not wait for.
 func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim, basis string, now time.Time) ([][]byte, error) {
 	zone := loc.String()
-	// Taken before anything is read: a change committed after it refuses
-	// the store (partialGens).
-	gen := db.writer.gens.get(site)
+	// Taken before anything is read: a change to these days committed
+	// after it refuses the store (partialGens). Changes to other days do
+	// not: a live site's intake of today leaves the past days' stores be.
+	gen := db.writer.gens.daysGen(site, days[0].start, days[len(days)-1].end)
 	out := make([][]byte, len(days))
 	at := make(map[int64]int, len(days))
 	for i, d := range days {
@@ -624,11 +727,12 @@ func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, 
 	}
 	if lo >= 0 {
 		// The days from the first missing to the last, kept ones among
-		// them included: one scan.
+		// them included: one read.
 		blobs, err := db.computePartials(ctx, site, loc, days[lo:hi+1], dim, basis)
 		if err != nil {
 			return nil, err
 		}
+		db.partialScans.Add(int64(hi + 1 - lo))
 		for k, b := range blobs {
 			i := lo + k
 			if out[i] != nil {
@@ -644,7 +748,7 @@ func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, 
 		return out, nil
 	}
 	j := newJob(len(store), func(tx *writeTx) error {
-		if tx.gens.get(site) != gen {
+		if tx.gens.daysGen(site, days[0].start, days[len(days)-1].end) != gen {
 			return nil
 		}
 		if _, ok := db.Site(site); !ok {

@@ -106,6 +106,9 @@ type StatsQuery struct {
 	// scan reads the tables even where day partials would answer (tests
 	// compare the two).
 	scan bool
+	// byEvents reads events through the site's event index rather than
+	// through the range's visits (eventRead; tests compare the two).
+	byEvents bool
 }
 
 // StatsRow is one group of a query: its dimension values and its metrics,
@@ -291,26 +294,11 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 		sessionMetric = sessionMetric || SessionMetric(m)
 	}
 	if eventLevel || eventMetric {
-		// Each event joined to its visit where a visit dimension or filter,
-		// or (event-level) the visits metric, needs it.
-		join := q.needsVisit() && (eventLevel || q.visitAttributes())
-		b := &sqlBuilder{q: &q}
-		dims, err := b.dims()
+		query, args, err := db.eventRead(ctx, &q, eventLevel)
 		if err != nil {
 			return nil, nil, err
 		}
-		where, err := b.where()
-		if err != nil {
-			return nil, nil, err
-		}
-		from, visitsSQL := `events e`, `0`
-		if join {
-			from = `events e LEFT JOIN sessions s ON ` + eventVisitJoin
-			visitsSQL = `COUNT(DISTINCT s.id)`
-		}
-		query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), ` + visitsSQL + `, COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
-			FROM ` + from + ` WHERE e.site_id = ? AND e.ts_ms >= ? AND e.ts_ms < ?` + where + b.groupBy()
-		err = db.scanGroups(ctx, query, b.args(), len(q.Dimensions), 4, func(key string, v []float64) {
+		err = db.scanGroups(ctx, query, args, len(q.Dimensions), 4, func(key string, v []float64) {
 			a := get(key)
 			a.visitors, a.pageviews, a.events = v[0], v[2], v[3]
 			if eventLevel {
@@ -372,6 +360,59 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 		a.sVisits, a.sPageviews, a.sBounces, a.sDuration = v[1], v[2], v[3], v[4]
 	})
 	return groups, order, err
+}
+
+// eventRead is the read of q's events, each with its visit: one row per
+// group of its distinct visitors, distinct visits, pageviews and events.
+//
+// It reads the visits that overlap the range through sessions_site_start,
+// applies the filters that are on the visit alone to each visit row, and
+// only then reads each surviving visit's events in the range through
+// events_site_anon_ts (README "Query API", How reports stay fast): a
+// filtered report reads the events of the visits it keeps, not every event
+// of the site. Visits starting before the range that run into it are
+// found from the visit reach (visit_reach.go). Every event has a visit (the
+// writer assigns it in the same transaction; retention keeps a visit until
+// its end passes the cut), so no event is missed.
+//
+// byEvents reads the site's event index instead, joining each event to its
+// visit (the read before; tests compare the two).
+func (db *DB) eventRead(ctx context.Context, q *StatsQuery, eventLevel bool) (string, []any, error) {
+	b := &sqlBuilder{q: q}
+	dims, err := b.dims()
+	if err != nil {
+		return "", nil, err
+	}
+	where, err := b.where()
+	if err != nil {
+		return "", nil, err
+	}
+	if q.byEvents {
+		// Each event joined to its visit where a visit dimension or
+		// filter, or (event-level) the visits metric, needs it.
+		from, visitsSQL := `events e`, `0`
+		if q.needsVisit() && (eventLevel || q.visitAttributes()) {
+			from = `events e LEFT JOIN sessions s ON ` + eventVisitJoin
+			visitsSQL = `COUNT(DISTINCT s.id)`
+		}
+		query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), ` + visitsSQL + `, COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
+			FROM ` + from + ` WHERE e.site_id = ? AND e.ts_ms >= ? AND e.ts_ms < ?` + where + b.groupBy()
+		return query, b.args(), nil
+	}
+	lo, err := db.visitLookback(ctx, q.Site, q.From)
+	if err != nil {
+		return "", nil, err
+	}
+	// CROSS JOIN keeps the visits outside: SQLite then tests the filters
+	// on the visit alone once per visit, before reading its events.
+	query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), COUNT(DISTINCT s.id), COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
+		FROM sessions s CROSS JOIN events e
+		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?
+		AND e.site_id = s.site_id AND e.anon_id = s.anon_id
+		AND e.ts_ms >= max(?, ` + visitStartMS("s") + `) AND e.ts_ms <= min(?, ` + visitEndMS("s") + `)` + where + b.groupBy()
+	args := append([]any{}, b.dimArgs...)
+	args = append(args, q.Site, visitTimeArg(lo), visitTimeArg(q.To), visitTimeArg(q.From), q.From.UnixMilli(), q.To.UnixMilli()-1)
+	return query, append(args, b.whereArgs...), nil
 }
 
 // visitAttributes reports whether q has a visit dimension or filter.

@@ -302,6 +302,8 @@ func TestSessionQueriesUseIndexes(t *testing.T) {
 			"SEARCH x USING INDEX sessions_site_anon_start (site_id=? AND anon_id=? AND started_ms<?)"}},
 		{"first visit", `SELECT MIN(started_ms) FROM sessions WHERE site_id = ?`, []any{"s"}, []string{
 			"SEARCH sessions USING INDEX sessions_site_start (site_id=?)"}},
+		{"visit reach", reachSQL, []any{"s", 0, 1767225600000}, []string{
+			"SEARCH sessions USING INDEX sessions_site_start (site_id=? AND started_ms>? AND started_ms<?)"}},
 	} {
 		plan := queryPlan(t, db, c.query, c.args...)
 		for _, step := range plan {
@@ -362,6 +364,37 @@ func TestVisitTimeBucketsFromMS(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("%s by %s: got %v, want %v", zone, unit.dim, got, want)
 			}
+		}
+	}
+}
+
+// TestEventsThroughVisitsUseIndexes: a filtered report's read of events
+// through the range's visits finds the visits by sessions_site_start and
+// each visit's events by events_site_anon_ts (README "Query API", How
+// reports stay fast), never scanning either table.
+func TestEventsThroughVisitsUseIndexes(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	withSites(t, db, "s")
+	q := &StatsQuery{Site: "s", From: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 1, 31, 0, 0, 0, 0, time.UTC),
+		Zone: time.UTC, Metrics: []string{MetricVisitors, MetricPageviews},
+		Filters: []QueryFilter{{Op: "is", Dim: "visit:country", Values: []string{"DE"}}, {Op: "contains", Dim: "event:page", Values: []string{"/p/1"}}}}
+	query, args, err := db.eventRead(context.Background(), q, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := queryPlan(t, db, query, args...)
+	for _, step := range plan {
+		if strings.HasPrefix(step, "SCAN ") && !strings.HasPrefix(step, "SCAN CONSTANT") {
+			t.Errorf("plan %q: got %q, want no scan", plan, step)
+		}
+	}
+	for _, w := range []string{"USING INDEX sessions_site_start (site_id=? AND started_ms>? AND started_ms<?)", "USING INDEX events_site_anon_ts (site_id=? AND anon_id=? AND ts_ms>? AND ts_ms<?)"} {
+		found := false
+		for _, step := range plan {
+			found = found || strings.Contains(step, w)
+		}
+		if !found {
+			t.Errorf("plan %q: got no step %q, want it", plan, w)
 		}
 	}
 }

@@ -116,6 +116,11 @@ type DB struct {
 	// writer job of Purge removed and how long its work took.
 	purgeJob func(table string, rows int64, took time.Duration)
 	salts    saltCache
+	// reports keeps merged answers of closed days (report_cache.go).
+	reports reportCache
+	// partialScans counts the day partials computed rather than read
+	// kept (partials_warmup.go).
+	partialScans atomic.Int64
 	tenants
 
 	// eraseJobs counts the writer jobs erasures ran, so tests can tell a

@@ -37,9 +37,6 @@ type writeTx struct {
 	wrote bool
 	// gens counts the changes of each site's day partials (day_partials.go).
 	gens *partialGens
-	// partialSites are the sites whose partials the job changed ("" for
-	// all), so that gens moves once per site and job.
-	partialSites map[string]bool
 }
 
 // onCommit registers f to run on the writer goroutine after the transaction
@@ -143,7 +140,7 @@ type writer struct {
 
 func newWriter(db *sql.DB, size int, log *slog.Logger) *writer {
 	w := &writer{db: db, queue: make(chan *job, size), exited: make(chan struct{}), log: log,
-		health: writeHealth{log: log}, gens: &partialGens{m: map[string]uint64{}}}
+		health: writeHealth{log: log}, gens: &partialGens{}}
 	go w.loop()
 	return w
 }
@@ -385,7 +382,7 @@ func (w *writer) commitOwn(j *job) {
 		w.answer(batch, errs, txs, start)
 		return
 	}
-	tx := &writeTx{Tx: sqlTx, seq: seq}
+	tx := &writeTx{Tx: sqlTx, seq: seq, gens: w.gens}
 	if err := recovered(func() error { return j.fn(tx) }); err != nil {
 		sqlTx.Rollback()
 		errs[0] = err
