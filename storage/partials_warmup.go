@@ -50,18 +50,11 @@ func (db *DB) WarmPartials(ctx context.Context, log *slog.Logger) {
 	for {
 		now := db.now()
 		wake := now.Add(warmRecheck)
-		for _, site := range db.siteIDs() {
-			s, ok := db.Site(site)
-			if !ok {
-				continue
-			}
-			loc, err := LoadTimeZone(s.TimeZone)
-			if err != nil {
-				continue
-			}
+		for _, z := range db.siteZones() {
+			site, loc := z.site, z.loc
 			p, seen := next[site]
 			due := p.due
-			if !seen || !due.After(now) || p.zone != s.TimeZone {
+			if !seen || !due.After(now) || p.zone != loc.String() {
 				due = nextWarm(now, loc)
 				if err := db.warmSite(ctx, site, loc, now); err != nil {
 					if ctx.Err() != nil {
@@ -72,7 +65,7 @@ func (db *DB) WarmPartials(ctx context.Context, log *slog.Logger) {
 					}
 					due = now.Add(warmRecheck)
 				}
-				next[site] = plan{due, s.TimeZone}
+				next[site] = plan{due, loc.String()}
 			}
 			if due.Before(wake) {
 				wake = due
@@ -86,6 +79,30 @@ func (db *DB) WarmPartials(ctx context.Context, log *slog.Logger) {
 		case <-t.C:
 		}
 	}
+}
+
+// siteZone is a site and its time zone.
+type siteZone struct {
+	site string
+	loc  *time.Location
+}
+
+// siteZones lists the sites the warm-up covers, each with its time zone
+// (a site whose zone no longer loads is left out).
+func (db *DB) siteZones() []siteZone {
+	var out []siteZone
+	for _, site := range db.siteIDs() {
+		s, ok := db.Site(site)
+		if !ok {
+			continue
+		}
+		loc, err := LoadTimeZone(s.TimeZone)
+		if err != nil {
+			continue
+		}
+		out = append(out, siteZone{site, loc})
+	}
+	return out
 }
 
 // nextWarm is when the warm-up next runs for a site in loc after now:
@@ -177,16 +194,8 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 // waits until its partials are stored (benchmarks time it).
 func (db *DB) WarmPartialsOnce(ctx context.Context) error {
 	now := db.now()
-	for _, site := range db.siteIDs() {
-		s, ok := db.Site(site)
-		if !ok {
-			continue
-		}
-		loc, err := LoadTimeZone(s.TimeZone)
-		if err != nil {
-			continue
-		}
-		if err := db.warmSite(ctx, site, loc, now); err != nil {
+	for _, z := range db.siteZones() {
+		if err := db.warmSite(ctx, z.site, z.loc, now); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package storage
 import (
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -67,6 +68,17 @@ func queryPlan(t *testing.T, db *DB, query string, args ...any) []string {
 		plan = append(plan, detail)
 	}
 	return plan
+}
+
+// wantPlanSteps fails the test for each of want that is not a step of
+// plan.
+func wantPlanSteps(t *testing.T, name string, plan, want []string) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.Contains(plan, w) {
+			t.Errorf("%s: plan %q: got no step %q, want it", name, plan, w)
+		}
+	}
 }
 
 // oldLinksLayout is identity_links as migration 0001 made it, for turning a
