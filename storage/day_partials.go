@@ -47,7 +47,8 @@ const (
 const anonDim = "\x00anon"
 
 // partialGens counts, per site, the commits that changed a day partial's
-// inputs: per UTC date (YYYY-MM-DD) the changes of that date's partials,
+// inputs: per UTC date (YYYY-MM-DD) or hour (YYYY-MM-DDTHH) the changes of
+// the partials of the local days that overlap it,
 // and the changes of all of a site's days (wide) or of every site's (all).
 // A partial computed from reads that began before a change to its days
 // committed is not stored: it may lack the commit's change, which already
@@ -59,10 +60,12 @@ type partialGens struct {
 	all  uint64
 	wide map[string]uint64
 	days map[string]map[string]uint64
+	// hours: per site, per UTC hour (ms since the epoch / hourMS).
+	hours map[string]map[int64]uint64
 }
 
-// bump counts a change of site's partials of the UTC date ("" for all
-// its days; site "" for every site).
+// bump counts a change of site's partials of the UTC date or hour (""
+// for all its days; site "" for every site).
 func (g *partialGens) bump(site, date string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -74,6 +77,22 @@ func (g *partialGens) bump(site, date string) {
 			g.wide = map[string]uint64{}
 		}
 		g.wide[site]++
+	case len(date) == hourKeyLen:
+		lo, _, ok := utcSpan(date)
+		if !ok { // not an hour: count it as a change of every day
+			if g.wide == nil {
+				g.wide = map[string]uint64{}
+			}
+			g.wide[site]++
+			return
+		}
+		if g.hours == nil {
+			g.hours = map[string]map[int64]uint64{}
+		}
+		if g.hours[site] == nil {
+			g.hours[site] = map[int64]uint64{}
+		}
+		g.hours[site][floorDiv(lo, hourMS)]++
 	default:
 		if g.days == nil {
 			g.days = map[string]map[string]uint64{}
@@ -86,17 +105,38 @@ func (g *partialGens) bump(site, date string) {
 }
 
 // daysGen is a count that moves whenever a partial of site on any UTC date
-// of [from, to) changes.
+// or hour of [from, to) changes.
 func (g *partialGens) daysGen(site string, from, to time.Time) uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := g.all + g.wide[site]
 	days := g.days[site]
-	for d := from.UTC().Truncate(24 * time.Hour); d.Before(to); d = d.Add(24 * time.Hour) {
+	for d := from.UTC().Truncate(24 * time.Hour); d.Before(to) && len(days) > 0; d = d.Add(24 * time.Hour) {
 		n += days[d.Format(time.DateOnly)]
+	}
+	if hours := g.hours[site]; len(hours) > 0 {
+		for h := floorDiv(from.UnixMilli(), hourMS); h*hourMS < to.UnixMilli(); h++ {
+			n += hours[h]
+		}
 	}
 	return n
 }
+
+// floorDiv is a / b rounded down (b > 0), for times before 1970 too.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+// hourKeyLayout is a UTC hour as the writers of day partials name it: the
+// first hourKeyLen characters of a stored time.
+const (
+	hourKeyLayout = "2006-01-02T15"
+	hourKeyLen    = len(hourKeyLayout)
+)
 
 // partialsChanged records that tx changes the inputs of all of site's
 // partials ("" for every site).
@@ -105,7 +145,7 @@ func (tx *writeTx) partialsChanged(site string) {
 }
 
 // partialDaysChanged records that tx changes the inputs of site's partials
-// of one UTC date ("" for all its days). The count moves now, which
+// of one UTC date or hour (see dropPartialArgs; "" for all its days). The count moves now, which
 // refuses a partial read before and stored later in the same transaction,
 // and again on commit, which refuses one whose reads began before the
 // commit.
@@ -119,20 +159,30 @@ func (tx *writeTx) partialDaysChanged(site, date string) {
 }
 
 // dropPartialsSQL deletes a site's partials of every local day that
-// overlaps the UTC day [?3, ?4): ?2 bounds the index range (a local day is
-// shorter than three days).
+// overlaps the UTC span [?3, ?4) (a day or an hour): ?2 bounds the index
+// range (a local day is shorter than three days).
 const dropPartialsSQL = `DELETE FROM day_partials WHERE site_id = ?1 AND day_start > ?2 AND day_start < ?4 AND day_end > ?3`
 
 // dropPartialArgs are dropPartialsSQL's arguments for site and a UTC date
-// (YYYY-MM-DD, the first ten characters of a stored time).
-func dropPartialArgs(site, date string) []any {
-	d, err := time.Parse(time.DateOnly, date)
-	if err != nil {
-		// Not a date: drop all of the site's partials rather than miss one.
-		return []any{site, int64(math.MinInt64), int64(math.MinInt64), int64(math.MaxInt64)}
+// (YYYY-MM-DD, the first ten characters of a stored time) or a UTC hour
+// (YYYY-MM-DDTHH, the first thirteen).
+func dropPartialArgs(site, span string) []any {
+	if lo, hi, ok := utcSpan(span); ok {
+		return []any{site, lo - 3*dayMS, lo, hi}
 	}
-	lo := d.UnixMilli()
-	return []any{site, lo - 3*dayMS, lo, lo + dayMS}
+	// Neither: drop all of the site's partials rather than miss one.
+	return []any{site, int64(math.MinInt64), int64(math.MinInt64), int64(math.MaxInt64)}
+}
+
+// utcSpan is the UTC date or hour span names, in ms since the epoch.
+func utcSpan(span string) (lo, hi int64, ok bool) {
+	if h, err := time.Parse(hourKeyLayout, span); err == nil {
+		return h.UnixMilli(), h.UnixMilli() + hourMS, true
+	}
+	if d, err := time.Parse(time.DateOnly, span); err == nil {
+		return d.UnixMilli(), d.UnixMilli() + dayMS, true
+	}
+	return 0, 0, false
 }
 
 // dropDays deletes the partials of each (site, UTC date) in days with
@@ -142,11 +192,11 @@ func dropDays(tx *writeTx, exec func(args ...any) error, days map[[2]string]bool
 		if err := exec(dropPartialArgs(k[0], k[1])...); err != nil {
 			return err
 		}
-		date := k[1]
-		if _, err := time.Parse(time.DateOnly, date); err != nil {
-			date = "" // dropPartialArgs dropped all of them
+		span := k[1]
+		if _, _, ok := utcSpan(span); !ok {
+			span = "" // dropPartialArgs dropped all of them
 		}
-		tx.partialDaysChanged(k[0], date)
+		tx.partialDaysChanged(k[0], span)
 	}
 	return nil
 }

@@ -538,3 +538,43 @@ func TestDamagedPartialFallsBackToTheScan(t *testing.T) {
 		t.Errorf("got %+v, want 3 pageviews", rows)
 	}
 }
+
+// TestPartialsBehindUTCKeepTheDayBefore: in a zone behind UTC a local day
+// shares its last UTC date with the next local day; an event of the next
+// day leaves the day's kept partials be (writers name UTC hours, not
+// dates), and an event in the day's last hours still drops them.
+func TestPartialsBehindUTCKeepTheDayBefore(t *testing.T) {
+	db, _, _ := openPartialsDB(t)
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://shop.test/"
+	at := func(id, anon string, ts time.Time) IngestEvent {
+		return IngestEvent{ID: id, SiteID: "s", Type: "pageview", AnonID: anon, TS: ts, URL: &url, Raw: []byte(`{}`)}
+	}
+	day := time.Date(2026, 3, 10, 0, 0, 0, 0, ny) // UTC 04:00 on the 10th to 04:00 on the 11th
+	ingestBatches(t, db, []IngestEvent{at("1", "a", day.Add(12*time.Hour))})
+	if got, want := dayPageviews(t, db, ny, day, 1), []string{"2026-03-10: [1 1]"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	waitPartials(t, db)
+	dayRows := ` AND day_start = ?`
+	kept := partialRows(t, db, dayRows, day.UnixMilli())
+	if kept == 0 {
+		t.Fatal("got no kept partial of the day")
+	}
+	// The next local day, on the same UTC date as the day's last hours.
+	ingestBatches(t, db, []IngestEvent{at("2", "b", day.Add(30*time.Hour))})
+	if got := partialRows(t, db, dayRows, day.UnixMilli()); got != kept {
+		t.Errorf("got %d kept partials of the day after an event of the next, want %d", got, kept)
+	}
+	// The day's own last hour (03:30 UTC on the 11th).
+	ingestBatches(t, db, []IngestEvent{at("3", "c", day.Add(23*time.Hour+30*time.Minute))})
+	if got := partialRows(t, db, dayRows, day.UnixMilli()); got != 0 {
+		t.Errorf("got %d kept partials of the day after an event of its last hour, want 0", got)
+	}
+	if got, want := dayPageviews(t, db, ny, day, 2), []string{"2026-03-10: [2 2]", "2026-03-11: [1 1]"}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}

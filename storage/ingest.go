@@ -227,6 +227,8 @@ type ingestRun struct {
 	groups   map[[2]string][]*IngestEvent // (site, anon) -> stored events
 	order    [][2]string
 	linked   map[[3]string]bool
+	// hours are the (site, UTC hour) whose day partials the run changes.
+	hours map[[2]string]bool
 	// credentials memoises credentialCode for the run (its transaction).
 	credentials map[string]string
 	// firstSeq is the seq of the run's first stored event: the events
@@ -334,6 +336,7 @@ func (j *ingestRun) add(w *ingestWork) error {
 		w.usage[e.SiteID]++
 		j.usage[[2]string{e.SiteID, month}]++
 		j.days[dayKey{e.SiteID, ts[:10], e.Type}]++
+		j.hours[[2]string{e.SiteID, ts[:hourKeyLen]}] = true
 		if e.Type == "pageview" {
 			for d, v := range dimensionValues(e.URL, e.Referrer, e.Country, e.Browser, e.OS, e.DeviceType) {
 				j.dims[dimKey{e.SiteID, ts[:10], Dimensions[d], v}]++
@@ -612,7 +615,9 @@ func (j *ingestRun) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) (
 // sessionDelta adds (sign 1) or removes (sign -1) s's contribution to the
 // daily session rollup of its start day.
 func (j *ingestRun) sessionDelta(site string, s *session, sign int64) {
-	k := [2]string{site, FormatTime(s.start)[:10]}
+	start := FormatTime(s.start)
+	j.hours[[2]string{site, start[:hourKeyLen]}] = true
+	k := [2]string{site, start[:10]}
 	d := j.sessDays[k]
 	if d == nil {
 		d = &sessionDelta{}
@@ -657,18 +662,13 @@ func (j *ingestRun) rollups() error {
 			return fmt.Errorf("daily sessions: %w", err)
 		}
 	}
-	// The day partials of every day whose events or visits changed: the
-	// events' days and the start days of the visits they changed (a visit
-	// across midnight changes its start day's figures).
-	touched := make(map[[2]string]bool, len(j.sessDays)+1)
-	for k := range j.days {
-		touched[[2]string{k.site, k.day}] = true
-	}
-	for k := range j.sessDays {
-		touched[k] = true
-	}
+	// The day partials of every local day that holds an hour whose events
+	// or visits changed: the events' UTC hours and the start hours of the
+	// visits they changed (a visit across midnight changes its start day's
+	// figures). Hours, not UTC dates: in a zone behind UTC, today's intake
+	// would otherwise drop yesterday's partials, which share a UTC date.
 	dp := j.stmt(j.db.ingest.dropPartials)
-	if err := dropDays(j.tx, func(args ...any) error { _, err := dp.Exec(args...); return err }, touched); err != nil {
+	if err := dropDays(j.tx, func(args ...any) error { _, err := dp.Exec(args...); return err }, j.hours); err != nil {
 		return fmt.Errorf("day partials: %w", err)
 	}
 	us := j.stmt(j.db.ingest.usage)

@@ -65,7 +65,8 @@ type intake struct {
 func (in *intake) runMerged(tx *writeTx, parts []any, alone bool) error {
 	db := in.db
 	run := &ingestRun{db: db, tx: tx, days: map[dayKey]int{}, usage: map[[2]string]int{}, dims: map[dimKey]int{},
-		sessDays: map[[2]string]*sessionDelta{}, groups: map[[2]string][]*IngestEvent{}, linked: map[[3]string]bool{}}
+		sessDays: map[[2]string]*sessionDelta{}, groups: map[[2]string][]*IngestEvent{}, linked: map[[3]string]bool{},
+		hours: map[[2]string]bool{}}
 	if alone {
 		if !in.memo.current(tx) {
 			in.memo.clear()
