@@ -92,7 +92,11 @@ func (g *partialGens) bump(site, date string) {
 		if g.hours[site] == nil {
 			g.hours[site] = map[int64]uint64{}
 		}
-		g.hours[site][floorDiv(lo, hourMS)]++
+		h := floorDiv(lo, hourMS)
+		g.hours[site][h]++
+		if len(g.hours[site]) > maxGenHours {
+			g.foldHours(site, h-foldAfterHours)
+		}
 	default:
 		if g.days == nil {
 			g.days = map[string]map[string]uint64{}
@@ -101,6 +105,36 @@ func (g *partialGens) bump(site, date string) {
 			g.days[site] = map[string]uint64{}
 		}
 		g.days[site][date]++
+	}
+}
+
+// A site's hourly counts are folded into its daily ones once it has more
+// than maxGenHours of them: those older than foldAfterHours before the
+// hour just counted. Intake touches the last hours; late events older
+// hours.
+const (
+	maxGenHours    = 96
+	foldAfterHours = 48
+)
+
+// foldHours moves site's counts of the hours before h into the counts of
+// their UTC dates, so the map stays small. Every range that held such an
+// hour overlaps its date, so its count keeps the change; a range that
+// overlaps the date but not the hour sees a change it did not have (its
+// cached answer or partial is read again once): counts only grow, so a
+// change is never missed.
+func (g *partialGens) foldHours(site string, h int64) {
+	if g.days == nil {
+		g.days = map[string]map[string]uint64{}
+	}
+	if g.days[site] == nil {
+		g.days[site] = map[string]uint64{}
+	}
+	for k, n := range g.hours[site] {
+		if k < h {
+			g.days[site][time.UnixMilli(k*hourMS).UTC().Format(time.DateOnly)] += n
+			delete(g.hours[site], k)
+		}
 	}
 }
 

@@ -578,3 +578,38 @@ func TestPartialsBehindUTCKeepTheDayBefore(t *testing.T) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }
+
+// TestPartialGensFoldHours: hourly change counts are folded into daily
+// ones as they age, and the count of any range still moves with every
+// change inside it and never goes back.
+func TestPartialGensFoldHours(t *testing.T) {
+	g := &partialGens{}
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	const hours = 300
+	type span struct{ from, to time.Time }
+	var spans []span
+	for i := 0; i < hours; i++ {
+		spans = append(spans, span{base.Add(time.Duration(i) * time.Hour), base.Add(time.Duration(i+1) * time.Hour)})
+	}
+	for d := 0; d < hours/24+1; d++ {
+		spans = append(spans, span{base.AddDate(0, 0, d), base.AddDate(0, 0, d+1)})
+	}
+	last := make([]uint64, len(spans))
+	for i := 0; i < hours; i++ {
+		at := base.Add(time.Duration(i) * time.Hour)
+		g.bump("s", at.Format(hourKeyLayout))
+		for k, sp := range spans {
+			n := g.daysGen("s", sp.from, sp.to)
+			if n < last[k] {
+				t.Fatalf("bump %d: span %v: got %d, want at least %d", i, sp.from, n, last[k])
+			}
+			if !at.Before(sp.from) && at.Before(sp.to) && n == last[k] {
+				t.Fatalf("bump %d: span %v holding it: got %d unchanged", i, sp.from, n)
+			}
+			last[k] = n
+		}
+		if n := len(g.hours["s"]); n > maxGenHours+1 {
+			t.Fatalf("bump %d: got %d hourly counts, want at most %d", i, n, maxGenHours+1)
+		}
+	}
+}
