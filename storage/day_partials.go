@@ -317,40 +317,24 @@ type sketchUnion struct {
 	dense []uint8  // the maximum of dense ones, nil while there are none
 }
 
+// add merges the encoded sketch b of one of days days into the union; a
+// damaged one is errBadSketch (a dense register past the ranks would
+// otherwise index past estimate's counts).
 func (u *sketchUnion) add(b []byte, days int) error {
-	if len(b) == 0 {
-		return errBadSketch
+	if len(b) > 0 && b[0] == sketchSparse && u.regs == nil {
+		// About as many registers on each day of the range.
+		u.regs = make([]uint32, 0, (len(b)-1)/3*days)
 	}
-	switch b[0] {
-	case sketchDense:
-		if len(b) != 1+sketchM {
-			return errBadSketch
-		}
+	return walkSketch(b, func(regs []byte) {
 		if u.dense == nil {
 			u.dense = make([]uint8, sketchM)
 		}
-		for i, r := range b[1:] {
+		for i, r := range regs {
 			u.dense[i] = max(u.dense[i], r)
 		}
-	case sketchSparse:
-		if (len(b)-1)%3 != 0 {
-			return errBadSketch
-		}
-		if u.regs == nil {
-			// About as many registers on each day of the range.
-			u.regs = make([]uint32, 0, (len(b)-1)/3*days)
-		}
-		for p := 1; p < len(b); p += 3 {
-			idx := binary.BigEndian.Uint16(b[p:])
-			if idx >= sketchM || b[p+2] > sketchQ+1 {
-				return errBadSketch
-			}
-			u.regs = append(u.regs, uint32(idx)<<8|uint32(b[p+2]))
-		}
-	default:
-		return errBadSketch
-	}
-	return nil
+	}, func(idx uint16, r uint8) {
+		u.regs = append(u.regs, uint32(idx)<<8|uint32(r))
+	})
 }
 
 // estimate is the union's estimate; scratch is all zeros, and left so.

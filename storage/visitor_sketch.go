@@ -198,6 +198,17 @@ var errBadSketch = errors.New("storage: malformed visitor sketch")
 // UnmarshalBinary decodes what MarshalBinary wrote.
 func (s *visitorSketch) UnmarshalBinary(b []byte) error {
 	*s = visitorSketch{sparse: map[uint16]uint8{}}
+	return walkSketch(b, func(regs []byte) {
+		s.dense, s.sparse = append([]uint8(nil), regs...), nil
+	}, s.set)
+}
+
+// walkSketch checks an encoded sketch and hands its registers to dense
+// (all sketchM of them) or to sparse (each set one), for the one decoder
+// the sketch and the union of day partials share. A register past
+// sketchQ+1 or an index past sketchM is errBadSketch, which the callers
+// answer by reading the tables instead.
+func walkSketch(b []byte, dense func(regs []byte), sparse func(idx uint16, r uint8)) error {
 	if len(b) == 0 {
 		return errBadSketch
 	}
@@ -211,16 +222,17 @@ func (s *visitorSketch) UnmarshalBinary(b []byte) error {
 				return errBadSketch
 			}
 		}
-		s.dense, s.sparse = append([]uint8(nil), b[1:]...), nil
+		dense(b[1:])
 	case sketchSparse:
 		if (len(b)-1)%3 != 0 {
 			return errBadSketch
 		}
 		for p := 1; p < len(b); p += 3 {
-			if binary.BigEndian.Uint16(b[p:]) >= sketchM || b[p+2] > sketchQ+1 {
+			idx, r := binary.BigEndian.Uint16(b[p:]), b[p+2]
+			if idx >= sketchM || r > sketchQ+1 {
 				return errBadSketch
 			}
-			s.set(binary.BigEndian.Uint16(b[p:]), b[p+2])
+			sparse(idx, r)
 		}
 	default:
 		return errBadSketch

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -59,6 +60,36 @@ func TestVisitorSketchRejectsMalformedEncodings(t *testing.T) {
 		var s visitorSketch
 		if err := s.UnmarshalBinary(b); err == nil {
 			t.Errorf("%x: got no error, want one", b)
+		}
+	}
+}
+
+// TestDamagedSketchRefused: a sketch whose bytes were damaged is
+// errBadSketch for the sketch and for the union of day partials alike,
+// dense or sparse, never a panic (the query then reads the tables).
+func TestDamagedSketchRefused(t *testing.T) {
+	dense := make([]byte, 1+sketchM)
+	dense[0] = sketchDense
+	dense[100] = 255 // a rank no register can have
+	for _, c := range []struct {
+		name string
+		b    []byte
+	}{
+		{"empty", nil},
+		{"unknown form", []byte{0x7f}},
+		{"dense, short", dense[:100]},
+		{"dense, register out of range", dense},
+		{"sparse, cut", []byte{sketchSparse, 0, 1}},
+		{"sparse, index out of range", []byte{sketchSparse, 0xff, 0xff, 1}},
+		{"sparse, register out of range", []byte{sketchSparse, 0, 1, 200}},
+	} {
+		var s visitorSketch
+		if err := s.UnmarshalBinary(c.b); !errors.Is(err, errBadSketch) {
+			t.Errorf("%s: sketch: got %v, want errBadSketch", c.name, err)
+		}
+		var u sketchUnion
+		if err := u.add(c.b, 1); !errors.Is(err, errBadSketch) {
+			t.Errorf("%s: union: got %v, want errBadSketch", c.name, err)
 		}
 	}
 }
