@@ -26,9 +26,11 @@ ALTER TABLE events ADD COLUMN device_type TEXT GENERATED ALWAYS AS (CASE WHEN ag
 -- every reader (and the raw codec, which puts the id back into raw) reads
 -- the same id as before.
 ALTER TABLE events RENAME COLUMN id TO id_text;
+-- SQLite computes it on every insert too: hex of each part of the blob
+-- (substr of a blob counts bytes) is about 0.6 µs.
 ALTER TABLE events ADD COLUMN id TEXT GENERATED ALWAYS AS (CASE WHEN typeof(id_text) = 'blob' THEN
-    lower(substr(hex(id_text), 1, 8) || '-' || substr(hex(id_text), 9, 4) || '-' || substr(hex(id_text), 13, 4) || '-' ||
-    substr(hex(id_text), 17, 4) || '-' || substr(hex(id_text), 21, 12)) ELSE id_text END) VIRTUAL;
+    lower(hex(substr(id_text, 1, 4)) || '-' || hex(substr(id_text, 5, 2)) || '-' || hex(substr(id_text, 7, 2)) || '-' ||
+    hex(substr(id_text, 9, 2)) || '-' || hex(substr(id_text, 11))) ELSE id_text END) VIRTUAL;
 
 -- The rows stored before are rewritten in the new form in the background,
 -- a range of seq per writer job, from the lowest seq up to end_seq (the
