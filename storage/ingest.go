@@ -104,8 +104,11 @@ func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts
 		sql string
 	}{
 		{&s.dedup, `INSERT INTO event_ids(site_id, id, received_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`},
-		{&s.insertEvent, `INSERT INTO events(id, site_id, type, url, ts, anon_id, user_id, referrer, country, city, browser, os, device_type, raw, received_at, credential)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		// The id as dedupKey gives it and the agent as a code (migration
+		// 0020, event_columns.go).
+		{&s.insertEvent, `INSERT INTO events(id_text, site_id, type, url, ts, anon_id, user_id, referrer, country, city,
+			agent, browser_text, os_text, device_type_text, raw, received_at, credential)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&s.credentialCode, `SELECT code FROM credentials WHERE credential = ?`},
 		{&s.newCredential, `INSERT INTO credentials(credential) VALUES (?) RETURNING code`},
 		{&s.link, link},
@@ -290,7 +293,8 @@ func (j *ingestRun) add(w *ingestWork) error {
 	dedup, insert, link, profile := j.stmt(st.dedup), j.stmt(st.insertEvent), j.stmt(st.link), j.stmt(st.profile)
 	for i := range w.events {
 		e := &w.events[i]
-		r, err := dedup.Exec(e.SiteID, dedupKey(e.ID), recvMS)
+		key := dedupKey(e.ID)
+		r, err := dedup.Exec(e.SiteID, key, recvMS)
 		if err != nil {
 			return fmt.Errorf("dedup: %w", err)
 		}
@@ -303,9 +307,9 @@ func (j *ingestRun) add(w *ingestWork) error {
 		if err != nil {
 			return err
 		}
-		r, err = insert.Exec(e.ID, e.SiteID, e.Type, e.URL, ts, e.AnonID, e.UserID, e.Referrer,
-			nullable(e.Country), nullable(e.City), nullable(e.Browser), nullable(e.OS), nullable(e.DeviceType),
-			w.stored[i], w.receivedAt[i], cred)
+		agent, browser, osName, device := eventAgent(e)
+		r, err = insert.Exec(key, e.SiteID, e.Type, e.URL, ts, e.AnonID, e.UserID, e.Referrer,
+			nullable(e.Country), nullable(e.City), agent, browser, osName, device, w.stored[i], w.receivedAt[i], cred)
 		if err != nil {
 			return fmt.Errorf("insert event: %w", err)
 		}

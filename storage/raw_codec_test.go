@@ -253,8 +253,20 @@ func TestEmptyDatabaseHasNoRawConversion(t *testing.T) {
 // After an erasure, nothing of the subject's identifiers is left in the
 // file: not in rows, not in freed pages (secure_delete), and not in the
 // compression dictionary, which is fixed and synthetic; nor are the values
-// of their visits (the agent's codes are fixed lists, holding no one's).
+// of their visits and events (the agent's codes are fixed lists, holding no
+// one's; an agent off them is text in the subject's rows only). The same
+// holds for rows stored before migration 0020 and rewritten by its
+// conversion (part of them, as when an erasure comes during it): the rows'
+// former copies are gone too.
 func TestErasureLeavesNoIdentifierInTheFileOrDictionary(t *testing.T) {
+	for _, converted := range []bool{false, true} {
+		t.Run(map[bool]string{false: "written since 0020", true: "converted by 0020"}[converted], func(t *testing.T) {
+			erasureLeavesNoIdentifier(t, converted)
+		})
+	}
+}
+
+func erasureLeavesNoIdentifier(t *testing.T, converted bool) {
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
 	withSites(t, db, "s")
@@ -268,16 +280,34 @@ func TestErasureLeavesNoIdentifierInTheFileOrDictionary(t *testing.T) {
 			e.AnonID, e.UserID = anon, &user
 			e.Raw = []byte(fmt.Sprintf(`{"id":"ev-%d","anon_id":%q,"user_id":%q,"traits":{"note":"%s"}}`, i, anon, user, user))
 			// Visit values only the subject has: an agent off the codes'
-			// lists (kept as text in its visit), a city, a campaign and a
-			// referrer (README "Visits", Stored form).
+			// lists (kept as text in its visit and its events), a city, a
+			// campaign and a referrer (README "Visits", Stored form).
 			url = fmt.Sprintf("https://a.test/p/%d?utm_campaign=zq-campaign-7731", i%5)
 			ref := "https://zq-ref-7731.test/x"
 			e.URL, e.Referrer, e.Browser, e.OS, e.DeviceType, e.City = &url, &ref, "ZqBrowser7731", "Linux", "desktop", "zq-city-7731"
+			if converted && i%4 == 0 {
+				// An event the conversion rewrites: its id and agent take
+				// the short forms.
+				e.ID, e.Browser = fmt.Sprintf("7731aaaa-0b4d-4e5f-8a9b-%012d", i), "Firefox"
+				e.Raw = []byte(fmt.Sprintf(`{"id":%q,"anon_id":%q,"user_id":%q}`, e.ID, anon, user))
+			}
 		}
 		batch = append(batch, e)
 	}
 	if _, err := db.Ingest(context.Background(), batch, nil, nil); err != nil {
 		t.Fatal(err)
+	}
+	if converted {
+		undo0020(t, db)
+		db.Close()
+		var err error
+		if db, err = Open(context.Background(), Options{Path: path, eventColumnsChunk: -1}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { db.Close() }()
+		if n, _, err := db.convertEventColumns(context.Background(), 150); err != nil || n == 0 {
+			t.Fatalf("conversion: got %d rows rewritten (%v), want some", n, err)
+		}
 	}
 	file := func() []byte {
 		if _, _, err := db.Space(context.Background()); err != nil {

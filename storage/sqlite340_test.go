@@ -37,14 +37,26 @@ func TestOlderSQLiteShellReadsTheDatabase(t *testing.T) {
 	}
 	u, ref := "https://a.test/p", "https://www.news.test/x"
 	at := time.Date(2026, 3, 1, 9, 5, 0, 120e6, time.UTC)
-	if _, err := db.Ingest(ctx, []IngestEvent{{ID: "e1", SiteID: "web", Type: "pageview", AnonID: "v", URL: &u, Referrer: &ref,
-		TS: at, Raw: []byte(`{}`), Browser: "Firefox", OS: "Linux", DeviceType: "desktop"}}, nil, nil); err != nil {
+	// The events' ids and agents in both stored forms (migration 0020): a
+	// UUID as 16 bytes and a coded agent, other text and an agent off the
+	// lists as text.
+	if _, err := db.Ingest(ctx, []IngestEvent{{ID: "6f1c2a3e-0b4d-4e5f-8a9b-0c1d2e3f4a5b", SiteID: "web", Type: "pageview", AnonID: "v", URL: &u, Referrer: &ref,
+		TS: at, Raw: []byte(`{}`), Browser: "Firefox", OS: "Linux", DeviceType: "desktop"},
+		{ID: "e2", SiteID: "web", Type: "click", AnonID: "v", TS: at, Raw: []byte(`{}`), Browser: "ZqBrowser", OS: "Linux"}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	var want string
 	if err := db.read.QueryRow(`SELECT started_at || ' ' || ended_at || ' ' || started_ms || ' ' || source || ' ' || browser || ' ' || os || ' ' || device
 		FROM sessions`).Scan(&want); err != nil {
 		t.Fatal(err)
+	}
+	const eventsSQL = `SELECT group_concat(id || ' ' || coalesce(browser, '-') || ' ' || coalesce(os, '-') || ' ' || coalesce(device_type, '-'), ';') FROM events`
+	var wantEvents string
+	if err := db.read.QueryRow(eventsSQL).Scan(&wantEvents); err != nil {
+		t.Fatal(err)
+	}
+	if wantEvents != "6f1c2a3e-0b4d-4e5f-8a9b-0c1d2e3f4a5b Firefox Linux desktop;e2 ZqBrowser Linux -" {
+		t.Fatalf("got events %q in the service", wantEvents)
 	}
 	db.Close()
 
@@ -57,8 +69,12 @@ func TestOlderSQLiteShellReadsTheDatabase(t *testing.T) {
 	if out, err := run(`PRAGMA integrity_check; PRAGMA journal_mode; SELECT COUNT(*) FROM sqlite_master;`); err != nil || !strings.HasPrefix(out, "ok\nwal\n") {
 		t.Fatalf("the shell cannot read the schema: %v %s", err, out)
 	}
-	if out, err := run(`SELECT type || ' ' || url FROM events; SELECT sessions FROM daily_sessions;`); err != nil || out != "pageview https://a.test/p\n1" {
+	if out, err := run(`SELECT type || ' ' || url FROM events WHERE url IS NOT NULL; SELECT sessions FROM daily_sessions;`); err != nil || out != "pageview https://a.test/p\n1" {
 		t.Fatalf("got %q %v", out, err)
+	}
+	// The generated columns of events (migration 0020) too.
+	if out, err := run(eventsSQL + ";"); err != nil || out != wantEvents {
+		t.Fatalf("events in the shell: got %q %v, want %q", out, err, wantEvents)
 	}
 	// The generated columns of sessions (migration 0016) read in the
 	// shell as in the service.

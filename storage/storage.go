@@ -74,6 +74,8 @@ type Options struct {
 	sessionTimesChunk int
 	// linkMoveChunk overrides linkMoveChunk in the same way.
 	linkMoveChunk int
+	// eventColumnsChunk overrides eventColumnsChunk in the same way.
+	eventColumnsChunk int
 }
 
 // DB is the service's storage: a writer goroutine, a read pool, and
@@ -233,7 +235,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		go checkpointLoop(db.ckpt, db.writer, opts.CheckpointEvery, opts.walRestartFrames, opts.Logger, db.ckptStop, db.ckptDone)
 	}
 	db.startConversions(opts.Logger, db.linkMove(opts.linkMoveChunk), db.rawConversion(opts.rawConvertChunk), db.visitBackfill(opts.visitBackfillChunk),
-		db.sessionTimesConversion(opts.sessionTimesChunk))
+		db.sessionTimesConversion(opts.sessionTimesChunk), db.eventColumnsConversion(opts.eventColumnsChunk))
 	return db, nil
 }
 
