@@ -321,7 +321,9 @@ func BenchmarkReads(b *testing.B) {
 				get(b, "POST", "/v1/sites/bench/query", c.body)
 			}
 		})
-		if strings.Contains(c.name, "filter") {
+		// Filters on two dimensions scan (no partials); one event filter
+		// reads the event:page partials.
+		if strings.HasPrefix(c.name, "query_3_") {
 			continue
 		}
 		b.Run(c.name+"_kept", func(b *testing.B) {
