@@ -12,19 +12,31 @@ import (
 // connection (README "Query API", How reports stay fast): the reads are
 // CPU-bound in SQLite, the machine has two cores, and readers never hold
 // up the writer in WAL mode. Each visit is in one part, so visits, events
-// and pageviews add; visitors are merged as sets, each part handing its
-// rows per group and visitor.
+// and pageviews add; a visitor can be in both, so each part hands its rows
+// per group and visitor, sorted, and the two sorted streams are merged as
+// they come, in constant memory, counting each group's visitor once.
 
-// eventRow is one row of a part: a group, one of its visitors, and that
-// visitor's visits, pageviews and events in the group.
+// eventRow is one row of a part: a group's dimension values, one of its
+// visitors, and that visitor's visits, pageviews and events in the group.
 type eventRow struct {
-	key, anon                string
+	dims                     []string
+	anon                     string
 	visits, pageviews, count float64
 }
 
+// compareRows orders rows as the parts' ORDER BY does: by each dimension,
+// then the visitor, bytewise (SQLite's BINARY collation).
+func compareRows(a, b *eventRow) int {
+	for i := range a.dims {
+		if c := strings.Compare(a.dims[i], b.dims[i]); c != 0 {
+			return c
+		}
+	}
+	return strings.Compare(a.anon, b.anon)
+}
+
 // readEvents adds q's event figures (visitors of the events, visits when
-// eventLevel, pageviews, events) to the groups get hands out, in the order
-// the groups are first seen.
+// eventLevel, pageviews, events) to the groups get hands out.
 func (db *DB) readEvents(ctx context.Context, q *StatsQuery, eventLevel bool, get func(string) *aggregate) error {
 	if q.byEvents {
 		query, args, err := q.eventIndexRead(eventLevel)
@@ -46,73 +58,148 @@ func (db *DB) readEvents(ctx context.Context, q *StatsQuery, eventLevel bool, ge
 	// Split at the middle of the range: the visits starting before it
 	// (those of the lookback too, which are few) and after.
 	mid := time.UnixMilli(q.From.UnixMilli() + (q.To.UnixMilli()-q.From.UnixMilli())/2)
-	bounds := []time.Time{lo, mid, q.To}
 	if !mid.After(lo) || !q.To.After(mid) {
-		bounds = []time.Time{lo, q.To}
+		mid = q.To
 	}
-	parts := make([][]eventRow, len(bounds)-1)
-	errs := make(chan error, len(parts))
-	for i := range parts {
-		go func() {
-			rows, err := db.eventPart(ctx, q, bounds[i], bounds[i+1])
-			parts[i] = rows
-			errs <- err
-		}()
-	}
-	for range parts {
-		if e := <-errs; e != nil && err == nil {
-			err = e
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a := db.streamPart(ctx, q, lo, mid)
+	b := db.streamPart(ctx, q, mid, q.To)
+	ra, okA := a.next()
+	rb, okB := b.next()
+	for okA || okB {
+		var r eventRow
+		c := 0
+		switch {
+		case !okB:
+			c = -1
+		case !okA:
+			c = 1
+		default:
+			c = compareRows(&ra, &rb)
+		}
+		switch {
+		case c < 0:
+			r = ra
+			ra, okA = a.next()
+		case c > 0:
+			r = rb
+			rb, okB = b.next()
+		default: // one visitor of one group in both parts: counted once
+			r = ra
+			r.visits += rb.visits
+			r.pageviews += rb.pageviews
+			r.count += rb.count
+			ra, okA = a.next()
+			rb, okB = b.next()
+		}
+		g := get(strings.Join(r.dims, keySep))
+		g.visitors++
+		g.pageviews += r.pageviews
+		g.events += r.count
+		if eventLevel {
+			g.visits += r.visits
 		}
 	}
+	cancel()
+	if err := a.wait(); err != nil {
+		return err
+	}
+	return b.wait()
+}
+
+// partStream is one part's rows, in order, as its read produces them.
+type partStream struct {
+	rows  chan []eventRow
+	batch []eventRow
+	done  chan struct{}
+	err   error // set before done closes
+}
+
+// next is the part's next row, or false at its end (or on an error, which
+// wait returns).
+func (s *partStream) next() (eventRow, bool) {
+	for len(s.batch) == 0 {
+		b, ok := <-s.rows
+		if !ok {
+			return eventRow{}, false
+		}
+		s.batch = b
+	}
+	r := s.batch[0]
+	s.batch = s.batch[1:]
+	return r, true
+}
+
+// wait waits until the part's read has ended and returns its error.
+func (s *partStream) wait() error {
+	<-s.done
+	return s.err
+}
+
+// streamPart starts reading q's events of the visits starting in [lo,
+// hi), per group and visitor, in order; an empty part when hi is not after
+// lo. The read stops when ctx ends.
+func (db *DB) streamPart(ctx context.Context, q *StatsQuery, lo, hi time.Time) *partStream {
+	s := &partStream{rows: make(chan []eventRow, 4), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		defer close(s.rows)
+		if hi.After(lo) {
+			s.err = db.readPart(ctx, q, lo, hi, s.rows)
+		}
+	}()
+	return s
+}
+
+// partBatch is how many rows a part hands over at once.
+const partBatch = 256
+
+func (db *DB) readPart(ctx context.Context, q *StatsQuery, lo, hi time.Time, out chan<- []eventRow) error {
+	query, args, err := q.visitsEventRead(lo, hi, true)
 	if err != nil {
 		return err
 	}
-	seen := map[string]struct{}{}
-	for _, rows := range parts {
-		for _, r := range rows {
-			a := get(r.key)
-			a.pageviews += r.pageviews
-			a.events += r.count
-			if eventLevel {
-				a.visits += r.visits
-			}
-			k := r.key + keySep + r.anon
-			if _, ok := seen[k]; !ok {
-				seen[k] = struct{}{}
-				a.visitors++
-			}
-		}
-	}
-	return nil
-}
-
-// eventPart reads q's events of the visits starting in [lo, hi), per group
-// and visitor.
-func (db *DB) eventPart(ctx context.Context, q *StatsQuery, lo, hi time.Time) ([]eventRow, error) {
-	query, args, err := q.visitsEventRead(lo, hi, true)
-	if err != nil {
-		return nil, err
-	}
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
 	n := len(q.Dimensions)
-	texts := make([]string, n+1)
+	texts := make([]string, n)
 	var r eventRow
 	dest := make([]any, 0, n+4)
 	for i := range texts {
 		dest = append(dest, &texts[i])
 	}
-	dest = append(dest, &r.visits, &r.pageviews, &r.count)
-	var out []eventRow
+	dest = append(dest, &r.anon, &r.visits, &r.pageviews, &r.count)
+	batch := make([]eventRow, 0, partBatch)
+	send := func() error {
+		select {
+		case out <- batch:
+			batch = make([]eventRow, 0, partBatch)
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
-			return nil, err
+			return err
 		}
-		r.key, r.anon = strings.Join(texts[:n], keySep), texts[n]
-		out = append(out, r)
+		r.dims = append([]string(nil), texts...)
+		batch = append(batch, r)
+		if len(batch) == partBatch {
+			if err := send(); err != nil {
+				return err
+			}
+		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(batch) > 0 {
+		return send()
+	}
+	return nil
 }

@@ -448,7 +448,8 @@ func (q *StatsQuery) visitsEventRead(lo, hi time.Time, byAnon bool) (string, []a
 		for i := range cols {
 			cols[i] = fmt.Sprint(i + 1)
 		}
-		groupBy = " GROUP BY " + strings.Join(cols, ", ")
+		// Ordered, so that the parts merge as they come (readEvents).
+		groupBy = " GROUP BY " + strings.Join(cols, ", ") + " ORDER BY " + strings.Join(cols, ", ")
 	}
 	// CROSS JOIN keeps the visits outside: SQLite then tests the filters
 	// on the visit alone once per visit, before reading its events.
