@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"time"
 )
@@ -15,6 +16,12 @@ import (
 // and pageviews add; a visitor can be in both, so each part hands its rows
 // per group and visitor, sorted, and the two sorted streams are merged as
 // they come, in constant memory, counting each group's visitor once.
+//
+// The merge needs both halves' first rows, so both connections are taken
+// before either read starts, by one split read at a time (splitReads): two
+// of them each holding one connection and waiting for a second would wait
+// forever on a full pool. A read that finds another split read running,
+// or a pool of one connection, reads in one query instead.
 
 // eventRow is one row of a part: a group's dimension values, one of its
 // visitors, and that visitor's visits, pageviews and events in the group.
@@ -61,10 +68,34 @@ func (db *DB) readEvents(ctx context.Context, q *StatsQuery, eventLevel bool, ge
 	if !mid.After(lo) || !q.To.After(mid) {
 		mid = q.To
 	}
+	if mid.Equal(q.To) || db.readConns < 2 || q.oneRead || !db.splitReads.TryLock() {
+		query, args, err := q.visitsEventRead(lo, q.To, false)
+		if err != nil {
+			return err
+		}
+		return db.scanGroups(ctx, query, args, len(q.Dimensions), 4, func(key string, v []float64) {
+			a := get(key)
+			a.visitors, a.pageviews, a.events = v[0], v[2], v[3]
+			if eventLevel {
+				a.visits = v[1]
+			}
+		})
+	}
+	defer db.splitReads.Unlock()
+	ca, err := db.read.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer ca.Close()
+	cb, err := db.read.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer cb.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a := db.streamPart(ctx, q, lo, mid)
-	b := db.streamPart(ctx, q, mid, q.To)
+	a := streamPart(ctx, ca, q, lo, mid)
+	b := streamPart(ctx, cb, q, mid, q.To)
 	ra, okA := a.next()
 	rb, okB := b.next()
 	for okA || okB {
@@ -102,10 +133,11 @@ func (db *DB) readEvents(ctx context.Context, q *StatsQuery, eventLevel bool, ge
 		}
 	}
 	cancel()
-	if err := a.wait(); err != nil {
-		return err
+	errA, errB := a.wait(), b.wait()
+	if errA != nil {
+		return errA
 	}
-	return b.wait()
+	return errB
 }
 
 // partStream is one part's rows, in order, as its read produces them.
@@ -140,13 +172,13 @@ func (s *partStream) wait() error {
 // streamPart starts reading q's events of the visits starting in [lo,
 // hi), per group and visitor, in order; an empty part when hi is not after
 // lo. The read stops when ctx ends.
-func (db *DB) streamPart(ctx context.Context, q *StatsQuery, lo, hi time.Time) *partStream {
+func streamPart(ctx context.Context, conn *sql.Conn, q *StatsQuery, lo, hi time.Time) *partStream {
 	s := &partStream{rows: make(chan []eventRow, 4), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		defer close(s.rows)
 		if hi.After(lo) {
-			s.err = db.readPart(ctx, q, lo, hi, s.rows)
+			s.err = readPart(ctx, conn, q, lo, hi, s.rows)
 		}
 	}()
 	return s
@@ -155,12 +187,12 @@ func (db *DB) streamPart(ctx context.Context, q *StatsQuery, lo, hi time.Time) *
 // partBatch is how many rows a part hands over at once.
 const partBatch = 256
 
-func (db *DB) readPart(ctx context.Context, q *StatsQuery, lo, hi time.Time, out chan<- []eventRow) error {
+func readPart(ctx context.Context, conn *sql.Conn, q *StatsQuery, lo, hi time.Time, out chan<- []eventRow) error {
 	query, args, err := q.visitsEventRead(lo, hi, true)
 	if err != nil {
 		return err
 	}
-	rows, err := db.read.QueryContext(ctx, query, args...)
+	rows, err := conn.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
 	}

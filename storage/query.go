@@ -109,6 +109,9 @@ type StatsQuery struct {
 	// byEvents reads events through the site's event index rather than
 	// through the range's visits (eventRead; tests compare the two).
 	byEvents bool
+	// oneRead reads the range's events through its visits in one query
+	// rather than in two halves at once (readEvents; tests compare the two).
+	oneRead bool
 }
 
 // StatsRow is one group of a query: its dimension values and its metrics,
