@@ -689,9 +689,10 @@ type basisGroup struct {
 }
 
 // basisAnswer merges the day partials of basis over days into groups laid
-// out as lay says, of the values keep passes (nil: all). With cacheable (every day closed) the answer comes from
-// the report cache while none of the days' partials changed, and goes into
-// it when computed; the count is taken before any read.
+// out as lay says, of the values keep passes (nil: all). With cacheable
+// (every day closed) the answer comes from the report cache while none of
+// the days' partials changed, and goes into it when computed; the count is
+// taken before any read.
 func (db *DB) basisAnswer(ctx context.Context, site string, loc *time.Location, days []localDay, lay partialLayout, keep valueFilter, basis string, now time.Time, cacheable bool) (*basisAnswer, error) {
 	var key string
 	var gen uint64
