@@ -13,9 +13,9 @@ import (
 
 // TestQueryEstimateIsFlagged: an unfiltered report of a range with more
 // than 10,000 visitors says in meta.metric_warnings that its visitors and
-// percentage are estimates, and they are within 3%; a filtered one of the
-// same range is exact and says nothing (README "Query API", How reports
-// stay fast).
+// percentage are estimates, and they are within 3%, as does one filtered
+// on one dimension; one filtered on two dimensions is exact and says
+// nothing (README "Query API", How reports stay fast).
 func TestQueryEstimateIsFlagged(t *testing.T) {
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
@@ -50,7 +50,11 @@ func TestQueryEstimateIsFlagged(t *testing.T) {
 	}{
 		{"unfiltered", q(list("visitors", "pageviews"), nil), true},
 		{"by page", q(list("visitors", "percentage"), list("event:page")), true},
-		{"filtered", q(list("visitors", "pageviews"), nil, []any{"is_not", "event:page", []string{"/nowhere"}}), false},
+		// A filter on one dimension reads its day partials (estimated); one
+		// on two is the scan's, exact.
+		{"filtered on one dimension", q(list("visitors", "pageviews"), nil, []any{"is_not", "event:page", []string{"/nowhere"}}), true},
+		{"filtered on two", q(list("visitors", "pageviews"), nil, []any{"is_not", "event:page", []string{"/nowhere"}},
+			[]any{"is_not", "visit:country", []string{"XX"}}), false},
 	} {
 		r := h.q("POST", "/v1/sites/web/query", tn.readKey, c.body)
 		mustStatus(t, r, 200, "")

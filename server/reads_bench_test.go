@@ -321,9 +321,9 @@ func BenchmarkReads(b *testing.B) {
 				get(b, "POST", "/v1/sites/bench/query", c.body)
 			}
 		})
-		if strings.Contains(c.name, "filter") {
-			continue
-		}
+		// kept: the report cache emptied, so a report filtered on two
+		// dimensions scans (its first view), the others read and merge
+		// the kept partials (one event filter: the event:page ones).
 		b.Run(c.name+"_kept", func(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
@@ -334,6 +334,9 @@ func BenchmarkReads(b *testing.B) {
 				get(b, "POST", "/v1/sites/bench/query", c.body)
 			}
 		})
+		if strings.HasPrefix(c.name, "query_3_") {
+			continue
+		}
 		// The first view of the day: the warm-up's round (outside the
 		// timing) put the merged answer into the report cache.
 		b.Run(c.name+"_first_view", func(b *testing.B) {

@@ -516,16 +516,30 @@ type partialPlan struct {
 	visitorBasis         string
 	needVisitors         bool
 	dimAt, timeAt, nDims int
+	// keep selects the partial's values that pass q's filters (nil: every
+	// value; partial_filters.go), filter names them in cache keys.
+	keep   valueFilter
+	filter string
 }
 
 // planPartials reports how q is answered from partials, or false when it
-// is not: it has filters, more than one non-time dimension, hours, or
-// visits counted across events (a visit's events on two days would count
-// it twice).
+// is not: it has filters on another dimension than its own or on more
+// than one, more than one non-time dimension, hours, or visits counted
+// across events (a visit's events on two days would count it twice; an
+// event filter's visits likewise).
 func planPartials(q *StatsQuery) (partialPlan, bool) {
 	p := partialPlan{dimAt: -1, timeAt: -1, nDims: len(q.Dimensions)}
 	if len(q.Filters) > 0 {
-		return p, false
+		// Filters on one dimension select among its partial's values.
+		dim, ok := singleFilterDim(q.Filters)
+		if !ok {
+			return p, false
+		}
+		keep, ok := compileValueFilter(q.Filters)
+		if !ok {
+			return p, false
+		}
+		p.dim, p.keep, p.filter = dim, keep, filterKey(q.Filters)
 	}
 	for i, d := range q.Dimensions {
 		switch {
@@ -538,7 +552,7 @@ func planPartials(q *StatsQuery) (partialPlan, bool) {
 				return p, false
 			}
 			p.unit, p.timeAt = unit, i
-		case p.dimAt >= 0 || d == anonDim:
+		case p.dimAt >= 0 || d == anonDim || p.dim != "" && p.dim != d:
 			return p, false
 		default:
 			p.dim, p.dimAt = d, i
@@ -592,7 +606,7 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 	groups := map[string]*aggregate{}
 	var order []string
 	add := func(basis string) (*basisAnswer, error) {
-		ans, err := db.basisAnswer(ctx, q.Site, loc, days, plan.layout(), basis, now, closed == len(days))
+		ans, err := db.basisAnswer(ctx, q.Site, loc, days, plan.layout(), plan.keep, basis, now, closed == len(days))
 		if err != nil {
 			return nil, err
 		}
@@ -651,11 +665,12 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 // merged answer of one basis depends on besides the site, zone and days.
 type partialLayout struct {
 	dim, unit            string
-	dimAt, timeAt, nDims int
+	dimAt, timeAt, nDims int // dimAt -1: dim is only filtered on
+	filter               string
 }
 
 func (p partialPlan) layout() partialLayout {
-	return partialLayout{dim: p.dim, unit: p.unit, dimAt: p.dimAt, timeAt: p.timeAt, nDims: p.nDims}
+	return partialLayout{dim: p.dim, unit: p.unit, dimAt: p.dimAt, timeAt: p.timeAt, nDims: p.nDims, filter: p.filter}
 }
 
 // basisAnswer is one basis's figures over a range of days, merged: per
@@ -674,10 +689,11 @@ type basisGroup struct {
 }
 
 // basisAnswer merges the day partials of basis over days into groups laid
-// out as lay says. With cacheable (every day closed) the answer comes from
-// the report cache while none of the days' partials changed, and goes into
-// it when computed; the count is taken before any read.
-func (db *DB) basisAnswer(ctx context.Context, site string, loc *time.Location, days []localDay, lay partialLayout, basis string, now time.Time, cacheable bool) (*basisAnswer, error) {
+// out as lay says, of the values keep passes (nil: all). With cacheable
+// (every day closed) the answer comes from the report cache while none of
+// the days' partials changed, and goes into it when computed; the count is
+// taken before any read.
+func (db *DB) basisAnswer(ctx context.Context, site string, loc *time.Location, days []localDay, lay partialLayout, keep valueFilter, basis string, now time.Time, cacheable bool) (*basisAnswer, error) {
 	var key string
 	var gen uint64
 	if cacheable {
@@ -700,6 +716,9 @@ func (db *DB) basisAnswer(ctx context.Context, site string, loc *time.Location, 
 	for i, b := range blobs {
 		var failed error
 		err := decodePartial(b, func(value string, n [4]float64, sk []byte) {
+			if keep != nil && !keep(value) {
+				return
+			}
 			if lay.timeAt >= 0 {
 				key1[lay.timeAt] = days[i].label(lay.unit)
 			}

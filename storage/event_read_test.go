@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -31,15 +33,22 @@ func eventReadQueries(zone *time.Location, from, to time.Time) []StatsQuery {
 }
 
 // compareEventReads checks that every event read through the range's
-// visits answers exactly what the read of the site's event index does.
+// visits, in two halves at once and in one query, answers exactly what
+// the read of the site's event index does.
 func compareEventReads(t *testing.T, db *DB, zone *time.Location, from, to time.Time, stage string) {
 	t.Helper()
 	for _, q := range eventReadQueries(zone, from, to) {
 		got, gotV, _ := statsText(t, db, q, true)
+		one := q
+		one.oneRead = true
+		gotOne, gotOneV, _ := statsText(t, db, one, true)
 		q.byEvents = true
 		want, wantV, _ := statsText(t, db, q, true)
 		if !slices.Equal(got, want) || !slices.Equal(gotV, wantV) {
 			t.Errorf("%s %s..%s %v %v %v:\ngot  %v %v\nwant %v %v", stage, from, to, q.Metrics, q.Dimensions, q.Filters, got, gotV, want, wantV)
+		}
+		if !slices.Equal(gotOne, want) || !slices.Equal(gotOneV, wantV) {
+			t.Errorf("%s in one read %s..%s %v %v %v:\ngot  %v %v\nwant %v %v", stage, from, to, q.Metrics, q.Dimensions, q.Filters, gotOne, gotOneV, want, wantV)
 		}
 	}
 }
@@ -104,5 +113,52 @@ func TestEventReadsThroughVisitsMatchTheEventScan(t *testing.T) {
 	}
 	if got := fmt.Sprint(rows); got != "[{[] [1 1]}]" {
 		t.Errorf("got %s for the joined visit, want one visit with its one pageview in the range", got)
+	}
+}
+
+// TestSplitEventReadsShareASmallPool: reports read concurrently on read
+// pools of one and two connections all finish, with the answer of the read
+// in one query: an event read in two halves takes both connections before
+// either read starts, one such read at a time, so none waits for a
+// connection held by another that waits for one too (the test would hang).
+func TestSplitEventReadsShareASmallPool(t *testing.T) {
+	for _, conns := range []int{1, 2} {
+		clk := &testClock{t: partialsNow}
+		db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "p.db"), Now: clk.Now, ReadConns: conns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		withSites(t, db, "s")
+		ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(7, 8)), "a", 1500, 150, 12))
+		q := StatsQuery{Site: "s", From: partialsStart, To: partialsStart.AddDate(0, 0, 12), Zone: time.UTC,
+			Metrics: []string{MetricVisitors, MetricVisits, MetricPageviews}, Dimensions: []string{"event:page"}, scan: true,
+			Filters: []QueryFilter{{Op: "is_not", Dim: "visit:country", Values: []string{"US"}}, {Op: "contains", Dim: "event:page", Values: []string{"/"}}}}
+		one := q
+		one.oneRead = true
+		rows, err := db.Stats(context.Background(), one)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := rowsText(rows)
+		got := make([][]string, 8)
+		var wg sync.WaitGroup
+		for i := range got {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rows, err := db.Stats(context.Background(), q)
+				if err != nil {
+					t.Error(err)
+				}
+				got[i] = rowsText(rows)
+			}()
+		}
+		wg.Wait()
+		for i := range got {
+			if !slices.Equal(got[i], want) {
+				t.Errorf("%d connections, report %d: got %v, want %v", conns, i, got[i], want)
+			}
+		}
+		db.Close()
 	}
 }

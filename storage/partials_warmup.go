@@ -181,7 +181,7 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 				layouts = []partialLayout{{dimAt: -1, timeAt: -1}, {unit: "day", dimAt: -1, timeAt: 0, nDims: 1}}
 			}
 			for _, lay := range layouts {
-				if _, err := db.basisAnswer(ctx, site, loc, rng, lay, p.basis, now, true); err != nil {
+				if _, err := db.basisAnswer(ctx, site, loc, rng, lay, nil, p.basis, now, true); err != nil {
 					return err
 				}
 			}

@@ -109,6 +109,9 @@ type StatsQuery struct {
 	// byEvents reads events through the site's event index rather than
 	// through the range's visits (eventRead; tests compare the two).
 	byEvents bool
+	// oneRead reads the range's events through its visits in one query
+	// rather than in two halves at once (readEvents; tests compare the two).
+	oneRead bool
 }
 
 // StatsRow is one group of a query: its dimension values and its metrics,
@@ -276,6 +279,24 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 			return groups, order, err
 		}
 	}
+	key, gen, keep, err := db.cachedScan(ctx, &q)
+	if err != nil {
+		return nil, nil, err
+	}
+	if keep {
+		if r, ok := db.reports.get(key, gen); ok && r.scan != nil {
+			return r.scan.groups, r.scan.order, nil
+		}
+	}
+	groups, order, err := db.scanStats(ctx, q)
+	if keep && err == nil {
+		db.keepScan(key, gen, groups, order)
+	}
+	return groups, order, err
+}
+
+// scanStats is statsGroups read from the tables.
+func (db *DB) scanStats(ctx context.Context, q StatsQuery) (map[string]*aggregate, []string, error) {
 	groups := map[string]*aggregate{}
 	var order []string
 	get := func(key string) *aggregate {
@@ -294,18 +315,7 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 		sessionMetric = sessionMetric || SessionMetric(m)
 	}
 	if eventLevel || eventMetric {
-		query, args, err := db.eventRead(ctx, &q, eventLevel)
-		if err != nil {
-			return nil, nil, err
-		}
-		err = db.scanGroups(ctx, query, args, len(q.Dimensions), 4, func(key string, v []float64) {
-			a := get(key)
-			a.visitors, a.pageviews, a.events = v[0], v[2], v[3]
-			if eventLevel {
-				a.visits = v[1]
-			}
-		})
-		if err != nil {
+		if err := db.readEvents(ctx, &q, eventLevel, get); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -378,6 +388,21 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 // byEvents reads the site's event index instead, joining each event to its
 // visit (the read before; tests compare the two).
 func (db *DB) eventRead(ctx context.Context, q *StatsQuery, eventLevel bool) (string, []any, error) {
+	if q.byEvents {
+		return q.eventIndexRead(eventLevel)
+	}
+	lo, err := db.visitLookback(ctx, q.Site, q.From)
+	if err != nil {
+		return "", nil, err
+	}
+	return q.visitsEventRead(lo, q.To, false)
+}
+
+// eventIndexRead is the read of q's events through the site's event
+// index, each joined to its visit where a visit dimension or filter, or
+// (event-level) the visits metric, needs it (the read before; tests compare
+// the two).
+func (q *StatsQuery) eventIndexRead(eventLevel bool) (string, []any, error) {
 	b := &sqlBuilder{q: q}
 	dims, err := b.dims()
 	if err != nil {
@@ -387,31 +412,57 @@ func (db *DB) eventRead(ctx context.Context, q *StatsQuery, eventLevel bool) (st
 	if err != nil {
 		return "", nil, err
 	}
-	if q.byEvents {
-		// Each event joined to its visit where a visit dimension or
-		// filter, or (event-level) the visits metric, needs it.
-		from, visitsSQL := `events e`, `0`
-		if q.needsVisit() && (eventLevel || q.visitAttributes()) {
-			from = `events e LEFT JOIN sessions s ON ` + eventVisitJoin
-			visitsSQL = `COUNT(DISTINCT s.id)`
-		}
-		query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), ` + visitsSQL + `, COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
-			FROM ` + from + ` WHERE e.site_id = ? AND e.ts_ms >= ? AND e.ts_ms < ?` + where + b.groupBy()
-		return query, b.args(), nil
+	from, visitsSQL := `events e`, `0`
+	if q.needsVisit() && (eventLevel || q.visitAttributes()) {
+		from = `events e LEFT JOIN sessions s ON ` + eventVisitJoin
+		visitsSQL = `COUNT(DISTINCT s.id)`
 	}
-	lo, err := db.visitLookback(ctx, q.Site, q.From)
+	query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), ` + visitsSQL + `, COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
+		FROM ` + from + ` WHERE e.site_id = ? AND e.ts_ms >= ? AND e.ts_ms < ?` + where + b.groupBy()
+	return query, b.args(), nil
+}
+
+// visitsEventRead is the read of q's events through the visits starting
+// in [lo, hi) that reach the range: per group its distinct visitors and
+// visits, pageviews and events. byAnon groups by visitor too (the column
+// after the dimensions), with the group's visits of that visitor instead
+// of the two distinct counts, so that the reads of parts of the visits
+// merge (readEvents).
+func (q *StatsQuery) visitsEventRead(lo, hi time.Time, byAnon bool) (string, []any, error) {
+	b := &sqlBuilder{q: q}
+	dims, err := b.dims()
 	if err != nil {
 		return "", nil, err
 	}
+	where, err := b.where()
+	if err != nil {
+		return "", nil, err
+	}
+	counts, groupBy := `COUNT(DISTINCT e.anon_id), COUNT(DISTINCT s.id)`, b.groupBy()
+	if byAnon {
+		// The visits of one visitor in a group: only when the query
+		// counts visits (the distinct costs a sort).
+		visits := `0`
+		if q.eventLevel() && needs(q.Metrics, MetricVisits) {
+			visits = `COUNT(DISTINCT s.id)`
+		}
+		counts = `e.anon_id, ` + visits
+		cols := make([]string, len(q.Dimensions)+1)
+		for i := range cols {
+			cols[i] = fmt.Sprint(i + 1)
+		}
+		// Ordered, so that the parts merge as they come (readEvents).
+		groupBy = " GROUP BY " + strings.Join(cols, ", ") + " ORDER BY " + strings.Join(cols, ", ")
+	}
 	// CROSS JOIN keeps the visits outside: SQLite then tests the filters
 	// on the visit alone once per visit, before reading its events.
-	query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), COUNT(DISTINCT s.id), COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
+	query := `SELECT ` + dims + counts + `, COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
 		FROM sessions s CROSS JOIN events e
 		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?
 		AND e.site_id = s.site_id AND e.anon_id = s.anon_id
-		AND e.ts_ms >= max(?, ` + visitStartMS("s") + `) AND e.ts_ms <= min(?, ` + visitEndMS("s") + `)` + where + b.groupBy()
+		AND e.ts_ms >= max(?, ` + visitStartMS("s") + `) AND e.ts_ms <= min(?, ` + visitEndMS("s") + `)` + where + groupBy
 	args := append([]any{}, b.dimArgs...)
-	args = append(args, q.Site, visitTimeArg(lo), visitTimeArg(q.To), visitTimeArg(q.From), q.From.UnixMilli(), q.To.UnixMilli()-1)
+	args = append(args, q.Site, visitTimeArg(lo), visitTimeArg(hi), visitTimeArg(q.From), q.From.UnixMilli(), q.To.UnixMilli()-1)
 	return query, append(args, b.whereArgs...), nil
 }
 

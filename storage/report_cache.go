@@ -35,7 +35,10 @@ type cachedReport struct {
 	key    string
 	gen    uint64
 	answer *basisAnswer
-	bytes  int
+	// scan is a filtered report's answer read from the tables instead
+	// (scan_cache.go), when answer is nil.
+	scan  *scanAnswer
+	bytes int
 }
 
 // reportKey names a merged answer of basis over days for site, laid out as
@@ -66,7 +69,11 @@ func (c *reportCache) get(key string, gen uint64) (*cachedReport, bool) {
 // bound; one larger than the bound is not kept.
 func (c *reportCache) put(r *cachedReport) {
 	r.bytes = len(r.key) + 64
-	for _, k := range r.answer.keys {
+	keys := r.scan.keys()
+	if r.answer != nil {
+		keys = r.answer.keys
+	}
+	for _, k := range keys {
 		r.bytes += len(k) + 16 + 40 // the key, its string header, its group
 	}
 	if r.bytes > reportCacheBytes {

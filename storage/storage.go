@@ -139,6 +139,10 @@ type DB struct {
 	// exactVisitorsBelow is ExactVisitorsBelow; tests lower it to compare
 	// estimates of small ranges with their exact figures.
 	exactVisitorsBelow int64
+	// splitReads is held by the one event read in two halves at a time
+	// (event_parts.go); readConns is the read pool's size.
+	splitReads sync.Mutex
+	readConns  int
 
 	closeOnce sync.Once
 	closeErr  error
@@ -201,7 +205,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	read.SetMaxIdleConns(opts.ReadConns)
 	read.SetConnMaxIdleTime(0)
 
-	db := &DB{write: write, read: read, now: opts.Now, path: opts.Path, exactVisitorsBelow: ExactVisitorsBelow}
+	db := &DB{write: write, read: read, now: opts.Now, path: opts.Path, exactVisitorsBelow: ExactVisitorsBelow, readConns: opts.ReadConns}
 	old, err := openLinks(ctx, write)
 	db.oldLinks.Store(old)
 	if err == nil {
