@@ -613,3 +613,43 @@ func TestPartialGensFoldHours(t *testing.T) {
 		}
 	}
 }
+
+// TestPartialsFollowAVisitAcrossDays: the events of a visit are grouped by
+// the visit's attributes in the partials of every day it runs over, so a
+// late event that moves the visit's start (and so its entry page) drops
+// the kept partials of each of those days, not only of the day it lands in.
+func TestPartialsFollowAVisitAcrossDays(t *testing.T) {
+	db, _, _ := openPartialsDB(t)
+	at := func(id, path string, ts time.Time) IngestEvent {
+		url := "https://shop.test" + path
+		return IngestEvent{ID: id, SiteID: "s", Type: "pageview", AnonID: "v", TS: ts, URL: &url, Raw: []byte(`{}`)}
+	}
+	// One visit of three days: each event within the session gap of the
+	// one before.
+	var visit []IngestEvent
+	for i, ts := 0, partialsStart.Add(23*time.Hour+50*time.Minute); ts.Before(partialsStart.Add(49 * time.Hour)); i, ts = i+1, ts.Add(20*time.Minute) {
+		visit = append(visit, at(fmt.Sprintf("e%d", i), "/p", ts))
+	}
+	ingestBatches(t, db, visit)
+	for day := 1; day <= 2; day++ {
+		from := partialsStart.AddDate(0, 0, day)
+		q := StatsQuery{Site: "s", From: from, To: from.AddDate(0, 0, 1), Zone: time.UTC,
+			Metrics: []string{MetricPageviews}, Dimensions: []string{"visit:entry_page"}}
+		if got, want := fmt.Sprint(statsText(t, db, q, false)), fmt.Sprint(statsText(t, db, q, true)); got != want {
+			t.Fatalf("day %d before: got %s, want %s", day, got, want)
+		}
+	}
+	waitPartials(t, db)
+	// Late: the visit now starts ten minutes earlier, on /landing.
+	ingestBatches(t, db, []IngestEvent{at("late", "/landing", partialsStart.Add(23*time.Hour+40*time.Minute))})
+	for day := 1; day <= 2; day++ {
+		from := partialsStart.AddDate(0, 0, day)
+		q := StatsQuery{Site: "s", From: from, To: from.AddDate(0, 0, 1), Zone: time.UTC,
+			Metrics: []string{MetricPageviews}, Dimensions: []string{"visit:entry_page"}}
+		got, _, _ := statsText(t, db, q, false)
+		want, _, _ := statsText(t, db, q, true)
+		if !slices.Equal(got, want) || len(want) != 1 || !strings.HasPrefix(want[0], "/landing:") {
+			t.Errorf("day %d after the late event: got %v, want %v (every pageview under /landing)", day, got, want)
+		}
+	}
+}

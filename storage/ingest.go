@@ -620,7 +620,17 @@ func (j *ingestRun) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) (
 // daily session rollup of its start day.
 func (j *ingestRun) sessionDelta(site string, s *session, sign int64) {
 	start := FormatTime(s.start)
-	j.hours[[2]string{site, start[:hourKeyLen]}] = true
+	// The day partials of every local day the visit overlaps: those of
+	// events group each of its events by the visit's attributes (entry and
+	// exit page, source, country...), which this change may alter, and a
+	// visit may run over days (a late event before its start changes its
+	// entry page for the events of the next day too). A mark every 12
+	// hours and one at the end hit every local day of the span, since a
+	// local day lasts at least 23 hours; a visit within one hour marks one.
+	for t := s.start; t.Before(s.end); t = t.Add(12 * time.Hour) {
+		j.hours[[2]string{site, FormatTime(t)[:hourKeyLen]}] = true
+	}
+	j.hours[[2]string{site, FormatTime(s.end)[:hourKeyLen]}] = true
 	k := [2]string{site, start[:10]}
 	d := j.sessDays[k]
 	if d == nil {
