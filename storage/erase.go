@@ -55,6 +55,8 @@ type eraser struct {
 	jobs int
 	// done says that only the last job's work is left.
 	done bool
+	// dlq counts the DLQ rows deleted (which the answer does not count).
+	dlq int64
 
 	// Rows written after the erasure began have rowids above these floors
 	// (the lowest table maximum seen after any of its jobs), and the sweep
@@ -70,26 +72,25 @@ var sweepTables = [3]struct{ table, rowid string }{{"events", "seq"}, {"sessions
 // subject, and subtracts the erased events and sessions from the daily
 // rollups (deleting the rollup rows that reach zero), so counts stay exact.
 //
-// A subject with at most eraseWholeRows rows and eraseChunk links (nearly
-// every one) is erased in one transaction with its audit row (README
-// "GDPR"): no reader sees it half gone. A larger one is erased in steps of
-// at most eraseChunk rows each, a few milliseconds apiece, so that a
-// subject with a million events cannot hold the writer for seconds: a
-// writer job runs steps while no other job waits for the writer, up to
-// eraseJobRows rows, and commits as soon as one does, with a rest as long
-// as the job after it. The steps go first through the subject's anon ids
-// one by one (events, sessions, DLQ rows), then, if an earlier job has
-// committed, a sweep of the rows written meanwhile, then the links, and
-// last the deletion of what is left (the profile, the remaining links and
-// anything sent since) with the gdpr.delete audit row and the total counts,
-// in the job of the last steps when nobody waits then, else in a job of its
-// own. The first job also asks whether the subject is small, so a heavy
-// user that fits in eraseJobRows, with nobody waiting, is erased in one
-// transaction and one commit. Links go last, so an erasure cut short
-// (crash, shutdown, failed job) leaves a subject that still resolves and a
-// repeat finishes it; that repeat's counts and audit row cover only what it
-// deleted itself. It runs to the end even if ctx is cancelled. A repeat on
-// a purged subject finds nothing and returns zero counts.
+// Every subject is erased in steps of at most eraseChunk rows each, a few
+// milliseconds apiece, run by writer jobs (job). A subject with at most
+// eraseWholeRows rows and eraseChunk links (nearly every one) is erased in
+// one transaction with its audit row (README "GDPR"): no reader sees it
+// half gone. A larger one's jobs take more steps only while no other job
+// waits for the writer, up to eraseJobRows rows (a heavy user's whole
+// erasure), and commit as soon as one does, with a rest as long as the job
+// after it, so that a subject with a million events cannot hold the writer
+// for seconds. The steps go first through the subject's anon ids one by
+// one (events, sessions, DLQ rows), then, if an earlier job has committed,
+// a sweep of the rows written meanwhile, then the links, and last the
+// deletion of what is left (the profile, the remaining links and anything
+// sent since) with the gdpr.delete audit row and the total counts, in the
+// job of the last steps when nobody waits then, else in a job of its own.
+// Links go last, so an erasure cut short (crash, shutdown, failed job)
+// leaves a subject that still resolves and a repeat finishes it; that
+// repeat's counts and audit row cover only what it deleted itself. It runs
+// to the end even if ctx is cancelled. A repeat on a purged subject finds
+// nothing and returns zero counts.
 func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subject) (SubjectCounts, error) {
 	ctx = context.WithoutCancel(ctx)
 	e := &eraser{db: db, site: site.ID, s: s, lt: db.links(), floors: [3]int64{-1, -1, -1}}
@@ -134,44 +135,17 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 }
 
 // eraseWholeRows is the most events, sessions and DLQ rows a subject may
-// have to be erased in one transaction: a few milliseconds of the writer,
-// like a site delete's chunk.
+// have to be erased in one transaction whether or not others wait: a few
+// milliseconds of the writer, like a site delete's chunk.
 const eraseWholeRows = 1000
 
-// small reports whether the subject has at most eraseChunk links and
-// eraseWholeRows rows of events, sessions and DLQ. Every count stops at
-// its bound, so asking costs little however large the subject is.
-func (e *eraser) small(tx *eraseTx) (bool, error) {
-	var links int
-	q := `SELECT COUNT(*) FROM (SELECT 1 FROM ` + e.s.linkSource(e.lt) + ` WHERE ` + e.s.linkWhere() + ` LIMIT ?3)`
-	if err := tx.QueryRow(q, e.site, e.s.id(), eraseChunk+1).Scan(&links); err != nil {
-		return false, err
-	}
-	if links > eraseChunk {
-		return false, nil
-	}
-	var rows int
-	q = `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE ` + e.s.visitorWhere(e.lt) + ` LIMIT ?3))
-		+ (SELECT COUNT(*) FROM (SELECT 1 FROM sessions WHERE ` + e.s.visitorWhere(e.lt) + ` LIMIT ?3))
-		+ (SELECT COUNT(*) FROM (SELECT 1 FROM dlq WHERE ` + e.s.dlqWhere(e.lt) + ` LIMIT ?3))`
-	if err := tx.QueryRow(q, e.site, e.s.id(), eraseWholeRows+1).Scan(&rows); err != nil {
-		return false, err
-	}
-	return rows <= eraseWholeRows, nil
-}
-
-// all erases a small subject whole, in the caller's transaction.
-func (e *eraser) all(tx *eraseTx) error {
-	n, err := eraseEvents(tx, e.s.visitorWhere(e.lt), e.site, e.s.id())
-	if err != nil {
-		return err
-	}
-	e.counts.Events += n
-	if n, err = eraseSessions(tx, e.s.visitorWhere(e.lt), e.site, e.s.id()); err != nil {
-		return err
-	}
-	e.counts.Sessions += n
-	return e.last(tx) // in the first job: last has nothing to sweep
+// mayBeWhole reports whether the subject may still be one erased in one
+// transaction: the erasure is in its first job and has deleted at most
+// eraseWholeRows rows of events, sessions and DLQ, and passed or deleted
+// at most eraseChunk links.
+func (e *eraser) mayBeWhole() bool {
+	return e.jobs == 1 && e.counts.Events+e.counts.Sessions+e.dlq <= eraseWholeRows &&
+		e.walked <= eraseChunk && e.counts.IdentityLinks <= eraseChunk
 }
 
 // step runs a job of the erasure of one step (tests run an erasure step
@@ -194,33 +168,23 @@ func (e *eraser) step(tx *writeTx) (done bool, err error) {
 // "Reads") is erased in one transaction and one commit.
 const eraseJobRows = 2 * eraseWholeRows
 
-// job is one writer job of an erasure. The first asks whether the subject
-// is small, and erases a small one whole. Otherwise a job runs a step,
-// then more in the same transaction while no other job waits for the
-// writer (waiting) and the rows it deleted leave room for another step
-// within eraseJobRows, and at its end the rollup subtractions of all its
-// steps (flush). A job that arrives meanwhile waits for the step under
-// way, those subtractions and the commit: at most eraseJobRows rows'
-// worth. When the steps are done and nobody waits, the job also runs the
-// last job's work and final (the audit row); when the steps were done by
-// an earlier job, it runs only those. It reports whether the erasure is
-// finished, and whether other jobs wait (busy) once its work is done.
+// job is one writer job of an erasure: a step, then more in the same
+// transaction. The first job takes its steps whatever other jobs do while
+// the subject may still be one erased whole (mayBeWhole), so such a
+// subject is erased in one transaction; from then on, a job takes another
+// step only while no other job waits for the writer (waiting) and the rows
+// it deleted leave room for one within eraseJobRows. At its end come the
+// rollup subtractions of all its steps (flush). A job that arrives
+// meanwhile waits for the step under way, those subtractions and the
+// commit: at most eraseJobRows rows' worth, or in the first job a whole
+// subject's and a step. When the steps are done and nobody waits, the job
+// also runs the last job's work and final (the audit row); when the steps
+// were done by an earlier job, it runs only those. It reports whether the
+// erasure is finished, and whether other jobs wait (busy) once its work is
+// done.
 func (e *eraser) job(tx *writeTx, waiting func() bool, final func(*eraseTx) error) (finished, busy bool, err error) {
 	e.jobs++
 	err = runErase(e.db, tx, func(tx *eraseTx) error {
-		if e.jobs == 1 {
-			whole, err := e.small(tx)
-			if err != nil {
-				return err
-			}
-			if whole {
-				if err := e.all(tx); err != nil {
-					return err
-				}
-				finished = true
-				return final(tx)
-			}
-		}
 		for !e.done {
 			var err error
 			if e.done, err = e.advance(tx); err != nil {
@@ -228,6 +192,9 @@ func (e *eraser) job(tx *writeTx, waiting func() bool, final func(*eraseTx) erro
 			}
 			if e.db.eraseStep != nil {
 				e.db.eraseStep(e, tx)
+			}
+			if e.mayBeWhole() {
+				continue
 			}
 			if busy = waiting(); busy || (!e.done && tx.rows+eraseChunk > eraseJobRows) {
 				return e.lowerFloors(tx)
@@ -365,7 +332,7 @@ type eraseTable struct {
 
 // tables are the tables the walk and the sweep delete from, in their order.
 func (e *eraser) tables() [3]eraseTable {
-	return [3]eraseTable{{"events", eraseEvents, &e.counts.Events}, {"sessions", eraseSessions, &e.counts.Sessions}, {"dlq", eraseDLQ, new(int64)}}
+	return [3]eraseTable{{"events", eraseEvents, &e.counts.Events}, {"sessions", eraseSessions, &e.counts.Sessions}, {"dlq", eraseDLQ, &e.dlq}}
 }
 
 // eraseAnon deletes up to limit of the anon id's events, sessions and DLQ
@@ -442,6 +409,7 @@ func (e *eraser) sweep(tx *eraseTx, chunk int64) (caughtUp bool, err error) {
 func (e *eraser) links(tx *eraseTx) (done bool, err error) {
 	if e.s.UserID != "" {
 		n, err := deleteRows(tx, "dlq", `rowid IN (SELECT rowid FROM dlq WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`, e.site, e.s.UserID, eraseChunk)
+		e.dlq += n
 		if err != nil || n == eraseChunk {
 			return false, err
 		}
@@ -528,7 +496,7 @@ func (e *eraser) last(tx *eraseTx) error {
 		table, where string
 		n            *int64
 	}{
-		{"dlq", e.s.dlqWhere(e.lt), new(int64)},
+		{"dlq", e.s.dlqWhere(e.lt), &e.dlq},
 		{"user_profiles", e.s.profileWhere(e.lt), &e.counts.UserProfiles},
 	} {
 		n, err := deleteRows(tx, d.table, d.where, e.site, e.s.id())

@@ -245,11 +245,88 @@ func TestEraseSubjectWholeOrChunked(t *testing.T) {
 	}
 }
 
+// A subject that may still be erased whole keeps its first job's steps
+// in one transaction even while other jobs wait for the writer (README
+// "GDPR"): within eraseWholeRows rows of events, sessions and DLQ and
+// eraseChunk links. Other jobs queued meanwhile are committed after it.
+func TestEraseSubjectSmallIsWholeWhileOthersWait(t *testing.T) {
+	for _, s := range []Subject{{UserID: "u"}, {AnonID: "d1"}} {
+		t.Run(s.kind(), func(t *testing.T) {
+			db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+			withSites(t, db, "s")
+			newEraseFixtureOf(t, db, true, 300) // more than one step's rows, fewer than eraseWholeRows
+			site, _ := db.Site("s")
+			if db.convDone != nil {
+				<-db.convDone
+			}
+			var steps, queued int
+			errs := make(chan error, 100)
+			db.eraseStep = func(*eraser, *eraseTx) {
+				steps++
+				queued++
+				url := "https://a.test/other"
+				e := IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-9000-%012d", queued), SiteID: "s", Type: "pageview", AnonID: "w",
+					URL: &url, TS: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC), Raw: []byte(`{}`)}
+				go func() {
+					_, err := db.Ingest(context.Background(), []IngestEvent{e}, nil, nil)
+					errs <- err
+				}()
+				for !db.writer.waiting() {
+					time.Sleep(100 * time.Microsecond) // until the job is queued
+				}
+			}
+			jobs := db.eraseJobs.Load()
+			counts, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range queued {
+				if err := <-errs; err != nil {
+					t.Fatalf("queued intake: %v", err)
+				}
+			}
+			if n := db.eraseJobs.Load() - jobs; n != 1 || steps < 2 {
+				t.Fatalf("got %d steps in %d jobs, want several steps in one job", steps, n)
+			}
+			if want := int64(map[bool]int{true: 900, false: 300}[s.UserID != ""]); counts.Events != want {
+				t.Fatalf("got %d events erased, want %d", counts.Events, want)
+			}
+			if n := count(t, db, `SELECT COUNT(*) FROM events WHERE site_id = 's' AND anon_id = 'w'`); n != queued {
+				t.Fatalf("got %d events of the queued intake, want %d", n, queued)
+			}
+		})
+	}
+}
+
+// mayBeWhole holds while the first job has deleted at most eraseWholeRows
+// rows of events, sessions and DLQ and passed or deleted at most
+// eraseChunk links.
+func TestEraseMayBeWhole(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		e    eraser
+		want bool
+	}{
+		{"nothing yet", eraser{jobs: 1}, true},
+		{"a whole subject's rows", eraser{jobs: 1, counts: SubjectCounts{Events: 700, Sessions: 200}, dlq: 100}, true},
+		{"one row more", eraser{jobs: 1, counts: SubjectCounts{Events: 700, Sessions: 200}, dlq: 101}, false},
+		{"a whole subject's links walked", eraser{jobs: 1, walked: eraseChunk}, true},
+		{"one link more walked", eraser{jobs: 1, walked: eraseChunk + 1}, false},
+		{"one link more deleted", eraser{jobs: 1, counts: SubjectCounts{IdentityLinks: eraseChunk + 1}}, false},
+		{"the second job", eraser{jobs: 2}, false},
+	} {
+		if got := tt.e.mayBeWhole(); got != tt.want {
+			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
 // A large erasure's job runs steps in one transaction while no other job
 // waits for the writer, up to eraseJobRows rows, and rests after it only
 // when one does (README "GDPR"). A job queued after a step ends the
 // erasure's job there (it waits for one step and the commit) and makes it
-// rest, and is committed like any other.
+// rest, and is committed like any other; in the first job, only once the
+// subject has shown itself too large to be erased whole.
 func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
 	perDevice := eraseJobRows/3 + eraseChunk // more rows than one job takes
 	for _, tt := range []struct {
@@ -269,13 +346,16 @@ func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
 				<-db.convDone // no job but the test's may wait for the writer
 			}
 
-			type stepAt struct{ job, rows int64 } // the step's job, and the rows that job deleted so far
+			type stepAt struct {
+				job, rows int64 // the step's job, and the rows that job deleted so far
+				whole     bool  // whether the subject might still be erased whole then
+			}
 			var steps []stepAt
 			var queued, rests int64
 			errs := make(chan error, 100)
 			jobs := db.eraseJobs.Load()
 			db.eraseStep = func(e *eraser, tx *eraseTx) {
-				steps = append(steps, stepAt{db.eraseJobs.Load(), tx.rows})
+				steps = append(steps, stepAt{db.eraseJobs.Load(), tx.rows, e.mayBeWhole()})
 				if !tt.queue(len(steps)) {
 					return
 				}
@@ -308,27 +388,40 @@ func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
 			if stored != queued {
 				t.Fatalf("got %d events of the queued intake, want %d", stored, queued)
 			}
-			rests = db.eraseRests.Load()
-			if rests != queued {
-				t.Fatalf("got %d rests, want %d (one per job that ended with intake queued)", rests, queued)
-			}
-			// The first job (which asked whether the subject is small)
-			// runs the first steps. A job ends after a step with intake
-			// queued, after a step that leaves no room for another within
-			// eraseJobRows, or after the erasure's last step.
+			// A job ends after a step with intake queued, after a step that
+			// leaves no room for another within eraseJobRows, or after the
+			// erasure's last step, but in the first job not while the
+			// subject might still be erased whole; it rests if intake was
+			// queued then.
 			if steps[0].job != jobs+1 {
 				t.Fatalf("got the first step in job %d, want the first job (%d)", steps[0].job, jobs+1)
 			}
+			var wantRests int64
+			waits := false // whether intake queued during the job waits
 			for i, st := range steps {
 				if st.rows > eraseJobRows {
 					t.Fatalf("step %d: got %d rows deleted in its job, want at most %d", i+1, st.rows, eraseJobRows)
 				}
+				waits = waits || tt.queue(i+1)
 				last := i == len(steps)-1
 				ended := !last && steps[i+1].job != st.job
-				want := !last && (tt.queue(i+1) || st.rows+eraseChunk > eraseJobRows)
+				want := !last && !st.whole && (waits || st.rows+eraseChunk > eraseJobRows)
 				if ended != want {
 					t.Fatalf("step %d (%d rows in its job): got the job ended %v, want %v", i+1, st.rows, ended, want)
 				}
+				if (ended || last) && waits {
+					wantRests++
+				}
+				if ended {
+					waits = false
+				}
+			}
+			if !steps[0].whole || steps[len(steps)-1].whole {
+				t.Fatalf("got steps %+v, want the first ones with the subject possibly whole, not the last", steps)
+			}
+			rests = db.eraseRests.Load()
+			if rests != wantRests {
+				t.Fatalf("got %d rests, want %d (one per job that ended with intake queued)", rests, wantRests)
 			}
 			if steps[len(steps)-1].job == steps[0].job {
 				t.Fatalf("got all %d steps in one job, want more than one job's rows", len(steps))
