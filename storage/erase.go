@@ -148,8 +148,9 @@ func (e *eraser) mayBeWhole() bool {
 		e.walked <= eraseChunk && e.counts.IdentityLinks <= eraseChunk
 }
 
-// step runs a job of the erasure of one step (tests run an erasure step
-// by step with it) and reports whether only the last job is left.
+// step runs one step of the erasure as a job of its own (tests run an
+// erasure step by step with it) and reports whether only the last job is
+// left.
 func (e *eraser) step(tx *writeTx) (done bool, err error) {
 	e.jobs++
 	err = runErase(e.db, tx, func(tx *eraseTx) error {
@@ -321,18 +322,17 @@ func (e *eraser) walk(tx *eraseTx) error {
 	return nil
 }
 
-// eraseTable is a table whose rows the walk deletes per anon id: its
-// erase deletes the rows that cond matches (cond may end in a LIMIT) and
-// count is where the erasure counts them.
+// eraseTable is a table the walk and the sweep delete from: erase deletes
+// the rows that cond matches (cond may end in a LIMIT) and count is where
+// the erasure counts them.
 type eraseTable struct {
-	table string
 	erase func(tx *eraseTx, cond string, args ...any) (int64, error)
 	count *int64
 }
 
-// tables are the tables the walk and the sweep delete from, in their order.
+// tables are events, sessions and dlq, in the order of sweepTables.
 func (e *eraser) tables() [3]eraseTable {
-	return [3]eraseTable{{"events", eraseEvents, &e.counts.Events}, {"sessions", eraseSessions, &e.counts.Sessions}, {"dlq", eraseDLQ, &e.dlq}}
+	return [3]eraseTable{{eraseEvents, &e.counts.Events}, {eraseSessions, &e.counts.Sessions}, {eraseDLQ, &e.dlq}}
 }
 
 // eraseAnon deletes up to limit of the anon id's events, sessions and DLQ
