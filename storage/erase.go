@@ -277,9 +277,12 @@ func (e *eraser) walk(tx *eraseTx) error {
 	}
 	var links int
 	var hi string
-	if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(MAX(anon_id), '') FROM (SELECT anon_id FROM `+e.lt.byUser("")+`
-		WHERE site_id = ?1 AND user_id = ?2 AND anon_id > ?3 ORDER BY anon_id LIMIT ?4)`,
-		e.site, e.s.UserID, e.linkCursor, eraseWalkLinks).Scan(&links, &hi); err != nil {
+	st, err := tx.stmt(`SELECT COUNT(*), COALESCE(MAX(anon_id), '') FROM (SELECT anon_id FROM ` + e.lt.byUser("") + `
+		WHERE site_id = ?1 AND user_id = ?2 AND anon_id > ?3 ORDER BY anon_id LIMIT ?4)`)
+	if err != nil {
+		return err
+	}
+	if err := st.QueryRow(e.site, e.s.UserID, e.linkCursor, eraseWalkLinks).Scan(&links, &hi); err != nil {
 		return err
 	}
 	budget := int64(eraseChunk)
