@@ -44,13 +44,19 @@ func (f *eraseFixture) send(anon string, user *string, n int, quarantine bool) {
 }
 
 func newEraseFixture(t *testing.T, db *DB, withSubject bool) *eraseFixture {
+	return newEraseFixtureOf(t, db, withSubject, 2*eraseChunk+40)
+}
+
+// newEraseFixtureOf is newEraseFixture with perDevice events on each of
+// the subject's three devices.
+func newEraseFixtureOf(t *testing.T, db *DB, withSubject bool, perDevice int) *eraseFixture {
 	f := &eraseFixture{t: t, db: db}
 	u := "u"
 	for i := range 3 {
 		if withSubject {
-			f.send(fmt.Sprintf("d%d", i), &u, 2*eraseChunk+40, i == 1)
+			f.send(fmt.Sprintf("d%d", i), &u, perDevice, i == 1)
 		} else {
-			f.seq += 2*eraseChunk + 40
+			f.seq += perDevice
 		}
 		f.send("v", nil, 30, false)
 	}
@@ -196,8 +202,9 @@ func TestEraseSubjectCatchesEventsSentMeanwhile(t *testing.T) {
 
 // A subject of at most eraseWholeRows rows is erased in one transaction
 // with its audit row (README "GDPR"), so no reader sees it half gone; a
-// larger one in bounded jobs. Both leave exactly what a database that
-// never saw the subject holds.
+// larger one in steps, in one transaction too while nobody waits for the
+// writer and its rows fit in eraseJobRows, else in bounded jobs. All leave
+// exactly what a database that never saw the subject holds.
 func TestEraseSubjectWholeOrChunked(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
@@ -205,23 +212,18 @@ func TestEraseSubjectWholeOrChunked(t *testing.T) {
 		wantJobs  func(int64) bool
 	}{
 		{"small subject, one transaction", 100, func(n int64) bool { return n == 1 }},
-		{"large subject, bounded jobs", 2*eraseChunk + 40, func(n int64) bool { return n > 3 }},
+		{"large subject within a job's rows, nobody waiting: one transaction", 2*eraseChunk + 40, func(n int64) bool { return n == 1 }},
+		{"larger subject, bounded jobs", eraseJobRows/3 + eraseChunk, func(n int64) bool { return n > 1 }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			state := func(withSubject bool) string {
 				db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 				withSites(t, db, "s")
-				f := &eraseFixture{t: t, db: db}
-				u := "u"
-				for i := range 3 {
-					if withSubject {
-						f.send(fmt.Sprintf("d%d", i), &u, tt.perDevice, i == 1)
-					} else {
-						f.seq += tt.perDevice
-					}
-					f.send("v", nil, 30, false)
-				}
+				newEraseFixtureOf(t, db, withSubject, tt.perDevice)
 				if withSubject {
+					if db.convDone != nil {
+						<-db.convDone // no job but the test's may wait for the writer
+					}
 					site, _ := db.Site("s")
 					counts, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, Subject{UserID: "u"})
 					if err != nil {
@@ -243,42 +245,24 @@ func TestEraseSubjectWholeOrChunked(t *testing.T) {
 	}
 }
 
-// A large erasure's job runs up to eraseJobSteps steps in one transaction
-// while no other job waits for the writer, and rests after it only when
-// one does (README "GDPR"). A job queued after a step ends the erasure's
-// job there and makes it rest, and is committed like any other.
-func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
-	for _, tt := range []struct {
-		name  string
-		queue func(step int) bool // whether to queue an intake job after the step
-	}{
-		{"nobody waits", func(int) bool { return false }},
-		{"intake waits after every step", func(int) bool { return true }},
-		{"intake waits after the second step", func(step int) bool { return step == 2 }},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
+// A subject that may still be erased whole keeps its first job's steps
+// in one transaction even while other jobs wait for the writer (README
+// "GDPR"): within eraseWholeRows rows of events, sessions and DLQ and
+// eraseChunk links. Other jobs queued meanwhile are committed after it.
+func TestEraseSubjectSmallIsWholeWhileOthersWait(t *testing.T) {
+	for _, s := range []Subject{{UserID: "u"}, {AnonID: "d1"}} {
+		t.Run(s.kind(), func(t *testing.T) {
 			db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 			withSites(t, db, "s")
-			newEraseFixture(t, db, true)
+			newEraseFixtureOf(t, db, true, 300) // more than one step's rows, fewer than eraseWholeRows
 			site, _ := db.Site("s")
 			if db.convDone != nil {
-				<-db.convDone // no job but the test's may wait for the writer
+				<-db.convDone
 			}
-
-			var steps, queued, rests int64
-			jobSteps := []int{0} // steps of each job after the first (the check)
+			var steps, queued int
 			errs := make(chan error, 100)
-			jobs := db.eraseJobs.Load()
-			db.eraseStep = func() {
+			db.eraseStep = func(*eraser, *eraseTx) {
 				steps++
-				if n := db.eraseJobs.Load(); n != jobs {
-					jobs = n
-					jobSteps = append(jobSteps, 0)
-				}
-				jobSteps[len(jobSteps)-1]++
-				if !tt.queue(int(steps)) {
-					return
-				}
 				queued++
 				url := "https://a.test/other"
 				e := IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-9000-%012d", queued), SiteID: "s", Type: "pageview", AnonID: "w",
@@ -291,12 +275,108 @@ func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
 					time.Sleep(100 * time.Microsecond) // until the job is queued
 				}
 			}
+			jobs := db.eraseJobs.Load()
+			counts, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range queued {
+				if err := <-errs; err != nil {
+					t.Fatalf("queued intake: %v", err)
+				}
+			}
+			if n := db.eraseJobs.Load() - jobs; n != 1 || steps < 2 {
+				t.Fatalf("got %d steps in %d jobs, want several steps in one job", steps, n)
+			}
+			if want := int64(map[bool]int{true: 900, false: 300}[s.UserID != ""]); counts.Events != want {
+				t.Fatalf("got %d events erased, want %d", counts.Events, want)
+			}
+			if n := count(t, db, `SELECT COUNT(*) FROM events WHERE site_id = 's' AND anon_id = 'w'`); n != queued {
+				t.Fatalf("got %d events of the queued intake, want %d", n, queued)
+			}
+		})
+	}
+}
+
+// mayBeWhole holds while the first job has deleted at most eraseWholeRows
+// rows of events, sessions and DLQ and passed or deleted at most
+// eraseChunk links.
+func TestEraseMayBeWhole(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		e    eraser
+		want bool
+	}{
+		{"nothing yet", eraser{jobs: 1}, true},
+		{"a whole subject's rows", eraser{jobs: 1, counts: SubjectCounts{Events: 700, Sessions: 200}, dlq: 100}, true},
+		{"one row more", eraser{jobs: 1, counts: SubjectCounts{Events: 700, Sessions: 200}, dlq: 101}, false},
+		{"a whole subject's links walked", eraser{jobs: 1, walked: eraseChunk}, true},
+		{"one link more walked", eraser{jobs: 1, walked: eraseChunk + 1}, false},
+		{"one link more deleted", eraser{jobs: 1, counts: SubjectCounts{IdentityLinks: eraseChunk + 1}}, false},
+		{"the second job", eraser{jobs: 2}, false},
+	} {
+		if got := tt.e.mayBeWhole(); got != tt.want {
+			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A large erasure's job runs steps in one transaction while no other job
+// waits for the writer, up to eraseJobRows rows, and rests after it only
+// when one does (README "GDPR"). A job queued after a step ends the
+// erasure's job there (it waits for one step and the commit) and makes it
+// rest, and is committed like any other; in the first job, only once the
+// subject has shown itself too large to be erased whole.
+func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
+	perDevice := eraseJobRows/3 + eraseChunk // more rows than one job takes
+	for _, tt := range []struct {
+		name  string
+		queue func(step int) bool // whether to queue an intake job after the step
+	}{
+		{"nobody waits", func(int) bool { return false }},
+		{"intake waits after every step", func(int) bool { return true }},
+		{"intake waits after the second step", func(step int) bool { return step == 2 }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+			withSites(t, db, "s")
+			newEraseFixtureOf(t, db, true, perDevice)
+			site, _ := db.Site("s")
+			if db.convDone != nil {
+				<-db.convDone // no job but the test's may wait for the writer
+			}
+
+			type stepAt struct {
+				job, rows int64 // the step's job, and the rows that job deleted so far
+				whole     bool  // whether the subject might still be erased whole then
+			}
+			var steps []stepAt
+			var queued, rests int64
+			errs := make(chan error, 100)
+			jobs := db.eraseJobs.Load()
+			db.eraseStep = func(e *eraser, tx *eraseTx) {
+				steps = append(steps, stepAt{db.eraseJobs.Load(), tx.rows, e.mayBeWhole()})
+				if !tt.queue(len(steps)) {
+					return
+				}
+				queued++
+				url := "https://a.test/other"
+				e2 := IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-9000-%012d", queued), SiteID: "s", Type: "pageview", AnonID: "w",
+					URL: &url, TS: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC), Raw: []byte(`{}`)}
+				go func() {
+					_, err := db.Ingest(context.Background(), []IngestEvent{e2}, nil, nil)
+					errs <- err
+				}()
+				for !db.writer.waiting() {
+					time.Sleep(100 * time.Microsecond) // until the job is queued
+				}
+			}
 			counts, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, Subject{UserID: "u"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if counts.Events != 3*(2*eraseChunk+40) {
-				t.Fatalf("got %d events erased, want %d", counts.Events, 3*(2*eraseChunk+40))
+			if counts.Events != int64(3*perDevice) {
+				t.Fatalf("got %d events erased, want %d", counts.Events, 3*perDevice)
 			}
 			for range queued {
 				if err := <-errs; err != nil {
@@ -308,26 +388,79 @@ func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
 			if stored != queued {
 				t.Fatalf("got %d events of the queued intake, want %d", stored, queued)
 			}
-			rests = db.eraseRests.Load()
-			if rests != queued {
-				t.Fatalf("got %d rests, want %d (one per job that ended with intake queued)", rests, queued)
+			// A job ends after a step with intake queued, after a step that
+			// leaves no room for another within eraseJobRows, or after the
+			// erasure's last step, but in the first job not while the
+			// subject might still be erased whole; it rests if intake was
+			// queued then.
+			if steps[0].job != jobs+1 {
+				t.Fatalf("got the first step in job %d, want the first job (%d)", steps[0].job, jobs+1)
 			}
-			// A job ends after eraseJobSteps steps, after a step with intake
-			// queued, or after the erasure's last step.
-			want := []int{0}
-			for step := 1; step <= int(steps); step++ {
-				want[len(want)-1]++
-				if step < int(steps) && (want[len(want)-1] == eraseJobSteps || tt.queue(step)) {
-					want = append(want, 0)
+			var wantRests int64
+			waits := false // whether intake queued during the job waits
+			for i, st := range steps {
+				if st.rows > eraseJobRows {
+					t.Fatalf("step %d: got %d rows deleted in its job, want at most %d", i+1, st.rows, eraseJobRows)
+				}
+				waits = waits || tt.queue(i+1)
+				last := i == len(steps)-1
+				ended := !last && steps[i+1].job != st.job
+				want := !last && !st.whole && (waits || st.rows+eraseChunk > eraseJobRows)
+				if ended != want {
+					t.Fatalf("step %d (%d rows in its job): got the job ended %v, want %v", i+1, st.rows, ended, want)
+				}
+				if (ended || last) && waits {
+					wantRests++
+				}
+				if ended {
+					waits = false
 				}
 			}
-			if got := jobSteps[1:]; fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("got steps per job %v, want %v", got, want)
+			if !steps[0].whole || steps[len(steps)-1].whole {
+				t.Fatalf("got steps %+v, want the first ones with the subject possibly whole, not the last", steps)
 			}
-			if steps < eraseJobSteps+1 {
-				t.Fatalf("got %d steps, want more than one job's %d", steps, eraseJobSteps)
+			rests = db.eraseRests.Load()
+			if rests != wantRests {
+				t.Fatalf("got %d rests, want %d (one per job that ended with intake queued)", rests, wantRests)
+			}
+			if steps[len(steps)-1].job == steps[0].job {
+				t.Fatalf("got all %d steps in one job, want more than one job's rows", len(steps))
 			}
 		})
+	}
+}
+
+// A walk that ends in the erasure's first job has nothing to sweep, since
+// nothing but that job has written since the erasure began: the steps go
+// from the walk straight to the links (README "GDPR"). After a commit the
+// sweep runs (TestEraseSubjectCatchesEventsSentMeanwhile).
+func TestEraseSubjectSweepsOnlyAfterACommit(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	withSites(t, db, "s")
+	newEraseFixture(t, db, true)
+	site, _ := db.Site("s")
+	if db.convDone != nil {
+		<-db.convDone // no job but the test's may wait for the writer
+	}
+	var phases []erasePhase
+	db.eraseStep = func(e *eraser, tx *eraseTx) { phases = append(phases, e.phase) }
+	jobs := db.eraseJobs.Load()
+	if _, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, Subject{UserID: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.eraseJobs.Load() - jobs; n != 1 || len(phases) < 2 {
+		t.Fatalf("got %d steps in %d jobs, want several steps in one job", len(phases), n)
+	}
+	for i, p := range phases {
+		if p == phaseSweep {
+			t.Fatalf("after step %d of %d: got the sweep phase in the erasure's first job (phases %v), want the links next", i+1, len(phases), phases)
+		}
+	}
+	if got := phases[len(phases)-2]; got != phaseLinks {
+		t.Fatalf("after the walk: got phase %d, want the links (%d)", got, phaseLinks)
+	}
+	if got := siteState(t, db); strings.Contains(got, "d0") || strings.Contains(got, "d1") || strings.Contains(got, "d2") {
+		t.Fatalf("after the erasure the site still holds the subject's devices:\n%s", got)
 	}
 }
 
@@ -377,7 +510,7 @@ func TestEraseSubjectEndsInItsLastStepsJob(t *testing.T) {
 			<-db.convDone
 		}
 		errs := make(chan error, 1)
-		db.eraseStep = func() {
+		db.eraseStep = func(*eraser, *eraseTx) {
 			if steps++; steps != int64(queueAt) {
 				return
 			}
@@ -412,9 +545,9 @@ func TestEraseSubjectEndsInItsLastStepsJob(t *testing.T) {
 		return steps, db.eraseJobs.Load() - jobs
 	}
 	steps, jobs := run(0)
-	// The check, then jobs of eraseJobSteps steps, the last one ending it.
-	if want := 1 + (steps+eraseJobSteps-1)/eraseJobSteps; jobs != want {
-		t.Fatalf("nobody waiting: got %d jobs for %d steps, want %d", jobs, steps, want)
+	// The check and every step in one job, which ends the erasure.
+	if jobs != 1 {
+		t.Fatalf("nobody waiting: got %d jobs for %d steps, want 1", jobs, steps)
 	}
 	if _, queued := run(int(steps)); queued != jobs+1 {
 		t.Fatalf("a job waiting after the last step: got %d jobs, want %d (the last job on its own)", queued, jobs+1)

@@ -10,9 +10,10 @@ import (
 // the timeline ranks each device's candidates from the (site_id, anon_id,
 // ts_ms) index and reads only the kept rows from the table, and the erasure
 // walk deletes a window of devices per statement through each table's
-// anon id index, reading the user's links in anon id order from the index
-// by user, and each batch of rollup subtractions searches each rollup row
-// by its primary key. A timing-free check of the plans (README "Reads").
+// anon id index (reading the rows, then deleting them by rowid), reading
+// the user's links in anon id order from the index by user, and each
+// rollup subtraction searches its rollup row by the primary key. A
+// timing-free check of the plans (README "Reads").
 func TestHeavyUserQueriesUseIndexes(t *testing.T) {
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	window := `site_id = ?1 AND anon_id IN (SELECT anon_id FROM ` + newLinks.byUser("") + `
@@ -24,19 +25,18 @@ func TestHeavyUserQueriesUseIndexes(t *testing.T) {
 		rowReaders  int      // cursors that read rows of the events table
 	}
 	var rollups []planCase
-	// The erasure's subtraction from each rollup: each of a batch's rows
-	// searched by the rollup's primary key, to update it and to delete it
-	// if left empty.
+	// The erasure's subtraction from each rollup: the row searched by the
+	// rollup's primary key, to update it, or to delete it if it would be
+	// left empty.
 	for _, r := range rollupTables {
-		width := len(r.keys) + strings.Count(r.set, "d.a")
-		up, del := unrollSQL(r.table, r.keys, r.set, r.empty, width, 3)
-		args := make([]any, 3*width)
+		q := unrollSQL(r)
+		args := make([]any, len(r.keys)+len(r.amounts))
 		for i := range args {
 			args[i] = "x"
 		}
 		pk := "SEARCH " + r.table + " USING PRIMARY KEY (" + strings.Join(r.keys, "=? AND ") + "=?)"
-		rollups = append(rollups, planCase{"unroll " + r.table, up, args, []string{pk}, 0},
-			planCase{"unroll delete " + r.table, del, args[:3*len(r.keys)], []string{pk}, 0})
+		rollups = append(rollups, planCase{"unroll " + r.table, q[0], args, []string{pk}, 0},
+			planCase{"unroll delete " + r.table, q[1], args[:len(r.keys)], []string{pk}, 0})
 	}
 	for _, c := range append([]planCase{
 		// ts_ms is a virtual column, so SQLite's plan does not call the
@@ -47,11 +47,16 @@ func TestHeavyUserQueriesUseIndexes(t *testing.T) {
 			"SEARCH l USING COVERING INDEX identity_links_user (site_id=? AND user_id=?)",
 			"SEARCH x USING INDEX events_site_anon_ts (site_id=? AND anon_id=? AND ts_ms>? AND ts_ms<?)",
 			"SEARCH events USING INDEX events_site_anon_ts (site_id=? AND anon_id=? AND ts_ms<?)"}, 1},
-		{"walk events", `SELECT seq FROM events WHERE ` + window + ` LIMIT ?5`, []any{"s", "u", "", "z", 250}, []string{
-			"SEARCH events USING COVERING INDEX events_site_anon_ts (site_id=? AND anon_id=?)",
-			"SEARCH identity_links USING COVERING INDEX identity_links_user (site_id=? AND user_id=? AND anon_id>? AND anon_id<?)"}, 0},
-		{"walk sessions", `SELECT id FROM sessions WHERE ` + window + ` LIMIT ?5`, []any{"s", "u", "", "z", 250}, []string{
-			"SEARCH sessions USING COVERING INDEX sessions_site_anon_start (site_id=? AND anon_id=?)"}, 0},
+		{"walk events", eraseEventsSelect + window + ` LIMIT ?5`, []any{"s", "u", "", "z", 250}, []string{
+			"SEARCH events USING INDEX events_site_anon_ts (site_id=? AND anon_id=?)",
+			"SEARCH identity_links USING COVERING INDEX identity_links_user (site_id=? AND user_id=? AND anon_id>? AND anon_id<?)"}, 1},
+		{"walk sessions", eraseSessionsSelect + window + ` LIMIT ?5`, []any{"s", "u", "", "z", 250}, []string{
+			"SEARCH sessions USING INDEX sessions_site_anon_start (site_id=? AND anon_id=?)"}, 0},
+		// What the walk read, deleted by rowid.
+		{"walk events delete", `DELETE FROM events WHERE seq IN (?, ?, ?)`, []any{1, 2, 3}, []string{
+			"SEARCH events USING INTEGER PRIMARY KEY (rowid=?)"}, 0},
+		{"walk sessions delete", `DELETE FROM sessions WHERE id IN (?, ?, ?)`, []any{1, 2, 3}, []string{
+			"SEARCH sessions USING INTEGER PRIMARY KEY (rowid=?)"}, 0},
 		{"walk dlq", `SELECT rowid FROM dlq WHERE ` + window + ` LIMIT ?5`, []any{"s", "u", "", "z", 250}, []string{
 			"SEARCH dlq USING COVERING INDEX dlq_site_anon (site_id=? AND anon_id=?)"}, 0},
 		// The walk's window and the links step read the user's links from

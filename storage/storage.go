@@ -133,8 +133,9 @@ type DB struct {
 	eraseRests atomic.Int64
 	// eraseStep, when set by a test, runs on the writer goroutine after
 	// each step of a large erasure, before the job asks whether other jobs
-	// wait: a test can queue one there.
-	eraseStep func()
+	// wait: a test can queue one there, or look at the erasure and its
+	// transaction.
+	eraseStep func(e *eraser, tx *eraseTx)
 
 	// exactVisitorsBelow is ExactVisitorsBelow; tests lower it to compare
 	// estimates of small ranges with their exact figures.
