@@ -197,13 +197,15 @@ func sqliteVarint(b []byte) (int64, int) {
 }
 
 // After an erasure, no erased value is in any row (what SQL reads and the
-// export see) nor on a free page, but copies of cells that a page split had
-// moved to another page can stay in the old page's unused space: SQLite's
-// btree.c rebuildPage, which rebalancing uses, writes a page's cells anew
-// below its end without clearing the bytes under the new content start, and
-// secure_delete clears only deleted cells (freeSpace) and freed pages. A
-// VACUUM (tally vacuum) rewrites every page, and then nothing is left
-// (README "GDPR").
+// export see) nor on a free page, but stale copies can stay in a page's
+// unused space: when the erasure's deletions leave a page under a third
+// full, SQLite rebalances it with its neighbours, moving cells (the
+// subject's not yet deleted among them), and a page it rebuilds (btree.c
+// editPage falling back to rebuildPage) gets its cells written anew at its
+// end without the bytes under the new content start being cleared;
+// secure_delete clears only deleted cells (freeSpace), freed pages and what
+// defragmentPage moves. A VACUUM (tally vacuum) rewrites every page, and
+// then nothing is left (README "GDPR").
 func TestErasureLeavesFragmentsOnlyInUnusedSpaceUntilVacuum(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "a.db")
@@ -215,8 +217,10 @@ func TestErasureLeavesFragmentsOnlyInUnusedSpaceUntilVacuum(t *testing.T) {
 	withSites(t, db, "s")
 	user, anon := "zq-subject-user-7731", "zq-subject-anon-7731"
 	values := []string{user, anon, "ZqBrowser7731", "zq-city-7731", "zq-campaign-7731", "zq-ref-7731"}
-	// 300 events leave nothing (TestErasureLeavesNoIdentifierInTheFileOrDictionary);
-	// at 800 the indexes and the events table have split pages.
+	// The subject sends every second event: its erasure leaves most pages
+	// of events under a third full. 300 events leave nothing
+	// (TestErasureLeavesNoIdentifierInTheFileOrDictionary); 800 leave
+	// copies on one page.
 	var batch []IngestEvent
 	for i := range 800 {
 		url := fmt.Sprintf("https://a.test/p/%d", i%5)
@@ -281,8 +285,8 @@ func TestErasureLeavesFragmentsOnlyInUnusedSpaceUntilVacuum(t *testing.T) {
 	sort.Strings(pages)
 	t.Logf("%d leftovers after erasure:\n%s", len(found), strings.Join(pages, "\n"))
 	if len(found) == 0 {
-		t.Errorf("got no leftover in the pages' unused space after erasure: SQLite now clears it (rebuildPage), " +
-			"so README \"GDPR\" can say erasure leaves nothing without a vacuum")
+		t.Errorf("got no leftover in the pages' unused space after erasure, want some: either SQLite now clears a rebuilt page " +
+			"(rebuildPage), and README \"GDPR\" can say so, or this data no longer makes the erasure rebalance pages")
 	}
 	// A backup copies the pages as they are, unused space included: one
 	// taken after the erasure, before a vacuum, holds the same leftovers.
