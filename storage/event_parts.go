@@ -45,18 +45,19 @@ func compareRows(a, b *eventRow) int {
 // readEvents adds q's event figures (visitors of the events, visits when
 // eventLevel, pageviews, events) to the groups get hands out.
 func (db *DB) readEvents(ctx context.Context, q *StatsQuery, eventLevel bool, get func(string) *aggregate) error {
+	add := func(key string, v []float64) {
+		a := get(key)
+		a.visitors, a.pageviews, a.events = v[0], v[2], v[3]
+		if eventLevel {
+			a.visits = v[1]
+		}
+	}
 	if q.byEvents {
 		query, args, err := q.eventIndexRead(eventLevel)
 		if err != nil {
 			return err
 		}
-		return db.scanGroups(ctx, query, args, len(q.Dimensions), 4, func(key string, v []float64) {
-			a := get(key)
-			a.visitors, a.pageviews, a.events = v[0], v[2], v[3]
-			if eventLevel {
-				a.visits = v[1]
-			}
-		})
+		return db.scanGroups(ctx, query, args, len(q.Dimensions), 4, add)
 	}
 	lo, err := db.visitLookback(ctx, q.Site, q.From)
 	if err != nil {
@@ -73,13 +74,7 @@ func (db *DB) readEvents(ctx context.Context, q *StatsQuery, eventLevel bool, ge
 		if err != nil {
 			return err
 		}
-		return db.scanGroups(ctx, query, args, len(q.Dimensions), 4, func(key string, v []float64) {
-			a := get(key)
-			a.visitors, a.pageviews, a.events = v[0], v[2], v[3]
-			if eventLevel {
-				a.visits = v[1]
-			}
-		})
+		return db.scanGroups(ctx, query, args, len(q.Dimensions), 4, add)
 	}
 	defer db.splitReads.Unlock()
 	ca, err := db.read.Conn(ctx)

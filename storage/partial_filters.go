@@ -58,22 +58,7 @@ func compileValueFilter(fs []QueryFilter) (valueFilter, bool) {
 // compileAll is fs as one test that holds when all of them do ("1" in
 // SQL when fs is empty).
 func compileAll(fs []QueryFilter) (valueFilter, bool) {
-	tests := make([]valueFilter, 0, len(fs))
-	for _, f := range fs {
-		t, ok := compileNode(f)
-		if !ok {
-			return nil, false
-		}
-		tests = append(tests, t)
-	}
-	return func(v string) bool {
-		for _, t := range tests {
-			if !t(v) {
-				return false
-			}
-		}
-		return true
-	}, true
+	return compileNode(QueryFilter{Op: "and", Children: fs})
 }
 
 // compileNode mirrors filterNode: and/or over children (an empty one
