@@ -264,16 +264,7 @@ func TestEraseSubjectSmallIsWholeWhileOthersWait(t *testing.T) {
 			db.eraseStep = func(*eraser, *eraseTx) {
 				steps++
 				queued++
-				url := "https://a.test/other"
-				e := IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-9000-%012d", queued), SiteID: "s", Type: "pageview", AnonID: "w",
-					URL: &url, TS: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC), Raw: []byte(`{}`)}
-				go func() {
-					_, err := db.Ingest(context.Background(), []IngestEvent{e}, nil, nil)
-					errs <- err
-				}()
-				for !db.writer.waiting() {
-					time.Sleep(100 * time.Microsecond) // until the job is queued
-				}
+				queueIntake(db, queued, errs)
 			}
 			jobs := db.eraseJobs.Load()
 			counts, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, s)
@@ -360,16 +351,7 @@ func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
 					return
 				}
 				queued++
-				url := "https://a.test/other"
-				e2 := IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-9000-%012d", queued), SiteID: "s", Type: "pageview", AnonID: "w",
-					URL: &url, TS: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC), Raw: []byte(`{}`)}
-				go func() {
-					_, err := db.Ingest(context.Background(), []IngestEvent{e2}, nil, nil)
-					errs <- err
-				}()
-				for !db.writer.waiting() {
-					time.Sleep(100 * time.Microsecond) // until the job is queued
-				}
+				queueIntake(db, int(queued), errs)
 			}
 			counts, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, Subject{UserID: "u"})
 			if err != nil {
@@ -514,16 +496,7 @@ func TestEraseSubjectEndsInItsLastStepsJob(t *testing.T) {
 			if steps++; steps != int64(queueAt) {
 				return
 			}
-			url := "https://a.test/other"
-			e := IngestEvent{ID: "00000000-0000-4000-9000-000000000001", SiteID: "s", Type: "pageview", AnonID: "w",
-				URL: &url, TS: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC), Raw: []byte(`{}`)}
-			go func() {
-				_, err := db.Ingest(context.Background(), []IngestEvent{e}, nil, nil)
-				errs <- err
-			}()
-			for !db.writer.waiting() {
-				time.Sleep(100 * time.Microsecond) // until the job is queued
-			}
+			queueIntake(db, 1, errs)
 		}
 		jobs = db.eraseJobs.Load()
 		counts, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, Subject{UserID: "u"})
@@ -551,5 +524,21 @@ func TestEraseSubjectEndsInItsLastStepsJob(t *testing.T) {
 	}
 	if _, queued := run(int(steps)); queued != jobs+1 {
 		t.Fatalf("a job waiting after the last step: got %d jobs, want %d (the last job on its own)", queued, jobs+1)
+	}
+}
+
+// queueIntake sends another visitor's event n from a goroutine and
+// returns once its intake job waits for the writer (an erasure step hook
+// calls it, so the job arrives during the step); its error goes to errs.
+func queueIntake(db *DB, n int, errs chan<- error) {
+	url := "https://a.test/other"
+	e := IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-9000-%012d", n), SiteID: "s", Type: "pageview", AnonID: "w",
+		URL: &url, TS: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC), Raw: []byte(`{}`)}
+	go func() {
+		_, err := db.Ingest(context.Background(), []IngestEvent{e}, nil, nil)
+		errs <- err
+	}()
+	for !db.writer.waiting() {
+		time.Sleep(100 * time.Microsecond) // until the job is queued
 	}
 }

@@ -259,19 +259,7 @@ func TestMigration0020ConvertsEventColumns(t *testing.T) {
 		t.Fatalf("after a restart: got next_seq %d (%v), want 14", next, err)
 	}
 	converted := n
-	for steps := 0; ; steps++ {
-		n, done, err := db.convertEventColumns(context.Background(), 4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		converted += n
-		if done {
-			break
-		}
-		if steps > total {
-			t.Fatal("the conversion does not end")
-		}
-	}
+	converted += runConversion(t, total, db.convertEventColumns)
 	if converted != int64(rewrite) {
 		t.Fatalf("got %d rows converted, want %d", converted, rewrite)
 	}
@@ -279,11 +267,7 @@ func TestMigration0020ConvertsEventColumns(t *testing.T) {
 		t.Fatalf("after the conversion: got %d ids as bytes and %d agents coded, want %d and %d as intake writes them",
 			blobs, coded, wantBlobs, wantCoded)
 	}
-	var left int
-	db.read.QueryRow(`SELECT COUNT(*) FROM event_columns_conversion`).Scan(&left)
-	if left != 0 {
-		t.Fatalf("got %d event_columns_conversion rows after it finished, want 0", left)
-	}
+	wantConversionGone(t, db, "event_columns_conversion")
 	if got := eventReads(t, db); got != want {
 		t.Fatalf("after the conversion: got reads\n%s\nwant\n%s", got, want)
 	}
@@ -318,11 +302,7 @@ func TestEventColumnsConversionRunsAtStart(t *testing.T) {
 	if blobs, coded := eventForms(t, db); blobs != wantBlobs+1 || coded != wantCoded+1 {
 		t.Fatalf("got %d ids as bytes and %d agents coded, want %d and %d", blobs, coded, wantBlobs+1, wantCoded+1)
 	}
-	var left int
-	db.read.QueryRow(`SELECT COUNT(*) FROM event_columns_conversion`).Scan(&left)
-	if left != 0 {
-		t.Fatalf("got %d event_columns_conversion rows after it finished, want 0", left)
-	}
+	wantConversionGone(t, db, "event_columns_conversion")
 	if got := eventReads(t, db); got != want {
 		t.Fatalf("got reads\n%s\nwant\n%s", got, want)
 	}

@@ -180,11 +180,7 @@ func TestRawConversionInChunksResumesAfterACrash(t *testing.T) {
 	if text, blob := rawForms(t, db); text != 0 || blob != 250 {
 		t.Fatalf("after restart: got %d text and %d compressed rows, want 0 and 250", text, blob)
 	}
-	var left int
-	db.read.QueryRow(`SELECT COUNT(*) FROM raw_conversion`).Scan(&left)
-	if left != 0 {
-		t.Fatalf("got %d raw_conversion rows after it finished, want 0", left)
-	}
+	wantConversionGone(t, db, "raw_conversion")
 	sameEvents(t, db, want)
 }
 

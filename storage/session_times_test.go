@@ -147,30 +147,14 @@ func TestMigration0016ConvertsSessionTimes(t *testing.T) {
 		t.Fatalf("after a restart: got next_id %d (%v), want 4", next, err)
 	}
 	converted := int64(4)
-	for steps := 0; ; steps++ {
-		n, done, err := db.convertSessionTimes(context.Background(), 4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		converted += n
-		if done {
-			break
-		}
-		if steps > total {
-			t.Fatal("the conversion does not end")
-		}
-	}
+	converted += runConversion(t, total, db.convertSessionTimes)
 	if converted != int64(total) {
 		t.Fatalf("got %d rows converted, want %d", converted, total)
 	}
 	if text, ints := sessionForms(t, db); text != 0 || ints != total {
 		t.Fatalf("after the conversion: got %d text and %d integer rows, want 0 and %d", text, ints, total)
 	}
-	var left int
-	db.read.QueryRow(`SELECT COUNT(*) FROM session_times_conversion`).Scan(&left)
-	if left != 0 {
-		t.Fatalf("got %d session_times_conversion rows after it finished, want 0", left)
-	}
+	wantConversionGone(t, db, "session_times_conversion")
 	if got := sessionReads(t, db); got != want {
 		t.Fatalf("after the conversion: got reads\n%s\nwant\n%s", got, want)
 	}
@@ -383,4 +367,37 @@ func TestEventsThroughVisitsUseIndexes(t *testing.T) {
 	wantPlanSteps(t, "events through visits", plan, []string{
 		"SEARCH s USING INDEX sessions_site_start (site_id=? AND started_ms>? AND started_ms<?)",
 		"SEARCH e USING INDEX events_site_anon_ts (site_id=? AND anon_id=? AND ts_ms>? AND ts_ms<?)"})
+}
+
+// runConversion runs a conversion's steps of 4 rows to its end, failing
+// after more steps than total rows, and returns the rows it converted.
+func runConversion(t *testing.T, total int, step func(context.Context, int) (int64, bool, error)) int64 {
+	t.Helper()
+	var converted int64
+	for steps := 0; ; steps++ {
+		n, done, err := step(context.Background(), 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		converted += n
+		if done {
+			return converted
+		}
+		if steps > total {
+			t.Fatal("the conversion does not end")
+		}
+	}
+}
+
+// wantConversionGone fails unless the conversion's table of where to
+// resume is empty: a finished conversion deletes its row.
+func wantConversionGone(t *testing.T, db *DB, table string) {
+	t.Helper()
+	var left int
+	if err := db.read.QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("got %d %s rows after it finished, want 0", left, table)
+	}
 }
