@@ -160,9 +160,9 @@ type parsedQuery struct {
 	// revenueCurrency is the one currency of the revenue metrics' events
 	// (goal_query.go), once read.
 	revenueCurrency string
-	limit      int
-	offset     int
-	pagination bool
+	limit           int
+	offset          int
+	pagination      bool
 }
 
 func invalid(format string, args ...any) error {
