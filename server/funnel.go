@@ -84,7 +84,7 @@ func (s *Server) funnel(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		if !ok {
 			return invalid("steps: the goal %q is not configured for this site (GET /v1/sites/:siteId/goals lists them)", n)
 		}
-		fq.Steps = append(fq.Steps, storage.GoalFilter(g))
+		fq.Steps = append(fq.Steps, g)
 	}
 	if fq.Filters, err = goalFilters(pq.filters, goals); err != nil {
 		return err

@@ -363,6 +363,24 @@ func BenchmarkReads(b *testing.B) {
 			}
 		})
 	}
+	// A funnel of 5 goals over the 30 days (README "Goals and funnels"):
+	// every page, a click, a page of /p/1*, a signup, then /p/2; the goals
+	// are created once (a kept database keeps them).
+	for _, g := range []string{`{"name":"Any page","page_path":"/p/*"}`, `{"name":"Click","event_name":"click"}`,
+		`{"name":"Page 1x","page_path":"/p/1*"}`, `{"name":"Signup","event_name":"signup"}`, `{"name":"Page 2","page_path":"/p/2"}`} {
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/sites/bench/goals", strings.NewReader(g))
+		req.Header.Set("Authorization", "Bearer bench")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || (res.StatusCode != 201 && res.StatusCode != 409) {
+			b.Fatalf("create goal %s: %v %v", g, err, res)
+		}
+		res.Body.Close()
+	}
+	b.Run("funnel_5_steps", func(b *testing.B) {
+		for b.Loop() {
+			get(b, "POST", "/v1/sites/bench/funnel", `{"steps":["Any page","Click","Page 1x","Signup","Page 2"],`+qrange+`}`)
+		}
+	})
 	// One round of the partials warm-up from nothing kept (what a start
 	// on an upgraded database does once; then one day a night).
 	b.Run("query_warmup_round", func(b *testing.B) {

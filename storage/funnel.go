@@ -1,160 +1,344 @@
 package storage
 
 import (
+	"cmp"
 	"context"
+	"database/sql/driver"
+	"errors"
 	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"modernc.org/sqlite"
 )
 
 // MaxFunnelSteps bounds a funnel's steps: each is one bit of a mask.
 const MaxFunnelSteps = 8
 
-// FunnelQuery is a funnel over [From, To): Steps (each a filter on events,
-// GoalFilter's) completed in order within one visit, counting only the
-// events that pass Filters (the query API's).
+// FunnelQuery is a funnel over [From, To): Steps completed in order within
+// one visit, counting only the events that pass Filters (the query API's).
 type FunnelQuery struct {
 	Site     string
 	From, To time.Time
 	Zone     *time.Location
 	Filters  []QueryFilter
-	Steps    []QueryFilter
+	Steps    []Goal
 }
 
-// funnelStepEvents is what a funnel reads of each event: every column its
-// steps and filters test is read through e (events). It is the one place
-// to change to read a narrower table (an event's type and page path
-// only) instead of the wide events rows.
-const funnelStepEvents = `sessions s CROSS JOIN events e`
+// funnelEvent is how a funnel read hands SQLite's grouping one event:
+// its time, arrival order, type and, for a pageview, url (pageview goals
+// test its path), then its raw JSON when a step matches a property ({raw};
+// else nothing), each text as its byte length, a comma and its bytes ('-'
+// for none). It and funnelEvents are the one place to change to read a
+// narrower table than the wide events rows (an event's type and page path
+// only).
+const funnelEvent = `e.ts_ms || ',' || e.seq || ',' || octet_length(e.type) || ',' || e.type ||
+	COALESCE(octet_length(CASE WHEN e.type = 'pageview' THEN e.url END) || ',' || e.url, '-'){raw}`
+
+// funnelEvents is what a funnel reads: the visits (s) and their events (e).
+const funnelEvents = `FROM sessions s CROSS JOIN events e`
 
 // Funnel answers q: per step, the distinct visitors who reached it, in
-// order, within one visit (README "Goals and funnels"). Events are read
-// through the visits that reach the range, as the query API's event reads
-// are (README "Query API", How reports stay fast), in two halves at once
-// (the visits starting before and after the middle of the range); each
-// visit is in one half, and a visitor's furthest step is the furthest of
-// its visits.
+// order, within one visit (README "Goals and funnels").
+//
+// Events are read through the visits that reach the range, as the query
+// API's event reads are (README "Query API", How reports stay fast), and
+// no event row leaves SQLite: SQLite strings each visit's events together
+// (funnelEvent; the grouping follows the visits' index, so it sorts
+// nothing), and one Go call a visit (tally_funnel_visit) orders them by
+// time and arrival, gives each the mask of the steps it matches (its
+// page's steps remembered per url) and walks them to the visit's furthest
+// step; a visitor's furthest step is its furthest visit's. Only the
+// events of the steps' types are read. The visitors are read in two
+// parts at once, on two read connections, split by the last character of
+// their id, so each visitor is in one part and the parts' counts add.
 func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 	if len(q.Steps) == 0 || len(q.Steps) > MaxFunnelSteps {
 		return nil, fmt.Errorf("a funnel has 1 to %d steps, not %d", MaxFunnelSteps, len(q.Steps))
+	}
+	m, err := newFunnelMatcher(q.Steps)
+	if err != nil {
+		return nil, err
 	}
 	lo, err := db.visitLookback(ctx, q.Site, q.From)
 	if err != nil {
 		return nil, err
 	}
-	mid := time.UnixMilli(q.From.UnixMilli() + (q.To.UnixMilli()-q.From.UnixMilli())/2)
-	parts := [][2]time.Time{{lo, q.To}}
-	if mid.After(lo) && q.To.After(mid) && db.readConns >= 2 {
-		parts = [][2]time.Time{{lo, mid}, {mid, q.To}}
+	parts := []string{""}
+	if db.readConns >= 2 {
+		parts = []string{" AND unicode(substr(s.anon_id, -1)) % 2 = 0", " AND unicode(substr(s.anon_id, -1)) % 2 = 1"}
 	}
-	// Each half runs on its own connection of the read pool; neither holds
+	// Each part runs on its own connection of the read pool; neither holds
 	// one while waiting for another, so two funnels cannot wait on each
 	// other.
-	reached := make([]map[string]int, len(parts))
+	reached := make([][]int, len(parts))
 	errs := make([]error, len(parts))
-	done := make(chan int, len(parts))
-	for i, p := range parts {
+	var wg sync.WaitGroup
+	for i, part := range parts {
+		wg.Add(1)
 		go func() {
-			reached[i], errs[i] = db.funnelPart(ctx, &q, p[0], p[1])
-			done <- i
+			defer wg.Done()
+			reached[i], errs[i] = db.funnelPart(ctx, &q, m, lo, part)
 		}()
 	}
-	for range parts {
-		<-done
-	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+	wg.Wait()
+	counts := make([]int, len(q.Steps))
+	for i, r := range reached {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		for step, n := range r {
+			counts[step] += n
 		}
 	}
-	best := reached[0]
-	for _, m := range reached[1:] {
-		for anon, n := range m {
-			best[anon] = max(best[anon], n)
-		}
+	return counts, nil
+}
+
+// funnelPart counts the visitors of one part (part: its condition on the
+// visit) who reached each step.
+func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, lo time.Time, part string) ([]int, error) {
+	sq := &StatsQuery{Site: q.Site, From: q.From, To: q.To, Zone: q.Zone, Filters: q.Filters}
+	fb := &sqlBuilder{q: sq}
+	where, err := fb.where()
+	if err != nil {
+		return nil, err
+	}
+	raw := ""
+	if m.props {
+		raw = ` || COALESCE(octet_length(` + eventRawSQL + `) || ',' || ` + eventRawSQL + `, '-')`
+	}
+	types := make([]string, len(m.types))
+	for i := range types {
+		types[i] = "?"
+	}
+	w := &funnelWalk{m: m, best: map[string]int{}}
+	id := funnelIDs.Add(1)
+	funnelWalks.Store(id, w)
+	defer funnelWalks.Delete(id)
+	query := `SELECT COUNT(v) FROM (
+		SELECT tally_funnel_visit(?, s.anon_id, group_concat(` + strings.Replace(funnelEvent, "{raw}", raw, 1) + `, '')) AS v
+		` + funnelEvents + `
+		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?` + part + `
+		AND e.site_id = s.site_id AND e.anon_id = s.anon_id
+		AND e.ts_ms >= max(?, ` + visitStartMS("s") + `) AND e.ts_ms <= min(?, ` + visitEndMS("s") + `)
+		AND e.type IN (` + strings.Join(types, ", ") + `)` + where + `
+		GROUP BY s.started_ms, s.id)`
+	args := []any{id, q.Site, visitTimeArg(lo), visitTimeArg(q.To), visitTimeArg(q.From), q.From.UnixMilli(), q.To.UnixMilli() - 1}
+	for _, t := range m.types {
+		args = append(args, t)
+	}
+	args = append(args, fb.whereArgs...)
+	var visits int64
+	if err := db.read.QueryRowContext(ctx, query, args...).Scan(&visits); err != nil {
+		return nil, err
+	}
+	if w.err != nil {
+		return nil, w.err
 	}
 	counts := make([]int, len(q.Steps))
-	for _, n := range best {
-		for i := 0; i < n; i++ {
+	for _, step := range w.best {
+		for i := 0; i < step; i++ {
 			counts[i]++
 		}
 	}
 	return counts, nil
 }
 
-// funnelPart reads the visits starting in [lo, hi) that reach q's range
-// and returns each visitor's furthest step (1-based; absent: none).
-func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, lo, hi time.Time) (map[string]int, error) {
-	sq := &StatsQuery{Site: q.Site, From: q.From, To: q.To, Zone: q.Zone, Filters: q.Filters}
-	// The mask of the steps an event matches, one bit each.
-	mb := &sqlBuilder{q: sq}
-	bits := make([]string, len(q.Steps))
-	for i, step := range q.Steps {
-		cond, err := mb.filterNode(step, false)
-		if err != nil {
-			return nil, err
-		}
-		bits[i] = fmt.Sprintf("(CASE WHEN %s THEN %d ELSE 0 END)", cond, 1<<i)
-	}
-	fb := &sqlBuilder{q: sq}
-	where, err := fb.where()
+// funnelWalk is one funnel read's walk of its visits.
+type funnelWalk struct {
+	m    *funnelMatcher
+	best map[string]int // visitor -> furthest step
+	err  error
+	evs  []funnelEventRow
+}
+
+// funnelEventRow is one event of a visit.
+type funnelEventRow struct {
+	ts, seq       int64
+	typ, url, raw string
+	hasURL        bool
+}
+
+// visit walks one visit of visitor anon, its events as funnelEvent wrote
+// them.
+func (w *funnelWalk) visit(anon, events string) {
+	evs, err := parseFunnelEvents(events, w.m.props, w.evs[:0])
+	w.evs = evs
 	if err != nil {
-		return nil, err
+		w.err = err
+		return
 	}
-	// Visits one after the other (the start index's order, ties by id),
-	// each visit's events by time, then by arrival.
-	query := `SELECT s.id, s.anon_id, ` + strings.Join(bits, " | ") + ` AS m
-		FROM ` + funnelStepEvents + `
-		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?
-		AND e.site_id = s.site_id AND e.anon_id = s.anon_id
-		AND e.ts_ms >= max(?, ` + visitStartMS("s") + `) AND e.ts_ms <= min(?, ` + visitEndMS("s") + `)` + where + `
-		AND m <> 0
-		ORDER BY s.started_ms, s.id, e.ts_ms, e.seq`
-	args := append([]any{}, mb.whereArgs...)
-	args = append(args, q.Site, visitTimeArg(lo), visitTimeArg(hi), visitTimeArg(q.From), q.From.UnixMilli(), q.To.UnixMilli()-1)
-	args = append(args, fb.whereArgs...)
-	rows, err := db.read.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	best := map[string]int{}
-	var visit int64 = -1
-	var anon string
-	step := 0 // steps the current visit has completed
-	flush := func() {
-		if step > best[anon] {
-			best[anon] = step
+	slices.SortFunc(evs, func(a, b funnelEventRow) int {
+		if c := cmp.Compare(a.ts, b.ts); c != 0 {
+			return c
 		}
-	}
-	for rows.Next() {
-		var id, mask int64
-		var a string
-		if err := rows.Scan(&id, &a, &mask); err != nil {
-			return nil, err
-		}
-		if id != visit {
-			if visit >= 0 {
-				flush()
-			}
-			visit, anon, step = id, a, 0
-		}
-		// One event completes one step at most: the next one, when it
-		// matches it.
-		if step < len(q.Steps) && mask&(1<<step) != 0 {
+		return cmp.Compare(a.seq, b.seq)
+	})
+	step, n := 0, len(w.m.steps)
+	for i := range evs {
+		if step < n && w.m.bits(&evs[i])&(1<<step) != 0 {
 			step++
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+	if step > w.best[anon] {
+		w.best[anon] = step
 	}
-	if visit >= 0 {
-		flush()
+}
+
+// parseFunnelEvents reads funnelEvent's strings, appended to dst.
+func parseFunnelEvents(s string, props bool, dst []funnelEventRow) ([]funnelEventRow, error) {
+	bad := errors.New("funnel: a visit's events could not be read")
+	num := func() (int64, bool) {
+		i := strings.IndexByte(s, ',')
+		if i < 0 {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(s[:i], 10, 64)
+		s = s[i+1:]
+		return n, err == nil
 	}
-	for a, n := range best {
-		if n == 0 {
-			delete(best, a)
+	text := func() (string, bool, bool) {
+		if strings.HasPrefix(s, "-") {
+			s = s[1:]
+			return "", false, true
+		}
+		n, ok := num()
+		if !ok || n < 0 || int(n) > len(s) {
+			return "", false, false
+		}
+		t := s[:n]
+		s = s[n:]
+		return t, true, true
+	}
+	for s != "" {
+		var e funnelEventRow
+		var ok1, ok2, ok3, ok4 bool
+		e.ts, ok1 = num()
+		e.seq, ok2 = num()
+		e.typ, _, ok3 = text()
+		e.url, e.hasURL, ok4 = text()
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			return dst, bad
+		}
+		if props {
+			var ok bool
+			if e.raw, _, ok = text(); !ok {
+				return dst, bad
+			}
+		}
+		dst = append(dst, e)
+	}
+	return dst, nil
+}
+
+// funnelMatcher gives an event the mask of the steps it matches, as
+// GoalFilter's filters would.
+type funnelMatcher struct {
+	steps []Goal
+	pats  []*regexp.Regexp // of page path steps with a *; nil otherwise
+	props bool             // some step matches a property
+	types []string         // the event types the steps match
+	mu    sync.Mutex
+	pages map[string]int64 // url -> the page path steps its path matches
+}
+
+func newFunnelMatcher(steps []Goal) (*funnelMatcher, error) {
+	m := &funnelMatcher{steps: steps, pats: make([]*regexp.Regexp, len(steps)), pages: map[string]int64{}}
+	for i, g := range steps {
+		if g.PropName != "" {
+			m.props = true
+		}
+		typ := g.EventName
+		if g.PagePath != "" {
+			typ = "pageview"
+		}
+		if !slices.Contains(m.types, typ) {
+			m.types = append(m.types, typ)
+		}
+		if g.PagePath != "" && strings.Contains(g.PagePath, "*") {
+			re, err := compilePattern(PagePattern(g.PagePath))
+			if err != nil {
+				return nil, err
+			}
+			m.pats[i] = re
 		}
 	}
-	return best, nil
+	return m, nil
+}
+
+// funnelPageMemo bounds a matcher's memo of urls.
+const funnelPageMemo = 50000
+
+// pageBits is the mask of the page path steps that url's path matches.
+func (m *funnelMatcher) pageBits(url string) int64 {
+	m.mu.Lock()
+	bits, ok := m.pages[url]
+	m.mu.Unlock()
+	if ok {
+		return bits
+	}
+	path := pagePaths.get(url)
+	for i, g := range m.steps {
+		if g.PagePath == "" {
+			continue
+		}
+		if re := m.pats[i]; re != nil && re.MatchString(path) || re == nil && path == g.PagePath {
+			bits |= 1 << i
+		}
+	}
+	m.mu.Lock()
+	if len(m.pages) >= funnelPageMemo {
+		clear(m.pages)
+	}
+	m.pages[url] = bits
+	m.mu.Unlock()
+	return bits
+}
+
+// bits is the mask of the steps event e matches.
+func (m *funnelMatcher) bits(e *funnelEventRow) int64 {
+	var page int64
+	if e.hasURL && e.typ == "pageview" {
+		page = m.pageBits(e.url)
+	}
+	var bits int64
+	for i, g := range m.steps {
+		if g.EventName != "" && g.EventName != e.typ || g.PagePath != "" && page&(1<<i) == 0 {
+			continue
+		}
+		if g.PropName != "" {
+			if v, ok := propText(e.raw, g.PropName).(string); !ok || v != g.PropValue {
+				continue
+			}
+		}
+		bits |= 1 << i
+	}
+	return bits
+}
+
+// Walks of the funnel reads running, by id (tally_funnel_visit's first
+// argument).
+var (
+	funnelIDs   atomic.Int64
+	funnelWalks sync.Map // int64 -> *funnelWalk
+)
+
+func init() {
+	// tally_funnel_visit(id, anon, events) hands one visit of visitor anon,
+	// its events as funnelEvent wrote them, to the walk id; NULL.
+	sqlite.MustRegisterScalarFunction("tally_funnel_visit", 3, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		id, _ := args[0].(int64)
+		w, ok := funnelWalks.Load(id)
+		anon, ok2 := textArg(args[1])
+		events, ok3 := textArg(args[2])
+		if ok && ok2 && ok3 {
+			w.(*funnelWalk).visit(anon, events)
+		}
+		return nil, nil
+	})
 }
