@@ -490,3 +490,34 @@ func TestFunnelSaysWhatRetentionPurged(t *testing.T) {
 		t.Errorf("got purged_range %v for a range after the cut, want null", a.PurgedRange)
 	}
 }
+
+// TestFunnelOrderAndOddTexts checks that a funnel orders a visit's events
+// by time, then by arrival (two steps in one millisecond), and reads types,
+// urls and properties holding commas and digits.
+func TestFunnelOrderAndOddTexts(t *testing.T) {
+	h := newHarness(t)
+	tn := h.setupTenant("acme", "web")
+	for _, g := range []map[string]any{
+		{"name": "Comma page", "page_path": "/a,b/1,2"},
+		{"name": "Comma event", "event_name": "x.1-y"},
+		{"name": "Noted", "event_name": "x.1-y", "property": map[string]any{"name": "note", "value": "3,4-"}},
+	} {
+		mustStatus(t, h.q("POST", "/v1/sites/web/goals", tn.adminKey, g), 201, "")
+	}
+	at := utc(1, 20, 10, 0)
+	// Same millisecond: the page arrives first, the event second.
+	h.sendQ("web", 1, qev{anon: "w1", typ: "pageview", url: "https://shop.test/a,b/1,2?q=5,6", ts: at})
+	h.sendQ("web", 2, qev{anon: "w1", typ: "x.1-y", url: "https://shop.test/-", ts: at, props: map[string]any{"note": "3,4-"}})
+	for _, c := range []struct {
+		steps []string
+		want  string
+	}{
+		{list("Comma page", "Comma event"), "Comma page 1 100 0; Comma event 1 100 0"},
+		{list("Comma event", "Comma page"), "Comma event 1 100 0; Comma page 0 0 1"},
+		{list("Comma page", "Noted"), "Comma page 1 100 0; Noted 1 100 0"},
+	} {
+		if got, _ := funnelRows(t, h, tn.readKey, map[string]any{"steps": c.steps, "date_range": january}); got != c.want {
+			t.Errorf("got %s, want %s", got, c.want)
+		}
+	}
+}
