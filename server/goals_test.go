@@ -521,3 +521,28 @@ func TestFunnelOrderAndOddTexts(t *testing.T) {
 		}
 	}
 }
+
+// TestGoalCreateSiteDeletedMidRequest checks that a goal created while its
+// site is deleted is not stored nor audited: it would outlive the site and
+// count for a later site with the id.
+func TestGoalCreateSiteDeletedMidRequest(t *testing.T) {
+	h := newHarness(t)
+	h.setupTenant("acme", "web")
+	deleted := false
+	// The first clock reading of the create is storage's, for created_at,
+	// just before the insert goes to the writer.
+	h.clock.OnNextRead(func() {
+		mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/sites/web", testAdminToken, nil), 204, "")
+		deleted = true
+	})
+	mustStatus(t, h.q("POST", "/v1/sites/web/goals", testAdminToken, map[string]any{"name": "Signup", "event_name": "signup"}), 404, "not_found")
+	if !deleted {
+		t.Fatal("the site was not deleted during the request")
+	}
+	if n := h.count(`SELECT COUNT(*) FROM goals`); n != 0 {
+		t.Errorf("got %d goals, want 0", n)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM audit_log WHERE action = 'goal.create'`); n != 0 {
+		t.Errorf("got %d goal.create audit rows, want 0", n)
+	}
+}
