@@ -386,6 +386,25 @@ func BenchmarkReads(b *testing.B) {
 		}
 		b.ReportMetric(float64(processCPU()-cpu)/float64(time.Millisecond)/float64(n), "cpu-ms/op")
 	})
+	// The same goals in the query API: one read per goal and one for the
+	// conversion rate's total; again (warm: from the report cache) and
+	// with the report cache emptied before each request (kept).
+	byGoal := `{"metrics":["visitors","events","conversion_rate"],"dimensions":["event:goal"],` + qrange + `}`
+	b.Run("query_by_goal", func(b *testing.B) {
+		for b.Loop() {
+			get(b, "POST", "/v1/sites/bench/query", byGoal)
+		}
+	})
+	b.Run("query_by_goal_kept", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			if err := db.ForgetPartials(context.Background(), "bench", false); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			get(b, "POST", "/v1/sites/bench/query", byGoal)
+		}
+	})
 	// One round of the partials warm-up from nothing kept (what a start
 	// on an upgraded database does once; then one day a night).
 	b.Run("query_warmup_round", func(b *testing.B) {
