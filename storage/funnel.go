@@ -71,7 +71,7 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 	}
 	parts := []string{""}
 	if db.readConns >= 2 {
-		parts = []string{" AND unicode(substr(s.anon_id, -1)) % 2 = 0", " AND unicode(substr(s.anon_id, -1)) % 2 = 1"}
+		parts = []string{" AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 0", " AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 1"}
 	}
 	// Each part runs on its own connection of the read pool; neither holds
 	// one while waiting for another, so two funnels cannot wait on each
