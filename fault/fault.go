@@ -85,6 +85,13 @@ const (
 	// accepts but Tally does not support (a goal, a segment), named in the
 	// message.
 	UnsupportedQuery = "unsupported_query"
+	// InvalidGoal: a goal's body is malformed (a missing or bad name,
+	// event_name, page_path or property), named in the message.
+	InvalidGoal = "invalid_goal"
+	// GoalNameTaken: the site has a goal of that name.
+	GoalNameTaken = "goal_name_taken"
+	// GoalLimitReached: the site has as many goals as a site may have.
+	GoalLimitReached = "goal_limit_reached"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

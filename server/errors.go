@@ -69,6 +69,10 @@ var statusOf = map[string]int{
 	fault.InvalidTimeZone:  http.StatusBadRequest,
 	fault.InvalidQuery:     http.StatusBadRequest,
 	fault.UnsupportedQuery: http.StatusBadRequest,
+
+	fault.InvalidGoal:      http.StatusBadRequest,
+	fault.GoalNameTaken:    http.StatusConflict,
+	fault.GoalLimitReached: http.StatusConflict,
 }
 
 // writeError writes err as the error envelope. Application errors show

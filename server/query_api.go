@@ -157,9 +157,12 @@ type parsedQuery struct {
 	timeLabels bool
 	compare    string // "", previous_period, year_over_year, custom
 	compareRng [2]time.Time
-	limit      int
-	offset     int
-	pagination bool
+	// revenueCurrency is the one currency of the revenue metrics' events
+	// (goal_query.go), once read.
+	revenueCurrency string
+	limit           int
+	offset          int
+	pagination      bool
 }
 
 func invalid(format string, args ...any) error {
@@ -173,13 +176,13 @@ func unsupported(format string, args ...any) error {
 // Metrics and dimensions Plausible has and Tally does not: named as
 // unsupported rather than unknown.
 var (
-	plausibleOnlyMetrics = []string{"scroll_depth", "conversion_rate", "group_conversion_rate", "average_revenue",
-		"total_revenue", "time_on_page", "exit_rate"}
-	plausibleOnlyDimensions = []string{"event:goal", "event:hostname", "visit:channel", "visit:browser_version",
+	plausibleOnlyMetrics    = []string{"scroll_depth", "time_on_page", "exit_rate"}
+	plausibleOnlyDimensions = []string{"event:hostname", "visit:channel", "visit:browser_version",
 		"visit:os_version", "visit:region", "visit:country_name", "visit:region_name", "visit:city_name", "visit:screen",
 		"visit:entry_page_hostname", "visit:exit_page_hostname", "segment"}
 	queryMetrics = []string{storage.MetricVisitors, storage.MetricVisits, storage.MetricPageviews, storage.MetricEvents,
-		storage.MetricViewsPerVisit, storage.MetricBounceRate, storage.MetricVisitDuration, storage.MetricPercentage}
+		storage.MetricViewsPerVisit, storage.MetricBounceRate, storage.MetricVisitDuration, storage.MetricPercentage,
+		metricConversionRate, metricGroupConversionRate, metricTotalRevenue, metricAverageRevenue}
 	timeDimensions = []string{"time", "time:hour", "time:day", "time:week", "time:month"}
 )
 
@@ -263,7 +266,7 @@ func checkDimension(d string) error {
 	if slices.Contains(plausibleOnlyDimensions, d) {
 		return unsupported("the dimension %q is not supported", d)
 	}
-	if _, ok := storage.VisitDimensions[d]; ok || d == "event:page" || d == "event:name" || slices.Contains(timeDimensions, d) {
+	if _, ok := storage.VisitDimensions[d]; ok || d == "event:page" || d == "event:name" || d == goalDimension || slices.Contains(timeDimensions, d) {
 		return nil
 	}
 	if name, ok := strings.CutPrefix(d, storage.PropPrefix); ok {
@@ -675,7 +678,7 @@ func (pq *parsedQuery) validate() error {
 	if pq.timeLabels && pq.timeDimension() == "" {
 		return invalid("include.time_labels requires a time dimension")
 	}
-	return nil
+	return pq.validateGoals()
 }
 
 // timeDimension is the query's time dimension, or "".
@@ -754,7 +757,7 @@ func (s *Server) runQuery(r *http.Request, pq *parsedQuery) (*queryAnswer, error
 			return nil, invalid("the date_range holds more than %d buckets of %s; ask for a shorter range or a coarser time dimension", storage.MaxTimeLabels, pq.timeDimension())
 		}
 	}
-	rows, estimated, err := s.db.StatsEstimate(r.Context(), pq.storageQuery(pq.from, pq.to))
+	rows, estimated, err := s.statsRows(r, pq, pq.from, pq.to)
 	if err != nil {
 		return nil, err
 	}
@@ -779,6 +782,7 @@ func (s *Server) runQuery(r *http.Request, pq *parsedQuery) (*queryAnswer, error
 	if estimated {
 		a.Meta.MetricWarnings = estimateWarnings(pq.metrics)
 	}
+	a.Meta.RevenueCurrency = pq.revenueCurrency
 	return a, nil
 }
 
@@ -799,7 +803,6 @@ func estimateWarnings(metrics []string) map[string]queryMetricWarning {
 // position in the range.
 func (s *Server) addComparison(r *http.Request, pq *parsedQuery, labels []string, results []queryResult) error {
 	from, to := pq.comparisonRange()
-	cq := pq.storageQuery(from, to)
 	timeAt := slices.IndexFunc(pq.dimensions, storage.TimeDimension)
 	var cLabels []string
 	if timeAt >= 0 {
@@ -808,7 +811,7 @@ func (s *Server) addComparison(r *http.Request, pq *parsedQuery, labels []string
 			return invalid("the comparison range holds more than %d time buckets", storage.MaxTimeLabels)
 		}
 	}
-	rows, err := s.db.Stats(r.Context(), cq)
+	rows, _, err := s.statsRows(r, pq, from, to)
 	if err != nil {
 		return err
 	}

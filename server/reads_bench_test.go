@@ -363,6 +363,49 @@ func BenchmarkReads(b *testing.B) {
 			}
 		})
 	}
+	// A funnel of 5 goals over the 30 days (README "Goals and funnels"):
+	// every page, a click, a page of /p/1*, a signup, then /p/2; the goals
+	// are created once (a kept database keeps them).
+	for _, g := range []string{`{"name":"Any page","page_path":"/p/*"}`, `{"name":"Click","event_name":"click"}`,
+		`{"name":"Page 1x","page_path":"/p/1*"}`, `{"name":"Signup","event_name":"signup"}`, `{"name":"Page 2","page_path":"/p/2"}`} {
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/sites/bench/goals", strings.NewReader(g))
+		req.Header.Set("Authorization", "Bearer bench")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || (res.StatusCode != 201 && res.StatusCode != 409) {
+			b.Fatalf("create goal %s: %v %v", g, err, res)
+		}
+		res.Body.Close()
+	}
+	// cpu-ms/op is the process's CPU time per funnel (both parts): on a
+	// shared machine it varies less than the time.
+	b.Run("funnel_5_steps", func(b *testing.B) {
+		cpu, n := processCPU(), 0
+		for b.Loop() {
+			get(b, "POST", "/v1/sites/bench/funnel", `{"steps":["Any page","Click","Page 1x","Signup","Page 2"],`+qrange+`}`)
+			n++
+		}
+		b.ReportMetric(float64(processCPU()-cpu)/float64(time.Millisecond)/float64(n), "cpu-ms/op")
+	})
+	// The same goals in the query API: one read per goal and one for the
+	// conversion rate's total; again (warm: from the report cache) and
+	// with the report cache emptied before each request (kept).
+	byGoal := `{"metrics":["visitors","events","conversion_rate"],"dimensions":["event:goal"],` + qrange + `}`
+	b.Run("query_by_goal", func(b *testing.B) {
+		get(b, "POST", "/v1/sites/bench/query", byGoal) // before the timing (b.Loop starts it)
+		for b.Loop() {
+			get(b, "POST", "/v1/sites/bench/query", byGoal)
+		}
+	})
+	b.Run("query_by_goal_kept", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			if err := db.ForgetPartials(context.Background(), "bench", false); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			get(b, "POST", "/v1/sites/bench/query", byGoal)
+		}
+	})
 	// One round of the partials warm-up from nothing kept (what a start
 	// on an upgraded database does once; then one day a night).
 	b.Run("query_warmup_round", func(b *testing.B) {

@@ -657,6 +657,9 @@ type queryMeta struct {
 	TimeLabels     []string                      `json:"time_labels,omitempty"`
 	TotalRows      *int                          `json:"total_rows,omitempty"`
 	MetricWarnings map[string]queryMetricWarning `json:"metric_warnings,omitempty"`
+	// RevenueCurrency is the currency of total_revenue and average_revenue
+	// (README "Goals and funnels").
+	RevenueCurrency string `json:"revenue_currency,omitempty"`
 }
 
 // queryMetricWarning is one entry of meta.metric_warnings (Plausible's
@@ -696,4 +699,58 @@ type queryComparisons struct {
 type queryPagination struct {
 	Limit  int `json:"limit"`
 	Offset int `json:"offset"`
+}
+
+// goalBody is a goal: the answer of POST /v1/sites/:siteId/goals and an
+// element of goalList. Exactly one of EventName and PagePath is set.
+type goalBody struct {
+	ID        int64             `json:"id"`
+	SiteID    string            `json:"site_id"`
+	Name      string            `json:"name"`
+	EventName *string           `json:"event_name"`
+	PagePath  *string           `json:"page_path"`
+	Property  *goalPropertyBody `json:"property"`
+	CreatedAt string            `json:"created_at"`
+}
+
+// goalPropertyBody is a goal's custom property match.
+type goalPropertyBody struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+func goalOf(g *storage.Goal) goalBody {
+	b := goalBody{ID: g.ID, SiteID: g.SiteID, Name: g.Name, CreatedAt: g.CreatedAt}
+	if g.EventName != "" {
+		b.EventName = &g.EventName
+	} else {
+		b.PagePath = &g.PagePath
+	}
+	if g.PropName != "" {
+		b.Property = &goalPropertyBody{Name: g.PropName, Value: g.PropValue}
+	}
+	return b
+}
+
+// goalList is the answer of GET /v1/sites/:siteId/goals.
+type goalList struct {
+	Goals []goalBody `json:"goals"`
+}
+
+// funnelAnswer is the answer of POST /v1/sites/:siteId/funnel.
+// PurgedRange is the part of the range whose raw events retention purged
+// (its first and last second, as the query API shows a range), null when
+// none: those days count no step.
+type funnelAnswer struct {
+	Steps       []funnelStep `json:"steps"`
+	DateRange   []string     `json:"date_range"`
+	PurgedRange []string     `json:"purged_range"`
+}
+
+// funnelStep is one step of a funnel answer.
+type funnelStep struct {
+	Goal           string  `json:"goal"`
+	Visitors       int     `json:"visitors"`
+	ConversionRate float64 `json:"conversion_rate"`
+	Dropoff        int     `json:"dropoff"`
 }

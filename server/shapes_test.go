@@ -153,6 +153,24 @@ func TestResponseShapes(t *testing.T) {
 		{api: "q", method: "POST", path: "/v1/sites/web/query", token: tn.readKey, status: 400,
 			body: map[string]any{"metrics": []string{"scroll_depth"}, "date_range": "7d"}},
 
+		// Goals and funnels.
+		{api: "q", method: "POST", path: "/v1/sites/web/goals", token: tn.adminKey, status: 201,
+			body: map[string]any{"name": "Home", "page_path": "/"}, save: map[string]string{"goal_id": "id"}},
+		{api: "q", method: "POST", path: "/v1/sites/web/goals", token: tn.adminKey, status: 201,
+			body: map[string]any{"name": "Pro purchase", "event_name": "purchase", "property": map[string]any{"name": "plan", "value": "pro"}}},
+		{api: "q", method: "POST", path: "/v1/sites/web/goals", token: tn.adminKey, status: 409,
+			body: map[string]any{"name": "Home", "event_name": "x"}},
+		{api: "q", method: "POST", path: "/v1/sites/web/goals", token: tn.adminKey, status: 400,
+			body: map[string]any{"name": "x"}},
+		{api: "q", method: "GET", path: "/v1/sites/web/goals", token: tn.readKey, status: 200},
+		{api: "q", method: "POST", path: "/v1/sites/web/query", token: tn.readKey, status: 200,
+			body: map[string]any{"metrics": []string{"visitors", "conversion_rate", "total_revenue"}, "date_range": "day", "dimensions": []string{"event:goal"}}},
+		{api: "q", method: "POST", path: "/v1/sites/web/funnel", token: tn.readKey, status: 200,
+			body: map[string]any{"steps": []string{"Home", "Pro purchase"}, "date_range": "day"}},
+		{api: "q", method: "POST", path: "/v1/sites/web/funnel", token: tn.readKey, status: 400,
+			body: map[string]any{"steps": []string{"Home"}, "date_range": "day"}},
+		{api: "q", method: "DELETE", path: "/v1/sites/web/goals/{goal_id}", token: tn.adminKey, status: 204},
+
 		// Sourcemaps.
 		{api: "q", method: "POST", path: "/v1/sites/web/sourcemaps", token: "web", status: 201,
 			body: map[string]any{"release": "1.0", "file": "app.min.js", "map": mapData}},

@@ -1,0 +1,463 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tally-analytics/tally/storage"
+)
+
+// Goals in the query API (README "Goals and funnels"): the event:goal
+// dimension and filter, conversion rates and revenue. Storage knows no
+// goals: an event:goal filter is rewritten into the filters on events
+// that define the goals it names (storage.GoalFilter), a breakdown by
+// goal is one read per goal, and the rates and revenue are computed from
+// further reads of the same machinery.
+
+// The query API's goal dimension and metrics, Plausible's names.
+const (
+	goalDimension             = "event:goal"
+	metricConversionRate      = "conversion_rate"
+	metricGroupConversionRate = "group_conversion_rate"
+	metricTotalRevenue        = "total_revenue"
+	metricAverageRevenue      = "average_revenue"
+)
+
+// Where revenue is read from: an event's custom properties (README "Goals
+// and funnels").
+const (
+	revenueProp  = "revenue"
+	currencyProp = "currency"
+)
+
+// goalMetric reports whether m is computed by this file.
+func goalMetric(m string) bool {
+	return m == metricConversionRate || m == metricGroupConversionRate || m == metricTotalRevenue || m == metricAverageRevenue
+}
+
+// namesGoal reports whether fs test event:goal anywhere.
+func namesGoal(fs []storage.QueryFilter) bool {
+	for _, f := range fs {
+		if f.Dim == goalDimension || namesGoal(f.Children) {
+			return true
+		}
+	}
+	return false
+}
+
+// goalQuery reports whether pq needs this file: a goal dimension, filter
+// or metric.
+func (pq *parsedQuery) goalQuery() bool {
+	return slices.Contains(pq.dimensions, goalDimension) || namesGoal(pq.filters) || slices.ContainsFunc(pq.metrics, goalMetric)
+}
+
+// validateGoals checks the goal metrics' needs, as Plausible has them.
+func (pq *parsedQuery) validateGoals() error {
+	byGoal := slices.Contains(pq.dimensions, goalDimension)
+	for _, m := range pq.metrics {
+		if !goalMetric(m) {
+			if m == storage.MetricPercentage && byGoal {
+				return unsupported("the metric percentage cannot be queried with the event:goal dimension")
+			}
+			continue
+		}
+		if !byGoal && !namesGoal(pq.filters) {
+			return invalid("the metric %q requires an event:goal filter or an event:goal dimension", m)
+		}
+		if m == metricGroupConversionRate && len(pq.dimensions) == 0 {
+			return invalid("the metric group_conversion_rate requires non-empty dimensions")
+		}
+		if m == metricConversionRate || m == metricGroupConversionRate {
+			for _, f := range pq.filters {
+				if f.Dim != goalDimension && namesGoal([]storage.QueryFilter{f}) {
+					return unsupported("with %s, event:goal may be filtered on at the top level of filters only, not inside and, or or not", m)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// statsRows answers pq over [from, to) as storage rows in pq's metric
+// order, and whether visitors are estimated.
+func (s *Server) statsRows(r *http.Request, pq *parsedQuery, from, to time.Time) ([]storage.StatsRow, bool, error) {
+	if !pq.goalQuery() {
+		return s.db.StatsEstimate(r.Context(), pq.storageQuery(from, to))
+	}
+	goals, err := s.db.Goals(r.Context(), pq.site.ID)
+	if err != nil {
+		return nil, false, err
+	}
+	return s.goalStats(r, pq, goals, from, to)
+}
+
+// goalPart is one read of a goal query: all of it, or (by goal) one
+// goal's events.
+type goalPart struct {
+	name   string
+	filter []storage.QueryFilter
+}
+
+// goalStats answers a query with a goal dimension, filter or metric.
+func (s *Server) goalStats(r *http.Request, pq *parsedQuery, goals []storage.Goal, from, to time.Time) ([]storage.StatsRow, bool, error) {
+	ctx := r.Context()
+	gi := slices.Index(pq.dimensions, goalDimension)
+	dims := slices.Clone(pq.dimensions)
+	parts := []goalPart{{}}
+	eventFilters := pq.filters
+	if gi >= 0 {
+		var listed []storage.Goal
+		var err error
+		if listed, eventFilters, err = listedGoals(pq.filters, goals); err != nil {
+			return nil, false, err
+		}
+		dims = slices.Delete(dims, gi, gi+1)
+		parts = parts[:0]
+		for _, g := range listed {
+			parts = append(parts, goalPart{name: g.Name, filter: []storage.QueryFilter{storage.GoalFilter(g)}})
+		}
+	}
+	filters, err := goalFilters(eventFilters, goals)
+	if err != nil {
+		return nil, false, err
+	}
+	// The metrics storage computes: the asked ones but the goal metrics,
+	// and visitors and events, which the rates and the goal rows need.
+	base := []string{storage.MetricVisitors, storage.MetricEvents}
+	for _, m := range pq.metrics {
+		if !goalMetric(m) && !slices.Contains(base, m) {
+			base = append(base, m)
+		}
+	}
+	q := pq.storageQuery(from, to)
+	q.Dimensions, q.Metrics = dims, base
+	withGoal := func(row []string, name string) []string {
+		if gi < 0 {
+			return row
+		}
+		return slices.Insert(slices.Clone(row), gi, name)
+	}
+	type built struct {
+		dims []string
+		rest []string // dims without the goal
+		vals map[string]float64
+	}
+	var rows []built
+	estimated := false
+	for _, p := range parts {
+		pqq := q
+		pqq.Filters = append(slices.Clone(filters), p.filter...)
+		got, est, err := s.db.StatsEstimate(ctx, pqq)
+		if err != nil {
+			return nil, false, err
+		}
+		estimated = estimated || est
+		for _, row := range got {
+			vals := map[string]float64{}
+			for i, m := range base {
+				vals[m] = row.Metrics[i]
+			}
+			if gi >= 0 && vals[storage.MetricEvents] == 0 {
+				continue // a goal no event completed has no row
+			}
+			rows = append(rows, built{dims: withGoal(row.Dims, p.name), rest: row.Dims, vals: vals})
+		}
+	}
+	if slices.Contains(pq.metrics, metricConversionRate) || slices.Contains(pq.metrics, metricGroupConversionRate) {
+		// Of all visitors of the range: the filters but those on goals.
+		var others []storage.QueryFilter
+		for _, f := range pq.filters {
+			if f.Dim != goalDimension {
+				others = append(others, f)
+			}
+		}
+		all := pq.storageQuery(from, to)
+		all.Filters, all.Dimensions, all.Metrics = others, nil, []string{storage.MetricVisitors}
+		tot, _, err := s.db.StatsEstimate(ctx, all)
+		if err != nil {
+			return nil, false, err
+		}
+		total := tot[0].Metrics[0]
+		groups := map[string]float64{}
+		if slices.Contains(pq.metrics, metricGroupConversionRate) && len(dims) > 0 {
+			all.Dimensions = dims
+			byGroup, _, err := s.db.StatsEstimate(ctx, all)
+			if err != nil {
+				return nil, false, err
+			}
+			for _, g := range byGroup {
+				groups[strings.Join(g.Dims, "\x00")] = g.Metrics[0]
+			}
+		}
+		for _, b := range rows {
+			v := b.vals[storage.MetricVisitors]
+			b.vals[metricConversionRate] = rate(v, total)
+			if len(dims) == 0 {
+				b.vals[metricGroupConversionRate] = rate(v, total)
+			} else {
+				b.vals[metricGroupConversionRate] = rate(v, groups[strings.Join(b.rest, "\x00")])
+			}
+		}
+	}
+	if slices.Contains(pq.metrics, metricTotalRevenue) || slices.Contains(pq.metrics, metricAverageRevenue) {
+		rev, err := s.revenue(r, pq, q, filters, parts, withGoal)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, b := range rows {
+			sum := rev[strings.Join(b.dims, "\x00")]
+			b.vals[metricTotalRevenue] = round2(sum.total)
+			if sum.n > 0 {
+				b.vals[metricAverageRevenue] = round2(sum.total / sum.n)
+			}
+		}
+	}
+	out := make([]storage.StatsRow, 0, len(rows))
+	for _, b := range rows {
+		row := storage.StatsRow{Dims: b.dims, Metrics: make([]float64, len(pq.metrics))}
+		for i, m := range pq.metrics {
+			row.Metrics[i] = b.vals[m]
+		}
+		out = append(out, row)
+	}
+	if len(pq.dimensions) == 0 && len(out) == 0 {
+		out = append(out, storage.StatsRow{Dims: []string{}, Metrics: make([]float64, len(pq.metrics))})
+	}
+	return out, estimated, nil
+}
+
+// rate is n of d as a percentage with two decimals, as the query API
+// gives percentages; 0 of nothing.
+func rate(n, d float64) float64 {
+	if d == 0 {
+		return 0
+	}
+	return round2(100 * n / d)
+}
+
+func round2(x float64) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', 2, 64), 64)
+	return v
+}
+
+// revenueSum is a group's revenue: the amounts' total and how many events
+// carried one.
+type revenueSum struct {
+	total, n float64
+}
+
+// revenue reads the amounts of the events of q's groups (each part's), by
+// breaking them down by their revenue and currency properties and
+// multiplying each amount by its events. Amounts in more than one
+// currency cannot be added: 400.
+func (s *Server) revenue(r *http.Request, pq *parsedQuery, q storage.StatsQuery, filters []storage.QueryFilter,
+	parts []goalPart, withGoal func([]string, string) []string) (map[string]revenueSum, error) {
+	q.Metrics = []string{storage.MetricEvents}
+	n := len(q.Dimensions)
+	q.Dimensions = append(slices.Clone(q.Dimensions), storage.PropPrefix+revenueProp, storage.PropPrefix+currencyProp)
+	out := map[string]revenueSum{}
+	currencies := map[string]bool{}
+	for _, p := range parts {
+		pqq := q
+		pqq.Filters = append(slices.Clone(filters), p.filter...)
+		rows, err := s.db.Stats(r.Context(), pqq)
+		if err != nil {
+			return nil, err
+		}
+		for _, row := range rows {
+			amount, currency, ok := parseRevenue(row.Dims[n], row.Dims[n+1])
+			if !ok {
+				continue
+			}
+			currencies[currency] = true
+			key := strings.Join(withGoal(row.Dims[:n], p.name), "\x00")
+			sum := out[key]
+			sum.total += amount * row.Metrics[0]
+			sum.n += row.Metrics[0]
+			out[key] = sum
+		}
+	}
+	if len(currencies) > 1 {
+		list := make([]string, 0, len(currencies))
+		for c := range currencies {
+			list = append(list, c)
+		}
+		sort.Strings(list)
+		return nil, unsupported("the events' revenue is in several currencies (%s) and is not converted: add a filter such as [\"is\", \"event:props:currency\", [%q]]", strings.Join(list, ", "), list[0])
+	}
+	for c := range currencies {
+		if pq.revenueCurrency == "" {
+			pq.revenueCurrency = c
+		}
+	}
+	return out, nil
+}
+
+// currencyCode is an ISO 4217 code's shape.
+var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
+
+// parseRevenue reads an event's amount and currency from its revenue and
+// currency properties as the query API shows them: revenue a number (or a
+// string of one) with currency a three-letter code, or revenue an object
+// {"amount", "currency"} as Plausible's Events API sends it. false: no
+// amount, or one without a currency.
+func parseRevenue(revenue, currency string) (float64, string, bool) {
+	if strings.HasPrefix(revenue, "{") {
+		var obj struct {
+			Amount   json.RawMessage `json:"amount"`
+			Currency string          `json:"currency"`
+		}
+		if json.Unmarshal([]byte(revenue), &obj) != nil {
+			return 0, "", false
+		}
+		revenue = strings.Trim(string(obj.Amount), `"`)
+		currency = obj.Currency
+	}
+	amount, err := strconv.ParseFloat(strings.TrimSpace(revenue), 64)
+	currency = strings.ToUpper(strings.TrimSpace(currency))
+	if err != nil || amount != amount || amount > 1e15 || amount < -1e15 || !currencyCode.MatchString(currency) {
+		return 0, "", false
+	}
+	return amount, currency, true
+}
+
+// goalFilters rewrites every event:goal condition of fs into the filters
+// on events of the goals it selects (by name: is, contains and matches,
+// with case_sensitive false for is and contains, and their _not forms).
+// is and is_not must name goals of the site.
+func goalFilters(fs []storage.QueryFilter, goals []storage.Goal) ([]storage.QueryFilter, error) {
+	out := make([]storage.QueryFilter, 0, len(fs))
+	for _, f := range fs {
+		g, err := goalNode(f, goals)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+func goalNode(f storage.QueryFilter, goals []storage.Goal) (storage.QueryFilter, error) {
+	if len(f.Children) > 0 {
+		children, err := goalFilters(f.Children, goals)
+		f.Children = children
+		return f, err
+	}
+	if f.Dim != goalDimension {
+		return f, nil
+	}
+	picked, err := pickGoals(f, goals)
+	if err != nil {
+		return f, err
+	}
+	var or []storage.QueryFilter
+	for _, g := range picked {
+		or = append(or, storage.GoalFilter(g))
+	}
+	// No goal picked: an empty is, which matches nothing.
+	node := storage.QueryFilter{Op: "or", Children: or}
+	if len(or) == 0 {
+		node = storage.QueryFilter{Op: "is", Dim: "event:name", Values: []string{}}
+	}
+	if strings.HasSuffix(f.Op, "_not") {
+		node = storage.QueryFilter{Op: "not", Children: []storage.QueryFilter{node}}
+	}
+	return node, nil
+}
+
+// pickGoals returns the goals whose names the condition f on event:goal
+// names (its _not form: the goals its positive form names). is and
+// is_not must name goals of the site.
+func pickGoals(f storage.QueryFilter, goals []storage.Goal) ([]storage.Goal, error) {
+	op := strings.TrimSuffix(f.Op, "_not")
+	fold := func(s string) string {
+		if f.Fold {
+			return asciiLower(s)
+		}
+		return s
+	}
+	var res []*regexp.Regexp
+	if op == "matches" {
+		for _, v := range f.Values {
+			re, err := regexp.Compile(v)
+			if err != nil {
+				return nil, invalid("a matches pattern is not a valid RE2 regular expression: %v", err)
+			}
+			res = append(res, re)
+		}
+	}
+	named := map[string]bool{}
+	var picked []storage.Goal
+	for _, g := range goals {
+		hit := false
+		for i, v := range f.Values {
+			switch op {
+			case "is":
+				if fold(g.Name) == fold(v) {
+					hit, named[fold(v)] = true, true
+				}
+			case "contains":
+				hit = hit || strings.Contains(fold(g.Name), fold(v))
+			case "matches":
+				hit = hit || res[i].MatchString(g.Name)
+			}
+		}
+		if hit {
+			picked = append(picked, g)
+		}
+	}
+	if op == "is" {
+		for _, v := range f.Values {
+			if !named[fold(v)] {
+				return nil, invalid("the goal %q is not configured for this site (GET /v1/sites/:siteId/goals lists them)", v)
+			}
+		}
+	}
+	return picked, nil
+}
+
+// listedGoals splits fs for a breakdown by goal, as Plausible does: the
+// top-level conditions on event:goal choose the goals listed (all must
+// hold; a _not form leaves out the goals it names); the rest filter
+// events.
+func listedGoals(fs []storage.QueryFilter, goals []storage.Goal) ([]storage.Goal, []storage.QueryFilter, error) {
+	listed := goals
+	var rest []storage.QueryFilter
+	for _, f := range fs {
+		if f.Dim != goalDimension {
+			rest = append(rest, f)
+			continue
+		}
+		picked, err := pickGoals(f, goals)
+		if err != nil {
+			return nil, nil, err
+		}
+		keep := listed[:0:0]
+		for _, g := range listed {
+			in := slices.ContainsFunc(picked, func(p storage.Goal) bool { return p.ID == g.ID })
+			if in != strings.HasSuffix(f.Op, "_not") {
+				keep = append(keep, g)
+			}
+		}
+		listed = keep
+	}
+	return listed, rest, nil
+}
+
+// asciiLower folds ASCII letters only, as the query API's case-insensitive
+// tests do.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,344 @@
+package storage
+
+import (
+	"cmp"
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"modernc.org/sqlite"
+)
+
+// MaxFunnelSteps bounds a funnel's steps: each is one bit of a mask.
+const MaxFunnelSteps = 8
+
+// FunnelQuery is a funnel over [From, To): Steps completed in order within
+// one visit, counting only the events that pass Filters (the query API's).
+type FunnelQuery struct {
+	Site     string
+	From, To time.Time
+	Zone     *time.Location
+	Filters  []QueryFilter
+	Steps    []Goal
+}
+
+// funnelEvent is how a funnel read hands SQLite's grouping one event:
+// its time, arrival order, type and, for a pageview, url (pageview goals
+// test its path), then its raw JSON when a step matches a property ({raw};
+// else nothing), each text as its byte length, a comma and its bytes ('-'
+// for none). It and funnelEvents are the one place to change to read a
+// narrower table than the wide events rows (an event's type and page path
+// only).
+const funnelEvent = `e.ts_ms || ',' || e.seq || ',' || octet_length(e.type) || ',' || e.type ||
+	COALESCE(octet_length(CASE WHEN e.type = 'pageview' THEN e.url END) || ',' || e.url, '-'){raw}`
+
+// funnelEvents is what a funnel reads: the visits (s) and their events (e).
+const funnelEvents = `FROM sessions s CROSS JOIN events e`
+
+// Funnel answers q: per step, the distinct visitors who reached it, in
+// order, within one visit (README "Goals and funnels").
+//
+// Events are read through the visits that reach the range, as the query
+// API's event reads are (README "Query API", How reports stay fast), and
+// no event row leaves SQLite: SQLite strings each visit's events together
+// (funnelEvent; the grouping follows the visits' index, so it sorts
+// nothing), and one Go call a visit (tally_funnel_visit) orders them by
+// time and arrival, gives each the mask of the steps it matches (its
+// page's steps remembered per url) and walks them to the visit's furthest
+// step; a visitor's furthest step is its furthest visit's. Only the
+// events of the steps' types are read. The visitors are read in two
+// parts at once, on two read connections, split by the last character of
+// their id, so each visitor is in one part and the parts' counts add.
+func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
+	if len(q.Steps) == 0 || len(q.Steps) > MaxFunnelSteps {
+		return nil, fmt.Errorf("a funnel has 1 to %d steps, not %d", MaxFunnelSteps, len(q.Steps))
+	}
+	m, err := newFunnelMatcher(q.Steps)
+	if err != nil {
+		return nil, err
+	}
+	lo, err := db.visitLookback(ctx, q.Site, q.From)
+	if err != nil {
+		return nil, err
+	}
+	parts := []string{""}
+	if db.readConns >= 2 {
+		parts = []string{" AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 0", " AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 1"}
+	}
+	// Each part runs on its own connection of the read pool; neither holds
+	// one while waiting for another, so two funnels cannot wait on each
+	// other.
+	reached := make([][]int, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, part := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reached[i], errs[i] = db.funnelPart(ctx, &q, m, lo, part)
+		}()
+	}
+	wg.Wait()
+	counts := make([]int, len(q.Steps))
+	for i, r := range reached {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		for step, n := range r {
+			counts[step] += n
+		}
+	}
+	return counts, nil
+}
+
+// funnelPart counts the visitors of one part (part: its condition on the
+// visit) who reached each step.
+func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, lo time.Time, part string) ([]int, error) {
+	sq := &StatsQuery{Site: q.Site, From: q.From, To: q.To, Zone: q.Zone, Filters: q.Filters}
+	fb := &sqlBuilder{q: sq}
+	where, err := fb.where()
+	if err != nil {
+		return nil, err
+	}
+	raw := ""
+	if m.props {
+		raw = ` || COALESCE(octet_length(` + eventRawSQL + `) || ',' || ` + eventRawSQL + `, '-')`
+	}
+	types := make([]string, len(m.types))
+	for i := range types {
+		types[i] = "?"
+	}
+	w := &funnelWalk{m: m, best: map[string]int{}}
+	id := funnelIDs.Add(1)
+	funnelWalks.Store(id, w)
+	defer funnelWalks.Delete(id)
+	query := `SELECT COUNT(v) FROM (
+		SELECT tally_funnel_visit(?, s.anon_id, group_concat(` + strings.Replace(funnelEvent, "{raw}", raw, 1) + `, '')) AS v
+		` + funnelEvents + `
+		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?` + part + `
+		AND e.site_id = s.site_id AND e.anon_id = s.anon_id
+		AND e.ts_ms >= max(?, ` + visitStartMS("s") + `) AND e.ts_ms <= min(?, ` + visitEndMS("s") + `)
+		AND e.type IN (` + strings.Join(types, ", ") + `)` + where + `
+		GROUP BY s.started_ms, s.id)`
+	args := []any{id, q.Site, visitTimeArg(lo), visitTimeArg(q.To), visitTimeArg(q.From), q.From.UnixMilli(), q.To.UnixMilli() - 1}
+	for _, t := range m.types {
+		args = append(args, t)
+	}
+	args = append(args, fb.whereArgs...)
+	var visits int64
+	if err := db.read.QueryRowContext(ctx, query, args...).Scan(&visits); err != nil {
+		return nil, err
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	counts := make([]int, len(q.Steps))
+	for _, step := range w.best {
+		for i := 0; i < step; i++ {
+			counts[i]++
+		}
+	}
+	return counts, nil
+}
+
+// funnelWalk is one funnel read's walk of its visits.
+type funnelWalk struct {
+	m    *funnelMatcher
+	best map[string]int // visitor -> furthest step
+	err  error
+	evs  []funnelEventRow
+}
+
+// funnelEventRow is one event of a visit.
+type funnelEventRow struct {
+	ts, seq       int64
+	typ, url, raw string
+	hasURL        bool
+}
+
+// visit walks one visit of visitor anon, its events as funnelEvent wrote
+// them.
+func (w *funnelWalk) visit(anon, events string) {
+	evs, err := parseFunnelEvents(events, w.m.props, w.evs[:0])
+	w.evs = evs
+	if err != nil {
+		w.err = err
+		return
+	}
+	slices.SortFunc(evs, func(a, b funnelEventRow) int {
+		if c := cmp.Compare(a.ts, b.ts); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	step, n := 0, len(w.m.steps)
+	for i := range evs {
+		if step < n && w.m.bits(&evs[i])&(1<<step) != 0 {
+			step++
+		}
+	}
+	if step > w.best[anon] {
+		w.best[anon] = step
+	}
+}
+
+// parseFunnelEvents reads funnelEvent's strings, appended to dst.
+func parseFunnelEvents(s string, props bool, dst []funnelEventRow) ([]funnelEventRow, error) {
+	bad := errors.New("funnel: a visit's events could not be read")
+	num := func() (int64, bool) {
+		i := strings.IndexByte(s, ',')
+		if i < 0 {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(s[:i], 10, 64)
+		s = s[i+1:]
+		return n, err == nil
+	}
+	text := func() (string, bool, bool) {
+		if strings.HasPrefix(s, "-") {
+			s = s[1:]
+			return "", false, true
+		}
+		n, ok := num()
+		if !ok || n < 0 || int(n) > len(s) {
+			return "", false, false
+		}
+		t := s[:n]
+		s = s[n:]
+		return t, true, true
+	}
+	for s != "" {
+		var e funnelEventRow
+		var ok1, ok2, ok3, ok4 bool
+		e.ts, ok1 = num()
+		e.seq, ok2 = num()
+		e.typ, _, ok3 = text()
+		e.url, e.hasURL, ok4 = text()
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			return dst, bad
+		}
+		if props {
+			var ok bool
+			if e.raw, _, ok = text(); !ok {
+				return dst, bad
+			}
+		}
+		dst = append(dst, e)
+	}
+	return dst, nil
+}
+
+// funnelMatcher gives an event the mask of the steps it matches, as
+// GoalFilter's filters would.
+type funnelMatcher struct {
+	steps []Goal
+	pats  []*regexp.Regexp // of page path steps with a *; nil otherwise
+	props bool             // some step matches a property
+	types []string         // the event types the steps match
+	mu    sync.Mutex
+	pages map[string]int64 // url -> the page path steps its path matches
+}
+
+func newFunnelMatcher(steps []Goal) (*funnelMatcher, error) {
+	m := &funnelMatcher{steps: steps, pats: make([]*regexp.Regexp, len(steps)), pages: map[string]int64{}}
+	for i, g := range steps {
+		if g.PropName != "" {
+			m.props = true
+		}
+		typ := g.EventName
+		if g.PagePath != "" {
+			typ = "pageview"
+		}
+		if !slices.Contains(m.types, typ) {
+			m.types = append(m.types, typ)
+		}
+		if g.PagePath != "" && strings.Contains(g.PagePath, "*") {
+			re, err := compilePattern(PagePattern(g.PagePath))
+			if err != nil {
+				return nil, err
+			}
+			m.pats[i] = re
+		}
+	}
+	return m, nil
+}
+
+// funnelPageMemo bounds a matcher's memo of urls.
+const funnelPageMemo = 50000
+
+// pageBits is the mask of the page path steps that url's path matches.
+func (m *funnelMatcher) pageBits(url string) int64 {
+	m.mu.Lock()
+	bits, ok := m.pages[url]
+	m.mu.Unlock()
+	if ok {
+		return bits
+	}
+	path := pagePaths.get(url)
+	for i, g := range m.steps {
+		if g.PagePath == "" {
+			continue
+		}
+		if re := m.pats[i]; re != nil && re.MatchString(path) || re == nil && path == g.PagePath {
+			bits |= 1 << i
+		}
+	}
+	m.mu.Lock()
+	if len(m.pages) >= funnelPageMemo {
+		clear(m.pages)
+	}
+	m.pages[url] = bits
+	m.mu.Unlock()
+	return bits
+}
+
+// bits is the mask of the steps event e matches.
+func (m *funnelMatcher) bits(e *funnelEventRow) int64 {
+	var page int64
+	if e.hasURL && e.typ == "pageview" {
+		page = m.pageBits(e.url)
+	}
+	var bits int64
+	for i, g := range m.steps {
+		if g.EventName != "" && g.EventName != e.typ || g.PagePath != "" && page&(1<<i) == 0 {
+			continue
+		}
+		if g.PropName != "" {
+			if v, ok := propText(e.raw, g.PropName).(string); !ok || v != g.PropValue {
+				continue
+			}
+		}
+		bits |= 1 << i
+	}
+	return bits
+}
+
+// Walks of the funnel reads running, by id (tally_funnel_visit's first
+// argument).
+var (
+	funnelIDs   atomic.Int64
+	funnelWalks sync.Map // int64 -> *funnelWalk
+)
+
+func init() {
+	// tally_funnel_visit(id, anon, events) hands one visit of visitor anon,
+	// its events as funnelEvent wrote them, to the walk id; NULL.
+	sqlite.MustRegisterScalarFunction("tally_funnel_visit", 3, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		id, _ := args[0].(int64)
+		w, ok := funnelWalks.Load(id)
+		anon, ok2 := textArg(args[1])
+		events, ok3 := textArg(args[2])
+		if ok && ok2 && ok3 {
+			w.(*funnelWalk).visit(anon, events)
+		}
+		return nil, nil
+	})
+}

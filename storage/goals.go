@@ -1,0 +1,254 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tally-analytics/tally/fault"
+)
+
+// Goals of a site (README "Goals and funnels"): an event name, optionally
+// with a custom property's value, or a page path pattern. The query API
+// and funnels read a goal as a filter on events (GoalFilter), so every
+// figure of a goal comes from the same reads as the rest of the API.
+
+// MaxGoalsPerSite bounds a site's goals: each goal of an event:goal
+// breakdown is one read, and a dashboard lists them all.
+const MaxGoalsPerSite = 100
+
+// Bounds of a goal's texts.
+const (
+	maxGoalName      = 120
+	maxGoalEventName = 300
+	maxGoalPagePath  = 200
+	maxGoalPropName  = 300
+	maxGoalPropValue = 1000
+)
+
+// Goal is one goal of a site. Exactly one of EventName and PagePath is
+// set; PropName and PropValue are both set or both empty.
+type Goal struct {
+	ID        int64
+	SiteID    string
+	Name      string
+	EventName string
+	PagePath  string
+	PropName  string
+	PropValue string
+	CreatedAt string
+}
+
+// NewGoal is a goal to create, as the client sent it.
+type NewGoal struct {
+	Name      string
+	EventName *string
+	PagePath  *string
+	// Property is nil without a property match.
+	Property *GoalProperty
+}
+
+// GoalProperty is a goal's custom property match.
+type GoalProperty struct {
+	Name, Value string
+}
+
+func goalText(s, field string, most int) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || len(s) > most || !utf8.ValidString(s) {
+		return "", fault.Errorf(fault.InvalidGoal, "%s must be a non-empty string of at most %d bytes", field, most)
+	}
+	return s, nil
+}
+
+// check validates g and returns the goal it makes.
+func (g NewGoal) check() (Goal, error) {
+	var out Goal
+	var err error
+	if out.Name, err = goalText(g.Name, "name", maxGoalName); err != nil {
+		return out, err
+	}
+	switch {
+	case (g.EventName == nil) == (g.PagePath == nil):
+		return out, fault.Errorf(fault.InvalidGoal, "a goal has exactly one of event_name and page_path")
+	case g.EventName != nil:
+		if out.EventName, err = goalText(*g.EventName, "event_name", maxGoalEventName); err != nil {
+			return out, err
+		}
+	default:
+		if out.PagePath, err = goalText(*g.PagePath, "page_path", maxGoalPagePath); err != nil {
+			return out, err
+		}
+		if !strings.HasPrefix(out.PagePath, "/") {
+			return out, fault.Errorf(fault.InvalidGoal, "page_path must start with /, as a page's path does (a * matches within a segment, ** across segments)")
+		}
+		if err := CheckPattern(PagePattern(out.PagePath)); err != nil {
+			return out, fault.Errorf(fault.InvalidGoal, "page_path is too long a pattern: %v", err)
+		}
+	}
+	if p := g.Property; p != nil {
+		if out.PropName, err = goalText(p.Name, "property.name", maxGoalPropName); err != nil {
+			return out, err
+		}
+		// A value is compared as the query API shows it: not trimmed.
+		if p.Value == "" || len(p.Value) > maxGoalPropValue || !utf8.ValidString(p.Value) {
+			return out, fault.Errorf(fault.InvalidGoal, "property.value must be a non-empty string of at most %d bytes", maxGoalPropValue)
+		}
+		out.PropValue = p.Value
+	}
+	return out, nil
+}
+
+// PagePattern is the RE2 pattern of a goal's page path, as Plausible
+// builds it: ** matches anything, * anything but a slash, the rest
+// literally.
+func PagePattern(path string) string {
+	var b strings.Builder
+	b.WriteString("^")
+	for i := 0; i < len(path); {
+		switch {
+		case strings.HasPrefix(path[i:], "**"):
+			b.WriteString(".*")
+			i += 2
+		case path[i] == '*':
+			b.WriteString("[^/]*")
+			i++
+		default:
+			j := i
+			for j < len(path) && path[j] != '*' {
+				j++
+			}
+			b.WriteString(regexp.QuoteMeta(path[i:j]))
+			i = j
+		}
+	}
+	b.WriteString("$")
+	return b.String()
+}
+
+// GoalFilter is g as a filter on events: its event name (a page path goal:
+// a pageview whose page matches) and its property's value, both as the
+// query API shows them.
+func GoalFilter(g Goal) QueryFilter {
+	var parts []QueryFilter
+	if g.EventName != "" {
+		parts = append(parts, QueryFilter{Op: "is", Dim: "event:name", Values: []string{g.EventName}})
+	} else {
+		parts = append(parts, QueryFilter{Op: "is", Dim: "event:name", Values: []string{"pageview"}})
+		if strings.Contains(g.PagePath, "*") {
+			parts = append(parts, QueryFilter{Op: "matches", Dim: "event:page", Values: []string{PagePattern(g.PagePath)}})
+		} else {
+			parts = append(parts, QueryFilter{Op: "is", Dim: "event:page", Values: []string{g.PagePath}})
+		}
+	}
+	if g.PropName != "" {
+		parts = append(parts, QueryFilter{Op: "is", Dim: PropPrefix + g.PropName, Values: []string{g.PropValue}})
+	}
+	return QueryFilter{Op: "and", Children: parts}
+}
+
+// CreateGoal stores a goal of site and audits it (goal.create).
+func (db *DB) CreateGoal(ctx context.Context, actor Actor, site *Site, ng NewGoal) (*Goal, error) {
+	g, err := ng.check()
+	if err != nil {
+		return nil, err
+	}
+	g.SiteID, g.CreatedAt = site.ID, FormatTime(db.now())
+	err = db.writer.do(ctx, func(tx *writeTx) error {
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
+		var n int
+		var taken bool
+		if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(MAX(name = ?), 0) FROM goals WHERE site_id = ?`, g.Name, site.ID).Scan(&n, &taken); err != nil {
+			return err
+		}
+		if taken {
+			return fault.Errorf(fault.GoalNameTaken, "this site already has a goal named %q; goal names are unique per site", g.Name)
+		}
+		if n >= MaxGoalsPerSite {
+			return fault.Errorf(fault.GoalLimitReached, "a site may have at most %d goals; delete one first", MaxGoalsPerSite)
+		}
+		res, err := tx.Exec(`INSERT INTO goals(site_id, name, event_name, page_path, prop_name, prop_value, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, site.ID, g.Name, nullText(g.EventName), nullText(g.PagePath),
+			nullText(g.PropName), nullText(g.PropValue), g.CreatedAt)
+		if err != nil {
+			return err
+		}
+		if g.ID, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		return db.audit(tx, site.WorkspaceID, actor, "goal.create", site.ID, goalMeta(g))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
+
+// goalMeta is a goal as its audit rows record it.
+func goalMeta(g Goal) map[string]any {
+	m := map[string]any{"goal_id": g.ID, "name": g.Name}
+	if g.EventName != "" {
+		m["event_name"] = g.EventName
+	} else {
+		m["page_path"] = g.PagePath
+	}
+	if g.PropName != "" {
+		// The property's name only: a value may be personal.
+		m["property_name"] = g.PropName
+	}
+	return m
+}
+
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// Goals lists site's goals by name.
+func (db *DB) Goals(ctx context.Context, site string) ([]Goal, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT id, site_id, name, COALESCE(event_name, ''), COALESCE(page_path, ''),
+		COALESCE(prop_name, ''), COALESCE(prop_value, ''), created_at FROM goals WHERE site_id = ? ORDER BY name`, site)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	list := []Goal{}
+	for rows.Next() {
+		var g Goal
+		if err := rows.Scan(&g.ID, &g.SiteID, &g.Name, &g.EventName, &g.PagePath, &g.PropName, &g.PropValue, &g.CreatedAt); err != nil {
+			return nil, err
+		}
+		list = append(list, g)
+	}
+	return list, rows.Err()
+}
+
+// DeleteGoal deletes goal id of site and audits it (goal.delete); a goal
+// of another site, or none, is not_found.
+func (db *DB) DeleteGoal(ctx context.Context, actor Actor, site *Site, id int64) error {
+	return db.writer.do(ctx, func(tx *writeTx) error {
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
+		var g Goal
+		err := tx.QueryRow(`SELECT id, name, COALESCE(event_name, ''), COALESCE(page_path, ''), COALESCE(prop_name, '')
+			FROM goals WHERE id = ? AND site_id = ?`, id, site.ID).Scan(&g.ID, &g.Name, &g.EventName, &g.PagePath, &g.PropName)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fault.Errorf(fault.NotFound, "no goal with that id on this site")
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`DELETE FROM goals WHERE id = ?`, id); err != nil {
+			return err
+		}
+		return db.audit(tx, site.WorkspaceID, actor, "goal.delete", site.ID, goalMeta(g))
+	})
+}
