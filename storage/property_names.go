@@ -9,7 +9,7 @@ import (
 
 // PropertyNamesMaxRows bounds the rows PropertyNames reads: the service's
 // newest events, whatever their site (README "Dashboard").
-const PropertyNamesMaxRows = 20_000
+const PropertyNamesMaxRows = 5_000
 
 // PropertyNamesMax bounds how many names PropertyNames returns.
 const PropertyNamesMax = 100
