@@ -1,0 +1,178 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tally-analytics/tally/internal/chromiumtest"
+	"github.com/tally-analytics/tally/storage"
+)
+
+// BenchmarkDashboardFirstPaint times the dashboard's first paint with all
+// panels (README "Dashboard") in chromium headless, on BenchmarkReads'
+// kept database: TALLY_BENCH_KEEP_DB=PATH names it (a copy: the service
+// writes partials into it; without the variable the benchmark skips, as
+// loading 1M events here would take minutes). One op is one page load of
+// the 30-day view with the admin token in the tab's session storage: from
+// the navigation's start (performance.timeOrigin) to the frame after every
+// panel, the headline, the chart, goals and the funnel show their answers
+// (the page's "tally-panels" mark, set after two animation frames). The
+// ms/paint metric is that time, as the page measured it.
+//
+//   - cold: day partials deleted and the report cache emptied before each
+//     load (a service started on a database that kept none, before the
+//     warm-up ran).
+//   - after_warmup: one warm-up round (what a running service has done at
+//     start and every night), the report cache emptied before each load:
+//     the first view of the day; dimensions the warm-up does not compute
+//     (browsers, devices, campaigns...) read their kept partials.
+//   - warm: the same view loaded again (every answer kept).
+//
+// With -v it logs each query's time on the server, by dimension, of the
+// last load. TALLY_DASH_SCREENSHOT=FILE.png also saves a screenshot of
+// the loaded view (README "Dashboard" shows it).
+func BenchmarkDashboardFirstPaint(b *testing.B) {
+	path := os.Getenv("TALLY_BENCH_KEEP_DB")
+	if path == "" {
+		b.Skip("TALLY_BENCH_KEEP_DB is not set: name a copy of BenchmarkReads' kept database")
+	}
+	if _, reused := keptFixture(b, path); !reused {
+		b.Skip(path + " is not a kept BenchmarkReads database")
+	}
+	clock := &benchClock{}
+	clock.ms.Store(benchEnd.Add(time.Hour).UnixMilli())
+	db, err := storage.Open(context.Background(), storage.Options{Path: path, Now: clock.now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	srv := New(Config{AdminToken: "bench", Logger: discardLogger(), Now: clock.now}, db)
+	timings := &queryTimings{took: map[string]time.Duration{}}
+	ts := httptest.NewServer(timings.wrap(srv.Query()))
+	defer ts.Close()
+
+	ctx := chromiumtest.Browser(b)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(ts.URL+"/")); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`sessionStorage.setItem("tally_token", "bench"), true`)); err != nil {
+		b.Fatal(err)
+	}
+	view := ts.URL + "/?ws=bench&site=bench&period=30d"
+	paint := func(b *testing.B) float64 {
+		b.Helper()
+		timings.reset()
+		if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(view),
+			chromedp.WaitReady(chromedp.CSS("body[data-ready]"))); err != nil {
+			b.Fatal(err)
+		}
+		ms, err := chromedp.Run(ctx, chromedp.Evaluate[float64](
+			`performance.getEntriesByType("mark").filter(function (m) { return m.name.indexOf("tally-panels") === 0; })[0].startTime`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return ms
+	}
+	run := func(name string, before func(b *testing.B)) {
+		b.Run(name, func(b *testing.B) {
+			var total float64
+			for b.Loop() {
+				b.StopTimer()
+				before(b)
+				b.StartTimer()
+				total += paint(b)
+			}
+			b.ReportMetric(total/float64(b.N), "ms/paint")
+			b.Logf("server time per query of the last load:\n%s", timings)
+		})
+	}
+	forget := func(rows bool) func(b *testing.B) {
+		return func(b *testing.B) {
+			if err := db.ForgetPartials(context.Background(), "bench", rows); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	run("cold", forget(true))
+	if err := db.WarmPartialsOnce(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	run("after_warmup", forget(false))
+	run("warm", func(*testing.B) {})
+
+	if out := os.Getenv("TALLY_DASH_SCREENSHOT"); out != "" {
+		paint(b)
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(out, png, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// queryTimings records the server time of each query API request, named
+// by the query's dimensions (or the path for other requests).
+type queryTimings struct {
+	mu   sync.Mutex
+	took map[string]time.Duration
+}
+
+func (q *queryTimings) reset() {
+	q.mu.Lock()
+	q.took = map[string]time.Duration{}
+	q.mu.Unlock()
+}
+
+func (q *queryTimings) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Path
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var qb struct {
+				Dimensions []string       `json:"dimensions"`
+				Include    map[string]any `json:"include"`
+			}
+			json.Unmarshal(body, &qb)
+			name += " " + strings.Join(qb.Dimensions, ",")
+			if qb.Include["comparisons"] != nil {
+				name += " (with comparison)"
+			}
+		}
+		t0 := time.Now()
+		h.ServeHTTP(w, r)
+		q.mu.Lock()
+		q.took[name] += time.Since(t0)
+		q.mu.Unlock()
+	})
+}
+
+func (q *queryTimings) String() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	names := make([]string, 0, len(q.took))
+	for n := range q.took {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return q.took[names[i]] > q.took[names[j]] })
+	var sb strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&sb, "  %7.1f ms  %s\n", float64(q.took[n].Microseconds())/1000, n)
+	}
+	return sb.String()
+}
