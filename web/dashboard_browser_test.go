@@ -13,6 +13,7 @@ import (
 	"time"
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/tally-analytics/tally/server/servertest"
@@ -151,6 +152,23 @@ func TestDashboardFiltersByClickAndRestoresBookmarks(t *testing.T) {
 	ctx, cancel := browser(t)
 	defer cancel()
 	srv := dashServer(t)
+	// The strict policy is on the page, and nothing the dashboard does
+	// breaks it (the listener is the browser's, not the page's).
+	res, err := http.Get(srv.QueryURL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got, want := res.Header.Get("Content-Security-Policy"), "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'"; got != want {
+		t.Errorf("CSP: got %q, want %q", got, want)
+	}
+	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+			Source: `window.cspViolations = []; document.addEventListener("securitypolicyviolation", function (e) { window.cspViolations.push(e.violatedDirective + " " + e.blockedURI); });`})
+		return err
+	})); err != nil {
+		t.Fatal(err)
+	}
 
 	signIn(t, ctx, srv, "/?period=7d", srv.AdminToken)
 	g := ready(t, ctx, "")
@@ -181,6 +199,7 @@ func TestDashboardFiltersByClickAndRestoresBookmarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	g = ready(t, ctx, g)
+	var loc string
 	if got, want := table(t, ctx, "t-pages"), "/home|1|1\n/pricing|1|1"; got != want {
 		t.Errorf("pages filtered on google.test:\ngot  %s\nwant %s", got, want)
 	}
@@ -193,7 +212,7 @@ func TestDashboardFiltersByClickAndRestoresBookmarks(t *testing.T) {
 	if got := text(t, ctx, "#filters .chip"); !strings.HasPrefix(got, "Source is google.test") {
 		t.Errorf("filter chip: got %q, want Source is google.test", got)
 	}
-	loc, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname + location.search`))
+	loc, err = chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname + location.search`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,6 +261,11 @@ func TestDashboardFiltersByClickAndRestoresBookmarks(t *testing.T) {
 	}
 	if got := text(t, other, "#filters .chip"); !strings.HasPrefix(got, "Source is google.test") {
 		t.Errorf("bookmark's filter chip: got %q", got)
+	}
+
+	violations, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(window.cspViolations || ["no listener"]).join(", ")`))
+	if err != nil || violations != "" {
+		t.Errorf("CSP violations: got %q %v, want none", violations, err)
 	}
 
 	// Removing the chip shows everything again.
