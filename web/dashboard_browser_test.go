@@ -181,6 +181,10 @@ func TestDashboardFiltersByClickAndRestoresBookmarks(t *testing.T) {
 	if got, want := table(t, ctx, "t-pages"), "/home|2|2\n/pricing|2|2\n/blog|1|1"; got != want {
 		t.Errorf("pages:\ngot  %s\nwant %s", got, want)
 	}
+	bars, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#chart svg").getAttribute("aria-label") + " " + document.querySelectorAll("#chart rect").length`))
+	if err != nil || bars != "Visitors by day 7" {
+		t.Errorf("chart: got %q %v, want Visitors by day 7", bars, err)
+	}
 	if got, want := table(t, ctx, "t-sources"), "google.test|2|2\nDirect / None|1|1\nnews|1|1"; got != want {
 		t.Errorf("sources:\ngot  %s\nwant %s", got, want)
 	}
@@ -272,9 +276,17 @@ func TestDashboardFiltersByClickAndRestoresBookmarks(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#filters .chip-x`))); err != nil {
 		t.Fatal(err)
 	}
-	ready(t, ctx, g)
+	g = ready(t, ctx, g)
 	if got, want := table(t, ctx, "t-pages"), "/home|2|2\n/pricing|2|2\n/blog|1|1"; got != want {
 		t.Errorf("pages after removing the filter:\ngot  %s\nwant %s", got, want)
+	}
+	// Back: the filtered view again.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`history.back(), true`)); err != nil {
+		t.Fatal(err)
+	}
+	ready(t, ctx, g)
+	if got, want := table(t, ctx, "t-pages"), "/home|1|1\n/pricing|1|1"; got != want {
+		t.Errorf("pages after going back:\ngot  %s\nwant %s", got, want)
 	}
 }
 
