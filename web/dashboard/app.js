@@ -227,7 +227,7 @@
       var v = r.comparison ? r.comparison.change[i] : null;
       ch.className = "change";
       if (v == null) { ch.textContent = "no data before"; return; }
-      var unit = h.m === "bounce_rate" ? " pts" : "%";
+      var unit = h.m !== "bounce_rate" ? "%" : Math.abs(v) === 1 ? " pt" : " pts";
       ch.textContent = (v > 0 ? "↑ " : v < 0 ? "↓ " : "") + Math.abs(v) + unit + " vs previous period";
       // a higher bounce rate is worse
       var good = h.m === "bounce_rate" ? v < 0 : v > 0;
