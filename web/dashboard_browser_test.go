@@ -226,29 +226,8 @@ func TestDashboardFiltersByClickAndRestoresBookmarks(t *testing.T) {
 	}
 
 	// CSV of the filtered pages panel: its own query, as the API's CSV.
-	dir := t.TempDir()
-	progress := chromedp.Events(ctx, cdpbrowser.DownloadProgress)
-	if err := chromedp.Do(ctx,
-		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-			_, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
-				Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: dir, EventsEnabled: ptr(true)})
-			return err
-		}),
-		chromedp.Click(chromedp.CSS(`#panel-pages button.csv`)),
-	); err != nil {
-		t.Fatal(err)
-	}
-	for ev, err := range progress {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.State == cdpbrowser.DownloadProgressStateCompleted {
-			b, err := os.ReadFile(filepath.Join(dir, ev.GUID))
-			if want := "event:page,visitors,pageviews\n/home,1,1\n/pricing,1,1\n"; err != nil || strings.ReplaceAll(string(b), "\r", "") != want {
-				t.Errorf("CSV: got %q %v, want %q", b, err, want)
-			}
-			break
-		}
+	if got, want := downloadCSV(t, ctx, "#panel-pages button.csv"), "event:page,visitors,pageviews\n/home,1,1\n/pricing,1,1\n"; got != want {
+		t.Errorf("CSV: got %q, want %q", got, want)
 	}
 
 	// The bookmarked view in another browser, signed in with a query key.
@@ -291,6 +270,38 @@ func TestDashboardFiltersByClickAndRestoresBookmarks(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// downloadCSV clicks the button and returns the file the browser saved
+// (carriage returns dropped).
+func downloadCSV(t *testing.T, ctx context.Context, button string) string {
+	t.Helper()
+	dir := t.TempDir()
+	progress := chromedp.Events(ctx, cdpbrowser.DownloadProgress)
+	if err := chromedp.Do(ctx,
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+				Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: dir, EventsEnabled: ptr(true)})
+			return err
+		}),
+		chromedp.Click(chromedp.CSS(button)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	for ev, err := range progress {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.State == cdpbrowser.DownloadProgressStateCompleted {
+			b, err := os.ReadFile(filepath.Join(dir, ev.GUID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.ReplaceAll(string(b), "\r", "")
+		}
+	}
+	t.Fatal("no download")
+	return ""
+}
 
 // On a phone-sized screen nothing is wider than the screen and the panels
 // stand in one column.
@@ -355,5 +366,8 @@ func TestDashboardGoalsAndFunnel(t *testing.T) {
 	// Home then Pricing in one visit: a1 only (a3 saw Pricing without Home).
 	if got, want := table(t, ctx, "funnel-table"), "Home|2|100%|0\nPricing|1|50%|1"; got != want {
 		t.Errorf("funnel:\ngot  %s\nwant %s", got, want)
+	}
+	if got, want := downloadCSV(t, ctx, `button.csv[data-panel="funnel"]`), "goal,visitors,conversion_rate,dropoff\nHome,2,100,0\nPricing,1,50,1\n"; got != want {
+		t.Errorf("funnel CSV: got %q, want %q", got, want)
 	}
 }

@@ -9,6 +9,7 @@
   var gen = 0; // the current load; answers of an older one are dropped
   var realtimeTimer = null;
   var goalList = null; // null: goals unavailable (the endpoint answers 404)
+  var lastFunnel = null; // the funnel shown, for its CSV
 
   var state = { ws: "", site: "", period: "30d", from: "", to: "", filters: [], prop: "", steps: [] };
 
@@ -413,6 +414,7 @@
     var box = $("#funnel");
     box.textContent = "";
     box.removeAttribute("data-loaded");
+    lastFunnel = null;
     if (!goalList) { box.appendChild(el("p", "empty", "Goals are not available")); box.setAttribute("data-loaded", g); return Promise.resolve(); }
     if (goalList.length < 2) { box.appendChild(el("p", "empty", "A funnel needs two goals or more")); box.setAttribute("data-loaded", g); return Promise.resolve(); }
     var names = goalList.map(function (x) { return x.name; });
@@ -421,6 +423,7 @@
     funnelSelects();
     return post(base() + "/funnel", { steps: state.steps, date_range: dateRange(), filters: apiFilters() }).then(function (res) {
       if (g !== gen) return;
+      lastFunnel = res.steps;
       box.textContent = "";
       var t = el("table");
       t.id = "funnel-table";
@@ -435,6 +438,10 @@
         cell(tr, num(s.dropoff), "n");
       });
       box.appendChild(t);
+      var purged = res.purged_range;
+      if (purged && purged.length === 2) {
+        box.appendChild(el("p", "empty", "Retention purged the raw events of " + purged[0].slice(0, 10) + " to " + purged[1].slice(0, 10) + ": those days count no step."));
+      }
       box.setAttribute("data-loaded", g);
     }, function (e) { if (g === gen) { box.appendChild(el("p", "empty", e.message)); box.setAttribute("data-loaded", g); } });
   }
@@ -490,8 +497,34 @@
     });
   }
 
+  // csvCell quotes a value as the query API's CSV does, a leading = + - @
+  // tab or carriage return prefixed with ' (README "Query API").
+  function csvCell(v) {
+    v = String(v);
+    if (/^[=+\-@\t\r]/.test(v)) v = "'" + v;
+    return /[",\r\n]/.test(v) ? '"' + v.replace(/"/g, '""') + '"' : v;
+  }
+
+  function save(text, name) {
+    var a = el("a");
+    a.href = URL.createObjectURL(new Blob([text], { type: "text/csv" }));
+    a.download = state.site + "-" + name + "-" + (state.period === "custom" ? state.from + "-" + state.to : state.period) + ".csv";
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(function () { URL.revokeObjectURL(a.href); }, 10000);
+  }
+
   function download(id) {
     var body, name;
+    if (id === "funnel") {
+      // the funnel is not a query API report: its answer as CSV
+      if (!lastFunnel) return;
+      save(["goal,visitors,conversion_rate,dropoff"].concat(lastFunnel.map(function (s) {
+        return [csvCell(s.goal), s.visitors, s.conversion_rate, s.dropoff].join(",");
+      })).join("\n") + "\n", "funnel");
+      return;
+    }
     if (id === "chart") { body = chartQuery(); name = "visitors"; }
     else if (id === "goals") { body = goalQuery(10000); name = "goals"; }
     else {
@@ -500,15 +533,7 @@
       body = panelQuery(p, 10000);
       name = panelDim(p).replace(/[^a-z0-9_]+/gi, "-");
     }
-    query(body, "text/csv").then(function (text) {
-      var a = el("a");
-      a.href = URL.createObjectURL(new Blob([text], { type: "text/csv" }));
-      a.download = state.site + "-" + name + "-" + (state.period === "custom" ? state.from + "-" + state.to : state.period) + ".csv";
-      document.body.appendChild(a);
-      a.click();
-      a.remove();
-      setTimeout(function () { URL.revokeObjectURL(a.href); }, 10000);
-    }, function (e) { status(e.message); });
+    query(body, "text/csv").then(function (text) { save(text, name); }, function (e) { status(e.message); });
   }
 
   function loadAdmin() {
