@@ -342,6 +342,12 @@ type realtimeBody struct {
 	Visitors int `json:"visitors"`
 }
 
+// propertyNamesBody is the answer of GET /v1/sites/:siteId/properties:
+// the custom property names of the site's recent events, sorted.
+type propertyNamesBody struct {
+	Properties []string `json:"properties"`
+}
+
 // exportEvent is one line of the NDJSON event export (README "Export"):
 // an event in the timeline's shape, plus its user id, properties and
 // receive time.

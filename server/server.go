@@ -217,6 +217,7 @@ func (s *Server) Query() http.Handler {
 		rt.handleV1(http.MethodDelete, "/debug/sites/:siteId", s.removeThrowAwaySite)
 	}
 
+	rt.handleV1(http.MethodGet, "/sites/:siteId", s.getSite)
 	rt.handle(http.MethodPatch, "/sites/:siteId", s.updateSite)
 	rt.handle(http.MethodGet, "/sites/:siteId/pageviews", s.pageviews)
 	rt.handle(http.MethodGet, "/sites/:siteId/events", s.eventCounts)
@@ -224,6 +225,7 @@ func (s *Server) Query() http.Handler {
 	rt.handle(http.MethodGet, "/sites/:siteId/users/:userId/timeline", s.timeline)
 	rt.handleV1(http.MethodGet, "/sites/:siteId/breakdown", s.breakdown)
 	rt.handleV1(http.MethodGet, "/sites/:siteId/realtime", s.realtime)
+	rt.handleV1(http.MethodGet, "/sites/:siteId/properties", s.propertyNames)
 	rt.handleV1(http.MethodGet, "/sites/:siteId/export", s.export)
 	rt.handleV1(http.MethodPost, "/sites/:siteId/query", s.siteQuery)
 	rt.handleV1(http.MethodPost, "/sites/:siteId/goals", s.createGoal)

@@ -139,6 +139,8 @@ func TestResponseShapes(t *testing.T) {
 		{api: "q", method: "GET", path: "/v1/sites/web/breakdown?dimension=country&" + today, token: tn.readKey, status: 200},
 		{api: "q", method: "GET", path: "/v1/sites/web/pageviews?from=2026-02-01&" + "to=2026-01-01", token: tn.readKey, status: 400},
 		{api: "q", method: "GET", path: "/v1/sites/web/realtime", token: tn.readKey, status: 200},
+		{api: "q", method: "GET", path: "/v1/sites/web/properties", token: tn.readKey, status: 200},
+		{api: "q", method: "GET", path: "/v1/sites/web", token: tn.readKey, status: 200},
 		{api: "q", method: "GET", path: "/v1/sites/web/export?format=ndjson&" + today, token: tn.readKey, status: 200},
 		{api: "q", method: "GET", path: "/v1/sites/web/export?format=csv&" + today, token: tn.readKey, status: 200},
 		{api: "q", method: "GET", path: "/v1/sites/web/export?" + today, token: tn.readKey, status: 400},

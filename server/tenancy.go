@@ -138,6 +138,19 @@ func (s *Server) createSite(w http.ResponseWriter, r *http.Request, ps httproute
 	return nil
 }
 
+// getSite answers the site's settings (its time zone for the dashboard),
+// to the admin token or any key with query:read that reaches the site.
+//
+// GET /v1/sites/:siteId
+func (s *Server) getSite(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	_, site, err := s.site(r, ps.ByName("siteId"), storage.ScopeQueryRead)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, siteOf(site))
+	return nil
+}
+
 // updateSite takes {name?, retention_days?, time_zone?} and answers 200
 // with the site.
 // retention_days is null (follow RETENTION_DAYS), 0 (keep everything) or

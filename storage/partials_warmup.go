@@ -21,13 +21,20 @@ import (
 // "30d" report and "month" (today is computed at every query).
 const warmDays = 31
 
+// warmComparedDays is how many closed days the totals (no dimension) are
+// kept for: a "30d" or "month" range and its previous period, which the
+// dashboard's headline compares with (README "Dashboard").
+const warmComparedDays = 62
+
 // warmSet are the partials the warm-up computes: those of the reports of
-// BenchmarkReads (README "Query API", performance table).
+// BenchmarkReads (README "Query API", performance table) and of the
+// dashboard's panels (README "Dashboard").
 var warmSet = []struct{ dim, basis string }{
 	{"", basisEvents}, {"", basisVisits},
 	{"event:page", basisEvents},
 	{"visit:source", basisVisits}, {"visit:entry_page", basisVisits}, {"visit:exit_page", basisVisits},
 	{"visit:country", basisVisits}, {"visit:country", basisEvents},
+	{"visit:utm_source", basisVisits}, {"visit:device", basisVisits}, {"visit:browser", basisVisits}, {"visit:os", basisVisits},
 }
 
 // warmRecheck bounds the loop's sleep, so that a new site or a changed
@@ -133,19 +140,20 @@ func (db *DB) siteIDs() []string {
 // that are missing, and the visit reach of the days before them.
 func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now time.Time) error {
 	today := startOfDay(now, loc)
-	all, ok := localDays(today.AddDate(0, 0, -warmDays), today, loc)
+	all, ok := localDays(today.AddDate(0, 0, -warmComparedDays), today, loc)
 	if !ok {
 		return nil
 	}
-	var days []localDay
+	var compared []localDay
 	for _, d := range all {
 		if !d.end.Add(partialMargin).After(now) {
-			days = append(days, d)
+			compared = append(compared, d)
 		}
 	}
-	if len(days) == 0 {
+	if len(compared) == 0 {
 		return nil
 	}
+	days := compared[max(len(compared)-warmDays, 0):]
 	// The reach of every closed day first, so that each day's event reads
 	// below find them kept.
 	if _, err := db.visitLookback(ctx, site, today); err != nil {
@@ -155,7 +163,11 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 		return err
 	}
 	for _, p := range warmSet {
-		for _, d := range days {
+		pdays := days
+		if p.dim == "" {
+			pdays = compared
+		}
+		for _, d := range pdays {
 			if err := ctx.Err(); err != nil {
 				return err
 			}

@@ -58,6 +58,43 @@ func TestWarmupLeavesOnlyKeptPartialsToRead(t *testing.T) {
 	}
 }
 
+// TestWarmupCoversTheDashboard: after one round of the warm-up, the
+// dashboard's other panels over the last 30 days (campaigns, devices,
+// browsers, operating systems) and its headline's previous period (the 30
+// days before them) compute no partial (README "Dashboard").
+func TestWarmupCoversTheDashboard(t *testing.T) {
+	db, _, _ := openPartialsDB(t)
+	db.exactVisitorsBelow = 0
+	ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(7, 9)), "a", 3000, 300, 19))
+	if err := db.warmSite(context.Background(), "s", time.UTC, partialsNow); err != nil {
+		t.Fatal(err)
+	}
+	waitPartials(t, db)
+	today := startOfDay(partialsNow, time.UTC)
+	computed := db.partialDaysComputed()
+	headline := []string{MetricVisitors, MetricVisits, MetricPageviews, MetricViewsPerVisit, MetricBounceRate, MetricVisitDuration}
+	for _, q := range []StatsQuery{
+		{Metrics: []string{MetricVisitors, MetricVisits}, Dimensions: []string{"visit:utm_source"}},
+		{Metrics: []string{MetricVisitors, MetricPercentage}, Dimensions: []string{"visit:device"}},
+		{Metrics: []string{MetricVisitors, MetricPercentage}, Dimensions: []string{"visit:browser"}},
+		{Metrics: []string{MetricVisitors, MetricPercentage}, Dimensions: []string{"visit:os"}},
+		{Metrics: headline, From: today.AddDate(0, 0, -60), To: today.AddDate(0, 0, -30)},
+	} {
+		q.Site, q.Zone = "s", time.UTC
+		if q.From.IsZero() {
+			q.From, q.To = today.AddDate(0, 0, -30), today
+		}
+		got, _, estimated := statsText(t, db, q, false)
+		want, _, _ := statsText(t, db, q, true)
+		if !estimated || !slices.Equal(got, want) {
+			t.Errorf("%v by %v: got %v (from partials %v), want %v", q.Metrics, q.Dimensions, got, estimated, want)
+		}
+	}
+	if n := db.partialDaysComputed() - computed; n != 0 {
+		t.Errorf("got %d day partials computed by the reports after the warm-up, want 0", n)
+	}
+}
+
 // TestWarmupStopsWithTheService: the loop warms at start and returns once
 // its context ends.
 func TestWarmupStopsWithTheService(t *testing.T) {

@@ -1,16 +1,54 @@
-// Tally dashboard: reads only the query API, so its numbers are the API's.
+// Tally dashboard: reads only the query API, so its numbers are the API's
+// (README "Dashboard"). The view (site, range, filters, property, funnel
+// steps) lives in the URL's query string; the token never does.
 (function () {
   "use strict";
   var $ = function (s) { return document.querySelector(s); };
   var token = sessionStorage.getItem("tally_token");
   var admin = false;
+  var gen = 0; // the current load; answers of an older one are dropped
+  var realtimeTimer = null;
+  var goalList = null; // null: goals unavailable (the endpoint answers 404)
+  var lastFunnel = null; // the funnel shown, for its CSV
+
+  var state = { ws: "", site: "", period: "30d", from: "", to: "", filters: [], prop: "", steps: [] };
+
+  // Every panel is one query: by dim (or the chosen tab's), with metrics.
+  var PANELS = [
+    { id: "sources", title: "Top sources", tabs: [{ label: "Sources", dim: "visit:source" }], second: "visits" },
+    { id: "campaigns", title: "Campaigns", tabs: [
+      { label: "Source", dim: "visit:utm_source" }, { label: "Medium", dim: "visit:utm_medium" }, { label: "Campaign", dim: "visit:utm_campaign" }], second: "visits" },
+    { id: "pages", title: "Top pages", tabs: [{ label: "Page", dim: "event:page" }], second: "pageviews" },
+    { id: "entry", title: "Entry pages", tabs: [{ label: "Entry page", dim: "visit:entry_page" }], second: "visits" },
+    { id: "exit", title: "Exit pages", tabs: [{ label: "Exit page", dim: "visit:exit_page" }], second: "visits" },
+    { id: "countries", title: "Countries", tabs: [{ label: "Country", dim: "visit:country" }], second: "percentage" },
+    { id: "devices", title: "Devices", tabs: [{ label: "Device", dim: "visit:device" }], second: "percentage" },
+    { id: "browsers", title: "Browsers", tabs: [{ label: "Browser", dim: "visit:browser" }], second: "percentage" },
+    { id: "os", title: "Operating systems", tabs: [{ label: "OS", dim: "visit:os" }], second: "percentage" },
+    { id: "props", title: "Custom properties", tabs: [{ label: "Value", dim: "" }], second: "events" }
+  ];
+  var tabOf = {};
+
+  var NAMES = {
+    "visit:source": "Source", "visit:utm_source": "UTM source", "visit:utm_medium": "UTM medium",
+    "visit:utm_campaign": "UTM campaign", "event:page": "Page", "visit:entry_page": "Entry page",
+    "visit:exit_page": "Exit page", "visit:country": "Country", "visit:device": "Device",
+    "visit:browser": "Browser", "visit:os": "OS", "event:goal": "Goal"
+  };
+  var METRIC_LABEL = { visitors: "Visitors", visits: "Visits", pageviews: "Pageviews", events: "Events", percentage: "%", conversion_rate: "CR" };
+  var HEADLINE = [
+    { m: "visitors", label: "Unique visitors" }, { m: "visits", label: "Total visits" },
+    { m: "pageviews", label: "Total pageviews" }, { m: "views_per_visit", label: "Views per visit" },
+    { m: "bounce_rate", label: "Bounce rate" }, { m: "visit_duration", label: "Visit duration" }
+  ];
 
   function status(msg) { $("#status").textContent = msg || ""; }
 
-  function api(path, opts) {
+  function request(path, opts) {
     opts = opts || {};
-    opts.headers = { Authorization: "Bearer " + token, "Content-Type": "application/json" };
+    opts.headers = { Authorization: "Bearer " + token, "Content-Type": "application/json", Accept: opts.accept || "application/json" };
     return fetch("/v1" + path, opts).then(function (r) {
+      if (r.ok && opts.accept === "text/csv") return r.text();
       if (r.status === 204) return null;
       return r.json().catch(function () { return null; }).then(function (body) {
         if (!r.ok) {
@@ -22,11 +60,18 @@
       });
     });
   }
+  function api(path, opts) { return request(path, opts); }
+  function post(path, body, accept) { return request(path, { method: "POST", body: JSON.stringify(body), accept: accept }); }
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text != null) e.textContent = String(text);
+    return e;
+  }
 
   function cell(row, text, cls) {
-    var td = document.createElement("td");
-    td.textContent = text == null ? "(none)" : String(text);
-    if (cls) td.className = cls;
+    var td = el("td", cls, text == null ? "(none)" : text);
     row.appendChild(td);
     return td;
   }
@@ -34,88 +79,479 @@
   // fill replaces a table's rows; data is never parsed as HTML.
   function fill(table, head, rows, render) {
     table.textContent = "";
-    var tr = document.createElement("tr");
-    head.forEach(function (h) { var th = document.createElement("th"); th.textContent = h; tr.appendChild(th); });
+    var tr = el("tr");
+    head.forEach(function (h) { tr.appendChild(el("th", null, h)); });
     table.appendChild(tr);
     if (!rows.length) {
-      var r = document.createElement("tr");
-      var td = cell(r, "Nothing here", "empty");
-      td.colSpan = head.length;
+      var r = el("tr");
+      cell(r, "Nothing here", "empty").colSpan = head.length;
       table.appendChild(r);
     }
-    rows.forEach(function (x) { var r = document.createElement("tr"); render(r, x); table.appendChild(r); });
+    rows.forEach(function (x) { var r = el("tr"); render(r, x); table.appendChild(r); });
   }
 
-  function chart(days) {
-    var el = $("#chart"), ns = "http://www.w3.org/2000/svg";
-    el.textContent = "";
+  // ---- formatting ----
+  function num(n) { return n == null ? "–" : Number(n).toLocaleString("en-US"); }
+  function duration(s) {
+    if (s == null) return "–";
+    s = Math.round(s);
+    var m = Math.floor(s / 60), r = s % 60;
+    if (m >= 60) return Math.floor(m / 60) + "h " + (m % 60) + "m";
+    return m ? m + "m " + (r < 10 ? "0" : "") + r + "s" : r + "s";
+  }
+  function metricText(m, v) {
+    if (v == null) return "–";
+    if (m === "bounce_rate" || m === "percentage" || m === "conversion_rate") return num(v) + "%";
+    if (m === "visit_duration") return duration(v);
+    if (m === "views_per_visit") return Number(v).toFixed(2);
+    return num(v);
+  }
+
+  // ---- the view in the URL ----
+  function readURL() {
+    var q = new URLSearchParams(location.search);
+    state.ws = q.get("ws") || "";
+    state.site = q.get("site") || "";
+    state.period = ["day", "7d", "30d", "month", "custom"].indexOf(q.get("period")) >= 0 ? q.get("period") : "30d";
+    state.from = q.get("from") || "";
+    state.to = q.get("to") || "";
+    state.prop = q.get("prop") || "";
+    state.filters = q.getAll("f").map(function (f) {
+      var i = f.indexOf(",");
+      if (i < 0) return null;
+      try { return [decodeURIComponent(f.slice(0, i)), decodeURIComponent(f.slice(i + 1))]; } catch (e) { return null; }
+    }).filter(Boolean);
+    state.steps = q.getAll("step");
+    if (state.period === "custom" && !(state.from && state.to)) state.period = "30d";
+  }
+
+  function writeURL(push) {
+    var q = new URLSearchParams();
+    if (state.ws) q.set("ws", state.ws);
+    if (state.site) q.set("site", state.site);
+    q.set("period", state.period);
+    if (state.period === "custom") { q.set("from", state.from); q.set("to", state.to); }
+    state.filters.forEach(function (f) { q.append("f", encodeURIComponent(f[0]) + "," + encodeURIComponent(f[1])); });
+    if (state.prop) q.set("prop", state.prop);
+    state.steps.forEach(function (s) { q.append("step", s); });
+    var url = location.pathname + "?" + q.toString();
+    if (url === location.pathname + location.search) return;
+    if (push) history.pushState(null, "", url); else history.replaceState(null, "", url);
+  }
+
+  function showControls() {
+    $("#period").value = state.period;
+    $("#from").value = state.from;
+    $("#to").value = state.to;
+    var custom = state.period === "custom";
+    $("#from-label").hidden = !custom; $("#to-label").hidden = !custom;
+    $("#from").required = custom; $("#to").required = custom;
+    if (!admin) $("#site-input").value = state.site;
+  }
+
+  // ---- queries ----
+  function dateRange() { return state.period === "custom" ? [state.from, state.to] : state.period; }
+  function oneDay() { return state.period === "day" || (state.period === "custom" && state.from === state.to); }
+  function apiFilters() {
+    return state.filters.map(function (f) { return ["is", f[0], [f[1]]]; });
+  }
+  function base() { return "/sites/" + encodeURIComponent(state.site); }
+  function query(body, accept) { return post(base() + "/query", body, accept); }
+
+  function panelDim(p) {
+    var tab = p.tabs[tabOf[p.id] || 0];
+    return p.id === "props" ? (state.prop ? "event:props:" + state.prop : "") : tab.dim;
+  }
+  function panelQuery(p, limit) {
+    var dim = panelDim(p), filters = apiFilters();
+    // a property's panel lists the events that carry it
+    if (p.id === "props") filters.push(["is_not", dim, ["(none)"]]);
+    return { metrics: ["visitors", p.second], date_range: dateRange(), dimensions: [dim], filters: filters, pagination: { limit: limit } };
+  }
+  function chartQuery() {
+    return { metrics: ["visitors"], date_range: dateRange(), dimensions: [oneDay() ? "time:hour" : "time:day"], filters: apiFilters(), include: { time_labels: true } };
+  }
+  function goalQuery(limit) {
+    return { metrics: ["visitors", "events", "conversion_rate"], date_range: dateRange(), dimensions: ["event:goal"], filters: apiFilters(), pagination: { limit: limit } };
+  }
+
+  // ---- filters ----
+  function label(dim) { return NAMES[dim] || (dim.indexOf("event:props:") === 0 ? "Property " + dim.slice(12) : dim); }
+
+  function addFilter(dim, value) {
+    state.filters = state.filters.filter(function (f) { return f[0] !== dim; });
+    state.filters.push([dim, value]);
+    writeURL(true);
+    load();
+  }
+  function removeFilter(i) {
+    state.filters.splice(i, 1);
+    writeURL(true);
+    load();
+  }
+  function showFilters() {
+    var box = $("#filters");
+    box.textContent = "";
+    state.filters.forEach(function (f, i) {
+      var chip = el("span", "chip");
+      chip.appendChild(el("span", null, label(f[0]) + " is " + f[1]));
+      var x = el("button", "chip-x", "×");
+      x.type = "button";
+      x.title = "Remove filter";
+      x.setAttribute("aria-label", "Remove filter " + label(f[0]));
+      x.onclick = function () { removeFilter(i); };
+      chip.appendChild(x);
+      box.appendChild(chip);
+    });
+  }
+
+  // ---- renderers ----
+  function buildCards() {
+    var box = $("#cards");
+    box.textContent = "";
+    HEADLINE.forEach(function (h) {
+      var c = el("div", "card");
+      c.id = "card-" + h.m;
+      c.appendChild(el("span", "card-label", h.label));
+      c.appendChild(el("strong", "card-value", "–"));
+      c.appendChild(el("span", "change", ""));
+      box.appendChild(c);
+    });
+  }
+
+  function showHeadline(res) {
+    var r = res.results[0] || { metrics: [] };
+    HEADLINE.forEach(function (h, i) {
+      var c = $("#card-" + h.m);
+      c.querySelector(".card-value").textContent = metricText(h.m, r.metrics[i]);
+      var ch = c.querySelector(".change");
+      var v = r.comparison ? r.comparison.change[i] : null;
+      ch.className = "change";
+      if (v == null) { ch.textContent = "no data before"; return; }
+      var unit = h.m !== "bounce_rate" ? "%" : Math.abs(v) === 1 ? " pt" : " pts";
+      ch.textContent = (v > 0 ? "↑ " : v < 0 ? "↓ " : "") + Math.abs(v) + unit + " vs previous period";
+      // a higher bounce rate is worse
+      var good = h.m === "bounce_rate" ? v < 0 : v > 0;
+      if (v !== 0) ch.classList.add(good ? "up" : "down");
+      ch.title = "previous period: " + metricText(h.m, r.comparison.metrics[i]);
+    });
+    var dr = res.query && res.query.date_range;
+    $("#range-label").textContent = dr ? dr[0].slice(0, 10) + " to " + dr[1].slice(0, 10) : "";
+  }
+
+  function chart(res) {
+    var box = $("#chart"), ns = "http://www.w3.org/2000/svg";
+    var labels = (res.meta && res.meta.time_labels) || [];
+    var by = {};
+    res.results.forEach(function (r) { by[r.dimensions[0]] = r.metrics[0]; });
+    var pts = labels.map(function (l) { return { t: l, v: by[l] || 0 }; });
+    box.textContent = "";
+    var max = Math.max.apply(null, pts.map(function (p) { return p.v; }).concat([1]));
+    var top = el("div", "chart-axis");
+    top.appendChild(el("span", null, num(max)));
+    box.appendChild(top);
     var svg = document.createElementNS(ns, "svg");
-    var w = Math.max(days.length, 1) * 10, h = 100;
+    var w = Math.max(pts.length, 1) * 10, h = 100;
     svg.setAttribute("viewBox", "0 0 " + w + " " + h);
     svg.setAttribute("preserveAspectRatio", "none");
-    var max = Math.max.apply(null, days.map(function (d) { return d.count; }).concat([1]));
-    days.forEach(function (d, i) {
-      var bh = d.count / max * (h - 2);
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", "Visitors by " + (oneDay() ? "hour" : "day"));
+    pts.forEach(function (p, i) {
+      var bh = p.v / max * (h - 2);
       var rect = document.createElementNS(ns, "rect");
       rect.setAttribute("x", i * 10 + 1); rect.setAttribute("width", 8);
       rect.setAttribute("y", h - bh); rect.setAttribute("height", bh);
       var title = document.createElementNS(ns, "title");
-      title.textContent = d.date + ": " + d.count;
+      title.textContent = p.t + ": " + num(p.v) + " visitors";
       rect.appendChild(title);
       svg.appendChild(rect);
     });
-    el.appendChild(svg);
+    box.appendChild(svg);
+    var axis = el("div", "chart-axis");
+    axis.appendChild(el("span", null, pts.length ? pts[0].t : ""));
+    axis.appendChild(el("span", null, pts.length ? pts[pts.length - 1].t : ""));
+    box.appendChild(axis);
   }
 
-  function site() { return admin ? $("#site-select").value : $("#site-input").value.trim(); }
-
-  function range() { return "from=" + $("#from").value + "&to=" + $("#to").value; }
-
-  function load() {
-    var id = site();
-    if (!id) { status("Pick a site."); return Promise.resolve(); }
-    status("Loading…");
-    var base = "/sites/" + encodeURIComponent(id);
-    var jobs = [
-      api(base + "/pageviews?" + range()).then(function (p) {
-        $("#pageviews-total").textContent = p.count;
-        chart(p.by_day);
-      }),
-      api(base + "/sessions?" + range()).then(function (s) {
-        $("#sessions-count").textContent = s.count;
-        $("#sessions-duration").textContent = Math.round(s.avg_duration_s) + " s";
-        $("#sessions-events").textContent = s.avg_events.toFixed(1);
-        $("#sessions-bounce").textContent = Math.round(s.bounce_rate * 100) + " %";
-      }),
-      api(base + "/events?" + range()).then(function (e) {
-        fill($("#events"), ["Event", "Count"], e.by_name, function (r, x) { cell(r, x.name); cell(r, x.count, "n"); });
-      })
-    ];
-    ["url", "referrer", "country", "browser", "os", "device_type"].forEach(function (dim) {
-      jobs.push(api(base + "/breakdown?dimension=" + dim + "&limit=10&" + range()).then(function (b) {
-        fill($("#bd-" + dim), ["Value", "Pageviews"], b.rows, function (r, x) { cell(r, x.value); cell(r, x.count, "n"); });
-      }));
+  function buildPanels() {
+    var box = $("#panels");
+    box.textContent = "";
+    PANELS.forEach(function (p) {
+      var d = el("div", "box panel");
+      d.id = "panel-" + p.id;
+      var head = el("div", "box-head");
+      head.appendChild(el("h2", null, p.title));
+      if (p.tabs.length > 1) {
+        var tabs = el("span", "tabs");
+        p.tabs.forEach(function (t, i) {
+          var b = el("button", "tab" + (i === (tabOf[p.id] || 0) ? " on" : ""), t.label);
+          b.type = "button";
+          b.onclick = function () {
+            tabOf[p.id] = i;
+            tabs.querySelectorAll(".tab").forEach(function (x, j) { x.classList.toggle("on", j === i); });
+            loadPanel(p, gen);
+          };
+          tabs.appendChild(b);
+        });
+        head.appendChild(tabs);
+      }
+      if (p.id === "props") {
+        var sel = el("select");
+        sel.id = "prop-select";
+        sel.setAttribute("aria-label", "Property");
+        sel.onchange = function () { state.prop = sel.value; writeURL(true); loadPanel(p, gen); };
+        head.appendChild(sel);
+      }
+      var csv = el("button", "csv", "CSV");
+      csv.type = "button";
+      csv.setAttribute("data-panel", p.id);
+      head.appendChild(csv);
+      d.appendChild(head);
+      var t = el("table");
+      t.id = "t-" + p.id;
+      d.appendChild(t);
+      box.appendChild(d);
     });
-    jobs.push(loadAdmin(base));
-    return Promise.all(jobs).then(function () { status(""); }, function (e) { status(e.message); });
   }
 
-  function loadAdmin(base) {
+  // rows shows a breakdown; clicking a row filters the whole dashboard by it.
+  function rows(table, dim, head, res, metrics) {
+    var max = Math.max.apply(null, res.results.map(function (r) { return r.metrics[0]; }).concat([1]));
+    fill(table, head, res.results, function (tr, r) {
+      var value = r.dimensions[0];
+      tr.className = "row";
+      tr.setAttribute("data-value", value);
+      tr.tabIndex = 0;
+      tr.setAttribute("role", "button");
+      tr.title = "Filter by " + label(dim) + " " + value;
+      var td = cell(tr, "", "label");
+      var bar = el("span", "bar");
+      bar.style.width = (r.metrics[0] / max * 100).toFixed(1) + "%";
+      td.appendChild(bar);
+      td.appendChild(el("span", "v", value));
+      metrics.forEach(function (m, i) { cell(tr, metricText(m, r.metrics[i]), "n"); });
+      tr.onclick = function () { addFilter(dim, value); };
+      tr.onkeydown = function (ev) { if (ev.key === "Enter") addFilter(dim, value); };
+    });
+    table.setAttribute("data-loaded", gen);
+  }
+
+  function message(table, text) {
+    table.textContent = "";
+    var r = el("tr");
+    cell(r, text, "empty");
+    table.appendChild(r);
+    table.setAttribute("data-loaded", gen);
+  }
+
+  function loadPanel(p, g) {
+    var table = $("#t-" + p.id), dim = panelDim(p);
+    if (!dim) { message(table, "No custom properties seen"); return Promise.resolve(); }
+    table.classList.add("loading");
+    return query(panelQuery(p, 10)).then(function (res) {
+      if (g !== gen) return;
+      table.classList.remove("loading");
+      rows(table, dim, [p.tabs[tabOf[p.id] || 0].label, "Visitors", METRIC_LABEL[p.second]], res, ["visitors", p.second]);
+    }, function (e) { if (g === gen) { table.classList.remove("loading"); message(table, e.message); } });
+  }
+
+  function loadProps(g) {
+    return api(base() + "/properties").then(function (b) {
+      if (g !== gen) return;
+      var sel = $("#prop-select"), names = b.properties || [];
+      sel.textContent = "";
+      if (state.prop && names.indexOf(state.prop) < 0) names = [state.prop].concat(names);
+      names.forEach(function (n) { var o = el("option", null, n); o.value = n; sel.appendChild(o); });
+      if (!state.prop && names.length) state.prop = names[0];
+      sel.value = state.prop;
+      sel.hidden = !names.length;
+    }, function () { $("#prop-select").hidden = true; });
+  }
+
+  function loadGoals(g) {
+    var table = $("#goals");
+    return api(base() + "/goals").then(function (b) {
+      if (g !== gen) return null;
+      goalList = (b && b.goals) || [];
+      if (!goalList.length) { message(table, "No goals yet: create them with POST /v1/sites/" + state.site + "/goals"); return null; }
+      return query(goalQuery(100)).then(function (res) {
+        if (g !== gen) return;
+        rows(table, "event:goal", ["Goal", "Visitors", "Events", "CR"], res, ["visitors", "events", "conversion_rate"]);
+      });
+    }).catch(function (e) {
+      if (g !== gen) return;
+      if (e.status === 404) goalList = null;
+      message(table, e.status === 404 ? "Goals are not available" : e.message);
+    });
+  }
+
+  function funnelSelects() {
+    var box = $("#funnel-steps");
+    box.textContent = "";
+    if (!goalList || goalList.length < 2) return;
+    var n = Math.min(state.steps.length + 1, 8);
+    for (var i = 0; i < n; i++) {
+      (function (i) {
+        var sel = el("select");
+        sel.setAttribute("aria-label", "Step " + (i + 1));
+        var none = el("option", null, i < state.steps.length ? "(remove step)" : "(add a step)");
+        none.value = "";
+        sel.appendChild(none);
+        goalList.forEach(function (gl) { var o = el("option", null, gl.name); o.value = gl.name; sel.appendChild(o); });
+        sel.value = state.steps[i] || "";
+        sel.onchange = function () {
+          if (sel.value) state.steps[i] = sel.value; else state.steps.splice(i, 1);
+          writeURL(true);
+          funnelSelects();
+          loadFunnel(gen);
+        };
+        box.appendChild(sel);
+      })(i);
+    }
+  }
+
+  function loadFunnel(g) {
+    var box = $("#funnel");
+    box.textContent = "";
+    box.removeAttribute("data-loaded");
+    lastFunnel = null;
+    if (!goalList) { box.appendChild(el("p", "empty", "Goals are not available")); box.setAttribute("data-loaded", g); return Promise.resolve(); }
+    if (goalList.length < 2) { box.appendChild(el("p", "empty", "A funnel needs two goals or more")); box.setAttribute("data-loaded", g); return Promise.resolve(); }
+    var names = goalList.map(function (x) { return x.name; });
+    state.steps = state.steps.filter(function (s) { return names.indexOf(s) >= 0; });
+    if (state.steps.length < 2) state.steps = names.slice(0, Math.min(names.length, 8));
+    funnelSelects();
+    return post(base() + "/funnel", { steps: state.steps, date_range: dateRange(), filters: apiFilters() }).then(function (res) {
+      if (g !== gen) return;
+      lastFunnel = res.steps;
+      box.textContent = "";
+      var t = el("table");
+      t.id = "funnel-table";
+      fill(t, ["Step", "Visitors", "Conversion", "Dropoff"], res.steps, function (tr, s) {
+        var td = cell(tr, "", "label");
+        var bar = el("span", "bar");
+        bar.style.width = Math.min(Number(s.conversion_rate) || 0, 100) + "%";
+        td.appendChild(bar);
+        td.appendChild(el("span", "v", s.goal));
+        cell(tr, num(s.visitors), "n");
+        cell(tr, metricText("conversion_rate", s.conversion_rate), "n");
+        cell(tr, num(s.dropoff), "n");
+      });
+      box.appendChild(t);
+      var purged = res.purged_range;
+      if (purged && purged.length === 2) {
+        box.appendChild(el("p", "empty", "Retention purged the raw events of " + purged[0].slice(0, 10) + " to " + purged[1].slice(0, 10) + ": those days count no step."));
+      }
+      box.setAttribute("data-loaded", g);
+    }, function (e) { if (g === gen) { box.appendChild(el("p", "empty", e.message)); box.setAttribute("data-loaded", g); } });
+  }
+
+  function realtime() {
+    if (realtimeTimer) clearInterval(realtimeTimer);
+    var site = state.site;
+    var tick = function () {
+      api("/sites/" + encodeURIComponent(site) + "/realtime").then(function (b) {
+        if (site !== state.site) return;
+        $("#realtime-count").textContent = num(b.visitors);
+        $("#realtime").hidden = false;
+      }, function () { $("#realtime").hidden = true; });
+    };
+    tick();
+    realtimeTimer = setInterval(tick, 10000);
+  }
+
+  var loadedSite = "";
+  function load() {
+    if (!state.site) { status("Pick a site."); return Promise.resolve(); }
+    var g = ++gen;
+    document.body.removeAttribute("data-ready");
+    status("");
+    showControls();
+    showFilters();
+    var first = [];
+    if (loadedSite !== state.site) {
+      loadedSite = state.site;
+      realtime();
+      first.push(api(base()).then(function (s) {
+        $("#tz-label").textContent = "· times in " + s.time_zone + ", the site's time zone";
+      }, function (e) { status(e.message); }));
+    }
+    var jobs = [
+      query({ metrics: HEADLINE.map(function (h) { return h.m; }), date_range: dateRange(), filters: apiFilters(),
+        include: { comparisons: { mode: "previous_period" } } }).then(function (res) { if (g === gen) showHeadline(res); }),
+      query(chartQuery()).then(function (res) { if (g === gen) chart(res); })
+    ];
+    PANELS.forEach(function (p) {
+      // a property named in the URL is queried at once, beside the names
+      if (p.id !== "props") jobs.push(loadPanel(p, g));
+      else if (state.prop) jobs.push(loadPanel(p, g), loadProps(g));
+      else jobs.push(loadProps(g).then(function () { return loadPanel(p, g); }));
+    });
+    jobs.push(loadGoals(g).then(function () { return g === gen ? loadFunnel(g) : null; }));
+    if ($("#tools").open) jobs.push(loadAdmin());
+    return Promise.all(jobs.concat(first).map(function (j) { return j.catch(function (e) { status(e.message); }); })).then(function () {
+      if (g !== gen) return;
+      // the moment every panel shows its answer (README "Dashboard": first paint)
+      performance.mark("tally-panels-" + g);
+      document.body.setAttribute("data-ready", g);
+    });
+  }
+
+  // csvCell quotes a value as the query API's CSV does, a leading = + - @
+  // tab or carriage return prefixed with ' (README "Query API").
+  function csvCell(v) {
+    v = String(v);
+    if (/^[=+\-@\t\r]/.test(v)) v = "'" + v;
+    return /[",\r\n]/.test(v) ? '"' + v.replace(/"/g, '""') + '"' : v;
+  }
+
+  function save(text, name) {
+    var a = el("a");
+    a.href = URL.createObjectURL(new Blob([text], { type: "text/csv" }));
+    a.download = state.site + "-" + name + "-" + (state.period === "custom" ? state.from + "-" + state.to : state.period) + ".csv";
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(function () { URL.revokeObjectURL(a.href); }, 10000);
+  }
+
+  function download(id) {
+    var body, name;
+    if (id === "funnel") {
+      // the funnel is not a query API report: its answer as CSV
+      if (!lastFunnel) return;
+      save(["goal,visitors,conversion_rate,dropoff"].concat(lastFunnel.map(function (s) {
+        return [csvCell(s.goal), s.visitors, s.conversion_rate, s.dropoff].join(",");
+      })).join("\n") + "\n", "funnel");
+      return;
+    }
+    if (id === "chart") { body = chartQuery(); name = "visitors"; }
+    else if (id === "goals") { body = goalQuery(10000); name = "goals"; }
+    else {
+      var p = PANELS.filter(function (x) { return x.id === id; })[0];
+      if (!panelDim(p)) return;
+      body = panelQuery(p, 10000);
+      name = panelDim(p).replace(/[^a-z0-9_]+/gi, "-");
+    }
+    query(body, "text/csv").then(function (text) { save(text, name); }, function (e) { status(e.message); });
+  }
+
+  function loadAdmin() {
+    var b = base();
     var slug = admin ? $("#workspace").value : (token.indexOf("sk_") === 0 ? token.slice(3, token.length - 33) : "");
-    return Promise.all([api(base + "/dlq?limit=50"), slug ? api("/workspaces/" + encodeURIComponent(slug) + "/audit?limit=50") : null])
+    return Promise.all([api(b + "/dlq?limit=50"), slug ? api("/workspaces/" + encodeURIComponent(slug) + "/audit?limit=50") : null])
       .then(function (res) {
         $("#admin").hidden = false;
         fill($("#dlq"), ["Received", "Event", "Errors", ""], res[0].events, function (r, x) {
           cell(r, x.received_at);
           cell(r, (x.payload && x.payload.type) || x.id);
           cell(r, (x.error || []).map(function (e) { return e.path + " " + e.message; }).join("; "));
-          var b = document.createElement("button");
-          b.textContent = "Replay";
-          b.onclick = function () {
-            api(base + "/dlq/" + encodeURIComponent(x.id) + "/replay", { method: "POST" })
-              .then(function () { status("Replayed " + x.id); return load(); }, function (e) { status(e.message); });
+          var btn = el("button", null, "Replay");
+          btn.onclick = function () {
+            api(b + "/dlq/" + encodeURIComponent(x.id) + "/replay", { method: "POST" })
+              .then(function () { status("Replayed " + x.id); return loadAdmin(); }, function (e) { status(e.message); });
           };
-          r.appendChild(document.createElement("td")).appendChild(b);
+          r.appendChild(el("td")).appendChild(btn);
         });
         fill($("#audit"), ["Time", "Action", "Actor", "Target"], res[1] ? res[1].entries : [], function (r, x) {
           cell(r, x.ts); cell(r, x.action); cell(r, x.actor_kind + (x.actor_id ? " " + x.actor_id.slice(0, 8) : "")); cell(r, x.target);
@@ -130,26 +566,32 @@
     return api("/workspaces/" + encodeURIComponent($("#workspace").value) + "/sites").then(function (s) {
       var sel = $("#site-select");
       sel.textContent = "";
-      s.sites.forEach(function (x) { var o = document.createElement("option"); o.value = x.id; o.textContent = x.name + " (" + x.id + ")"; sel.appendChild(o); });
+      s.sites.forEach(function (x) { var o = el("option", null, x.name + " (" + x.id + ")"); o.value = x.id; sel.appendChild(o); });
+      if (state.site && s.sites.some(function (x) { return x.id === state.site; })) sel.value = state.site;
+      state.site = sel.value;
+      state.ws = $("#workspace").value;
+      writeURL(false);
     });
   }
 
   function start() {
     $("#signin").hidden = true; $("#app").hidden = false; $("#signout").hidden = false;
-    var to = new Date(), from = new Date(Date.now() - 29 * 864e5);
-    if (!$("#to").value) $("#to").value = to.toISOString().slice(0, 10);
-    if (!$("#from").value) $("#from").value = from.toISOString().slice(0, 10);
+    readURL();
+    showControls();
     return api("/workspaces").then(function (w) {
       admin = true;
       $("#ws-label").hidden = false; $("#site-select-label").hidden = false;
       var sel = $("#workspace");
       sel.textContent = "";
-      w.workspaces.forEach(function (x) { var o = document.createElement("option"); o.value = x.slug; o.textContent = x.name; sel.appendChild(o); });
+      w.workspaces.forEach(function (x) { var o = el("option", null, x.name); o.value = x.slug; sel.appendChild(o); });
+      if (state.ws && w.workspaces.some(function (x) { return x.slug === state.ws; })) sel.value = state.ws;
       return sites().then(load);
     }, function (e) {
       if (e.status === 401) { signout(); status("That token was not accepted."); return; }
       admin = false;
       $("#site-input-label").hidden = false;
+      showControls();
+      if (state.site) return load();
       status("Enter the site id to show.");
     });
   }
@@ -157,9 +599,12 @@
   function signout() {
     sessionStorage.removeItem("tally_token");
     token = null;
-    $("#app").hidden = true; $("#signout").hidden = true; $("#signin").hidden = false;
+    if (realtimeTimer) clearInterval(realtimeTimer);
+    $("#app").hidden = true; $("#signout").hidden = true; $("#signin").hidden = false; $("#realtime").hidden = true;
   }
 
+  buildCards();
+  buildPanels();
   $("#signin").onsubmit = function (ev) {
     ev.preventDefault();
     token = $("#token").value.trim();
@@ -167,12 +612,40 @@
     status("");
     start();
   };
-  $("#pick").onsubmit = function (ev) { ev.preventDefault(); load(); };
-  $("#workspace").onchange = function () { sites().then(load); };
+  $("#period").onchange = function () {
+    state.period = $("#period").value;
+    if (state.period === "custom") {
+      if (!state.to) state.to = new Date().toISOString().slice(0, 10);
+      if (!state.from) state.from = new Date(Date.now() - 29 * 864e5).toISOString().slice(0, 10);
+    }
+    writeURL(true);
+    load();
+  };
+  $("#pick").onsubmit = function (ev) {
+    ev.preventDefault();
+    if (!admin) state.site = $("#site-input").value.trim();
+    state.period = $("#period").value;
+    state.from = $("#from").value; state.to = $("#to").value;
+    writeURL(true);
+    load();
+  };
+  $("#site-select").onchange = function () { state.site = $("#site-select").value; state.filters = []; state.steps = []; writeURL(true); load(); };
+  $("#workspace").onchange = function () { state.site = ""; state.filters = []; state.steps = []; sites().then(load); };
   $("#signout").onclick = signout;
+  $("#tools").addEventListener("toggle", function () { if ($("#tools").open && state.site) loadAdmin().catch(function (e) { status(e.message); }); });
+  document.addEventListener("click", function (ev) {
+    var b = ev.target.closest && ev.target.closest("button.csv");
+    if (b) download(b.getAttribute("data-panel"));
+  });
+  window.addEventListener("popstate", function () {
+    if (!token) return;
+    readURL();
+    if (admin) $("#site-select").value = state.site;
+    load();
+  });
   $("#timeline-form").onsubmit = function (ev) {
     ev.preventDefault();
-    var path = "/sites/" + encodeURIComponent(site()) + "/users/" + encodeURIComponent($("#user-id").value.trim()) + "/timeline?limit=100";
+    var path = base() + "/users/" + encodeURIComponent($("#user-id").value.trim()) + "/timeline?limit=100";
     api(path).then(function (t) {
       status("");
       fill($("#timeline"), ["Time", "Event", "URL", "Device"], t.events, function (r, x) {
