@@ -104,13 +104,13 @@ func (db *DB) backfillEventPages(ctx context.Context, chunk int, job func(time.D
 }
 
 // usePages sets q.pages when event_pages is complete and q reads nothing
-// of an event but its name and page (and the index's site, visitor and
-// time): no property, no time dimension (read from the events row's ts),
-// no dimension this read does not know.
+// of an event but its name and page and what its index entry holds (site,
+// visitor, time: time dimensions are read from the index's ts_ms): no
+// property, no dimension this read does not know.
 func (db *DB) usePages(q *StatsQuery) {
 	ok := db.eventPagesReady.Load() && !q.wideEvents
 	known := func(d string) bool {
-		return d == "event:page" || d == "event:name" || d == anonDim || VisitDimensions[d] != ""
+		return d == "event:page" || d == "event:name" || d == anonDim || VisitDimensions[d] != "" || TimeDimension(d)
 	}
 	for _, d := range q.Dimensions {
 		ok = ok && known(d)

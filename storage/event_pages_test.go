@@ -58,7 +58,8 @@ func eventPagesQueries() []StatsQuery {
 	}
 	var out []StatsQuery
 	for _, fs := range filters {
-		for _, dims := range [][]string{nil, {"event:page"}, {"event:name"}, {"event:name", "event:page"}, {"visit:source"}, {"visit:country", "event:page"}} {
+		for _, dims := range [][]string{nil, {"event:page"}, {"event:name"}, {"event:name", "event:page"}, {"visit:source"}, {"visit:country", "event:page"},
+			{"time:hour", "event:page"}} {
 			out = append(out, StatsQuery{Site: "s", From: from, To: from.AddDate(0, 0, 1), Zone: time.UTC,
 				Metrics: []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents}, Dimensions: dims, Filters: fs})
 		}

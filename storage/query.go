@@ -678,6 +678,10 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 	}
 	if TimeDimension(d) {
 		col := timeCol{expr: "e.ts"}
+		if b.pages {
+			// The index's ts_ms: the events row is not read.
+			col = timeCol{expr: "e.ts_ms", ms: true}
+		}
 		if b.visitSide {
 			col = timeCol{expr: "s.started_ms", ms: true}
 		}

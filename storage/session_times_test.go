@@ -353,7 +353,7 @@ func TestVisitTimeBucketsFromMS(t *testing.T) {
 // the seek of a row from an index until a column of it is read, so the
 // row is never looked up (the plan says INDEX, not COVERING INDEX: an
 // index over a virtual column never counts as covering). One that reads
-// a property or the time keeps reading the events row.
+// a property keeps reading the events row.
 func TestEventsThroughVisitsUseIndexes(t *testing.T) {
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
@@ -379,7 +379,8 @@ func TestEventsThroughVisitsUseIndexes(t *testing.T) {
 			[]string{sessions, wideEvents, pages}, "", false},
 		{"page filter, wide", nil, pageFilter, true, []string{sessions, wideEvents}, pages, true},
 		{"by property", []string{"event:props:plan"}, pageFilter, false, []string{sessions, wideEvents}, pages, true},
-		{"by day", []string{"time:day"}, pageFilter, false, []string{sessions, wideEvents}, pages, true},
+		{"by day", []string{"time:day"}, pageFilter, false, []string{sessions, wideEvents, pages}, "", false},
+		{"by hour, wide", []string{"time:hour"}, pageFilter, true, []string{sessions, wideEvents}, pages, true},
 	} {
 		q := &StatsQuery{Site: "s", From: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 1, 31, 0, 0, 0, 0, time.UTC),
 			Zone: time.UTC, Metrics: []string{MetricVisitors, MetricPageviews}, Dimensions: c.dims, Filters: c.filters, wideEvents: c.wideEvents}
