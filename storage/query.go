@@ -529,7 +529,8 @@ type sqlBuilder struct {
 	// visitSide: the read is of sessions s alone (time is the visit's
 	// start), not of events e (time is the event's ts).
 	visitSide bool
-	// pages: an event's name and page are read from event_pages p.
+	// pages: an event's name and page are read from event_pages p, its
+	// time from the index's ts_ms (usePages).
 	pages     bool
 	dimArgs   []any
 	whereArgs []any
