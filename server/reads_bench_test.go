@@ -249,6 +249,14 @@ func BenchmarkReads(b *testing.B) {
 	defer db.Close()
 	if reused {
 		b.Logf("reusing %s (%d events; its gdpr_erase runs erased some users)", path, benchEvents)
+		// A file of before migration 0021 is backfilled first: reports
+		// read event_pages only once it is complete (README "Event bytes").
+		if t0 := time.Now(); !db.EventPagesReady() {
+			for !db.EventPagesReady() {
+				time.Sleep(100 * time.Millisecond)
+			}
+			b.Logf("event pages backfilled in %s", time.Since(t0).Round(time.Millisecond))
+		}
 	} else {
 		ws, _ := db.CreateWorkspace(context.Background(), storage.Actor{Kind: storage.ActorSystem}, "Bench", "bench")
 		db.CreateSite(context.Background(), storage.Actor{Kind: storage.ActorSystem}, ws, "bench", "Bench")
@@ -324,15 +332,23 @@ func BenchmarkReads(b *testing.B) {
 		// kept: the report cache emptied, so a report filtered on two
 		// dimensions scans (its first view), the others read and merge
 		// the kept partials (one event filter: the event:page ones).
+		// cpu-ms/op: the process's CPU time per request (both halves of a
+		// split read add), which a shared machine's load moves less.
 		b.Run(c.name+"_kept", func(b *testing.B) {
+			var cpu time.Duration
+			n := 0
 			for b.Loop() {
 				b.StopTimer()
 				if err := db.ForgetPartials(context.Background(), "bench", false); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
+				c0 := processCPU()
 				get(b, "POST", "/v1/sites/bench/query", c.body)
+				cpu += processCPU() - c0
+				n++
 			}
+			b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(n), "cpu-ms/op")
 		})
 		if strings.HasPrefix(c.name, "query_3_") {
 			continue

@@ -63,6 +63,7 @@ func (db *DB) readEvents(ctx context.Context, q *StatsQuery, eventLevel bool, ge
 	if err != nil {
 		return err
 	}
+	db.usePages(q)
 	// Split at the middle of the range: the visits starting before it
 	// (those of the lookback too, which are few) and after.
 	mid := time.UnixMilli(q.From.UnixMilli() + (q.To.UnixMilli()-q.From.UnixMilli())/2)

@@ -52,9 +52,11 @@ func TestHeavyUserQueriesUseIndexes(t *testing.T) {
 			"SEARCH identity_links USING COVERING INDEX identity_links_user (site_id=? AND user_id=? AND anon_id>? AND anon_id<?)"}, 1},
 		{"walk sessions", eraseSessionsSelect + window + ` LIMIT ?5`, []any{"s", "u", "", "z", 250}, []string{
 			"SEARCH sessions USING INDEX sessions_site_anon_start (site_id=? AND anon_id=?)"}, 0},
-		// What the walk read, deleted by rowid.
+		// What the walk read, deleted by rowid. With a trigger on the
+		// table (event_pages' delete, migration 0021) SQLite deletes in two
+		// passes: the first finds the rowids (a seek each, no column read).
 		{"walk events delete", `DELETE FROM events WHERE seq IN (?, ?, ?)`, []any{1, 2, 3}, []string{
-			"SEARCH events USING INTEGER PRIMARY KEY (rowid=?)"}, 0},
+			"SEARCH events USING INTEGER PRIMARY KEY (rowid=?)"}, 1},
 		{"walk sessions delete", `DELETE FROM sessions WHERE id IN (?, ?, ?)`, []any{1, 2, 3}, []string{
 			"SEARCH sessions USING INTEGER PRIMARY KEY (rowid=?)"}, 0},
 		{"walk dlq", `SELECT rowid FROM dlq WHERE ` + window + ` LIMIT ?5`, []any{"s", "u", "", "z", 250}, []string{

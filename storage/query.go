@@ -112,6 +112,10 @@ type StatsQuery struct {
 	// oneRead reads the range's events through its visits in one query
 	// rather than in two halves at once (readEvents; tests compare the two).
 	oneRead bool
+	// pages reads each event's name and page from event_pages rather than
+	// from its events row (event_pages.go; set by usePages); wideEvents
+	// never does (tests compare the two).
+	pages, wideEvents bool
 }
 
 // StatsRow is one group of a query: its dimension values and its metrics,
@@ -395,6 +399,7 @@ func (db *DB) eventRead(ctx context.Context, q *StatsQuery, eventLevel bool) (st
 	if err != nil {
 		return "", nil, err
 	}
+	db.usePages(q)
 	return q.visitsEventRead(lo, q.To, false)
 }
 
@@ -429,7 +434,7 @@ func (q *StatsQuery) eventIndexRead(eventLevel bool) (string, []any, error) {
 // of the two distinct counts, so that the reads of parts of the visits
 // merge (readEvents).
 func (q *StatsQuery) visitsEventRead(lo, hi time.Time, byAnon bool) (string, []any, error) {
-	b := &sqlBuilder{q: q}
+	b := &sqlBuilder{q: q, pages: q.pages}
 	dims, err := b.dims()
 	if err != nil {
 		return "", nil, err
@@ -456,8 +461,15 @@ func (q *StatsQuery) visitsEventRead(lo, hi time.Time, byAnon bool) (string, []a
 	}
 	// CROSS JOIN keeps the visits outside: SQLite then tests the filters
 	// on the visit alone once per visit, before reading its events.
-	query := `SELECT ` + dims + counts + `, COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
-		FROM sessions s CROSS JOIN events e
+	pageview, from := `e.type = 'pageview'`, `sessions s CROSS JOIN events e`
+	if b.pages {
+		// The event's index entry and its event_pages row: the events
+		// row is not read.
+		pageview, from = `p.name IS NULL`, from+` CROSS JOIN event_pages p`
+		where = ` AND p.seq = e.seq` + where
+	}
+	query := `SELECT ` + dims + counts + `, COALESCE(SUM(` + pageview + `), 0), COUNT(*)
+		FROM ` + from + `
 		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?
 		AND e.site_id = s.site_id AND e.anon_id = s.anon_id
 		AND e.ts_ms >= max(?, ` + visitStartMS("s") + `) AND e.ts_ms <= min(?, ` + visitEndMS("s") + `)` + where + groupBy
@@ -517,6 +529,9 @@ type sqlBuilder struct {
 	// visitSide: the read is of sessions s alone (time is the visit's
 	// start), not of events e (time is the event's ts).
 	visitSide bool
+	// pages: an event's name and page are read from event_pages p, its
+	// time from the index's ts_ms (usePages).
+	pages     bool
 	dimArgs   []any
 	whereArgs []any
 }
@@ -664,6 +679,10 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 	}
 	if TimeDimension(d) {
 		col := timeCol{expr: "e.ts"}
+		if b.pages {
+			// The index's ts_ms: the events row is not read.
+			col = timeCol{expr: "e.ts_ms", ms: true}
+		}
 		if b.visitSide {
 			col = timeCol{expr: "s.started_ms", ms: true}
 		}
@@ -679,8 +698,12 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 		return "", nil, fault.Errorf(fault.InvalidQuery, "%s is read from events, not visits", d)
 	}
 	switch {
+	case d == "event:page" && b.pages:
+		return "COALESCE(p.path, '" + NotSet + "')", nil, nil
 	case d == "event:page":
 		return "COALESCE(tally_page_path(e.url), '" + NotSet + "')", nil, nil
+	case d == "event:name" && b.pages:
+		return "COALESCE(p.name, 'pageview')", nil, nil
 	case d == "event:name":
 		return "e.type", nil, nil
 	case strings.HasPrefix(d, PropPrefix):

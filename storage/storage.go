@@ -76,6 +76,8 @@ type Options struct {
 	linkMoveChunk int
 	// eventColumnsChunk overrides eventColumnsChunk in the same way.
 	eventColumnsChunk int
+	// eventPagesChunk overrides eventPagesChunk in the same way.
+	eventPagesChunk int
 }
 
 // DB is the service's storage: a writer goroutine, a read pool, and
@@ -96,6 +98,9 @@ type DB struct {
 	// (conversion.go) and wait for them.
 	convStop context.CancelFunc
 	convDone chan struct{}
+	// eventPagesReady: event_pages holds every event's row, so reports
+	// read it (event_pages.go); set at Open and when its backfill ends.
+	eventPagesReady atomic.Bool
 	// oldLinks is whether links of before migration 0017 may remain in
 	// the old table (links.go).
 	oldLinks atomic.Bool
@@ -216,6 +221,9 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		err = db.loadQuota(ctx)
 	}
 	if err == nil {
+		err = db.loadEventPagesReady(ctx)
+	}
+	if err == nil {
 		db.ingest, err = prepareIngest(ctx, write, old)
 	}
 	if err == nil {
@@ -240,7 +248,8 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		go checkpointLoop(db.ckpt, db.writer, opts.CheckpointEvery, opts.walRestartFrames, opts.Logger, db.ckptStop, db.ckptDone)
 	}
 	db.startConversions(opts.Logger, db.linkMove(opts.linkMoveChunk), db.rawConversion(opts.rawConvertChunk), db.visitBackfill(opts.visitBackfillChunk),
-		db.sessionTimesConversion(opts.sessionTimesChunk), db.eventColumnsConversion(opts.eventColumnsChunk))
+		db.sessionTimesConversion(opts.sessionTimesChunk), db.eventColumnsConversion(opts.eventColumnsChunk),
+		db.eventPagesBackfill(opts.eventPagesChunk))
 	return db, nil
 }
 
