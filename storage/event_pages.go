@@ -110,12 +110,13 @@ func (db *DB) backfillEventPages(ctx context.Context, chunk int, job func(time.D
 func (db *DB) usePages(q *StatsQuery) {
 	ok := db.eventPagesReady.Load() && !q.wideEvents && !db.wideReads.Load()
 	known := func(d string) bool {
-		return d == "event:page" || d == "event:name" || d == anonDim || VisitDimensions[d] != "" || TimeDimension(d)
+		return d == "event:page" || d == GoalDimension && len(q.Goals) > 0 || d == "event:name" || d == anonDim || VisitDimensions[d] != "" || TimeDimension(d)
 	}
 	for _, d := range q.Dimensions {
 		ok = ok && known(d)
 	}
 	filterDims(q.Filters, func(d string) { ok = ok && known(d) })
+	filterDims(q.Goals, func(d string) { ok = ok && known(d) })
 	q.pages = ok
 }
 
