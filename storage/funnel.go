@@ -133,29 +133,26 @@ func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, 
 	if m.paths {
 		// A pageview's name is NULL in event_pages.
 		event, from = funnelPageEvent, funnelPageEvents
-		var named []string
-		for _, t := range m.types {
-			if t == "pageview" {
-				typeCond = "p.name IS NULL"
-				continue
-			}
-			named = append(named, "?")
-			typeArgs = append(typeArgs, t)
+	}
+	// The types as a chain of ORs, not IN: SQLite tests an IN list of a
+	// column without an index by a seek in a temporary B-tree, a seek per
+	// event.
+	conds := make([]string, len(m.types))
+	for i, t := range m.types {
+		switch {
+		case !m.paths:
+			conds[i] = "e.type = ?"
+		case t == "pageview":
+			conds[i] = "p.name IS NULL"
+			continue
+		default:
+			conds[i] = "p.name = ?"
 		}
-		if len(named) > 0 {
-			if typeCond != "" {
-				typeCond += " OR "
-			}
-			typeCond += "p.name IN (" + strings.Join(named, ", ") + ")"
-		}
-		typeCond = "p.seq = e.seq AND (" + typeCond + ")"
-	} else {
-		types := make([]string, len(m.types))
-		for i, t := range m.types {
-			types[i] = "?"
-			typeArgs = append(typeArgs, t)
-		}
-		typeCond = "e.type IN (" + strings.Join(types, ", ") + ")"
+		typeArgs = append(typeArgs, t)
+	}
+	typeCond = "(" + strings.Join(conds, " OR ") + ")"
+	if m.paths {
+		typeCond = "p.seq = e.seq AND " + typeCond
 	}
 	w := &funnelWalk{m: m, best: map[string]int{}}
 	id := funnelIDs.Add(1)
