@@ -17,8 +17,9 @@ import (
 // dimension and filter, conversion rates and revenue. Storage knows no
 // goals: an event:goal filter is rewritten into the filters on events
 // that define the goals it names (storage.GoalFilter), a breakdown by
-// goal is one read per goal, and the rates and revenue are computed from
-// further reads of the same machinery.
+// goal is one read of all goals (storage's Goals; one read per goal where
+// visit metrics or revenue need it), and the rates and revenue are
+// computed from further reads of the same machinery.
 
 // The query API's goal dimension and metrics, Plausible's names.
 const (
