@@ -17,8 +17,9 @@ import (
 // dimension and filter, conversion rates and revenue. Storage knows no
 // goals: an event:goal filter is rewritten into the filters on events
 // that define the goals it names (storage.GoalFilter), a breakdown by
-// goal is one read per goal, and the rates and revenue are computed from
-// further reads of the same machinery.
+// goal is one read of all goals (storage's Goals; one read per goal where
+// visit metrics or revenue need it), and the rates and revenue are
+// computed from further reads of the same machinery.
 
 // The query API's goal dimension and metrics, Plausible's names.
 const (
@@ -150,15 +151,36 @@ func (s *Server) goalStats(r *http.Request, pq *parsedQuery, goals []storage.Goa
 	}
 	var rows []built
 	estimated := false
-	for _, p := range parts {
+	reads, oneRead := parts, gi >= 0 && len(parts) > 0 && oneGoalRead(base)
+	if oneRead {
+		// Every goal in one read of the range (storage's Goals): the
+		// goal's index is the row's goal dimension.
+		reads = []goalPart{{}}
+	}
+	for _, p := range reads {
 		pqq := q
 		pqq.Filters = append(slices.Clone(filters), p.filter...)
+		if oneRead {
+			pqq.Dimensions = slices.Insert(slices.Clone(dims), gi, storage.GoalDimension)
+			pqq.Goals = make([]storage.QueryFilter, len(parts))
+			for i, gp := range parts {
+				pqq.Goals[i] = gp.filter[0]
+			}
+		}
 		got, est, err := s.db.StatsEstimate(ctx, pqq)
 		if err != nil {
 			return nil, false, err
 		}
 		estimated = estimated || est
 		for _, row := range got {
+			if oneRead {
+				i, err := strconv.Atoi(row.Dims[gi])
+				if err != nil || i < 0 || i >= len(parts) {
+					continue
+				}
+				p = parts[i]
+				row.Dims = slices.Delete(slices.Clone(row.Dims), gi, gi+1)
+			}
 			vals := map[string]float64{}
 			for i, m := range base {
 				vals[m] = row.Metrics[i]
@@ -230,6 +252,18 @@ func (s *Server) goalStats(r *http.Request, pq *parsedQuery, goals []storage.Goa
 		out = append(out, storage.StatsRow{Dims: []string{}, Metrics: make([]float64, len(pq.metrics))})
 	}
 	return out, estimated, nil
+}
+
+// oneGoalRead reports whether a breakdown by goal with the storage
+// metrics base is one read of the range for all goals: metrics counted
+// from events only (a visit's metrics read visits, per goal).
+func oneGoalRead(base []string) bool {
+	for _, m := range base {
+		if m != storage.MetricVisitors && m != storage.MetricEvents && m != storage.MetricPageviews {
+			return false
+		}
+	}
+	return true
 }
 
 // rate is n of d as a percentage with two decimals, as the query API

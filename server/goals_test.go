@@ -60,10 +60,12 @@ var goalSet = []map[string]any{
 	{"name": "Blog", "page_path": "/blog/**"},
 }
 
-// newGoalHarness loads goalDataSet and goalSet into site web of acme.
-func newGoalHarness(t *testing.T) (*harness, tenant) {
+// newGoalHarness loads goalDataSet and goalSet into site web of acme;
+// wide: reads use the wide events rows, not event_pages.
+func newGoalHarness(t *testing.T, wide bool) (*harness, tenant) {
 	t.Helper()
 	h := newHarness(t, withProxyGeo)
+	h.db.ReadWideEvents(wide)
 	tn := h.setupTenant("acme", "web")
 	for i, e := range goalDataSet {
 		h.sendQ("web", i+1, e)
@@ -280,8 +282,10 @@ func TestGoalsGoWithTheirSite(t *testing.T) {
 // TestQueryGoals checks the query API's event:goal dimension and filter,
 // conversion rates and revenue against goalDataSet's hand-computed
 // figures (6 visitors in all).
-func TestQueryGoals(t *testing.T) {
-	h, tn := newGoalHarness(t)
+func TestQueryGoals(t *testing.T) { bothReads(t, testQueryGoals) }
+
+func testQueryGoals(t *testing.T, wide bool) {
+	h, tn := newGoalHarness(t, wide)
 	goal := func(op string, names ...string) []any { return []any{op, "event:goal", names} }
 	for _, c := range []struct {
 		name string
@@ -324,8 +328,10 @@ func TestQueryGoals(t *testing.T) {
 
 // TestQueryGoalErrors checks the goal queries Tally refuses, each a 400
 // naming the problem.
-func TestQueryGoalErrors(t *testing.T) {
-	h, tn := newGoalHarness(t)
+func TestQueryGoalErrors(t *testing.T) { bothReads(t, testQueryGoalErrors) }
+
+func testQueryGoalErrors(t *testing.T, wide bool) {
+	h, tn := newGoalHarness(t, wide)
 	goal := func(op string, names ...string) []any { return []any{op, "event:goal", names} }
 	for _, c := range []struct {
 		name string
@@ -377,8 +383,10 @@ func funnelRows(t *testing.T, h *harness, token string, body map[string]any) (st
 // v2 does the steps out of order, v3 skips one, v4 completes the last in
 // a second visit, v5 buys the basic plan; each counts up to the step it
 // reached in order within one visit.
-func TestFunnel(t *testing.T) {
-	h, tn := newGoalHarness(t)
+func TestFunnel(t *testing.T) { bothReads(t, testFunnel) }
+
+func testFunnel(t *testing.T, wide bool) {
+	h, tn := newGoalHarness(t, wide)
 	steps := list("Visit pricing", "Signup", "Pro purchase")
 	for _, c := range []struct {
 		name string
@@ -433,8 +441,10 @@ func TestFunnel(t *testing.T) {
 
 // TestFunnelErrors checks that every malformed funnel is a 400 naming the
 // problem.
-func TestFunnelErrors(t *testing.T) {
-	h, tn := newGoalHarness(t)
+func TestFunnelErrors(t *testing.T) { bothReads(t, testFunnelErrors) }
+
+func testFunnelErrors(t *testing.T, wide bool) {
+	h, tn := newGoalHarness(t, wide)
 	two := list("Signup", "Purchase")
 	for _, c := range []struct {
 		name string
@@ -469,8 +479,10 @@ func TestFunnelErrors(t *testing.T) {
 
 // TestFunnelSaysWhatRetentionPurged checks purged_range: the part of the
 // range before the site's kept raw events.
-func TestFunnelSaysWhatRetentionPurged(t *testing.T) {
-	h, tn := newGoalHarness(t)
+func TestFunnelSaysWhatRetentionPurged(t *testing.T) { bothReads(t, testFunnelSaysWhatRetentionPurged) }
+
+func testFunnelSaysWhatRetentionPurged(t *testing.T, wide bool) {
+	h, tn := newGoalHarness(t, wide)
 	// Kept: the 20 days before today (January 31).
 	mustStatus(t, h.q("PATCH", "/v1/sites/web", testAdminToken, map[string]any{"retention_days": 20}), 200, "")
 	if err := h.srv.purge(context.Background()); err != nil {
@@ -494,8 +506,11 @@ func TestFunnelSaysWhatRetentionPurged(t *testing.T) {
 // TestFunnelOrderAndOddTexts checks that a funnel orders a visit's events
 // by time, then by arrival (two steps in one millisecond), and reads types,
 // urls and properties holding commas and digits.
-func TestFunnelOrderAndOddTexts(t *testing.T) {
+func TestFunnelOrderAndOddTexts(t *testing.T) { bothReads(t, testFunnelOrderAndOddTexts) }
+
+func testFunnelOrderAndOddTexts(t *testing.T, wide bool) {
 	h := newHarness(t)
+	h.db.ReadWideEvents(wide)
 	tn := h.setupTenant("acme", "web")
 	for _, g := range []map[string]any{
 		{"name": "Comma page", "page_path": "/a,b/1,2"},
@@ -545,4 +560,12 @@ func TestGoalCreateSiteDeletedMidRequest(t *testing.T) {
 	if n := h.count(`SELECT COUNT(*) FROM audit_log WHERE action = 'goal.create'`); n != 0 {
 		t.Errorf("got %d goal.create audit rows, want 0", n)
 	}
+}
+
+// bothReads runs test with reads through event_pages (narrow), then
+// through the wide events rows, as before its backfill ends (README
+// "Query API", How reports stay fast): the figures must not differ.
+func bothReads(t *testing.T, test func(t *testing.T, wide bool)) {
+	t.Run("narrow", func(t *testing.T) { test(t, false) })
+	t.Run("wide", func(t *testing.T) { test(t, true) })
 }

@@ -529,6 +529,9 @@ type partialPlan struct {
 // event filter's visits likewise).
 func planPartials(q *StatsQuery) (partialPlan, bool) {
 	p := partialPlan{dimAt: -1, timeAt: -1, nDims: len(q.Dimensions)}
+	if len(q.Goals) > 0 {
+		return p, false // no partial knows goals
+	}
 	if len(q.Filters) > 0 {
 		// Filters on one dimension select among its partial's values.
 		dim, ok := singleFilterDim(q.Filters)

@@ -34,14 +34,23 @@ type FunnelQuery struct {
 // its time, arrival order, type and, for a pageview, url (pageview goals
 // test its path), then its raw JSON when a step matches a property ({raw};
 // else nothing), each text as its byte length, a comma and its bytes ('-'
-// for none). It and funnelEvents are the one place to change to read a
-// narrower table than the wide events rows (an event's type and page path
-// only).
+// for none).
 const funnelEvent = `e.ts_ms || ',' || e.seq || ',' || octet_length(e.type) || ',' || e.type ||
 	COALESCE(octet_length(CASE WHEN e.type = 'pageview' THEN e.url END) || ',' || e.url, '-'){raw}`
 
-// funnelEvents is what a funnel reads: the visits (s) and their events (e).
-const funnelEvents = `FROM sessions s CROSS JOIN events e`
+// funnelPageEvent is funnelEvent read from the event's index entry and
+// its event_pages row (README "Query API", How reports stay fast): the
+// page's path in place of its url, and no raw JSON, so that the wide
+// events row is not read.
+const funnelPageEvent = `e.ts_ms || ',' || e.seq || ',' || COALESCE(octet_length(p.name) || ',' || p.name, '8,pageview') ||
+	COALESCE(octet_length(CASE WHEN p.name IS NULL THEN p.path END) || ',' || p.path, '-')`
+
+// funnelEvents is what a funnel reads: the visits (s) and their events
+// (e); funnelPageEvents adds their event_pages rows (p).
+const (
+	funnelEvents     = `FROM sessions s CROSS JOIN events e`
+	funnelPageEvents = `FROM sessions s CROSS JOIN events e CROSS JOIN event_pages p`
+)
 
 // Funnel answers q: per step, the distinct visitors who reached it, in
 // order, within one visit (README "Goals and funnels").
@@ -65,6 +74,12 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The narrow read when event_pages is complete and no step or filter
+	// needs more of an event than its name and page (usePages); decided
+	// once, so both parts read alike.
+	sq := &StatsQuery{Site: q.Site, Filters: q.Filters, wideEvents: m.props}
+	db.usePages(sq)
+	m.paths = sq.pages
 	lo, err := db.visitLookback(ctx, q.Site, q.From)
 	if err != nil {
 		return nil, err
@@ -102,8 +117,8 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 // funnelPart counts the visitors of one part (part: its condition on the
 // visit) who reached each step.
 func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, lo time.Time, part string) ([]int, error) {
-	sq := &StatsQuery{Site: q.Site, From: q.From, To: q.To, Zone: q.Zone, Filters: q.Filters}
-	fb := &sqlBuilder{q: sq}
+	sq := &StatsQuery{Site: q.Site, From: q.From, To: q.To, Zone: q.Zone, Filters: q.Filters, pages: m.paths}
+	fb := &sqlBuilder{q: sq, pages: m.paths}
 	where, err := fb.where()
 	if err != nil {
 		return nil, err
@@ -112,26 +127,47 @@ func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, 
 	if m.props {
 		raw = ` || COALESCE(octet_length(` + eventRawSQL + `) || ',' || ` + eventRawSQL + `, '-')`
 	}
-	types := make([]string, len(m.types))
-	for i := range types {
-		types[i] = "?"
+	event, from := strings.Replace(funnelEvent, "{raw}", raw, 1), funnelEvents
+	var typeArgs []any
+	var typeCond string
+	if m.paths {
+		// A pageview's name is NULL in event_pages.
+		event, from = funnelPageEvent, funnelPageEvents
+	}
+	// The types as a chain of ORs, not IN: SQLite tests an IN list of a
+	// column without an index by a seek in a temporary B-tree, a seek per
+	// event.
+	conds := make([]string, len(m.types))
+	for i, t := range m.types {
+		switch {
+		case !m.paths:
+			conds[i] = "e.type = ?"
+		case t == "pageview":
+			conds[i] = "p.name IS NULL"
+			continue
+		default:
+			conds[i] = "p.name = ?"
+		}
+		typeArgs = append(typeArgs, t)
+	}
+	typeCond = "(" + strings.Join(conds, " OR ") + ")"
+	if m.paths {
+		typeCond = "p.seq = e.seq AND " + typeCond
 	}
 	w := &funnelWalk{m: m, best: map[string]int{}}
 	id := funnelIDs.Add(1)
 	funnelWalks.Store(id, w)
 	defer funnelWalks.Delete(id)
 	query := `SELECT COUNT(v) FROM (
-		SELECT tally_funnel_visit(?, s.anon_id, group_concat(` + strings.Replace(funnelEvent, "{raw}", raw, 1) + `, '')) AS v
-		` + funnelEvents + `
+		SELECT tally_funnel_visit(?, s.anon_id, group_concat(` + event + `, '')) AS v
+		` + from + `
 		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?` + part + `
 		AND e.site_id = s.site_id AND e.anon_id = s.anon_id
 		AND e.ts_ms >= max(?, ` + visitStartMS("s") + `) AND e.ts_ms <= min(?, ` + visitEndMS("s") + `)
-		AND e.type IN (` + strings.Join(types, ", ") + `)` + where + `
+		AND ` + typeCond + where + `
 		GROUP BY s.started_ms, s.id)`
 	args := []any{id, q.Site, visitTimeArg(lo), visitTimeArg(q.To), visitTimeArg(q.From), q.From.UnixMilli(), q.To.UnixMilli() - 1}
-	for _, t := range m.types {
-		args = append(args, t)
-	}
+	args = append(args, typeArgs...)
 	args = append(args, fb.whereArgs...)
 	var visits int64
 	if err := db.read.QueryRowContext(ctx, query, args...).Scan(&visits); err != nil {
@@ -242,6 +278,7 @@ type funnelMatcher struct {
 	steps []Goal
 	pats  []*regexp.Regexp // of page path steps with a *; nil otherwise
 	props bool             // some step matches a property
+	paths bool             // events carry their page's path, not its url (funnelPageEvent)
 	types []string         // the event types the steps match
 	mu    sync.Mutex
 	pages map[string]int64 // url -> the page path steps its path matches
@@ -282,7 +319,10 @@ func (m *funnelMatcher) pageBits(url string) int64 {
 	if ok {
 		return bits
 	}
-	path := pagePaths.get(url)
+	path := url
+	if !m.paths {
+		path = pagePaths.get(url)
+	}
 	for i, g := range m.steps {
 		if g.PagePath == "" {
 			continue

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -96,6 +97,11 @@ type StatsQuery struct {
 	// week or month.
 	TimeUnit string
 	Filters  []QueryFilter
+	// Goals, with GoalDimension in Dimensions: an event counts in the
+	// group of each goal whose filter (GoalFilter) it passes, the
+	// dimension's value being the goal's index here, so that one read of
+	// the range answers every goal (README "Goals and funnels").
+	Goals []QueryFilter
 
 	// eventBasis counts visitors from events even without an event
 	// dimension or filter: the total of a percentage whose rows do.
@@ -422,6 +428,7 @@ func (q *StatsQuery) eventIndexRead(eventLevel bool) (string, []any, error) {
 		from = `events e LEFT JOIN sessions s ON ` + eventVisitJoin
 		visitsSQL = `COUNT(DISTINCT s.id)`
 	}
+	from += b.goalRows()
 	query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), ` + visitsSQL + `, COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
 		FROM ` + from + ` WHERE e.site_id = ? AND e.ts_ms >= ? AND e.ts_ms < ?` + where + b.groupBy()
 	return query, b.args(), nil
@@ -468,6 +475,7 @@ func (q *StatsQuery) visitsEventRead(lo, hi time.Time, byAnon bool) (string, []a
 		pageview, from = `p.name IS NULL`, from+` CROSS JOIN event_pages p`
 		where = ` AND p.seq = e.seq` + where
 	}
+	from += b.goalRows()
 	query := `SELECT ` + dims + counts + `, COALESCE(SUM(` + pageview + `), 0), COUNT(*)
 		FROM ` + from + `
 		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?
@@ -571,16 +579,52 @@ func (b *sqlBuilder) groupBy() string {
 	return " GROUP BY " + strings.Join(cols, ", ")
 }
 
-// where returns the filters as " AND (...)" on the read's rows, or "".
+// where returns the filters as " AND (...)" on the read's rows, or "";
+// with goals, the condition that the row's goal (g) holds too.
 func (b *sqlBuilder) where() (string, error) {
-	if len(b.q.Filters) == 0 {
-		return "", nil
+	var sql string
+	if len(b.q.Filters) > 0 {
+		f, err := b.filterSQL(b.q.Filters, false)
+		if err != nil {
+			return "", err
+		}
+		sql = " AND " + f
 	}
-	sql, err := b.filterSQL(b.q.Filters, false)
-	if err != nil {
-		return "", err
+	if b.goals() {
+		var sb strings.Builder
+		sb.WriteString(" AND CASE g.column1")
+		for i, g := range b.q.Goals {
+			f, err := b.filterNode(g, false)
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintf(&sb, " WHEN %d THEN %s", i, f)
+		}
+		sb.WriteString(" ELSE 0 END")
+		sql += sb.String()
 	}
-	return " AND " + sql, nil
+	return sql, nil
+}
+
+// GoalDimension groups a query's events by the Goals they complete.
+const GoalDimension = "event:goal"
+
+// goals reports whether the read groups by goal.
+func (b *sqlBuilder) goals() bool {
+	return len(b.q.Goals) > 0 && slices.Contains(b.q.Dimensions, GoalDimension)
+}
+
+// goalRows is the join that repeats each event once per goal (g), the
+// innermost loop, so that each event is read once.
+func (b *sqlBuilder) goalRows() string {
+	if !b.goals() {
+		return ""
+	}
+	rows := make([]string, len(b.q.Goals))
+	for i := range rows {
+		rows[i] = fmt.Sprintf("(%d)", i)
+	}
+	return " CROSS JOIN (VALUES " + strings.Join(rows, ", ") + ") g"
 }
 
 // filterSQL is fs (all must hold) as one SQL condition. inner: the
@@ -698,6 +742,8 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 		return "", nil, fault.Errorf(fault.InvalidQuery, "%s is read from events, not visits", d)
 	}
 	switch {
+	case d == GoalDimension && b.goals():
+		return "g.column1", nil, nil
 	case d == "event:page" && b.pages:
 		return "COALESCE(p.path, '" + NotSet + "')", nil, nil
 	case d == "event:page":

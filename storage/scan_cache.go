@@ -33,7 +33,7 @@ func (a *scanAnswer) keys() []string {
 // count of its days, taken before any read, and false when q is not one to
 // keep (no filters, a range not yet closed, or a test's forced scan).
 func (db *DB) cachedScan(ctx context.Context, q *StatsQuery) (string, uint64, bool, error) {
-	if len(q.Filters) == 0 || q.scan || q.byEvents || q.To.Add(partialMargin).After(db.now()) {
+	if len(q.Filters) == 0 && len(q.Goals) == 0 || q.scan || q.byEvents || q.To.Add(partialMargin).After(db.now()) {
 		return "", 0, false, nil
 	}
 	lo, err := db.visitLookback(ctx, q.Site, q.From)
@@ -47,11 +47,11 @@ func (db *DB) cachedScan(ctx context.Context, q *StatsQuery) (string, uint64, bo
 	}
 	shape, err := json.Marshal(struct {
 		M, D     []string
-		F        []QueryFilter
+		F, G     []QueryFilter
 		U        string
 		E        bool
 		From, To int64
-	}{q.Metrics, q.Dimensions, q.Filters, q.TimeUnit, q.eventBasis, q.From.UnixMilli(), q.To.UnixMilli()})
+	}{q.Metrics, q.Dimensions, q.Filters, q.Goals, q.TimeUnit, q.eventBasis, q.From.UnixMilli(), q.To.UnixMilli()})
 	if err != nil {
 		return "", 0, false, err
 	}

@@ -101,6 +101,9 @@ type DB struct {
 	// eventPagesReady: event_pages holds every event's row, so reports
 	// read it (event_pages.go); set at Open and when its backfill ends.
 	eventPagesReady atomic.Bool
+	// wideReads: reports read the wide events rows even when event_pages
+	// is complete (ReadWideEvents).
+	wideReads atomic.Bool
 	// oldLinks is whether links of before migration 0017 may remain in
 	// the old table (links.go).
 	oldLinks atomic.Bool
