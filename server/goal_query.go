@@ -14,9 +14,9 @@ import (
 )
 
 // Goals in the query API (README "Goals and funnels"): the event:goal
-// dimension and filter, conversion rates and revenue. Storage knows no
-// goals: an event:goal filter is rewritten into the filters on events
-// that define the goals it names (storage.GoalFilter), a breakdown by
+// dimension and filter, conversion rates and revenue. An event:goal
+// filter is rewritten into the filters on events that define the goals it
+// names (storage.GoalFilter), a breakdown by
 // goal is one read of all goals (storage's Goals; one read per goal where
 // visit metrics or revenue need it), and the rates and revenue are
 // computed from further reads of the same machinery.
