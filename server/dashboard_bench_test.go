@@ -50,8 +50,10 @@ import (
 //   - warm: the same view loaded again (every answer kept).
 //
 // With -v it logs each query's time on the server, by dimension, of the
-// last load. TALLY_DASH_SCREENSHOT=FILE.png also saves a screenshot of
-// the loaded view (README "Dashboard" shows it).
+// last load. TALLY_DASH_GOALS=1 first creates the funnel benchmark's 5
+// goals (createBenchGoals), so the goal and funnel panels have figures to
+// compute. TALLY_DASH_SCREENSHOT=FILE.png also saves a screenshot of the
+// loaded view, with those goals (README "Dashboard" shows it).
 func BenchmarkDashboardFirstPaint(b *testing.B) {
 	path := os.Getenv("TALLY_BENCH_KEEP_DB")
 	if path == "" {
@@ -73,6 +75,9 @@ func BenchmarkDashboardFirstPaint(b *testing.B) {
 	defer ts.Close()
 
 	view := ts.URL + "/?ws=bench&site=bench&period=30d"
+	if os.Getenv("TALLY_DASH_GOALS") != "" {
+		createBenchGoals(b, ts.URL)
+	}
 	// A browser per run: chromiumtest's ends after 90 s.
 	open := func(b *testing.B) context.Context {
 		ctx := chromiumtest.Browser(b)
@@ -138,6 +143,8 @@ func BenchmarkDashboardFirstPaint(b *testing.B) {
 	run("warm", func(*testing.B) {})
 
 	if out := os.Getenv("TALLY_DASH_SCREENSHOT"); out != "" {
+		// With goals, so that the goal and funnel panels show figures.
+		createBenchGoals(b, ts.URL)
 		ctx := open(b)
 		paint(b, ctx)
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))

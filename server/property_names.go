@@ -21,6 +21,6 @@ func (s *Server) propertyNames(w http.ResponseWriter, r *http.Request, ps httpro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, propertyNamesBody{Properties: names})
+	writeJSON(w, http.StatusOK, propertyNamesBody{Properties: names, Default: storage.DefaultProperty(names)})
 	return nil
 }

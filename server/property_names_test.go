@@ -9,7 +9,8 @@ import (
 )
 
 // The property names are those of the site's own recent events, sorted,
-// each once; another site's names and events without properties add none.
+// each once; another site's names and events without properties add none;
+// the default is the first.
 func TestPropertyNames(t *testing.T) {
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
@@ -30,6 +31,11 @@ func TestPropertyNames(t *testing.T) {
 	intake(t, h.c("POST", "/v1/events", "shop", ev("shop", 4, map[string]any{"type": "buy", "properties": map[string]any{"secret_shop_prop": 1}})))
 	if got, want := names(), []any{"amount", "plan"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+	// The dashboard's default, the name the warm-up keeps: the first.
+	r := h.q("GET", "/v1/sites/web/properties", tn.readKey, nil)
+	if got := r.json(t)["default"]; got != "amount" {
+		t.Errorf("default: got %v, want amount", got)
 	}
 
 	mustStatus(t, h.q("GET", "/v1/sites/web/properties", other.readKey, nil), 404, "not_found")

@@ -382,16 +382,7 @@ func BenchmarkReads(b *testing.B) {
 	// A funnel of 5 goals over the 30 days (README "Goals and funnels"):
 	// every page, a click, a page of /p/1*, a signup, then /p/2; the goals
 	// are created once (a kept database keeps them).
-	for _, g := range []string{`{"name":"Any page","page_path":"/p/*"}`, `{"name":"Click","event_name":"click"}`,
-		`{"name":"Page 1x","page_path":"/p/1*"}`, `{"name":"Signup","event_name":"signup"}`, `{"name":"Page 2","page_path":"/p/2"}`} {
-		req, _ := http.NewRequest("POST", ts.URL+"/v1/sites/bench/goals", strings.NewReader(g))
-		req.Header.Set("Authorization", "Bearer bench")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil || (res.StatusCode != 201 && res.StatusCode != 409) {
-			b.Fatalf("create goal %s: %v %v", g, err, res)
-		}
-		res.Body.Close()
-	}
+	createBenchGoals(b, ts.URL)
 	// cpu-ms/op is the process's CPU time per funnel (both parts): on a
 	// shared machine it varies less than the time.
 	b.Run("funnel_5_steps", func(b *testing.B) {
@@ -534,4 +525,20 @@ func reportSpace(b *testing.B, db *storage.DB) {
 		b.Logf("  %-28s %11d bytes %7.1f per event", o.Name, o.Bytes, float64(o.Bytes)/float64(benchEvents))
 	}
 	b.ReportMetric(float64(file)/float64(benchEvents), "bytes/event")
+}
+
+// createBenchGoals creates the funnel benchmark's 5 goals on the bench site
+// of the server at url, unless it has them (a kept database keeps them).
+func createBenchGoals(b *testing.B, url string) {
+	b.Helper()
+	for _, g := range []string{`{"name":"Any page","page_path":"/p/*"}`, `{"name":"Click","event_name":"click"}`,
+		`{"name":"Page 1x","page_path":"/p/1*"}`, `{"name":"Signup","event_name":"signup"}`, `{"name":"Page 2","page_path":"/p/2"}`} {
+		req, _ := http.NewRequest("POST", url+"/v1/sites/bench/goals", strings.NewReader(g))
+		req.Header.Set("Authorization", "Bearer bench")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || (res.StatusCode != 201 && res.StatusCode != 409) {
+			b.Fatalf("create goal %s: %v %v", g, err, res)
+		}
+		res.Body.Close()
+	}
 }

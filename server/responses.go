@@ -346,6 +346,9 @@ type realtimeBody struct {
 // the custom property names of the site's recent events, sorted.
 type propertyNamesBody struct {
 	Properties []string `json:"properties"`
+	// Default is the name the dashboard shows when its view names none
+	// ("" for none): the one whose partials the warm-up keeps.
+	Default string `json:"default"`
 }
 
 // exportEvent is one line of the NDJSON event export (README "Export"):

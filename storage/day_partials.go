@@ -829,7 +829,7 @@ func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, 
 				continue
 			}
 			out[i] = b
-			if !days[i].end.Add(partialMargin).After(now) {
+			if !days[i].end.Add(partialMargin).After(now) && keepPartial(dim, b) {
 				store = append(store, stored{days[i], b})
 			}
 		}

@@ -137,7 +137,8 @@ func (db *DB) siteIDs() []string {
 }
 
 // warmSite computes the kept partials of site's last warmDays closed days
-// that are missing, and the visit reach of the days before them.
+// that are missing (warmSet's, then the dashboard's default property's),
+// and the visit reach of the days before them.
 func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now time.Time) error {
 	today := startOfDay(now, loc)
 	all, ok := localDays(today.AddDate(0, 0, -warmComparedDays), today, loc)
@@ -172,6 +173,24 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 				return err
 			}
 			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, p.dim, p.basis, now); err != nil {
+				return err
+			}
+		}
+	}
+	// The property the dashboard shows by default, over the same days:
+	// computing it costs the most of any panel (every event's JSON is
+	// read), and a property of many values is computed but not kept
+	// (keepPartial).
+	names, err := db.PropertyNames(ctx, site, PropertyNamesMaxRows)
+	if err != nil {
+		return err
+	}
+	if prop := DefaultProperty(names); prop != "" {
+		for _, d := range days {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, PropPrefix+prop, basisEvents, now); err != nil {
 				return err
 			}
 		}

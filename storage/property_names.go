@@ -67,3 +67,14 @@ func (db *DB) PropertyNames(ctx context.Context, site string, maxRows int) ([]st
 	sort.Strings(names)
 	return names, nil
 }
+
+// DefaultProperty is the property the dashboard's property panel shows when
+// its view names none, chosen from PropertyNames' answer: the first name
+// ("" for none). The warm-up keeps that property's day partials, so the
+// rule lives here, once (README "Dashboard").
+func DefaultProperty(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}

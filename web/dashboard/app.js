@@ -362,7 +362,8 @@
       sel.textContent = "";
       if (state.prop && names.indexOf(state.prop) < 0) names = [state.prop].concat(names);
       names.forEach(function (n) { var o = el("option", null, n); o.value = n; sel.appendChild(o); });
-      if (!state.prop && names.length) state.prop = names[0];
+      // the default is the server's (the name the warm-up keeps partials of)
+      if (!state.prop) state.prop = b.default || "";
       sel.value = state.prop;
       sel.hidden = !names.length;
     }, function () { $("#prop-select").hidden = true; });
