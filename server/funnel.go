@@ -61,13 +61,8 @@ func (s *Server) funnel(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		}
 	}
 	if pq.allRange {
-		first, ok, err := s.db.FirstVisit(r.Context(), site.ID)
-		if err != nil {
+		if err := s.startAtFirstVisit(r.Context(), pq); err != nil {
 			return err
-		}
-		if ok {
-			f := first.In(loc)
-			pq.from = time.Date(f.Year(), f.Month(), f.Day(), 0, 0, 0, 0, loc)
 		}
 	}
 	goals, err := s.db.Goals(r.Context(), site.ID)

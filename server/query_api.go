@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"math"
@@ -97,6 +98,19 @@ func decodeQueryBody(w http.ResponseWriter, r *http.Request) (object, error) {
 }
 
 // answerQuery parses, runs and encodes a query on site.
+// startAtFirstVisit starts the range "all" at the midnight, in the
+// site's time zone, of the day of the site's first visit (none: the range
+// stays as parsed).
+func (s *Server) startAtFirstVisit(ctx context.Context, pq *parsedQuery) error {
+	first, ok, err := s.db.FirstVisit(ctx, pq.site.ID)
+	if err != nil || !ok {
+		return err
+	}
+	f := first.In(pq.loc)
+	pq.from = time.Date(f.Year(), f.Month(), f.Day(), 0, 0, 0, 0, pq.loc)
+	return nil
+}
+
 func (s *Server) answerQuery(w http.ResponseWriter, r *http.Request, site *storage.Site, body object) error {
 	loc, err := storage.LoadTimeZone(site.TimeZone)
 	if err != nil {
@@ -107,13 +121,8 @@ func (s *Server) answerQuery(w http.ResponseWriter, r *http.Request, site *stora
 		return err
 	}
 	if pq.allRange {
-		first, ok, err := s.db.FirstVisit(r.Context(), site.ID)
-		if err != nil {
+		if err := s.startAtFirstVisit(r.Context(), pq); err != nil {
 			return err
-		}
-		if ok {
-			f := first.In(loc)
-			pq.from = time.Date(f.Year(), f.Month(), f.Day(), 0, 0, 0, 0, loc)
 		}
 		pq.fixTimeUnit()
 	}
