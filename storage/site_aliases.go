@@ -111,14 +111,15 @@ func (db *DB) SetSiteAliases(ctx context.Context, actor Actor, site *Site, alias
 	if err != nil {
 		return nil, err
 	}
-	previous := db.SiteAliases(site.ID)
-	if slices.Equal(previous, aliases) {
+	if slices.Equal(db.SiteAliases(site.ID), aliases) {
 		return aliases, nil
 	}
 	err = db.writer.do(ctx, func(tx *writeTx) error {
 		if err := db.checkSite(site); err != nil {
 			return err
 		}
+		// Read in the writer, after every earlier change's commit hook.
+		previous := db.SiteAliases(site.ID)
 		for _, a := range aliases {
 			var owner string
 			err := tx.QueryRow(`SELECT site_id FROM site_aliases WHERE alias = ? AND site_id <> ?
