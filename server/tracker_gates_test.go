@@ -2,8 +2,10 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -46,10 +48,42 @@ func TestTrackerDomainList(t *testing.T) {
 	if web, shop := h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'web'`), h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'shop'`); web != 0 || shop != 1 {
 		t.Fatalf("got %d events of web and %d of shop, want 0 and 1", web, shop)
 	}
-	// Without a domain, the url's host names the site.
+	// Without a domain, the url's host names the site; aliases are
+	// compared without regard to case.
 	mustStatusText(t, h.c("POST", "/api/event", "", `{"n":"pageview","u":"https://www.example.com/"}`, "User-Agent", chromeUA), 202)
-	if n := h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'web'`); n != 1 {
-		t.Fatalf("domain from the url: got %d events of web, want 1", n)
+	mustStatusText(t, h.c("POST", "/api/send", "", `{"type":"EVENT","payload":{"website":"`+strings.ToUpper(umamiWebsite)+`"}}`, "User-Agent", chromeUA), 200)
+	if n := h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'web'`); n != 2 {
+		t.Fatalf("domain from the url, upper-case website: got %d events of web, want 2", n)
+	}
+	// An alias wins over a site created later with that id.
+	mustStatus(t, h.q("PATCH", "/v1/sites/web", testAdminToken, map[string]any{"aliases": []string{"example.com", umamiWebsite, "later"}}), 200, "")
+	mustStatus(t, h.q("POST", "/v1/workspaces/other/sites", testAdminToken, map[string]any{"id": "later", "name": "Later"}), 201, "")
+	mustStatusText(t, h.c("POST", "/api/event", "", `{"n":"pageview","u":"https://x.test/","d":"later"}`, "User-Agent", chromeUA), 202)
+	if web, later := h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'web'`), h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'later'`); web != 3 || later != 0 {
+		t.Fatalf("alias and a later site id: got %d events of web and %d of later, want 3 and 0", web, later)
+	}
+}
+
+// TestPlausibleLimits: at most 30 props are kept, a referrer is cut at
+// 2,000 bytes, as Plausible does.
+func TestPlausibleLimits(t *testing.T) {
+	h := trackerHarness(t)
+	props := map[string]any{}
+	for i := range 40 {
+		props["k"+strconv.Itoa(i)] = i
+	}
+	body := map[string]any{"n": "x", "u": "https://example.com/", "d": "example.com", "r": "https://news.test/" + strings.Repeat("r", 3000), "p": props}
+	mustStatusText(t, h.c("POST", "/api/event", "", body, "User-Agent", chromeUA), 202)
+	rows := h.trackerRows("web")
+	if len(rows) != 1 || len(rows[0].ref) != 2000 {
+		t.Fatalf("got %d rows, referrer of %d bytes, want 1 and 2000", len(rows), len(rows[0].ref))
+	}
+	var raw struct {
+		Properties map[string]any `json:"properties"`
+	}
+	json.Unmarshal([]byte(rows[0].raw), &raw)
+	if len(raw.Properties) != 30 {
+		t.Fatalf("got %d properties, want 30", len(raw.Properties))
 	}
 }
 
