@@ -92,6 +92,11 @@ const (
 	GoalNameTaken = "goal_name_taken"
 	// GoalLimitReached: the site has as many goals as a site may have.
 	GoalLimitReached = "goal_limit_reached"
+	// InvalidAliases: a site's aliases are not a list of host names within
+	// the bounds, named in the message.
+	InvalidAliases = "invalid_aliases"
+	// AliasTaken: another site answers to that name already.
+	AliasTaken = "alias_taken"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

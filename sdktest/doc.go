@@ -1,5 +1,7 @@
-// Package sdktest drives Segment's own JavaScript SDKs against a real
-// Tally: @segment/analytics-node under node and @segment/analytics-next in
-// Debian's chromium, both pinned in package-lock.json beside this file and
-// installed with `npm ci` (README "Development"). It holds tests only.
+// Package sdktest drives Segment's own JavaScript SDKs and Plausible's and
+// Umami's clients against a real Tally: @segment/analytics-node and
+// @umami/node under node, @segment/analytics-next, Plausible's tracker and
+// Umami's in Debian's chromium, pinned in package-lock.json beside this
+// file (Umami's tracker in testdata) and installed with `npm ci` (README
+// "Development"). It holds tests only.
 package sdktest

@@ -73,6 +73,9 @@ var statusOf = map[string]int{
 	fault.InvalidGoal:      http.StatusBadRequest,
 	fault.GoalNameTaken:    http.StatusConflict,
 	fault.GoalLimitReached: http.StatusConflict,
+
+	fault.InvalidAliases: http.StatusBadRequest,
+	fault.AliasTaken:     http.StatusConflict,
 }
 
 // writeError writes err as the error envelope. Application errors show

@@ -55,6 +55,10 @@ func (s *Server) ingest(f *intakeFormat) handler {
 		if reasons := d.dropReasons(); reasons != "" {
 			w.Header().Set(dropReasonsHeader, reasons)
 		}
+		if f.okWrite != nil {
+			f.okWrite(w, d)
+			return nil
+		}
 		if f.okBody != nil {
 			writeJSON(w, d.status, f.okBody(d))
 			return nil

@@ -52,6 +52,9 @@ type intakeFormat struct {
 	// (zero: 202 with the counts).
 	okStatus int
 	okBody   func(d *decision) any
+	// okWrite writes that answer itself, when it is not JSON (Plausible's
+	// text "ok"); it wins over okBody.
+	okWrite func(w http.ResponseWriter, d *decision)
 	// dlqPayload is what the DLQ keeps of a quarantined event, which its
 	// replay re-posts (nil: Raw).
 	dlqPayload func(ev *schema.Event) json.RawMessage

@@ -21,6 +21,10 @@ const (
 	// endpointSegment labels Segment's HTTP Tracking API (README
 	// "Segment-compatible intake"), all of its paths.
 	endpointSegment = "segment"
+	// endpointPlausible and endpointUmami label Plausible's Events API and
+	// Umami's /api/send (README "Plausible- and Umami-compatible intake").
+	endpointPlausible = "plausible"
+	endpointUmami     = "umami"
 
 	reasonAccepted        = "accepted"
 	reasonAcceptedConsent = "accepted_consent"
@@ -33,7 +37,7 @@ const (
 )
 
 var (
-	endpoints = []string{endpointEvents, endpointS2S, endpointSegment}
+	endpoints = []string{endpointEvents, endpointS2S, endpointSegment, endpointPlausible, endpointUmami}
 	reasons   = []string{reasonAccepted, reasonAcceptedConsent, reasonBot, reasonInternal,
 		reasonConsentRequired, reasonRateLimit, reasonQuota, reasonSchemaInvalid}
 

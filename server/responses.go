@@ -114,6 +114,19 @@ func siteOf(s *storage.Site) siteBody {
 		RetentionDays: s.RetentionDays, PurgedBefore: purgedBefore(s), TimeZone: s.TimeZone}
 }
 
+// siteDetail is the answer of GET /v1/sites/:siteId and PATCH
+// /sites/:siteId: the site with the names it answers to besides its id
+// (README "Plausible- and Umami-compatible intake").
+type siteDetail struct {
+	siteBody
+	// Aliases are the site's aliases, sorted; [] for none.
+	Aliases []string `json:"aliases"`
+}
+
+func siteDetailOf(s *storage.Site, aliases []string) siteDetail {
+	return siteDetail{siteBody: siteOf(s), Aliases: aliases}
+}
+
 // purgedBefore is the site's purged_before for an answer: null while no
 // purge has removed raw rows.
 func purgedBefore(s *storage.Site) *string {

@@ -155,6 +155,7 @@ func (s *Server) collectorRouter() *router {
 	rt.handle(http.MethodPost, "/s2s/events", s.ingest(serverEvents))
 	rt.handleV1(http.MethodGet, "/script.js", s.script)
 	s.segmentRoutes(rt)
+	s.trackerRoutes(rt)
 	rt.route(http.MethodGet, "/v1/projects/:writeKey/settings", s.segmentSettings)
 	rt.GlobalOPTIONS = http.HandlerFunc(preflight)
 	return rt
@@ -179,8 +180,9 @@ func cors(next http.Handler) http.Handler {
 func preflight(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Access-Control-Allow-Methods", "POST, GET, OPTIONS")
-	// X-Retry-Count: Segment's browser SDK marks its retries with it.
-	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Site-Id, X-Retry-Count")
+	// X-Retry-Count: Segment's browser SDK marks its retries with it;
+	// X-Umami-Cache: Umami's tracker sends back the token of its last answer.
+	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Site-Id, X-Retry-Count, X-Umami-Cache")
 	h.Set("Access-Control-Max-Age", "86400")
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -147,12 +147,13 @@ func (s *Server) getSite(w http.ResponseWriter, r *http.Request, ps httprouter.P
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, siteOf(site))
+	writeJSON(w, http.StatusOK, siteDetailOf(site, s.db.SiteAliases(site.ID)))
 	return nil
 }
 
-// updateSite takes {name?, retention_days?, time_zone?} and answers 200
-// with the site.
+// updateSite takes {name?, retention_days?, time_zone?, aliases?} and
+// answers 200 with the site and its aliases. aliases replaces the list
+// (README "Plausible- and Umami-compatible intake").
 // retention_days is null (follow RETENTION_DAYS), 0 (keep everything) or
 // the UTC days of raw rows kept; a changed one is applied by a purge at
 // once (README "Retention").
@@ -189,6 +190,17 @@ func (s *Server) updateSite(w http.ResponseWriter, r *http.Request, ps httproute
 		}
 		change.TimeZone = &tz
 	}
+	var aliases []string
+	if raw, ok := body["aliases"]; ok {
+		if json.Unmarshal(raw, &aliases) != nil || aliases == nil {
+			return fault.Errorf(fault.InvalidAliases, "aliases must be an array of host names such as [\"example.com\"] ([] for none)")
+		}
+		// Checked before anything is written, so a bad list changes
+		// nothing else either.
+		if aliases, err = storage.CleanAliases(aliases); err != nil {
+			return err
+		}
+	}
 	updated, err := s.db.UpdateSite(r.Context(), p.actor(), site, change)
 	if err != nil {
 		return err
@@ -196,7 +208,12 @@ func (s *Server) updateSite(w http.ResponseWriter, r *http.Request, ps httproute
 	if change.Retention && updated != site {
 		s.kickRetention()
 	}
-	writeJSON(w, http.StatusOK, siteOf(updated))
+	if aliases != nil {
+		if _, err := s.db.SetSiteAliases(r.Context(), p.actor(), updated, aliases); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, siteDetailOf(updated, s.db.SiteAliases(updated.ID)))
 	return nil
 }
 

@@ -15,6 +15,10 @@ type tenants struct {
 	wsBySlug   map[string]*Workspace
 	sites      map[string]*Site
 	keysByHash map[string]*APIKey // active keys only
+	// aliases maps each alias to its site's id; siteAliases lists each
+	// site's aliases, sorted (site_aliases.go).
+	aliases     map[string]string
+	siteAliases map[string][]string
 	// uses is locked on its own (see keyUses).
 	uses keyUses
 }
@@ -52,6 +56,10 @@ func (db *DB) loadTenants(ctx context.Context) error {
 		t.sites[s.ID] = s
 	}
 	rows.Close()
+
+	if err := db.loadAliases(ctx); err != nil {
+		return err
+	}
 
 	rows, err = db.read.QueryContext(ctx, keyColumns+` WHERE revoked_at IS NULL`)
 	if err != nil {
