@@ -92,6 +92,10 @@ const (
 	GoalNameTaken = "goal_name_taken"
 	// GoalLimitReached: the site has as many goals as a site may have.
 	GoalLimitReached = "goal_limit_reached"
+	// InvalidImport: an import stream (POST /v1/sites/:siteId/imports) that
+	// is not one, naming its line (README "Switching from Plausible / Umami
+	// / GoatCounter").
+	InvalidImport = "invalid_import"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON
