@@ -306,3 +306,73 @@ func TestImportTallyExportRoundTrip(t *testing.T) {
 		t.Errorf("after importing again: got %v, want %v", after, before)
 	}
 }
+
+// A file that cannot be imported is refused before anything is stored,
+// with its name and line: a bad row after several chunks' worth of good
+// ones stores none of them.
+func TestImportRefusesBadFiles(t *testing.T) {
+	bin := buildBinary(t)
+	p := start(t, bin, "DATABASE_PATH="+filepath.Join(t.TempDir(), "a.db"), "ADMIN_TOKEN=tok")
+	newSite(t, p)
+	gcHead := "2Path,Title,Event,UserAgent,Browser,System,Session,Bot,Referrer,Referrer scheme,Screen size,Location,FirstVisit,Date\n"
+	gcRow := func(path, date string) string {
+		return path + ",T,false,,Firefox 1,Linux,s1,0,,,\"1,1,1\",DE,true," + date + "\n"
+	}
+	many := gcHead + strings.Repeat(gcRow("/a", "2024-03-01T10:00:00Z"), 1200) + gcRow("/a", "yesterday")
+	tests := []struct {
+		name, from, file, content, want string
+	}{
+		{"GoatCounter version 1", "goatcounter", "v1.csv", "1Path,Title,Event,Bot,Session,FirstVisit,Referrer,Referrer scheme,Browser,Screen size,Location,Date\n", `v1.csv:1: GoatCounter export format version "1"`},
+		{"GoatCounter bad date after 1200 good rows", "goatcounter", "many.csv", many, `many.csv:1202: Date: want an RFC 3339 time, got "yesterday"`},
+		{"GoatCounter short row", "goatcounter", "short.csv", gcHead + "/a,T,false\n", "short.csv:2: 3 fields, want 14"},
+		{"GoatCounter bad CSV quoting", "goatcounter", "quote.csv", gcHead + gcRow("\"/a", "2024-03-01T10:00:00Z"), "quote.csv:2: not CSV"},
+		{"Umami without event_id", "umami", "u.csv", "session_id,created_at,url_path,event_type\n", `u.csv:1: not an Umami CSV export: no column "event_id"`},
+		{"Umami bad time", "umami", "t.csv", "event_id,session_id,created_at,url_path,event_type\ne1,s1,2024-03-15 10:00:00,/,1\ne2,s1,soon,/,1\n", `t.csv:3: created_at`},
+		{"Tally NDJSON broken line", "tally", "x.ndjson", `{"id":"a","type":"pageview","url":null,"ts":"2026-01-01T00:00:00.000Z","anon_id":"v","referrer":null,"country":null,"city":null,"browser":null,"os":null,"device_type":null,"user_id":null,"properties":null,"received_at":"2026-01-01T00:00:00.000Z"}` + "\n{\"id\":\n", "x.ndjson:2: not a line of Tally's NDJSON export"},
+		{"Tally bad type", "tally", "y.ndjson", `{"id":"a","type":"no spaces","ts":"2026-01-01T00:00:00.000Z","anon_id":"v","received_at":"2026-01-01T00:00:00.000Z"}` + "\n", "y.ndjson:1: type"},
+		{"Tally CSV of another header", "tally", "z.csv", "id,type\n", "z.csv:1: not Tally's CSV export"},
+		{"not gzip after gzip's magic", "goatcounter", "bad.csv.gz", "\x1f\x8b\x08garbage", "bad.csv.gz: not a gzip file"},
+		{"missing file", "umami", "", "", "no such file"},
+	}
+	dir := t.TempDir()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := filepath.Join(dir, "absent.csv")
+			if tt.file != "" {
+				file = filepath.Join(dir, tt.file)
+				os.WriteFile(file, []byte(tt.content), 0o644)
+			}
+			code, _, stderr := runImport(t, nil, "--site", "web", "--from", tt.from, "--url", p.query, file)
+			if code != 1 || !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, "nothing was imported") {
+				t.Errorf("got exit %d, %q; want 1 and a message containing %q", code, stderr, tt.want)
+			}
+		})
+	}
+	checkReport(t, report(t, p), map[string]string{"totals": `[[0,0,0,0]]`})
+	if n := len(auditImports(t, p)); n != 0 {
+		t.Errorf("got %d site.import audit entries, want none", n)
+	}
+}
+
+func TestImportUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no site", []string{"--from", "umami", "a.csv"}, "--site is required"},
+		{"unknown source", []string{"--site", "web", "--from", "matomo", "a.csv"}, `--from "matomo": want one of goatcounter, tally, umami`},
+		{"no file", []string{"--site", "web", "--from", "umami"}, "want at least one FILE"},
+		{"database without website", []string{"--site", "web", "--from", "umami", "postgres://u@h/db"}, "--website"},
+		{"website without database", []string{"--site", "web", "--from", "umami", "--website", "w", "a.csv"}, "--website goes with an Umami database URL only"},
+		{"unknown flag", []string{"--fast"}, "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runImport(t, nil, tt.args...)
+			if code != 2 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("got exit %d, %q; want 2 and %q", code, stderr, tt.want)
+			}
+		})
+	}
+}
