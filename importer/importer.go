@@ -150,7 +150,7 @@ func Apply(ctx context.Context, db *storage.DB, site *storage.Site, actor storag
 		}
 		return nil
 	}
-	now := time.Now()
+	now := db.Clock()
 	for {
 		b, err := next()
 		if errors.Is(err, io.EOF) {

@@ -96,3 +96,7 @@ func CheckUnused(ctx context.Context, path string) error {
 	_, err = conn.ExecContext(ctx, `COMMIT`)
 	return inUse(err)
 }
+
+// Clock is the time the database's writes are stamped with (Options.Now):
+// an import bounds its events' times by it, as intake does.
+func (db *DB) Clock() time.Time { return db.now() }
