@@ -23,8 +23,8 @@ import (
 // distinct_id) are read as empty, found in information_schema, so any
 // release since 2.0 reads. Only SELECTs: the source is never changed.
 
-// umamiPage is how many events one query reads.
-const umamiPage = 1000
+// umamiPage is how many events one query reads (a variable for the tests).
+var umamiPage = 1000
 
 // IsDatabaseURL reports whether s names an Umami database rather than a file.
 func IsDatabaseURL(s string) bool {
