@@ -305,6 +305,22 @@ func TestImportTallyExportRoundTrip(t *testing.T) {
 	if after := report(t, b); !reflect.DeepEqual(after, before) {
 		t.Errorf("after importing again: got %v, want %v", after, before)
 	}
+
+	// The CSV export, into a third instance, gives the same events too.
+	code, csvExport := call(t, "GET", a.query+"/v1/sites/web/export?from=2026-01-01&to=2026-01-31&format=csv", "")
+	if code != 200 {
+		t.Fatalf("CSV export: got %d", code)
+	}
+	csvFile := filepath.Join(t.TempDir(), "web.csv")
+	os.WriteFile(csvFile, csvExport, 0o644)
+	c := start(t, bin, "DATABASE_PATH="+filepath.Join(t.TempDir(), "c.db"), "ADMIN_TOKEN=tok")
+	newSite(t, c)
+	if code, stdout, stderr := runImport(t, nil, "--site", "web", "--from", "tally", "--url", c.query, csvFile); code != 0 || !strings.Contains(stdout, "1200 imported") {
+		t.Fatalf("CSV import: got exit %d, %q %q", code, stdout, stderr)
+	}
+	if got := export(c); !bytes.Equal(got, exported) {
+		t.Fatalf("the export after importing the CSV export differs:\n got %.300s\nwant %.300s", got, exported)
+	}
 }
 
 // A file that cannot be imported is refused before anything is stored,
