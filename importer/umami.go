@@ -10,8 +10,8 @@ import (
 )
 
 // Umami's events: rows of its website_event table with the session's
-// columns beside them, as its CSV data export holds them (a header naming
-// the columns, in any order: website_id, session_id, visit_id, event_id,
+// columns beside them, in a CSV under Umami's column names (a header
+// naming them, in any order: website_id, session_id, visit_id, event_id,
 // hostname, browser, os, device, screen, language, country, region, city,
 // url_path, url_query, utm_*, referrer_path, referrer_query,
 // referrer_domain, page_title, ..., event_type, event_name, tag,
