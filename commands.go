@@ -34,6 +34,7 @@ func init() {
 		"serve":        {serve, "run the collector and the query API (the default)"},
 		"vacuum":       {vacuum, "shrink a stopped server's database file to its data"},
 		"backup":       {backup, "write a consistent copy of the database while the server runs"},
+		"import":       {importCommand, "import GoatCounter, Umami or Tally history into a site"},
 		"check-config": {checkConfig, "validate every setting and the tracking plan; start nothing"},
 		"version":      {versionCommand, "print the version, commit, Go and SQLite versions, build flags"},
 		"help":         {helpCommand, "show the commands and every setting"},

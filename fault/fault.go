@@ -97,6 +97,10 @@ const (
 	InvalidAliases = "invalid_aliases"
 	// AliasTaken: another site answers to that name already.
 	AliasTaken = "alias_taken"
+	// InvalidImport: an import stream (POST /v1/sites/:siteId/imports) that
+	// is not one, naming its line (README "Switching from Plausible / Umami
+	// / GoatCounter").
+	InvalidImport = "invalid_import"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

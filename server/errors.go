@@ -71,6 +71,7 @@ var statusOf = map[string]int{
 	fault.UnsupportedQuery: http.StatusBadRequest,
 
 	fault.InvalidGoal:      http.StatusBadRequest,
+	fault.InvalidImport:    http.StatusBadRequest,
 	fault.GoalNameTaken:    http.StatusConflict,
 	fault.GoalLimitReached: http.StatusConflict,
 

@@ -776,3 +776,15 @@ type funnelStep struct {
 	ConversionRate float64 `json:"conversion_rate"`
 	Dropoff        int     `json:"dropoff"`
 }
+
+// importAnswer is the answer of POST /v1/sites/:siteId/imports: the
+// source, the rows of the stream, how many were stored now and how many
+// had been before, the rows its sender left out, and how long it took.
+type importAnswer struct {
+	Source     string `json:"source"`
+	Rows       int64  `json:"rows"`
+	Imported   int64  `json:"imported"`
+	Duplicates int64  `json:"duplicates"`
+	Skipped    int64  `json:"skipped"`
+	DurationMS int64  `json:"duration_ms"`
+}

@@ -222,6 +222,13 @@ func TestResponseShapes(t *testing.T) {
 		{api: "q", method: "POST", path: "/v1/debug/reset", status: 200, body: "{}"},
 		{api: "q", method: "GET", path: "/", status: 200},
 		{api: "q", method: "GET", path: "/v1/ui/missing.js", status: 404},
+
+		// Imports (README "Switching from Plausible / Umami / GoatCounter").
+		{api: "q", method: "POST", path: "/v1/sites/web/imports", token: tn.adminKey, status: 200,
+			body: `{"source":"goatcounter","files":["a.csv"]}` + "\n" +
+				`{"id":"i1","type":"pageview","ts":"2026-01-30T10:00:00Z","anon_id":"s1","url":"/a"}` + "\n" +
+				`{"end":{"rows":1,"skipped":0}}` + "\n"},
+		{api: "q", method: "POST", path: "/v1/sites/web/imports", token: tn.adminKey, status: 400, body: `{"source":"matomo"}`},
 	}
 
 	vars := map[string]string{}

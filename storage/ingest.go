@@ -54,6 +54,9 @@ type IngestEvent struct {
 	// besides its URL (Segment's context.campaign), or nil (README
 	// "Visits").
 	Campaign *Campaign
+	// ReceivedAt, when set, is stored as the event's received time instead
+	// of the moment the writer takes it: an import keeps its source's.
+	ReceivedAt time.Time
 }
 
 // Quarantined is an event stored in the DLQ instead of events.
@@ -87,7 +90,7 @@ type IngestResult struct {
 // ingestStmts are prepared once on the write connection.
 type ingestStmts struct {
 	dedup, insertEvent, link, profile, newestSession, loadSessions, insertSession, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
-	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials, credentialCode, newCredential *sql.Stmt
+	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials, credentialCode, newCredential, imported *sql.Stmt
 }
 
 func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts, error) {
@@ -110,6 +113,7 @@ func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts
 			agent, browser_text, os_text, device_type_text, raw, received_at, credential)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&s.credentialCode, `SELECT code FROM credentials WHERE credential = ?`},
+		{&s.imported, `INSERT INTO imported_ids(site_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`},
 		{&s.newCredential, `INSERT INTO credentials(credential) VALUES (?) RETURNING code`},
 		{&s.link, link},
 		{&s.profile, `INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at) VALUES (?, ?, json(?), ?, ?)
@@ -294,6 +298,17 @@ func (j *ingestRun) add(w *ingestWork) error {
 	for i := range w.events {
 		e := &w.events[i]
 		key := dedupKey(e.ID)
+		if w.imported {
+			// An imported id is known for good, not 48 hours (import.go).
+			r, err := j.stmt(st.imported).Exec(e.SiteID, key)
+			if err != nil {
+				return fmt.Errorf("imported ids: %w", err)
+			}
+			if n, _ := r.RowsAffected(); n == 0 {
+				w.dup[i] = true
+				continue
+			}
+		}
 		r, err := dedup.Exec(e.SiteID, key, recvMS)
 		if err != nil {
 			return fmt.Errorf("dedup: %w", err)
@@ -337,8 +352,10 @@ func (j *ingestRun) add(w *ingestWork) error {
 			}
 		}
 		w.accepted++
-		w.usage[e.SiteID]++
-		j.usage[[2]string{e.SiteID, month}]++
+		if !w.imported { // history uses no quota (import.go)
+			w.usage[e.SiteID]++
+			j.usage[[2]string{e.SiteID, month}]++
+		}
 		j.days[dayKey{e.SiteID, ts[:10], e.Type}]++
 		j.hours[[2]string{e.SiteID, ts[:hourKeyLen]}] = true
 		if e.Type == "pageview" {

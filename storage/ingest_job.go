@@ -22,6 +22,9 @@ type ingestWork struct {
 	// receivedAt what events.received_at holds ('' where stored keeps it).
 	stored     []any
 	receivedAt []string
+	// imported marks an import's work (import.go): its ids are checked
+	// against imported_ids, and it uses no quota.
+	imported bool
 
 	// Outputs, valid once the job is committed.
 	dup      []bool
@@ -36,7 +39,11 @@ func (db *DB) ingestJob(events []IngestEvent, dlq []Quarantined, stats func(time
 		receivedAt: make([]string, len(events))}
 	recv := FormatTime(w.received)
 	for i := range events {
-		w.stored[i], w.receivedAt[i] = storedRaw(events[i].Raw, fieldsOf(&events[i]), FormatTime(events[i].TS), recv)
+		r := recv
+		if t := events[i].ReceivedAt; !t.IsZero() {
+			r = FormatTime(t)
+		}
+		w.stored[i], w.receivedAt[i] = storedRaw(events[i].Raw, fieldsOf(&events[i]), FormatTime(events[i].TS), r)
 	}
 	return w, &job{group: &db.intake, part: w, weight: max(len(events)+len(dlq), 1), done: make(chan error, 1), stats: stats}
 }

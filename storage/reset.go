@@ -8,7 +8,7 @@ import (
 
 // resetTables are emptied by ResetData.
 var resetTables = []string{"events", "sessions", "dlq", "identity_links", "user_profiles",
-	"event_ids", "daily_events", "daily_sessions", "site_usage", "daily_dimensions"}
+	"event_ids", "daily_events", "daily_sessions", "site_usage", "daily_dimensions", "imported_ids"}
 
 // ResetData empties every table of collected data in one transaction and
 // forgets the quota counts; tenants, keys and the audit log stay. It is for

@@ -29,6 +29,7 @@ var siteDataTables = []siteTable{
 	{"daily_sessions", "day", 1000}, {"site_usage", "month", 1000},
 	{"webhook_secrets", "", siteDeleteChunk}, {"goals", "", siteDeleteChunk},
 	{"site_aliases", "", siteDeleteChunk},
+	{"imported_ids", "id", siteDeleteChunk},
 	// A map stored before migration 0008 is inline, up to 25 MiB, and
 	// secure_delete overwrites it: deleting one costs about what uploading
 	// it did, so one row goes per job. Later maps are parts of at most

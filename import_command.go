@@ -1,0 +1,338 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tally-analytics/tally/importer"
+	"github.com/tally-analytics/tally/storage"
+)
+
+// importSource is one value of `tally import --from`: a source of rows
+// (events, read from files or a database and streamed to the service) or
+// of rollups (per-day figures written straight into the database file).
+type importSource struct {
+	rows bool
+	// rollups writes a source's per-day figures with the server stopped.
+	rollups func(ctx context.Context, db *storage.DB, site string, files []string, progress func(done, total int64)) (int64, error)
+}
+
+// importSources are the sources `tally import --from` takes. Plausible's
+// CSV export (imported rollups, importer.Plausible) is wired here at merge:
+//
+//	"plausible": {rollups: importer.Plausible},
+var importSources = map[string]importSource{
+	"goatcounter": {rows: true},
+	"umami":       {rows: true},
+	"tally":       {rows: true},
+}
+
+// importCommand is `tally import --site SITE --from SOURCE FILE...` (README
+// "Switching from Plausible / Umami / GoatCounter"). With a server
+// answering at QUERY_ADDR (or --url) the rows go to it; with none, the
+// command opens DATABASE_PATH itself, refusing when another process has it
+// open. Exit code 0 done, 1 not done (a bad file, a refusal), 2 bad
+// arguments.
+func importCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	names := make([]string, 0, len(importSources))
+	for n := range importSources {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fs := flag.NewFlagSet("tally import", flag.ContinueOnError)
+	site := fs.String("site", "", "the site to import into (its id)")
+	from := fs.String("from", "", "the product the files come from: "+strings.Join(names, ", "))
+	website := fs.String("website", "", "with an Umami database URL: the Umami website id to read")
+	dbPath := fs.String("database-path", env("DATABASE_PATH", "./data/analytics.db"), "the database, when no server runs [DATABASE_PATH]")
+	queryAddr := fs.String("query-addr", env("QUERY_ADDR", ":8081"), "where the running server's query API listens [QUERY_ADDR]")
+	baseURL := fs.String("url", "", "the running server's query API base URL, instead of --query-addr (say https://stats.example.com)")
+	token := fs.String("admin-token", env("ADMIN_TOKEN", ""), "the running server's operator token or an admin key; prefer the environment variable [ADMIN_TOKEN]")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: tally import --site SITE --from "+strings.Join(names, "|")+" FILE...\n"+
+			"       tally import --site SITE --from umami --website ID postgres://...|mysql://...\n\n"+
+			"Imports another product's history (or a Tally export) into a site, through the running server or,\nwith none running, into the database file. Running it again imports nothing twice.")
+		fs.PrintDefaults()
+	}
+	var files []string
+	for {
+		if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+			return code
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	src, ok := importSources[*from]
+	switch {
+	case *site == "":
+		fmt.Fprintln(stderr, "tally import: --site is required (the id of the site to import into)")
+		return 2
+	case !ok:
+		fmt.Fprintf(stderr, "tally import: --from %q: want one of %s\n", *from, strings.Join(names, ", "))
+		return 2
+	case len(files) == 0:
+		fmt.Fprintln(stderr, "tally import: want at least one FILE to import")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	dbURL := *from == "umami" && importer.IsDatabaseURL(files[0])
+	if dbURL && (len(files) != 1 || *website == "") {
+		fmt.Fprintln(stderr, "tally import: an Umami database takes one URL and --website (the Umami website id)")
+		return 2
+	}
+	if !dbURL && *website != "" {
+		fmt.Fprintln(stderr, "tally import: --website goes with an Umami database URL only")
+		return 2
+	}
+	base := *baseURL
+	if base == "" {
+		base = serverURL(*queryAddr)
+	}
+	running := serverAnswers(ctx, base)
+
+	if src.rollups != nil {
+		if running {
+			fmt.Fprintf(stderr, "tally import: a server answers at %s; --from %s writes into the database file: stop the server first\n", base, *from)
+			return 1
+		}
+		return importRollups(ctx, src, *dbPath, *site, files, stdout, stderr)
+	}
+
+	// Rows: read everything once first, so that a bad file is refused
+	// before anything is stored, and the totals are known for progress.
+	var read func(emit func(importer.Row) error, onBytes func(int64)) (importer.ReadStats, error)
+	var totalBytes int64
+	auditNames := importer.BaseNames(files)
+	if dbURL {
+		conn := files[0]
+		auditNames = []string{importer.DatabaseName(conn)}
+		read = func(emit func(importer.Row) error, _ func(int64)) (importer.ReadStats, error) {
+			return importer.ReadUmamiDatabase(ctx, conn, *website, emit)
+		}
+	} else {
+		totalBytes = importer.FileSizes(files)
+		read = func(emit func(importer.Row) error, onBytes func(int64)) (importer.ReadStats, error) {
+			return importer.ReadFiles(ctx, *from, files, emit, onBytes)
+		}
+	}
+	var totalRows int64
+	if !dbURL {
+		st, err := read(func(importer.Row) error { return nil }, nil)
+		if err != nil {
+			fmt.Fprintln(stderr, "tally import:", err, "(nothing was imported)")
+			return 1
+		}
+		totalRows = st.Rows
+	}
+	progress := importer.NewProgress(stdout, totalRows, totalBytes)
+	stream := func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 64<<10)
+		enc := json.NewEncoder(bw)
+		if err := enc.Encode(importer.Header{Source: *from, Files: auditNames}); err != nil {
+			return err
+		}
+		var n int64
+		st, err := read(func(r importer.Row) error {
+			n++
+			progress.Rows(n)
+			return enc.Encode(r)
+		}, progress.Bytes)
+		if err != nil {
+			return err
+		}
+		var t importer.Trailer
+		t.End.Rows, t.End.Skipped = st.Rows, st.Skipped
+		if err := enc.Encode(t); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+
+	var ans importAnswer
+	var err error
+	how := ""
+	if running {
+		how = "through the server at " + base
+		ans, err = importThroughServer(ctx, base, *token, *site, stream)
+	} else {
+		how = "into " + *dbPath + " (no server answered at " + base + ")"
+		ans, err = importIntoFile(ctx, *dbPath, *site, stream)
+	}
+	progress.Done()
+	if err != nil {
+		fmt.Fprintln(stderr, "tally import:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "tally import: %d rows from %s: %d imported, %d already there, %d skipped (bots), in %.1f s, %s\n",
+		ans.Rows, *from, ans.Imported, ans.Duplicates, ans.Skipped, float64(ans.DurationMS)/1000, how)
+	return 0
+}
+
+// importAnswer is the server's answer to an import, and the command's
+// own outcome with the server stopped.
+type importAnswer struct {
+	Source     string `json:"source"`
+	Rows       int64  `json:"rows"`
+	Imported   int64  `json:"imported"`
+	Duplicates int64  `json:"duplicates"`
+	Skipped    int64  `json:"skipped"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// serverAnswers reports whether a Tally query API answers /healthz at base.
+func serverAnswers(ctx context.Context, base string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+	if err != nil {
+		return false
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}}
+	res, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return true
+}
+
+// importThroughServer streams the import to the server's imports
+// endpoint and returns its answer.
+func importThroughServer(ctx context.Context, base, token, site string, stream func(io.Writer) error) (importAnswer, error) {
+	var ans importAnswer
+	pr, pw := io.Pipe()
+	streamErr := make(chan error, 1)
+	go func() {
+		err := stream(pw)
+		pw.CloseWithError(err)
+		streamErr <- err
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/sites/"+site+"/imports", pr)
+	if err != nil {
+		pr.Close()
+		return ans, err
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	pr.CloseWithError(errors.New("the server stopped reading"))
+	serr := <-streamErr
+	var le *importer.LineError
+	if errors.As(serr, &le) {
+		return ans, fmt.Errorf("%v (the rows before it are stored; fix the file and run the import again)", serr)
+	}
+	if err != nil {
+		return ans, fmt.Errorf("the server at %s: %w", base, err)
+	}
+	defer res.Body.Close()
+	var answer struct {
+		importAnswer
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&answer); err != nil {
+		return ans, fmt.Errorf("the server at %s answered %s, not an import's outcome", base, res.Status)
+	}
+	if res.StatusCode != http.StatusOK {
+		return ans, fmt.Errorf("the server at %s refused: %s (%s)", base, answer.Error.Message, answer.Error.Code)
+	}
+	if serr != nil {
+		return ans, serr
+	}
+	return answer.importAnswer, nil
+}
+
+// importIntoFile stores the import in the database file at path, which no
+// other process may have open.
+func importIntoFile(ctx context.Context, path, siteID string, stream func(io.Writer) error) (importAnswer, error) {
+	var ans importAnswer
+	if path == ":memory:" {
+		return ans, errors.New("DATABASE_PATH is :memory:, which no other process can reach; start the server and import through it")
+	}
+	if err := storage.CheckUnused(ctx, path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return ans, fmt.Errorf("no database at %s and no server answering: start the server, or pass --database-path", path)
+		}
+		return ans, fmt.Errorf("%s: %w; or pass --url or --query-addr where it listens", path, err)
+	}
+	db, err := storage.Open(ctx, storage.Options{Path: path})
+	if err != nil {
+		return ans, fmt.Errorf("%s: %w", path, err)
+	}
+	defer db.Close()
+	site, ok := db.Site(siteID)
+	if !ok {
+		return ans, fmt.Errorf("no site %q in %s", siteID, path)
+	}
+	pr, pw := io.Pipe()
+	streamErr := make(chan error, 1)
+	go func() {
+		err := stream(pw)
+		pw.CloseWithError(err)
+		streamErr <- err
+	}()
+	sum, err := importer.Apply(ctx, db, site, storage.Actor{Kind: storage.ActorAdmin}, pr, nil)
+	pr.CloseWithError(errors.New("the import stopped"))
+	serr := <-streamErr
+	var le *importer.LineError
+	if errors.As(serr, &le) || (serr != nil && err == nil) {
+		return ans, fmt.Errorf("%v (the rows before it are stored; run the import again to complete it)", serr)
+	}
+	if err != nil {
+		return ans, err
+	}
+	if err := db.Close(); err != nil {
+		return ans, err
+	}
+	return importAnswer{Source: sum.Source, Rows: sum.Rows, Imported: sum.Imported, Duplicates: sum.Duplicates,
+		Skipped: sum.Skipped, DurationMS: sum.Took.Milliseconds()}, nil
+}
+
+// importRollups runs a rollups source with the server stopped.
+func importRollups(ctx context.Context, src importSource, path, siteID string, files []string, stdout, stderr io.Writer) int {
+	if err := storage.CheckUnused(ctx, path); err != nil {
+		fmt.Fprintf(stderr, "tally import: %s: %v\n", path, err)
+		return 1
+	}
+	db, err := storage.Open(ctx, storage.Options{Path: path})
+	if err != nil {
+		fmt.Fprintf(stderr, "tally import: %s: %v\n", path, err)
+		return 1
+	}
+	defer db.Close()
+	progress := importer.NewProgress(stdout, 0, importer.FileSizes(files))
+	n, err := src.rollups(ctx, db, siteID, files, func(done, _ int64) { progress.Bytes(done); progress.Rows(0) })
+	progress.Done()
+	if err != nil {
+		fmt.Fprintln(stderr, "tally import:", err)
+		return 1
+	}
+	if err := db.Close(); err != nil {
+		fmt.Fprintln(stderr, "tally import:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "tally import: %d rows into %s\n", n, path)
+	return 0
+}
