@@ -28,6 +28,8 @@ var siteDataTables = []siteTable{
 	{"daily_events", "day, type", 1000}, {"daily_dimensions", "day, dimension, value", 1000},
 	{"daily_sessions", "day", 1000}, {"site_usage", "month", 1000},
 	{"webhook_secrets", "", siteDeleteChunk}, {"goals", "", siteDeleteChunk},
+	// Imported history (imports.go): rollup rows, and the list of imports.
+	{"imported_rows", "import_id, dim, day, value", 1000}, {"imports", "", siteDeleteChunk},
 	// A map stored before migration 0008 is inline, up to 25 MiB, and
 	// secure_delete overwrites it: deleting one costs about what uploading
 	// it did, so one row goes per job. Later maps are parts of at most
