@@ -278,6 +278,12 @@ func TestPlausibleImportReadBack(t *testing.T) {
 		{"without include.imports", map[string]any{"metrics": all, "date_range": []string{"2026-01-01", "2026-01-05"}}, "2 2 3 50 60 1.5"},
 		{"by day", withImports(list("visitors", "pageviews"), list("time:day")),
 			"2026-01-01: 10 30; 2026-01-02: 20 50; 2026-01-03: 5 8; 2026-01-04: 1 2; 2026-01-05: 1 1"},
+		// "all" starts at the first imported day with include.imports, at
+		// the first visit without.
+		{"all", map[string]any{"metrics": list("visitors"), "date_range": "all", "dimensions": list("time:month"), "include": map[string]any{"imports": true}},
+			"2026-01-01: 37"},
+		{"all, by day", map[string]any{"metrics": list("visitors"), "date_range": "all", "include": map[string]any{"imports": true, "time_labels": true},
+			"dimensions": list("time:day")}, "2026-01-01: 10; 2026-01-02: 20; 2026-01-03: 5; 2026-01-04: 1; 2026-01-05: 1"},
 		{"by month", withImports(list("visitors", "visits"), list("time:month")), "2026-01-01: 37 45"},
 		// Imported sources keep Plausible's names; the site's own visit
 		// from google.com shows its host (README "Visits").

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"net/http"
+	"time"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -55,6 +57,22 @@ func (s *Server) addImportsMeta(r *http.Request, pq *parsedQuery, a *queryAnswer
 	a.Meta.ImportedRanges = [][]string{}
 	for _, rg := range in.Ranges {
 		a.Meta.ImportedRanges = append(a.Meta.ImportedRanges, []string{rg[0], rg[1]})
+	}
+	return nil
+}
+
+// startAtFirstImportedDay starts the range "all" of a query with
+// include.imports at the first imported day, when that is earlier.
+func (s *Server) startAtFirstImportedDay(ctx context.Context, pq *parsedQuery) error {
+	if !pq.imports {
+		return nil
+	}
+	day, ok, err := s.db.FirstImportedDay(ctx, pq.site.ID)
+	if err != nil || !ok {
+		return err
+	}
+	if d, err := time.ParseInLocation(time.DateOnly, day, pq.loc); err == nil && d.Before(pq.from) {
+		pq.from = d
 	}
 	return nil
 }

@@ -103,12 +103,14 @@ func decodeQueryBody(w http.ResponseWriter, r *http.Request) (object, error) {
 // stays as parsed).
 func (s *Server) startAtFirstVisit(ctx context.Context, pq *parsedQuery) error {
 	first, ok, err := s.db.FirstVisit(ctx, pq.site.ID)
-	if err != nil || !ok {
+	if err != nil {
 		return err
 	}
-	f := first.In(pq.loc)
-	pq.from = time.Date(f.Year(), f.Month(), f.Day(), 0, 0, 0, 0, pq.loc)
-	return nil
+	if ok {
+		f := first.In(pq.loc)
+		pq.from = time.Date(f.Year(), f.Month(), f.Day(), 0, 0, 0, 0, pq.loc)
+	}
+	return s.startAtFirstImportedDay(ctx, pq)
 }
 
 func (s *Server) answerQuery(w http.ResponseWriter, r *http.Request, site *storage.Site, body object) error {

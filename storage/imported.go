@@ -241,3 +241,15 @@ func (db *DB) withImported(ctx context.Context, q StatsQuery, groups map[string]
 	}
 	return out, order, rows.Err()
 }
+
+// FirstImportedDay is the first day of the site's complete imports, or
+// false when it has none: with include.imports, the query API's range
+// "all" starts there when it is earlier than the first visit.
+func (db *DB) FirstImportedDay(ctx context.Context, site string) (string, bool, error) {
+	var day *string
+	err := db.read.QueryRowContext(ctx, `SELECT MIN(first_day) FROM imports WHERE site_id = ? AND complete = 1`, site).Scan(&day)
+	if err != nil || day == nil {
+		return "", false, err
+	}
+	return *day, true, nil
+}
