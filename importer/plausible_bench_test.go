@@ -128,11 +128,17 @@ func writeBigExport(b *testing.B, dir string) []string {
 				return fmt.Sprintf(`"%s","source%d","ref%d.test/path","","medium%d","campaign%d","","",300,100,120,7200,40`, d, i, i, i%5, i%10)
 			}, 50},
 		{"imported_pages", `"date","hostname","page","visits","visitors","pageviews","total_scroll_depth","total_scroll_depth_visits"`,
-			func(d string, i int) string { return fmt.Sprintf(`"%s","shop.test","/blog/post-number-%d",12,10,30,\N,0`, d, i) }, 500},
+			func(d string, i int) string {
+				return fmt.Sprintf(`"%s","shop.test","/blog/post-number-%d",12,10,30,\N,0`, d, i)
+			}, 500},
 		{"imported_entry_pages", `"date","entry_page","visitors","entrances","visit_duration","bounces","pageviews"`,
-			func(d string, i int) string { return fmt.Sprintf(`"%s","/blog/post-number-%d",50,60,3600,20,150`, d, i) }, 100},
+			func(d string, i int) string {
+				return fmt.Sprintf(`"%s","/blog/post-number-%d",50,60,3600,20,150`, d, i)
+			}, 100},
 		{"imported_exit_pages", `"date","exit_page","visitors","visit_duration","exits","bounces","pageviews"`,
-			func(d string, i int) string { return fmt.Sprintf(`"%s","/blog/post-number-%d",50,3600,60,20,150`, d, i) }, 100},
+			func(d string, i int) string {
+				return fmt.Sprintf(`"%s","/blog/post-number-%d",50,3600,60,20,150`, d, i)
+			}, 100},
 		{"imported_locations", `"date","country","region","city","visitors","visits","visit_duration","bounces","pageviews"`,
 			func(d string, i int) string {
 				return fmt.Sprintf(`"%s","%c%c","",0,100,120,7200,40,300`, d, 'A'+i/26, 'A'+i%26)
@@ -142,7 +148,9 @@ func writeBigExport(b *testing.B, dir string) []string {
 				return fmt.Sprintf(`"%s","%s",1250,1500,90000,500,3750`, d, []string{"Desktop", "Laptop", "Mobile", "Tablet"}[i])
 			}, 4},
 		{"imported_browsers", `"date","browser","browser_version","visitors","visits","visit_duration","bounces","pageviews"`,
-			func(d string, i int) string { return fmt.Sprintf(`"%s","Browser%d","%d.0",250,300,18000,100,750`, d, i%5, i) }, 20},
+			func(d string, i int) string {
+				return fmt.Sprintf(`"%s","Browser%d","%d.0",250,300,18000,100,750`, d, i%5, i)
+			}, 20},
 		{"imported_operating_systems", `"date","operating_system","operating_system_version","visitors","visits","visit_duration","bounces","pageviews"`,
 			func(d string, i int) string { return fmt.Sprintf(`"%s","OS%d","%d",500,600,36000,200,1500`, d, i%4, i) }, 10},
 		{"imported_custom_events", `"date","name","link_url","path","visitors","events"`,
