@@ -600,3 +600,39 @@ func TestPlausibleImportGoesWithTheSite(t *testing.T) {
 		t.Errorf("the new site: got %s %v, want 0 and no_imported_data", got, meta)
 	}
 }
+
+// TestPlausibleImportOutlivesRetentionAndReset: a retention purge removes
+// raw events, never imported history (aggregate, like the daily rollups),
+// and dev mode's resets remove collected data only.
+func TestPlausibleImportOutlivesRetentionAndReset(t *testing.T) {
+	r := newRig(t)
+	r.site("shop")
+	r.sendNative("shop")
+	if _, err := Plausible(context.Background(), r.db, "shop", sampleFiles(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	rows := r.count(`SELECT COUNT(*) FROM imported_rows`)
+	r.must(200, "PATCH", "/v1/sites/shop", map[string]any{"retention_days": 1})
+	if _, err := r.db.Purge(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.count(`SELECT COUNT(*) FROM events`); n != 0 {
+		t.Fatalf("events after the purge: got %d, want 0", n)
+	}
+	if n := r.count(`SELECT COUNT(*) FROM imported_rows`); n != rows {
+		t.Errorf("imported rows after the purge: got %d, want %d", n, rows)
+	}
+	if got, _ := r.rows("shop", map[string]any{"metrics": list("visitors"), "date_range": []string{"2026-01-01", "2026-01-03"},
+		"include": map[string]any{"imports": true}}); got != "35" {
+		t.Errorf("imported visitors after the purge: got %s, want 35", got)
+	}
+	if _, err := r.db.ResetSiteData(context.Background(), "shop"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.db.ResetData(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.count(`SELECT COUNT(*) FROM imported_rows`) + r.count(`SELECT COUNT(*) FROM imports`); n != rows+1 {
+		t.Errorf("imported rows and imports after the resets: got %d, want %d", n, rows+1)
+	}
+}
