@@ -46,3 +46,44 @@ func TestImportedSumsLeaveTheirInputAlone(t *testing.T) {
 		t.Errorf("the groups given: got %+v, want them unchanged", given[""])
 	}
 }
+
+// TestImportsOfOneSiteAtOnce: of two imports of a site run at once, the one
+// completing first removes the other, which then fails and leaves no rows.
+func TestImportsOfOneSiteAtOnce(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "t.db"))
+	ctx := context.Background()
+	withSites(t, db, "web")
+	a, err := db.BeginImport(ctx, "web", "plausible", []string{"a.csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := db.BeginImport(ctx, "web", "plausible", []string{"b.csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, im := range []*Import{a, b} {
+		if err := im.Add(ctx, []ImportedRow{{Day: "2026-01-02", Visitors: 5}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Finish(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Finish(ctx, 1, nil); err == nil {
+		t.Fatal("the import removed meanwhile: got no error, want one")
+	}
+	if err := a.Abandon(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rows, imports int
+	if err := db.read.QueryRow(`SELECT (SELECT COUNT(*) FROM imported_rows), (SELECT COUNT(*) FROM imports)`).Scan(&rows, &imports); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || imports != 1 {
+		t.Errorf("got %d rows of %d imports, want b's 1 of 1", rows, imports)
+	}
+	list, err := db.Imports(ctx, "web")
+	if err != nil || len(list) != 1 || list[0].ID != b.ID() {
+		t.Errorf("imports listed: got %+v (%v), want b", list, err)
+	}
+}

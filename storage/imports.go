@@ -190,9 +190,15 @@ func (im *Import) Finish(ctx context.Context, rows int64, meta map[string]any) e
 				return err
 			}
 		}
-		if _, err := tx.Exec(`UPDATE imports SET complete = 1, rows = ?, first_day = ?, last_day = ? WHERE id = ?`,
-			rows, nullable(im.first), nullable(im.last), im.id); err != nil {
+		res, err := tx.Exec(`UPDATE imports SET complete = 1, rows = ?, first_day = ?, last_day = ? WHERE id = ? AND complete = 0`,
+			rows, nullable(im.first), nullable(im.last), im.id)
+		if err != nil {
 			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			// Another import of the site completed meanwhile and removed
+			// this one (one import of a site at a time).
+			return fmt.Errorf("another import of site %s completed while this one ran: run this one again", im.site.ID)
 		}
 		m := map[string]any{"import_id": im.id, "source": im.source, "file_names": im.files, "rows": rows,
 			"first_day": nullable(im.first), "last_day": nullable(im.last), "replaced": replaced}
