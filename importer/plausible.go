@@ -54,7 +54,9 @@ func (r plausibleRow) text(col, shown string) string {
 		return shown
 	}
 	if len(v) > 512 {
-		v = v[:512]
+		// Cut on a character's boundary: once the text is valid UTF-8, only
+		// the cut's last character can be partial.
+		v = strings.ToValidUTF8(v, "\uFFFD")[:512]
 		for !utf8.ValidString(v) {
 			v = v[:len(v)-1]
 		}

@@ -170,6 +170,9 @@ func (r *rig) rows(site string, body map[string]any) (string, map[string]any) {
 		Results []struct {
 			Dimensions []string  `json:"dimensions"`
 			Metrics    []float64 `json:"metrics"`
+			Comparison *struct {
+				Metrics []float64 `json:"metrics"`
+			} `json:"comparison"`
 		} `json:"results"`
 		Meta map[string]any `json:"meta"`
 	}
@@ -183,6 +186,11 @@ func (r *rig) rows(site string, body map[string]any) (string, map[string]any) {
 			m[i] = strconv.FormatFloat(v, 'f', -1, 64)
 		}
 		line := strings.Join(m, " ")
+		if c := res.Comparison; c != nil {
+			for _, v := range c.Metrics {
+				line += " vs " + strconv.FormatFloat(v, 'f', -1, 64)
+			}
+		}
 		if len(res.Dimensions) > 0 {
 			line = strings.Join(res.Dimensions, " ") + ": " + line
 		}
@@ -275,6 +283,9 @@ func TestPlausibleImportReadBack(t *testing.T) {
 		{"totals", withImports(all, nil), "37 45 91 40 41 2.02"},
 		{"imported days alone", map[string]any{"metrics": all, "date_range": []string{"2026-01-01", "2026-01-03"}, "include": map[string]any{"imports": true}},
 			"35 43 88 40 40 2.05"},
+		// The days compared with are the two before: imported.
+		{"compared with imported days", map[string]any{"metrics": list("visitors"), "date_range": []string{"2026-01-04", "2026-01-05"},
+			"include": map[string]any{"imports": true, "comparisons": map[string]any{"mode": "previous_period"}}}, "2 vs 25"},
 		{"without include.imports", map[string]any{"metrics": all, "date_range": []string{"2026-01-01", "2026-01-05"}}, "2 2 3 50 60 1.5"},
 		{"by day", withImports(list("visitors", "pageviews"), list("time:day")),
 			"2026-01-01: 10 30; 2026-01-02: 20 50; 2026-01-03: 5 8; 2026-01-04: 1 2; 2026-01-05: 1 1"},
@@ -634,5 +645,24 @@ func TestPlausibleImportOutlivesRetentionAndReset(t *testing.T) {
 	}
 	if n := r.count(`SELECT COUNT(*) FROM imported_rows`) + r.count(`SELECT COUNT(*) FROM imports`); n != rows+1 {
 		t.Errorf("imported rows and imports after the resets: got %d, want %d", n, rows+1)
+	}
+}
+
+// TestPlausibleImportCutsLongValues keeps a value of at most 512 bytes,
+// cut between characters, as a visit's values are.
+func TestPlausibleImportCutsLongValues(t *testing.T) {
+	r := newRig(t)
+	r.site("shop")
+	long := "/" + strings.Repeat("é", 300) // 601 bytes
+	csv := filepath.Join(t.TempDir(), "pages.csv")
+	writeFile(t, csv, `"date","hostname","page","visits","visitors","pageviews"`+"\n"+`"2026-01-01","shop.test","`+long+`",1,1,1`+"\n"+
+		`"2026-01-01","shop.test","`+"\xff"+strings.Repeat("a", 600)+`",1,1,1`+"\n")
+	if _, err := Plausible(context.Background(), r.db, "shop", []string{csv}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.rows("shop", withImports(list("visitors"), list("event:page")))
+	want := "/" + strings.Repeat("é", 255) + ": 1; \uFFFD" + strings.Repeat("a", 509) + ": 1"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
