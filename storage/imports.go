@@ -23,8 +23,8 @@ import (
 // as one job of a site's deletion removes (siteDeleteChunk). Measured with
 // BenchmarkPlausibleImport (a year's export, 325,215 rollup rows, single
 // events sent meanwhile every 5 ms): a job of 250 took about 2 ms and
-// intake waited 2.4-2.7 ms at the median during the import (0.7-0.8 ms
-// without one); jobs of 1,000 imported 30-40% faster but intake waited
+// intake waited 2.4-2.7 ms at the median during the import (0.6-0.8 ms
+// without one); jobs of 1,000 imported about 20% faster but intake waited
 // 5.8-10 ms (README "Switching from Plausible / Umami / GoatCounter").
 const ImportChunk = 250
 
