@@ -173,3 +173,30 @@ func writeBigExport(b *testing.B, dir string) []string {
 	}
 	return out
 }
+
+// BenchmarkIncludeImportsOverhead times a small report through the query
+// API with and without include.imports on a site without imports (what
+// the dashboard now asks on every site): the look-ups of the site's
+// imports are the difference.
+//
+//	go test ./importer -run '^$' -bench IncludeImportsOverhead -benchtime 2000x
+func BenchmarkIncludeImportsOverhead(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("imports=%v", on), func(b *testing.B) {
+			t := &testing.T{}
+			r := newRig(t)
+			r.t = t
+			r.site("shop")
+			r.sendNative("shop")
+			body := map[string]any{"metrics": []string{"visitors", "visits"}, "date_range": []string{"2026-01-01", "2026-01-30"},
+				"dimensions": []string{"visit:source"}}
+			if on {
+				body["include"] = map[string]any{"imports": true}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r.rows("shop", body)
+			}
+		})
+	}
+}

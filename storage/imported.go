@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -101,19 +100,26 @@ func (q *StatsQuery) importedDays() (string, string) {
 func (db *DB) ImportedInclusion(ctx context.Context, q StatsQuery) (ImportedInclusion, error) {
 	var in ImportedInclusion
 	first, end := q.importedDays()
-	rows, err := db.read.QueryContext(ctx, `SELECT MAX(first_day, ?), MIN(last_day, date(?, '-1 day')) FROM imports
-		WHERE site_id = ? AND complete = 1 AND first_day < ? AND last_day >= ? ORDER BY first_day, id`,
-		first, end, q.Site, end, first)
+	// One read of the site's imports (a few rows): those the range holds
+	// days of, clipped to it, and whether there is any.
+	rows, err := db.read.QueryContext(ctx, `SELECT first_day < ? AND last_day >= ?, MAX(first_day, ?), MIN(last_day, date(?, '-1 day'))
+		FROM imports WHERE site_id = ? AND complete = 1 AND first_day IS NOT NULL ORDER BY first_day, id`,
+		end, first, first, end, q.Site)
 	if err != nil {
 		return in, err
 	}
 	defer rows.Close()
+	found := false
 	for rows.Next() {
+		var inRange bool
 		var r [2]string
-		if err := rows.Scan(&r[0], &r[1]); err != nil {
+		if err := rows.Scan(&inRange, &r[0], &r[1]); err != nil {
 			return in, err
 		}
-		in.Ranges = append(in.Ranges, r)
+		found = true
+		if inRange {
+			in.Ranges = append(in.Ranges, r)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return in, err
@@ -123,14 +129,10 @@ func (db *DB) ImportedInclusion(ctx context.Context, q StatsQuery) (ImportedIncl
 		in.Included = true
 	case reason != "":
 		in.SkipReason = reason
+	case found:
+		in.SkipReason = ImportsOutOfRange
 	default:
-		if _, err := db.importIDs(ctx, q.Site); errors.Is(err, errNoImports) {
-			in.SkipReason = ImportsNoData
-		} else if err != nil {
-			return in, err
-		} else {
-			in.SkipReason = ImportsOutOfRange
-		}
+		in.SkipReason = ImportsNoData
 	}
 	return in, nil
 }
@@ -146,13 +148,6 @@ func (db *DB) withImported(ctx context.Context, q StatsQuery, groups map[string]
 	dim, reason := q.importedPlan()
 	if reason != "" {
 		return groups, order, nil
-	}
-	ids, err := db.importIDs(ctx, q.Site)
-	if errors.Is(err, errNoImports) {
-		return groups, order, nil
-	}
-	if err != nil {
-		return nil, nil, err
 	}
 	first, end := q.importedDays()
 	if first >= end {
@@ -185,11 +180,12 @@ func (db *DB) withImported(ctx context.Context, q StatsQuery, groups map[string]
 	if len(q.Filters) > 0 {
 		pass, _ = compileValueFilter(q.Filters)
 	}
-	args := append([]any{q.Site, dim, first, end}, ids...)
+	// Complete imports only: an import being written is not counted yet.
 	rows, err := db.read.QueryContext(ctx, `SELECT `+bucket+`, value, SUM(visitors), SUM(visits), SUM(pageviews),
 		SUM(events), SUM(bounces), SUM(duration) FROM imported_rows
-		WHERE site_id = ? AND dim = ? AND day >= ? AND day < ? AND import_id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)
-		GROUP BY 1, 2`, args...)
+		WHERE site_id = ? AND dim = ? AND day >= ? AND day < ?
+		AND import_id IN (SELECT id FROM imports WHERE site_id = ? AND complete = 1)
+		GROUP BY 1, 2`, q.Site, dim, first, end, q.Site)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,7 +3,6 @@ package storage
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -280,31 +279,4 @@ func (db *DB) Imports(ctx context.Context, site string) ([]ImportInfo, error) {
 		out = append(out, i)
 	}
 	return out, rows.Err()
-}
-
-// errNoImports reports a site without complete imports.
-var errNoImports = errors.New("storage: no imports")
-
-// importIDs are the ids of site's complete imports.
-func (db *DB) importIDs(ctx context.Context, site string) ([]any, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT id FROM imports WHERE site_id = ? AND complete = 1`, site)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []any
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if len(ids) == 0 {
-		return nil, errNoImports
-	}
-	return ids, nil
 }
