@@ -18,10 +18,10 @@ import (
 // filters on another dimension than the one grouped by, a dimension no
 // rollup holds, or hours.
 
-// ImportedDims are the dimensions imported rollups hold, besides the whole
+// importedDims are the dimensions imported rollups hold, besides the whole
 // site (""): what Plausible's CSV export has of each report
 // (lib/plausible/exports.ex, export_queries).
-var ImportedDims = map[string]bool{
+var importedDims = map[string]bool{
 	"visit:source": true, "visit:referrer": true, "visit:utm_source": true, "visit:utm_medium": true,
 	"visit:utm_campaign": true, "visit:utm_term": true, "visit:utm_content": true,
 	"visit:entry_page": true, "visit:exit_page": true, "visit:country": true, "visit:device": true,
@@ -56,7 +56,7 @@ func (q *StatsQuery) importedPlan() (string, string) {
 		case d == "time:hour" || d == "time" && q.TimeUnit == "hour":
 			return "", ImportsUnsupportedInterval
 		case TimeDimension(d):
-		case !ImportedDims[d] || dim != "":
+		case !importedDims[d] || dim != "":
 			return "", ImportsUnsupportedQuery
 		default:
 			dim = d
@@ -69,7 +69,7 @@ func (q *StatsQuery) importedPlan() (string, string) {
 		return dim, ""
 	}
 	fd, ok := singleFilterDim(q.Filters)
-	if !ok || !ImportedDims[fd] || dim != "" && fd != dim {
+	if !ok || !importedDims[fd] || dim != "" && fd != dim {
 		return "", ImportsUnsupportedQuery
 	}
 	if _, ok := compileValueFilter(q.Filters); !ok {
