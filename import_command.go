@@ -30,11 +30,9 @@ type importSource struct {
 	rollups func(ctx context.Context, db *storage.DB, site string, files []string, progress func(done, total int64)) (int64, error)
 }
 
-// importSources are the sources `tally import --from` takes. Plausible's
-// CSV export (imported rollups, importer.Plausible) is wired here at merge:
-//
-//	"plausible": {rollups: importer.Plausible},
+// importSources are the sources `tally import --from` takes.
 var importSources = map[string]importSource{
+	"plausible":   {rollups: importer.Plausible},
 	"goatcounter": {rows: true},
 	"umami":       {rows: true},
 	"tally":       {rows: true},

@@ -24,7 +24,7 @@ import (
 // steady 500/s (as BenchmarkWriterFairness does) while an import into
 // site "history" runs without pause through importer.Apply, the code path
 // of both `tally import` modes: rows of 2,000 visitors over a past year,
-// chunks of storage.ImportChunk one writer job each. It reports site
+// chunks of storage.ImportRowsChunk one writer job each. It reports site
 // bench's p50, p99 and maximum latency, the import's rows/s, and the p50
 // and maximum time between two chunks' commits (decoding the chunk's rows,
 // its writer job and commit); "none" is the baseline without an import.

@@ -103,12 +103,14 @@ func decodeQueryBody(w http.ResponseWriter, r *http.Request) (object, error) {
 // stays as parsed).
 func (s *Server) startAtFirstVisit(ctx context.Context, pq *parsedQuery) error {
 	first, ok, err := s.db.FirstVisit(ctx, pq.site.ID)
-	if err != nil || !ok {
+	if err != nil {
 		return err
 	}
-	f := first.In(pq.loc)
-	pq.from = time.Date(f.Year(), f.Month(), f.Day(), 0, 0, 0, 0, pq.loc)
-	return nil
+	if ok {
+		f := first.In(pq.loc)
+		pq.from = time.Date(f.Year(), f.Month(), f.Day(), 0, 0, 0, 0, pq.loc)
+	}
+	return s.startAtFirstImportedDay(ctx, pq)
 }
 
 func (s *Server) answerQuery(w http.ResponseWriter, r *http.Request, site *storage.Site, body object) error {
@@ -164,6 +166,7 @@ type parsedQuery struct {
 	timeUnit   string
 	totalRows  bool
 	timeLabels bool
+	imports    bool   // include.imports
 	compare    string // "", previous_period, year_over_year, custom
 	compareRng [2]time.Time
 	// revenueCurrency is the one currency of the revenue metrics' events
@@ -566,12 +569,8 @@ func (pq *parsedQuery) parseInclude(raw json.RawMessage) error {
 				return err
 			}
 		case "imports":
-			var on bool
-			if err := flag(k, &on); err != nil {
+			if err := flag(k, &pq.imports); err != nil {
 				return err
-			}
-			if on {
-				return unsupported("include.imports is not supported: Tally has no imported data")
 			}
 		case "comparisons":
 			if string(v) == "null" {
@@ -581,7 +580,7 @@ func (pq *parsedQuery) parseInclude(raw json.RawMessage) error {
 				return err
 			}
 		default:
-			return invalid("unknown include option %q: use total_rows, time_labels, comparisons", k)
+			return invalid("unknown include option %q: use total_rows, time_labels, comparisons, imports", k)
 		}
 	}
 	return nil
@@ -737,7 +736,7 @@ func defaultOrder(metrics, dims []string) [][2]string {
 // storageQuery is pq over [from, to).
 func (pq *parsedQuery) storageQuery(from, to time.Time) storage.StatsQuery {
 	return storage.StatsQuery{Site: pq.site.ID, From: from, To: to, Zone: pq.loc, Metrics: pq.metrics,
-		Dimensions: pq.dimensions, TimeUnit: pq.timeUnit, Filters: pq.filters}
+		Dimensions: pq.dimensions, TimeUnit: pq.timeUnit, Filters: pq.filters, Imports: pq.imports && !pq.goalQuery()}
 }
 
 // comparisonRange is the range compared with: the same length just
@@ -792,6 +791,9 @@ func (s *Server) runQuery(r *http.Request, pq *parsedQuery) (*queryAnswer, error
 		a.Meta.MetricWarnings = estimateWarnings(pq.metrics)
 	}
 	a.Meta.RevenueCurrency = pq.revenueCurrency
+	if err := s.addImportsMeta(r, pq, a); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -936,7 +938,7 @@ func (pq *parsedQuery) echo() queryEcho {
 		Filters:    pq.filterEcho,
 		Dimensions: pq.dimensions,
 		OrderBy:    order,
-		Include:    queryInclude{TotalRows: pq.totalRows, TimeLabels: pq.timeLabels},
+		Include:    queryInclude{TotalRows: pq.totalRows, TimeLabels: pq.timeLabels, Imports: pq.imports},
 		Pagination: queryPagination{Limit: pq.limit, Offset: pq.offset},
 	}
 	if pq.compare != "" {

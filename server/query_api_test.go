@@ -579,7 +579,7 @@ func TestQueryErrors(t *testing.T) {
 		{"filter on event:hostname", base("filters", []any{[]any{"is", "event:hostname", list("x.test")}}), "unsupported_query", "event:hostname"},
 		{"segment filter", base("filters", []any{[]any{"is", "segment", []any{2}}}), "unsupported_query", "segment"},
 		{"behavioural filter", base("filters", []any{[]any{"has_done", []any{"is", "event:page", list("/pricing")}}}), "unsupported_query", "has_done"},
-		{"imports", base("include", map[string]any{"imports": true}), "unsupported_query", "imports"},
+		{"imports not a flag", base("include", map[string]any{"imports": "yes"}), "invalid_query", "include.imports"},
 		{"realtime", base("date_range", "realtime"), "unsupported_query", "realtime"},
 		{"match_day_of_week", base("include", map[string]any{"comparisons": map[string]any{"mode": "previous_period", "match_day_of_week": true}}), "unsupported_query", "match_day_of_week"},
 		{"date", base("date", "2026-01-01"), "unsupported_query", "date"},

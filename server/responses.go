@@ -682,6 +682,13 @@ type queryMeta struct {
 	// RevenueCurrency is the currency of total_revenue and average_revenue
 	// (README "Goals and funnels").
 	RevenueCurrency string `json:"revenue_currency,omitempty"`
+	// With include.imports (README "Query API"): whether imported days
+	// are counted, Plausible's reason and warning when not, and the
+	// imported days of the range, [first, last] per import.
+	ImportsIncluded   *bool      `json:"imports_included,omitempty"`
+	ImportsSkipReason string     `json:"imports_skip_reason,omitempty"`
+	ImportsWarning    string     `json:"imports_warning,omitempty"`
+	ImportedRanges    [][]string `json:"imported_ranges,omitempty"`
 }
 
 // queryMetricWarning is one entry of meta.metric_warnings (Plausible's
@@ -708,6 +715,7 @@ type queryInclude struct {
 	TotalRows   bool              `json:"total_rows,omitempty"`
 	TimeLabels  bool              `json:"time_labels,omitempty"`
 	Comparisons *queryComparisons `json:"comparisons,omitempty"`
+	Imports     bool              `json:"imports,omitempty"`
 }
 
 // queryComparisons is the comparison asked for and the range it compared
@@ -757,6 +765,31 @@ func goalOf(g *storage.Goal) goalBody {
 // goalList is the answer of GET /v1/sites/:siteId/goals.
 type goalList struct {
 	Goals []goalBody `json:"goals"`
+}
+
+// importBody is one import of a site's history (README "Switching from
+// Plausible / Umami / GoatCounter"): its source, files, rows and days.
+type importBody struct {
+	ID        int64    `json:"id"`
+	Source    string   `json:"source"`
+	Files     []string `json:"files"`
+	FirstDay  *string  `json:"first_day"`
+	LastDay   *string  `json:"last_day"`
+	Rows      int64    `json:"rows"`
+	CreatedAt string   `json:"created_at"`
+}
+
+func importOf(i *storage.ImportInfo) importBody {
+	b := importBody{ID: i.ID, Source: i.Source, Files: i.Files, Rows: i.Rows, CreatedAt: i.CreatedAt}
+	if i.FirstDay != "" {
+		b.FirstDay, b.LastDay = &i.FirstDay, &i.LastDay
+	}
+	return b
+}
+
+// importList is the answer of GET /v1/sites/:siteId/imports.
+type importList struct {
+	Imports []importBody `json:"imports"`
 }
 
 // funnelAnswer is the answer of POST /v1/sites/:siteId/funnel.

@@ -233,6 +233,7 @@ func (s *Server) Query() http.Handler {
 	rt.handleV1(http.MethodPost, "/sites/:siteId/goals", s.createGoal)
 	rt.handleV1(http.MethodGet, "/sites/:siteId/goals", s.listGoals)
 	rt.handleV1(http.MethodDelete, "/sites/:siteId/goals/:goalId", s.deleteGoal)
+	rt.handleV1(http.MethodGet, "/sites/:siteId/imports", s.listImports)
 	rt.handleV1(http.MethodPost, "/sites/:siteId/funnel", s.funnel)
 	rt.handleV1(http.MethodPost, "/sites/:siteId/imports", s.importEvents)
 	rt.route(http.MethodPost, "/api/v2/query", s.plausibleQuery)

@@ -60,6 +60,7 @@ func TestResponseShapes(t *testing.T) {
 	}
 	h := newHarness(t, func(c *Config) { c.Plan, c.PlanPath, c.DebugFeedSize = plan, planPath, 100 })
 	tn := h.setupTenant("acme", "web")
+	importHistory(t, h.db, "web", "2026-01-30", 2)
 
 	mapData := base64.StdEncoding.EncodeToString([]byte(`{"version":3,"sources":["app.ts"],"mappings":"AAAA"}`))
 	const ua = "User-Agent"
@@ -172,6 +173,13 @@ func TestResponseShapes(t *testing.T) {
 		{api: "q", method: "POST", path: "/v1/sites/web/funnel", token: tn.readKey, status: 400,
 			body: map[string]any{"steps": []string{"Home"}, "date_range": "day"}},
 		{api: "q", method: "DELETE", path: "/v1/sites/web/goals/{goal_id}", token: tn.adminKey, status: 204},
+
+		// Imported history (README "Switching from Plausible / Umami / GoatCounter").
+		{api: "q", method: "POST", path: "/v1/sites/web/query", token: tn.readKey, status: 200,
+			body: map[string]any{"metrics": []string{"visitors"}, "date_range": "7d", "include": map[string]any{"imports": true}}},
+		{api: "q", method: "POST", path: "/v1/sites/web/query", token: tn.readKey, status: 200,
+			body: map[string]any{"metrics": []string{"visitors"}, "date_range": "7d", "dimensions": []string{"visit:city"}, "include": map[string]any{"imports": true}}},
+		{api: "q", method: "GET", path: "/v1/sites/web/imports", token: tn.readKey, status: 200},
 
 		// Sourcemaps.
 		{api: "q", method: "POST", path: "/v1/sites/web/sourcemaps", token: "web", status: 201,

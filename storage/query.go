@@ -102,6 +102,9 @@ type StatsQuery struct {
 	// dimension's value being the goal's index here, so that one read of
 	// the range answers every goal (README "Goals and funnels").
 	Goals []QueryFilter
+	// Imports adds the imported rollups of the range's whole days
+	// (imported.go), where they can answer the query.
+	Imports bool
 
 	// eventBasis counts visitors from events even without an event
 	// dimension or filter: the total of a percentage whose rows do.
@@ -187,6 +190,9 @@ func (db *DB) StatsEstimate(ctx context.Context, q StatsQuery) ([]StatsRow, bool
 	var estimated bool
 	q.estimated = &estimated
 	groups, order, err := db.statsGroups(ctx, q)
+	if err == nil {
+		groups, order, err = db.withImported(ctx, q, groups, order)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -198,6 +204,9 @@ func (db *DB) StatsEstimate(ctx context.Context, q StatsQuery) ([]StatsRow, bool
 		// Visitors counted as the rows' are.
 		all.eventBasis = q.eventLevel() || needs(q.Metrics, MetricPageviews) || needs(q.Metrics, MetricEvents)
 		tg, _, err := db.statsGroups(ctx, all)
+		if err == nil {
+			tg, _, err = db.withImported(ctx, all, tg, nil)
+		}
 		if err != nil {
 			return nil, false, err
 		}

@@ -30,6 +30,8 @@ var siteDataTables = []siteTable{
 	{"webhook_secrets", "", siteDeleteChunk}, {"goals", "", siteDeleteChunk},
 	{"site_aliases", "", siteDeleteChunk},
 	{"imported_ids", "id", siteDeleteChunk},
+	// Imported history (imports.go): rollup rows, and the list of imports.
+	{"imported_rows", "import_id, dim, day, value", 1000}, {"imports", "", siteDeleteChunk},
 	// A map stored before migration 0008 is inline, up to 25 MiB, and
 	// secure_delete overwrites it: deleting one costs about what uploading
 	// it did, so one row goes per job. Later maps are parts of at most

@@ -166,10 +166,10 @@
     var dim = panelDim(p), filters = apiFilters();
     // a property's panel lists the events that carry it
     if (p.id === "props") filters.push(["is_not", dim, ["(none)"]]);
-    return { metrics: ["visitors", p.second], date_range: dateRange(), dimensions: [dim], filters: filters, pagination: { limit: limit } };
+    return { metrics: ["visitors", p.second], date_range: dateRange(), dimensions: [dim], filters: filters, pagination: { limit: limit }, include: { imports: true } };
   }
   function chartQuery() {
-    return { metrics: ["visitors"], date_range: dateRange(), dimensions: [oneDay() ? "time:hour" : "time:day"], filters: apiFilters(), include: { time_labels: true } };
+    return { metrics: ["visitors"], date_range: dateRange(), dimensions: [oneDay() ? "time:hour" : "time:day"], filters: apiFilters(), include: { time_labels: true, imports: true } };
   }
   function goalQuery(limit) {
     return { metrics: ["visitors", "events", "conversion_rate"], date_range: dateRange(), dimensions: ["event:goal"], filters: apiFilters(), pagination: { limit: limit } };
@@ -247,6 +247,13 @@
     var pts = labels.map(function (l) { return { t: l, v: by[l] || 0 }; });
     box.textContent = "";
     var max = Math.max.apply(null, pts.map(function (p) { return p.v; }).concat([1]));
+    // imported history (README "Switching from Plausible / Umami / GoatCounter"):
+    // its days are drawn apart and named under the chart
+    var imported = (res.meta && res.meta.imported_ranges) || [];
+    var included = res.meta && res.meta.imports_included;
+    function isImported(t) {
+      return included && imported.some(function (r) { return t.slice(0, 10) >= r[0] && t.slice(0, 10) <= r[1]; });
+    }
     var top = el("div", "chart-axis");
     top.appendChild(el("span", null, num(max)));
     box.appendChild(top);
@@ -261,8 +268,10 @@
       var rect = document.createElementNS(ns, "rect");
       rect.setAttribute("x", i * 10 + 1); rect.setAttribute("width", 8);
       rect.setAttribute("y", h - bh); rect.setAttribute("height", bh);
+      var from = isImported(p.t);
+      if (from) rect.setAttribute("class", "imported");
       var title = document.createElementNS(ns, "title");
-      title.textContent = p.t + ": " + num(p.v) + " visitors";
+      title.textContent = p.t + ": " + num(p.v) + " visitors" + (from ? " (imported)" : "");
       rect.appendChild(title);
       svg.appendChild(rect);
     });
@@ -271,6 +280,14 @@
     axis.appendChild(el("span", null, pts.length ? pts[0].t : ""));
     axis.appendChild(el("span", null, pts.length ? pts[pts.length - 1].t : ""));
     box.appendChild(axis);
+    if (imported.length) {
+      var days = imported.map(function (r) { return r[0] === r[1] ? r[0] : r[0] + " to " + r[1]; }).join(", ");
+      var note = el("p", "chart-note");
+      note.id = "imported-note";
+      note.textContent = included ? "Imported history: " + days + " (lighter bars)."
+        : "Imported history of " + days + " is not in these figures: " + (res.meta.imports_warning || res.meta.imports_skip_reason);
+      box.appendChild(note);
+    }
   }
 
   function buildPanels() {
@@ -479,7 +496,7 @@
     }
     var jobs = [
       query({ metrics: HEADLINE.map(function (h) { return h.m; }), date_range: dateRange(), filters: apiFilters(),
-        include: { comparisons: { mode: "previous_period" } } }).then(function (res) { if (g === gen) showHeadline(res); }),
+        include: { comparisons: { mode: "previous_period" }, imports: true } }).then(function (res) { if (g === gen) showHeadline(res); }),
       query(chartQuery()).then(function (res) { if (g === gen) chart(res); })
     ];
     PANELS.forEach(function (p) {

@@ -1,0 +1,251 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Imported days in the query API (README "Query API", include.imports):
+// with include.imports a report adds the imported rollups of the whole
+// days of its range to its own figures, as Plausible's Stats API v2 does
+// (lib/plausible/stats/imported/imported.ex, merge_imported and
+// select_joined_metrics: sums of visitors, visits, pageviews and events;
+// bounce rate and visit duration over the visits of both). A query the
+// rollups cannot answer is read without them, and says why, as Plausible's
+// Imported.Base.decide_tables does: more than one dimension besides time,
+// filters on another dimension than the one grouped by, a dimension no
+// rollup holds, or hours.
+
+// importedDims are the dimensions imported rollups hold, besides the whole
+// site (""): what Plausible's CSV export has of each report
+// (lib/plausible/exports.ex, export_queries).
+var importedDims = map[string]bool{
+	"visit:source": true, "visit:referrer": true, "visit:utm_source": true, "visit:utm_medium": true,
+	"visit:utm_campaign": true, "visit:utm_term": true, "visit:utm_content": true,
+	"visit:entry_page": true, "visit:exit_page": true, "visit:country": true, "visit:device": true,
+	"visit:browser": true, "visit:os": true, "event:page": true, "event:name": true,
+}
+
+// Reasons a query leaves imported days out, Plausible's
+// imports_skip_reason values.
+const (
+	ImportsNoData              = "no_imported_data"
+	ImportsOutOfRange          = "out_of_range"
+	ImportsUnsupportedQuery    = "unsupported_query"
+	ImportsUnsupportedInterval = "unsupported_interval"
+)
+
+// ImportedInclusion is what a query does with imported days: whether it
+// includes them, else why not, and the imported days its range holds.
+type ImportedInclusion struct {
+	Included   bool
+	SkipReason string
+	// Ranges are the imported days of the range, [first, last] per import
+	// (whether included or not), oldest first.
+	Ranges [][2]string
+}
+
+// importedPlan is the dimension whose rollups answer q ("" for the whole
+// site's), or the reason none can.
+func (q *StatsQuery) importedPlan() (string, string) {
+	dim := ""
+	for _, d := range q.Dimensions {
+		switch {
+		case d == "time:hour" || d == "time" && q.TimeUnit == "hour":
+			return "", ImportsUnsupportedInterval
+		case TimeDimension(d):
+		case !importedDims[d] || dim != "":
+			return "", ImportsUnsupportedQuery
+		default:
+			dim = d
+		}
+	}
+	if len(q.Goals) > 0 {
+		return "", ImportsUnsupportedQuery
+	}
+	if len(q.Filters) == 0 {
+		return dim, ""
+	}
+	fd, ok := singleFilterDim(q.Filters)
+	if !ok || !importedDims[fd] || dim != "" && fd != dim {
+		return "", ImportsUnsupportedQuery
+	}
+	if _, ok := compileValueFilter(q.Filters); !ok {
+		return "", ImportsUnsupportedQuery
+	}
+	return fd, ""
+}
+
+// importedDays are the local days wholly inside [q.From, q.To): the first,
+// and the one after the last.
+func (q *StatsQuery) importedDays() (string, string) {
+	zone := q.Zone
+	if zone == nil {
+		zone = time.UTC
+	}
+	f := q.From.In(zone)
+	first := time.Date(f.Year(), f.Month(), f.Day(), 0, 0, 0, 0, zone)
+	if first.Before(q.From) {
+		first = first.AddDate(0, 0, 1)
+	}
+	t := q.To.In(zone)
+	end := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, zone)
+	return first.Format(time.DateOnly), end.Format(time.DateOnly)
+}
+
+// ImportedInclusion tells whether q (its Imports set) includes imported
+// days, and which imported days its range holds.
+func (db *DB) ImportedInclusion(ctx context.Context, q StatsQuery) (ImportedInclusion, error) {
+	var in ImportedInclusion
+	first, end := q.importedDays()
+	// One read of the site's imports (a few rows): those the range holds
+	// days of, clipped to it, and whether there is any.
+	rows, err := db.read.QueryContext(ctx, `SELECT first_day < ? AND last_day >= ?, MAX(first_day, ?), MIN(last_day, date(?, '-1 day'))
+		FROM imports WHERE site_id = ? AND complete = 1 AND first_day IS NOT NULL ORDER BY first_day, id`,
+		end, first, first, end, q.Site)
+	if err != nil {
+		return in, err
+	}
+	defer rows.Close()
+	found := false
+	for rows.Next() {
+		var inRange bool
+		var r [2]string
+		if err := rows.Scan(&inRange, &r[0], &r[1]); err != nil {
+			return in, err
+		}
+		found = true
+		if inRange {
+			in.Ranges = append(in.Ranges, r)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return in, err
+	}
+	switch _, reason := q.importedPlan(); {
+	case len(in.Ranges) > 0 && reason == "":
+		in.Included = true
+	case reason != "":
+		in.SkipReason = reason
+	case found:
+		in.SkipReason = ImportsOutOfRange
+	default:
+		in.SkipReason = ImportsNoData
+	}
+	return in, nil
+}
+
+// withImported adds to groups (keyed and ordered as statsGroups gives
+// them) the imported rollups of q's whole days, when q.Imports is set and
+// the rollups can answer q. groups is not changed (the report cache may
+// hold it): the answer is a copy.
+func (db *DB) withImported(ctx context.Context, q StatsQuery, groups map[string]*aggregate, order []string) (map[string]*aggregate, []string, error) {
+	if !q.Imports {
+		return groups, order, nil
+	}
+	dim, reason := q.importedPlan()
+	if reason != "" {
+		return groups, order, nil
+	}
+	first, end := q.importedDays()
+	if first >= end {
+		return groups, order, nil
+	}
+	bucket := "''"
+	timeAt := -1
+	for i, d := range q.Dimensions {
+		if !TimeDimension(d) {
+			continue
+		}
+		timeAt = i
+		unit := strings.TrimPrefix(d, "time:")
+		if d == "time" {
+			unit = q.TimeUnit
+		}
+		// The labels of the time dimensions (timeExpr) of a local day.
+		switch unit {
+		case "day":
+			bucket = "day"
+		case "week":
+			bucket = "date(day, '-6 days', 'weekday 1')"
+		case "month":
+			bucket = "substr(day, 1, 7) || '-01'"
+		default:
+			return nil, nil, fmt.Errorf("storage: imported rows by %q", unit)
+		}
+	}
+	pass := func(string) bool { return true }
+	if len(q.Filters) > 0 {
+		pass, _ = compileValueFilter(q.Filters)
+	}
+	// Complete imports only: an import being written is not counted yet.
+	rows, err := db.read.QueryContext(ctx, `SELECT `+bucket+`, value, SUM(visitors), SUM(visits), SUM(pageviews),
+		SUM(events), SUM(bounces), SUM(duration) FROM imported_rows
+		WHERE site_id = ? AND dim = ? AND day >= ? AND day < ?
+		AND import_id IN (SELECT id FROM imports WHERE site_id = ? AND complete = 1)
+		GROUP BY 1, 2`, q.Site, dim, first, end, q.Site)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]*aggregate, len(groups))
+	for k, a := range groups {
+		c := *a
+		out[k] = &c
+	}
+	order = append([]string(nil), order...)
+	// Sessions metrics come from the reports of visits; pages and custom
+	// events have none (Plausible's select_imported_metrics gives them 0
+	// bounces and visits).
+	sessions := dim != "event:page" && dim != "event:name"
+	for rows.Next() {
+		var label, value string
+		var v [6]float64
+		if err := rows.Scan(&label, &value, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]); err != nil {
+			return nil, nil, err
+		}
+		if dim != "" && !pass(value) {
+			continue
+		}
+		key := make([]string, len(q.Dimensions))
+		for i := range key {
+			if i == timeAt {
+				key[i] = label
+			} else {
+				key[i] = value
+			}
+		}
+		k := strings.Join(key, keySep)
+		a, ok := out[k]
+		if !ok {
+			a = &aggregate{}
+			out[k] = a
+			order = append(order, k)
+		}
+		a.visitors += v[0]
+		a.visits += v[1]
+		a.pageviews += v[2]
+		a.events += v[3]
+		if sessions {
+			a.sVisits += v[1]
+			a.sPageviews += v[2]
+			a.sBounces += v[4]
+			a.sDuration += v[5]
+		}
+	}
+	return out, order, rows.Err()
+}
+
+// FirstImportedDay is the first day of the site's complete imports, or
+// false when it has none: with include.imports, the query API's range
+// "all" starts there when it is earlier than the first visit.
+func (db *DB) FirstImportedDay(ctx context.Context, site string) (string, bool, error) {
+	var day *string
+	err := db.read.QueryRowContext(ctx, `SELECT MIN(first_day) FROM imports WHERE site_id = ? AND complete = 1`, site).Scan(&day)
+	if err != nil || day == nil {
+		return "", false, err
+	}
+	return *day, true, nil
+}

@@ -1,0 +1,89 @@
+package storage
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestImportedSumsLeaveTheirInputAlone: adding imported rows to a report's
+// groups never changes the groups given, which the report cache may hold
+// (a cached answer would count the imported days again at every read).
+func TestImportedSumsLeaveTheirInputAlone(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "t.db"))
+	ctx := context.Background()
+	ws, err := db.CreateWorkspace(ctx, Actor{Kind: ActorAdmin}, "acme", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateSite(ctx, Actor{Kind: ActorAdmin}, ws, "web", "web"); err != nil {
+		t.Fatal(err)
+	}
+	im, err := db.BeginImport(ctx, "web", "plausible", []string{"x.csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Add(ctx, []ImportedRow{{Day: "2026-01-02", Visitors: 5, Visits: 6, Pageviews: 7, Events: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	// Not counted before the import is complete.
+	q := StatsQuery{Site: "web", From: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC),
+		Zone: time.UTC, Metrics: []string{MetricVisitors}, Imports: true}
+	given := map[string]*aggregate{"": {visitors: 1, visits: 1}}
+	out, _, err := db.withImported(ctx, q, given, []string{""})
+	if err != nil || out[""].visitors != 1 {
+		t.Fatalf("an incomplete import: got %v visitors (%v), want 1", out[""].visitors, err)
+	}
+	if err := im.Finish(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = db.withImported(ctx, q, given, []string{""})
+	if err != nil || out[""].visitors != 6 || out[""].visits != 7 {
+		t.Errorf("with the import: got %+v (%v), want 6 visitors, 7 visits", out[""], err)
+	}
+	if given[""].visitors != 1 || given[""].visits != 1 {
+		t.Errorf("the groups given: got %+v, want them unchanged", given[""])
+	}
+}
+
+// TestImportsOfOneSiteAtOnce: of two imports of a site run at once, the one
+// completing first removes the other, which then fails and leaves no rows.
+func TestImportsOfOneSiteAtOnce(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "t.db"))
+	ctx := context.Background()
+	withSites(t, db, "web")
+	a, err := db.BeginImport(ctx, "web", "plausible", []string{"a.csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := db.BeginImport(ctx, "web", "plausible", []string{"b.csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, im := range []*Import{a, b} {
+		if err := im.Add(ctx, []ImportedRow{{Day: "2026-01-02", Visitors: 5}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Finish(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Finish(ctx, 1, nil); err == nil {
+		t.Fatal("the import removed meanwhile: got no error, want one")
+	}
+	if err := a.Abandon(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rows, imports int
+	if err := db.read.QueryRow(`SELECT (SELECT COUNT(*) FROM imported_rows), (SELECT COUNT(*) FROM imports)`).Scan(&rows, &imports); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || imports != 1 {
+		t.Errorf("got %d rows of %d imports, want b's 1 of 1", rows, imports)
+	}
+	list, err := db.Imports(ctx, "web")
+	if err != nil || len(list) != 1 || list[0].ID != b.ID() {
+		t.Errorf("imports listed: got %+v (%v), want b", list, err)
+	}
+}
