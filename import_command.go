@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/zip"
 	"bufio"
 	"context"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -23,10 +25,12 @@ import (
 
 // importSource is one value of `tally import --from`: a source of rows
 // (events, read from files or a database and streamed to the service) or
-// of rollups (per-day figures written straight into the database file).
+// of rollups (per-day figures).
 type importSource struct {
 	rows bool
-	// rollups writes a source's per-day figures with the server stopped.
+	// rollups writes a source's per-day figures: into the file with the
+	// server stopped, or through POST /v1/sites/:siteId/imports/SOURCE of a
+	// running one (uploadRollups).
 	rollups func(ctx context.Context, db *storage.DB, site string, files []string, progress func(done, total int64)) (int64, error)
 }
 
@@ -113,8 +117,7 @@ func importCommand(args []string, getenv func(string) string, stdout, stderr io.
 
 	if src.rollups != nil {
 		if running {
-			fmt.Fprintf(stderr, "tally import: a server answers at %s; --from %s writes into the database file: stop the server first\n", base, *from)
-			return 1
+			return uploadRollups(ctx, base, *token, *site, *from, files, stdout, stderr)
 		}
 		return importRollups(ctx, src, *dbPath, *site, files, stdout, stderr)
 	}
@@ -174,7 +177,7 @@ func importCommand(args []string, getenv func(string) string, stdout, stderr io.
 	how := ""
 	if running {
 		how = "through the server at " + base
-		ans, err = importThroughServer(ctx, base, *token, *site, stream)
+		ans, err = importThroughServer(ctx, base, *token, *site, "/imports", "application/x-ndjson", stream)
 	} else {
 		how = "into " + *dbPath + " (no server answered at " + base + ")"
 		ans, err = importIntoFile(ctx, *dbPath, *site, stream)
@@ -219,7 +222,7 @@ func serverAnswers(ctx context.Context, base string) bool {
 
 // importThroughServer streams the import to the server's imports
 // endpoint and returns its answer.
-func importThroughServer(ctx context.Context, base, token, site string, stream func(io.Writer) error) (importAnswer, error) {
+func importThroughServer(ctx context.Context, base, token, site, endpoint, contentType string, stream func(io.Writer) error) (importAnswer, error) {
 	var ans importAnswer
 	pr, pw := io.Pipe()
 	streamErr := make(chan error, 1)
@@ -228,12 +231,12 @@ func importThroughServer(ctx context.Context, base, token, site string, stream f
 		pw.CloseWithError(err)
 		streamErr <- err
 	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/sites/"+site+"/imports", pr)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/sites/"+site+endpoint, pr)
 	if err != nil {
 		pr.Close()
 		return ans, err
 	}
-	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Authorization", "Bearer "+token)
 	res, err := http.DefaultClient.Do(req)
 	pr.CloseWithError(errors.New("the server stopped reading"))
@@ -307,6 +310,69 @@ func importIntoFile(ctx context.Context, path, siteID string, stream func(io.Wri
 	return importAnswer{Source: sum.Source, Rows: sum.Rows, Imported: sum.Imported, Duplicates: sum.Duplicates,
 		Skipped: sum.Skipped, DurationMS: sum.Took.Milliseconds()}, nil
 }
+
+// uploadRollups sends a rollups source's export to the running server at
+// base (POST /v1/sites/:siteId/imports/SOURCE), which imports it as
+// importRollups would: one zip, as given, or the CSV files given zipped by
+// their base names.
+func uploadRollups(ctx context.Context, base, token, site, from string, files []string, stdout, stderr io.Writer) int {
+	for _, f := range files {
+		if st, err := os.Stat(f); err != nil || !st.Mode().IsRegular() {
+			fmt.Fprintf(stderr, "tally import: %s: not a file (nothing was imported)\n", f)
+			return 1
+		}
+	}
+	progress := importer.NewProgress(stdout, 0, importer.FileSizes(files))
+	var sent int64
+	count := func(w io.Writer) io.Writer {
+		return writerFunc(func(p []byte) (int, error) {
+			n, err := w.Write(p)
+			sent += int64(n)
+			progress.Bytes(sent)
+			return n, err
+		})
+	}
+	stream := func(w io.Writer) error {
+		if len(files) == 1 && strings.EqualFold(filepath.Ext(files[0]), ".zip") {
+			f, err := os.Open(files[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.Copy(count(w), f)
+			return err
+		}
+		zw := zip.NewWriter(w)
+		for _, name := range files {
+			f, err := os.Open(name)
+			if err != nil {
+				return err
+			}
+			e, err := zw.Create(filepath.Base(name))
+			if err == nil {
+				_, err = io.Copy(count(e), f)
+			}
+			f.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return zw.Close()
+	}
+	ans, err := importThroughServer(ctx, base, token, site, "/imports/"+from, "application/zip", stream)
+	progress.Done()
+	if err != nil {
+		fmt.Fprintln(stderr, "tally import:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "tally import: %d rows from %s in %.1f s, through the server at %s\n", ans.Rows, from, float64(ans.DurationMS)/1000, base)
+	return 0
+}
+
+// writerFunc is a function as an io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // importRollups runs a rollups source with the server stopped.
 func importRollups(ctx context.Context, src importSource, path, siteID string, files []string, stdout, stderr io.Writer) int {

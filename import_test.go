@@ -377,7 +377,7 @@ func TestImportUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"no site", []string{"--from", "umami", "a.csv"}, "--site is required"},
-		{"unknown source", []string{"--site", "web", "--from", "matomo", "a.csv"}, `--from "matomo": want one of goatcounter, tally, umami`},
+		{"unknown source", []string{"--site", "web", "--from", "matomo", "a.csv"}, `--from "matomo": want one of goatcounter, plausible, tally, umami`},
 		{"no file", []string{"--site", "web", "--from", "umami"}, "want at least one FILE"},
 		{"database without website", []string{"--site", "web", "--from", "umami", "postgres://u@h/db"}, "--website"},
 		{"website without database", []string{"--site", "web", "--from", "umami", "--website", "w", "a.csv"}, "--website goes with an Umami database URL only"},
@@ -390,5 +390,78 @@ func TestImportUsageErrors(t *testing.T) {
 				t.Errorf("got exit %d, %q; want 2 and %q", code, stderr, tt.want)
 			}
 		})
+	}
+}
+
+// Plausible's CSV export (testdata/import/plausible: 35 visitors, 43
+// visits, 88 pageviews over three days, counted in importer's
+// TestPlausibleImportReadBack) through a running server: the command zips
+// the CSVs and uploads them (POST /v1/sites/:siteId/imports/plausible);
+// again changes nothing; a bad file is refused naming its line and not the
+// server's temporary file; the same export into a stopped server's file
+// answers alike.
+func TestImportPlausible(t *testing.T) {
+	bin := buildBinary(t)
+	files, err := filepath.Glob(filepath.Join("testdata", "import", "plausible", "*.csv"))
+	if err != nil || len(files) != 10 {
+		t.Fatalf("got %d sample files (%v), want 10", len(files), err)
+	}
+	totals := func(p *process) string {
+		t.Helper()
+		code, b := call(t, "POST", p.query+"/v1/sites/web/query",
+			`{"metrics":["visitors","visits","pageviews"],"date_range":"all","include":{"imports":true}}`)
+		if code != 200 {
+			t.Fatalf("query: got %d %s, want 200", code, b)
+		}
+		var ans struct {
+			Results []struct {
+				Metrics []any `json:"metrics"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(b, &ans); err != nil || len(ans.Results) != 1 {
+			t.Fatalf("query: got %s", b)
+		}
+		got, _ := json.Marshal(ans.Results[0].Metrics)
+		return string(got)
+	}
+	const want = `[35,43,88]`
+
+	path := filepath.Join(t.TempDir(), "a.db")
+	p := start(t, bin, "DATABASE_PATH="+path, "ADMIN_TOKEN=tok")
+	newSite(t, p)
+	for i := range 2 {
+		code, stdout, stderr := runImport(t, nil, append([]string{"--site", "web", "--from", "plausible", "--url", p.query}, files...)...)
+		if code != 0 || !strings.Contains(stdout, "through the server at") {
+			t.Fatalf("import %d: got exit %d, %q %q; want it through the server", i+1, code, stdout, stderr)
+		}
+		if got := totals(p); got != want {
+			t.Errorf("after import %d: got visitors, visits, pageviews %s, want %s", i+1, got, want)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "imported_visitors_20260101_20260103.csv")
+	if err := os.WriteFile(bad, []byte("date,visitors,pageviews,bounces,visits,visit_duration\n2026-01-01,ten,1,1,1,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runImport(t, nil, "--site", "web", "--from", "plausible", "--url", p.query, bad)
+	if code != 1 || !strings.Contains(stderr, "line 2") || !strings.Contains(stderr, "invalid_import") || strings.Contains(stderr, os.TempDir()) {
+		t.Errorf("bad file: got exit %d, %q; want 1, naming line 2, invalid_import, no temporary path", code, stderr)
+	}
+	if got := totals(p); got != want {
+		t.Errorf("after the bad file: got %s, want %s (unchanged)", got, want)
+	}
+
+	path2 := filepath.Join(t.TempDir(), "b.db")
+	p2 := start(t, bin, "DATABASE_PATH="+path2, "ADMIN_TOKEN=tok")
+	newSite(t, p2)
+	p2.cmd.Process.Signal(interruptSignal)
+	p2.cmd.Wait()
+	nobody := "127.0.0.1:1" // no server answers there: the command goes to the file
+	code, stdout, stderr := runImport(t, map[string]string{"DATABASE_PATH": path2, "QUERY_ADDR": nobody}, append([]string{"--site", "web", "--from", "plausible"}, files...)...)
+	if code != 0 {
+		t.Fatalf("into the stopped server's file: got exit %d, %q %q", code, stdout, stderr)
+	}
+	p2 = start(t, bin, "DATABASE_PATH="+path2, "ADMIN_TOKEN=tok")
+	if got := totals(p2); got != want {
+		t.Errorf("imported into the file: got %s, want %s", got, want)
 	}
 }

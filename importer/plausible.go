@@ -247,20 +247,20 @@ func plausibleFiles(files []string) ([]plausibleFile, func(), error) {
 		}
 	}
 	if len(files) == 0 {
-		return nil, closeAll, errors.New("plausible: no files given: name the export's zip, or its CSV files")
+		return nil, closeAll, badExport("plausible: no files given: name the export's zip, or its CSV files")
 	}
 	var list []plausibleFile
 	seen := map[string]string{}
 	add := func(f plausibleFile, base string) error {
 		m := plausibleName.FindStringSubmatch(base)
 		if m == nil {
-			return fmt.Errorf("%s: not a file of Plausible's CSV export (imported_visitors_20240101_20241231.csv, sources_....csv, ...)", f.name)
+			return badExport("%s: not a file of Plausible's CSV export (imported_visitors_20240101_20241231.csv, sources_....csv, ...)", f.name)
 		}
 		if _, ok := plausibleReports[m[1]]; !ok {
-			return fmt.Errorf("%s: %q is not a report of Plausible's CSV export", f.name, m[1])
+			return badExport("%s: %q is not a report of Plausible's CSV export", f.name, m[1])
 		}
 		if other, dup := seen[m[1]]; dup {
-			return fmt.Errorf("%s: the report %s is also in %s: give each report once", f.name, m[1], other)
+			return badExport("%s: the report %s is also in %s: give each report once", f.name, m[1], other)
 		}
 		seen[m[1]] = f.name
 		f.report = m[1]
@@ -271,7 +271,7 @@ func plausibleFiles(files []string) ([]plausibleFile, func(), error) {
 		if strings.EqualFold(filepath.Ext(name), ".zip") {
 			z, err := zip.OpenReader(name)
 			if err != nil {
-				return nil, closeAll, fmt.Errorf("%s: not a readable zip: %w", name, err)
+				return nil, closeAll, badExport("%s: not a readable zip: %w", name, err)
 			}
 			closers = append(closers, z)
 			for _, e := range z.File {
@@ -290,7 +290,7 @@ func plausibleFiles(files []string) ([]plausibleFile, func(), error) {
 			return nil, closeAll, err
 		}
 		if st.IsDir() {
-			return nil, closeAll, fmt.Errorf("%s: a directory: name the export's zip or its CSV files", name)
+			return nil, closeAll, badExport("%s: a directory: name the export's zip or its CSV files", name)
 		}
 		if err := add(plausibleFile{name: name, size: st.Size(), open: func() (io.ReadCloser, error) { return os.Open(name) }}, filepath.Base(name)); err != nil {
 			return nil, closeAll, err
@@ -328,7 +328,7 @@ func (c plausibleBytes) Read(p []byte) (int, error) {
 func (p *plausibleRun) file(ctx context.Context, f plausibleFile) error {
 	rc, err := f.open()
 	if err != nil {
-		return fmt.Errorf("%s: %w", f.name, err)
+		return badExport("%s: %w", f.name, err)
 	}
 	defer rc.Close()
 	var read int64
@@ -338,10 +338,10 @@ func (p *plausibleRun) file(ctx context.Context, f plausibleFile) error {
 	report := plausibleReports[f.report]
 	header, err := cr.Read()
 	if err == io.EOF {
-		return fmt.Errorf("%s: empty: the file has no header row", f.name)
+		return badExport("%s: empty: the file has no header row", f.name)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", f.name, err)
+		return badExport("%s: %w", f.name, err)
 	}
 	at := map[string]int{}
 	for i, h := range header {
@@ -352,7 +352,7 @@ func (p *plausibleRun) file(ctx context.Context, f plausibleFile) error {
 	}
 	for _, c := range append([]string{"date"}, report.required...) {
 		if _, ok := at[c]; !ok {
-			return fmt.Errorf("%s: line 1: the header has no column %q (a %s report has %s)", f.name, c, f.report,
+			return badExport("%s: line 1: the header has no column %q (a %s report has %s)", f.name, c, f.report,
 				strings.Join(append([]string{"date"}, report.required...), ", "))
 		}
 	}
@@ -366,7 +366,7 @@ func (p *plausibleRun) file(ctx context.Context, f plausibleFile) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", f.name, err)
+			return badExport("%s: %w", f.name, err)
 		}
 		line, _ := cr.FieldPos(0)
 		r := plausibleRow{cols: map[string]string{}, nums: map[string]int64{}}
@@ -376,21 +376,21 @@ func (p *plausibleRun) file(ctx context.Context, f plausibleFile) error {
 				continue
 			}
 			if i >= len(rec) {
-				return fmt.Errorf("%s: line %d: no value for column %q", f.name, line, c)
+				return badExport("%s: line %d: no value for column %q", f.name, line, c)
 			}
 			r.cols[c] = rec[i]
 			if numeric[c] {
 				v := strings.TrimSpace(rec[i])
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil || n < 0 {
-					return fmt.Errorf("%s: line %d: column %q: %q is not a whole number of 0 or more", f.name, line, c, v)
+					return badExport("%s: line %d: column %q: %q is not a whole number of 0 or more", f.name, line, c, v)
 				}
 				r.nums[c] = n
 			}
 		}
 		d := strings.TrimSpace(rec[at["date"]])
 		if _, err := time.Parse(time.DateOnly, d); err != nil {
-			return fmt.Errorf("%s: line %d: column \"date\": %q is not a date (YYYY-MM-DD)", f.name, line, d)
+			return badExport("%s: line %d: column \"date\": %q is not a date (YYYY-MM-DD)", f.name, line, d)
 		}
 		r.day = d
 		if p.cut != "" && d >= p.cut {
@@ -423,4 +423,15 @@ func (p *plausibleRun) flush(ctx context.Context) error {
 		p.progress(p.done, p.total)
 	}
 	return nil
+}
+
+// BadExportError is a file that is not a readable part of Plausible's CSV
+// export, named with its line where it has one: the caller's input, not a
+// failure of the service (the import endpoint answers it 400).
+type BadExportError struct{ msg string }
+
+func (e *BadExportError) Error() string { return e.msg }
+
+func badExport(format string, args ...any) error {
+	return &BadExportError{msg: fmt.Errorf(format, args...).Error()}
 }
