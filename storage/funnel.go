@@ -84,6 +84,12 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	key, gen, keep := db.funnelKey(&q, lo)
+	if keep {
+		if r, ok := db.reports.get(key, gen); ok && r.funnel != nil {
+			return slices.Clone(r.funnel), nil
+		}
+	}
 	parts := []string{""}
 	if db.readConns >= 2 {
 		parts = []string{" AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 0", " AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 1"}
@@ -110,6 +116,9 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 		for step, n := range r {
 			counts[step] += n
 		}
+	}
+	if keep {
+		db.reports.put(&cachedReport{key: key, gen: gen, funnel: slices.Clone(counts)})
 	}
 	return counts, nil
 }
