@@ -67,6 +67,7 @@ func TestWarmupCoversTheDashboard(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
 	db.exactVisitorsBelow = 0
 	ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(7, 9)), "a", 3000, 300, 19))
+	createGoals(t, db, eventGoal("Signup", "signup"), pageGoal("Blog", "/blog/*"), pageGoal("Pricing", "/pricing"))
 	if err := db.warmSite(context.Background(), "s", time.UTC, partialsNow); err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +85,8 @@ func TestWarmupCoversTheDashboard(t *testing.T) {
 		// plan), as the property panel asks it: the events that carry it.
 		{Metrics: []string{MetricVisitors, MetricEvents}, Dimensions: []string{"event:props:plan"},
 			Filters: []QueryFilter{{Op: "is_not", Dim: "event:props:plan", Values: []string{NoneProp}}}},
+		// The goal panel: every goal of the site, in one breakdown.
+		siteGoalQuery(t, db, time.Time{}, time.Time{}, []string{GoalDimension}, MetricVisitors, MetricEvents),
 	} {
 		q.Site, q.Zone = "s", time.UTC
 		if q.From.IsZero() {
