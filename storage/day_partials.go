@@ -802,6 +802,15 @@ func (db *DB) basisAnswer(ctx context.Context, site string, loc *time.Location, 
 // A goal set's partials (dim, goals: goal_partials.go) are stored only
 // while the set is still the site's.
 func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim string, goals []QueryFilter, basis string, now time.Time) ([][]byte, error) {
+	return db.keptPartials(ctx, site, loc, days, dim, basis, now, func(days []localDay) ([][]byte, error) {
+		return db.computePartials(ctx, site, loc, days, dim, goals, basis)
+	})
+}
+
+// keptPartials is dayPartials with compute computing the partials of
+// consecutive days (each day's encoded partial) that are not kept.
+func (db *DB) keptPartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim, basis string, now time.Time,
+	compute func(days []localDay) ([][]byte, error)) ([][]byte, error) {
 	zone := loc.String()
 	// Taken before anything is read: a change to these days committed
 	// after it refuses the store (partialGens). Changes to other days do
@@ -850,7 +859,7 @@ func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, 
 	if lo >= 0 {
 		// The days from the first missing to the last, kept ones among
 		// them included: one read.
-		blobs, err := db.computePartials(ctx, site, loc, days[lo:hi+1], dim, goals, basis)
+		blobs, err := compute(days[lo : hi+1])
 		if err != nil {
 			return nil, err
 		}
@@ -876,10 +885,10 @@ func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, 
 		if _, ok := db.Site(site); !ok {
 			return nil
 		}
-		if isGoalDim(dim) {
+		if isGoalDim(dim) || isFunnelDim(dim) {
 			// A goal created or deleted since the read: the set is gone.
-			cur, err := tx.goalDimOf(context.Background(), site)
-			if err != nil || cur != dim {
+			goals, funnel, err := tx.goalDimsOf(context.Background(), site)
+			if err != nil || dim != goals && dim != funnel {
 				return err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -70,16 +71,10 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 	if len(q.Steps) == 0 || len(q.Steps) > MaxFunnelSteps {
 		return nil, fmt.Errorf("a funnel has 1 to %d steps, not %d", MaxFunnelSteps, len(q.Steps))
 	}
-	m, err := newFunnelMatcher(q.Steps)
+	m, err := db.funnelMatcher(&q)
 	if err != nil {
 		return nil, err
 	}
-	// The narrow read when event_pages is complete and no step or filter
-	// needs more of an event than its name and page (usePages); decided
-	// once, so both parts read alike.
-	sq := &StatsQuery{Site: q.Site, Filters: q.Filters, wideEvents: m.props}
-	db.usePages(sq)
-	m.paths = sq.pages
 	lo, err := db.visitLookback(ctx, q.Site, q.From)
 	if err != nil {
 		return nil, err
@@ -90,31 +85,19 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 			return slices.Clone(r.funnel), nil
 		}
 	}
-	parts := []string{""}
-	if db.readConns >= 2 {
-		parts = []string{" AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 0", " AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 1"}
+	best, ok, err := db.funnelFromPartials(ctx, &q, m, lo)
+	if err != nil {
+		return nil, err
 	}
-	// Each part runs on its own connection of the read pool; neither holds
-	// one while waiting for another, so two funnels cannot wait on each
-	// other.
-	reached := make([][]int, len(parts))
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
-	for i, part := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reached[i], errs[i] = db.funnelPart(ctx, &q, m, lo, part)
-		}()
-	}
-	wg.Wait()
-	counts := make([]int, len(q.Steps))
-	for i, r := range reached {
-		if errs[i] != nil {
-			return nil, errs[i]
+	if !ok {
+		if best, err = db.funnelBests(ctx, &q, m, lo, ""); err != nil {
+			return nil, err
 		}
-		for step, n := range r {
-			counts[step] += n
+	}
+	counts := make([]int, len(q.Steps))
+	for _, step := range best {
+		for i := 0; i < step; i++ {
+			counts[i]++
 		}
 	}
 	if keep {
@@ -123,9 +106,60 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 	return counts, nil
 }
 
-// funnelPart counts the visitors of one part (part: its condition on the
-// visit) who reached each step.
-func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, lo time.Time, part string) ([]int, error) {
+// funnelMatcher is the matcher of q's steps, reading the narrow rows when
+// event_pages is complete and no step or filter needs more of an event
+// than its name and page (usePages); decided once, so every part of a
+// funnel reads alike.
+func (db *DB) funnelMatcher(q *FunnelQuery) (*funnelMatcher, error) {
+	m, err := newFunnelMatcher(q.Steps)
+	if err != nil {
+		return nil, err
+	}
+	sq := &StatsQuery{Site: q.Site, Filters: q.Filters, wideEvents: m.props}
+	db.usePages(sq)
+	m.paths = sq.pages
+	return m, nil
+}
+
+// funnelBests reads the visits of q starting from lo that also pass
+// extra (a condition on the visit s, "" for none) and returns each
+// visitor's furthest step (visitors of none left out). The visitors are
+// read in two parts at once, on two read connections, split by the last
+// character of their id, so each visitor is in one part.
+func (db *DB) funnelBests(ctx context.Context, q *FunnelQuery, m *funnelMatcher, lo time.Time, extra string) (map[string]int, error) {
+	parts := []string{""}
+	if db.readConns >= 2 {
+		parts = []string{" AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 0", " AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 1"}
+	}
+	// Each part runs on its own connection of the read pool; neither holds
+	// one while waiting for another, so two funnels cannot wait on each
+	// other.
+	reached := make([]map[string]int, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, part := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reached[i], errs[i] = db.funnelPart(ctx, q, m, lo, part+extra)
+		}()
+	}
+	wg.Wait()
+	best := reached[0]
+	for i, r := range reached {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if i > 0 {
+			maps.Copy(best, r) // the parts' visitors differ
+		}
+	}
+	return best, nil
+}
+
+// funnelPart returns the furthest step of each visitor of one part (part:
+// its condition on the visit) who reached one.
+func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, lo time.Time, part string) (map[string]int, error) {
 	sq := &StatsQuery{Site: q.Site, From: q.From, To: q.To, Zone: q.Zone, Filters: q.Filters, pages: m.paths}
 	fb := &sqlBuilder{q: sq, pages: m.paths}
 	where, err := fb.where()
@@ -185,13 +219,7 @@ func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, 
 	if w.err != nil {
 		return nil, w.err
 	}
-	counts := make([]int, len(q.Steps))
-	for _, step := range w.best {
-		for i := 0; i < step; i++ {
-			counts[i]++
-		}
-	}
-	return counts, nil
+	return w.best, nil
 }
 
 // funnelWalk is one funnel read's walk of its visits.

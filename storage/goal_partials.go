@@ -44,7 +44,7 @@ func goalSetDim(goals []QueryFilter) string {
 }
 
 // isGoalDim reports whether dim names a goal set's partials.
-func isGoalDim(dim string) bool { return strings.HasPrefix(dim, goalDimPrefix) }
+func isGoalDim(dim string) bool { return strings.HasPrefix(dim, goalDimPrefix) && !isFunnelDim(dim) }
 
 // siteGoalFilters are site's goals as a breakdown by goal lists them all:
 // by name (Goals' order), each as its filter.
@@ -56,38 +56,42 @@ func siteGoalFilters(goals []Goal) []QueryFilter {
 	return out
 }
 
-// siteGoalDim is the dim of site's whole goal set ("" without goals),
-// read with query (the read pool or a writer's transaction).
-func siteGoalDim(ctx context.Context, query func(ctx context.Context, q string, args ...any) ([]Goal, error), site string) (string, error) {
-	goals, err := query(ctx, goalsSQL, site)
-	if err != nil || len(goals) == 0 {
-		return "", err
+// goalDims are the dims of site's whole goal set and of its default
+// funnel (funnel_partials.go), "" for none.
+func goalDims(goals []Goal) (set, funnel string) {
+	if len(goals) == 0 {
+		return "", ""
 	}
-	return goalSetDim(siteGoalFilters(goals)), nil
+	if steps := defaultFunnelSteps(goals); steps != nil {
+		funnel = funnelSetDim(steps)
+	}
+	return goalSetDim(siteGoalFilters(goals)), funnel
 }
 
-// dropGoalPartialsSQL deletes a site's goal partials of every set, kept
-// for a goal set that just changed.
+// dropGoalPartialsSQL deletes a site's goal and funnel partials of every
+// set, kept for a goal set that just changed.
 const dropGoalPartialsSQL = `DELETE FROM day_partials WHERE site_id = ? AND dim >= '` + goalDimPrefix + `' AND dim < '` + GoalDimension + `;'`
 
-// goalDimOf reads, within tx, the dim of site's goal set as it stands.
-func (tx *writeTx) goalDimOf(ctx context.Context, site string) (string, error) {
-	return siteGoalDim(ctx, func(ctx context.Context, q string, args ...any) ([]Goal, error) {
-		rows, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, err
-		}
-		return scanGoals(rows)
-	}, site)
+// goalDimsOf reads, within tx, goalDims of site's goals as they stand.
+func (tx *writeTx) goalDimsOf(ctx context.Context, site string) (string, string, error) {
+	rows, err := tx.QueryContext(ctx, goalsSQL, site)
+	if err != nil {
+		return "", "", err
+	}
+	goals, err := scanGoals(rows)
+	if err != nil {
+		return "", "", err
+	}
+	set, funnel := goalDims(goals)
+	return set, funnel, nil
 }
 
 // goalDimNow reads the dim of site's goal set on the read pool.
 func (db *DB) goalDimNow(ctx context.Context, site string) (string, error) {
-	return siteGoalDim(ctx, func(ctx context.Context, q string, args ...any) ([]Goal, error) {
-		rows, err := db.read.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, err
-		}
-		return scanGoals(rows)
-	}, site)
+	goals, err := db.Goals(ctx, site)
+	if err != nil {
+		return "", err
+	}
+	set, _ := goalDims(goals)
+	return set, nil
 }

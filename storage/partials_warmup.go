@@ -137,8 +137,9 @@ func (db *DB) siteIDs() []string {
 }
 
 // warmSite computes the kept partials of site's last warmDays closed days
-// that are missing (warmSet's, then the dashboard's default property's and
-// its goals'), and the visit reach of the days before them.
+// that are missing (warmSet's, then the dashboard's default property's,
+// its goals' and its default funnel's), and the visit reach of the days
+// before them.
 func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now time.Time) error {
 	today := startOfDay(now, loc)
 	all, ok := localDays(today.AddDate(0, 0, -warmComparedDays), today, loc)
@@ -210,6 +211,22 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 				return err
 			}
 			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, goalLayout.dim, gf, basisEvents, now); err != nil {
+				return err
+			}
+		}
+	}
+	// And its default funnel (the goals in their order, up to 8).
+	if steps := defaultFunnelSteps(goals); steps != nil {
+		fq := &FunnelQuery{Site: site, Zone: loc, Steps: steps}
+		m, err := db.funnelMatcher(fq)
+		if err != nil {
+			return err
+		}
+		for _, d := range days {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if _, err := db.funnelDayPartials(ctx, fq, m, loc, []localDay{d}, now); err != nil {
 				return err
 			}
 		}

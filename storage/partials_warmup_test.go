@@ -60,9 +60,9 @@ func TestWarmupLeavesOnlyKeptPartialsToRead(t *testing.T) {
 
 // TestWarmupCoversTheDashboard: after one round of the warm-up, the
 // dashboard's other panels over the last 30 days (campaigns, devices,
-// browsers, operating systems, the default custom property) and its
-// headline's previous period (the 30 days before them) compute no partial
-// (README "Dashboard").
+// browsers, operating systems, the default custom property, the goals and
+// the default funnel) and its headline's previous period (the 30 days
+// before them) compute no partial (README "Dashboard").
 func TestWarmupCoversTheDashboard(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
 	db.exactVisitorsBelow = 0
@@ -97,6 +97,10 @@ func TestWarmupCoversTheDashboard(t *testing.T) {
 		if !estimated || !slices.Equal(got, want) {
 			t.Errorf("%v by %v: got %v (from partials %v), want %v", q.Metrics, q.Dimensions, got, estimated, want)
 		}
+	}
+	// The funnel panel: the default funnel of the goals.
+	if _, err := db.Funnel(context.Background(), defaultFunnel(t, db, today.AddDate(0, 0, -30), today)); err != nil {
+		t.Fatal(err)
 	}
 	if n := db.partialDaysComputed() - computed; n != 0 {
 		t.Errorf("got %d day partials computed by the reports after the warm-up, want 0", n)

@@ -26,6 +26,9 @@ func keepPartial(dim string, b []byte) bool {
 	if isGoalDim(dim) {
 		return len(b) <= maxGoalPartialBytes
 	}
+	if isFunnelDim(dim) {
+		return len(b) <= maxFunnelPartialBytes
+	}
 	if !strings.HasPrefix(dim, PropPrefix) {
 		return true
 	}
