@@ -32,7 +32,7 @@ const goalDimPrefix = GoalDimension + ":"
 // days at every first view, as before.
 //
 // 256 KB: 16 goals of dense sketches; the read benchmark's five goals at
-// 1M events encode to about 23 KB a day (README "Event bytes").
+// 1M events encode to at most 19 KB a day (README "Event bytes").
 const maxGoalPartialBytes = 256 << 10
 
 // goalSetDim names the partials of the goals whose filters (GoalFilter,
