@@ -22,7 +22,7 @@ func createGoals(t *testing.T, db *DB, goals ...NewGoal) {
 }
 
 func eventGoal(name, event string) NewGoal { return NewGoal{Name: name, EventName: &event} }
-func pageGoal(name, path string) NewGoal  { return NewGoal{Name: name, PagePath: &path} }
+func pageGoal(name, path string) NewGoal   { return NewGoal{Name: name, PagePath: &path} }
 
 // siteGoalQuery is the breakdown by goal of site s's whole goal set over
 // [from, to), as the server asks it (README "Goals and funnels").
