@@ -29,6 +29,11 @@ type FunnelQuery struct {
 	Zone     *time.Location
 	Filters  []QueryFilter
 	Steps    []Goal
+
+	// visitKey, when set, is the SQL expression (on the visit s) a visit's
+	// furthest step is kept under instead of its visitor's id: funnel
+	// partials key it by its start day too (funnel_partials.go).
+	visitKey string
 }
 
 // funnelEvent is how a funnel read hands SQLite's grouping one event:
@@ -64,9 +69,10 @@ const (
 // time and arrival, gives each the mask of the steps it matches (its
 // page's steps remembered per url) and walks them to the visit's furthest
 // step; a visitor's furthest step is its furthest visit's. Only the
-// events of the steps' types are read. The visitors are read in two
-// parts at once, on two read connections, split by the last character of
-// their id, so each visitor is in one part and the parts' counts add.
+// events of the steps' types are read, in two parts at once
+// (funnelBests). The site's default funnel over closed days reads funnel
+// partials instead (funnel_partials.go), and a funnel of a closed range
+// is kept in the report cache (funnel_cache.go).
 func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 	if len(q.Steps) == 0 || len(q.Steps) > MaxFunnelSteps {
 		return nil, fmt.Errorf("a funnel has 1 to %d steps, not %d", MaxFunnelSteps, len(q.Steps))
@@ -197,12 +203,16 @@ func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, 
 	if m.paths {
 		typeCond = "p.seq = e.seq AND " + typeCond
 	}
+	key := "s.anon_id"
+	if q.visitKey != "" {
+		key = q.visitKey
+	}
 	w := &funnelWalk{m: m, best: map[string]int{}}
 	id := funnelIDs.Add(1)
 	funnelWalks.Store(id, w)
 	defer funnelWalks.Delete(id)
 	query := `SELECT COUNT(v) FROM (
-		SELECT tally_funnel_visit(?, s.anon_id, group_concat(` + event + `, '')) AS v
+		SELECT tally_funnel_visit(?, ` + key + `, group_concat(` + event + `, '')) AS v
 		` + from + `
 		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?` + part + `
 		AND e.site_id = s.site_id AND e.anon_id = s.anon_id

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -128,19 +129,44 @@ func (db *DB) funnelFromPartials(ctx context.Context, q *FunnelQuery, m *funnelM
 }
 
 // funnelDayPartials returns the funnel partial of each of days for q's
-// site and steps: kept ones, and the others computed (one read of a day's
-// visits each) and those of closed days stored, as dayPartials does.
+// site and steps: kept ones, and the others computed and those of closed
+// days stored, as dayPartials does. The days missing are computed in one
+// read of their visits, each visit's furthest step kept under its start
+// day's index and its visitor (q.visitKey).
 func (db *DB) funnelDayPartials(ctx context.Context, q *FunnelQuery, m *funnelMatcher, loc *time.Location, days []localDay, now time.Time) ([][]byte, error) {
 	return db.keptPartials(ctx, q.Site, loc, days, funnelSetDim(q.Steps), basisFunnel, now, func(ds []localDay) ([][]byte, error) {
-		out := make([][]byte, len(ds))
+		// The index of the visit's start day among ds, and that day's end.
+		var day, end strings.Builder
+		day.WriteString("(CASE")
+		end.WriteString("(CASE")
 		for i, d := range ds {
-			dq := *q
-			dq.From, dq.To = d.start, d.end
-			best, err := db.funnelBests(ctx, &dq, m, d.start, fmt.Sprintf(" AND s.ended_ms < %d", d.end.UnixMilli()))
-			if err != nil {
-				return nil, err
+			fmt.Fprintf(&day, " WHEN s.started_ms < %d THEN %d", d.end.UnixMilli(), i)
+			fmt.Fprintf(&end, " WHEN s.started_ms < %d THEN %d", d.end.UnixMilli(), d.end.UnixMilli())
+		}
+		day.WriteString(" END)")
+		end.WriteString(" END)")
+		dq := *q
+		dq.From, dq.To = ds[0].start, ds[len(ds)-1].end
+		dq.visitKey = day.String() + " || ' ' || s.anon_id"
+		best, err := db.funnelBests(ctx, &dq, m, dq.From, " AND s.ended_ms < "+end.String())
+		if err != nil {
+			return nil, err
+		}
+		perDay := make([]map[string]int, len(ds))
+		for i := range perDay {
+			perDay[i] = map[string]int{}
+		}
+		for k, step := range best {
+			i, anon, ok := strings.Cut(k, " ")
+			n, err := strconv.Atoi(i)
+			if !ok || err != nil || n < 0 || n >= len(ds) {
+				return nil, errBadPartial
 			}
-			out[i] = encodeFunnelPartial(best)
+			perDay[n][anon] = max(perDay[n][anon], step)
+		}
+		out := make([][]byte, len(ds))
+		for i := range ds {
+			out[i] = encodeFunnelPartial(perDay[i])
 		}
 		return out, nil
 	})
