@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -408,10 +409,15 @@ func mergeEncoded(s *visitorSketch, b []byte) error {
 // day, per value of dim ("": one group), the sums of basis and a sketch
 // of its visitors, encoded. Events are read through the visits of the
 // days (eventRead), so a day costs its own visits and events.
-func (db *DB) computePartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim, basis string) ([][]byte, error) {
+//
+// A goal set's dim (goal_partials.go) groups by goal, goals its filters.
+func (db *DB) computePartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim string, goals []QueryFilter, basis string) ([][]byte, error) {
 	q := StatsQuery{Site: site, From: days[0].start, To: days[len(days)-1].end, Zone: loc, TimeUnit: "day",
 		Dimensions: []string{"time:day", anonDim}}
-	if dim != "" {
+	switch {
+	case isGoalDim(dim):
+		q.Dimensions, q.Goals = []string{"time:day", GoalDimension, anonDim}, goals
+	case dim != "":
 		q.Dimensions = []string{"time:day", dim, anonDim}
 	}
 	if basis == basisEvents {
@@ -520,6 +526,8 @@ type partialPlan struct {
 	// value; partial_filters.go), filter names them in cache keys.
 	keep   valueFilter
 	filter string
+	// goals: the Goals of a breakdown by goal, dim their set's (goal_partials.go).
+	goals []QueryFilter
 }
 
 // planPartials reports how q is answered from partials, or false when it
@@ -530,7 +538,13 @@ type partialPlan struct {
 func planPartials(q *StatsQuery) (partialPlan, bool) {
 	p := partialPlan{dimAt: -1, timeAt: -1, nDims: len(q.Dimensions)}
 	if len(q.Goals) > 0 {
-		return p, false // no partial knows goals
+		// A breakdown by goal, by time or not, unfiltered: a goal set's
+		// partials (goal_partials.go). Its metrics are event ones (the
+		// server asks visitors, events and pageviews only).
+		if len(q.Filters) > 0 || !slices.Contains(q.Dimensions, GoalDimension) {
+			return p, false
+		}
+		p.goals = q.Goals
 	}
 	if len(q.Filters) > 0 {
 		// Filters on one dimension select among its partial's values.
@@ -557,6 +571,11 @@ func planPartials(q *StatsQuery) (partialPlan, bool) {
 			p.unit, p.timeAt = unit, i
 		case p.dimAt >= 0 || d == anonDim || p.dim != "" && p.dim != d:
 			return p, false
+		case d == GoalDimension:
+			if p.goals == nil {
+				return p, false
+			}
+			p.dim, p.dimAt = goalSetDim(p.goals), i
 		default:
 			p.dim, p.dimAt = d, i
 		}
@@ -605,6 +624,13 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 	}
 	if closed == 0 {
 		return nil, nil, false, nil
+	}
+	if plan.goals != nil {
+		// Only the site's whole goal set has partials (goal_partials.go).
+		dim, err := db.goalDimNow(ctx, q.Site)
+		if err != nil || dim != plan.dim {
+			return nil, nil, false, err
+		}
 	}
 	groups := map[string]*aggregate{}
 	var order []string
@@ -670,10 +696,13 @@ type partialLayout struct {
 	dim, unit            string
 	dimAt, timeAt, nDims int // dimAt -1: dim is only filtered on
 	filter               string
+	// goals are the filters of a goal set's dim (named by its digest in
+	// dim, so not part of a cache key).
+	goals []QueryFilter
 }
 
 func (p partialPlan) layout() partialLayout {
-	return partialLayout{dim: p.dim, unit: p.unit, dimAt: p.dimAt, timeAt: p.timeAt, nDims: p.nDims, filter: p.filter}
+	return partialLayout{dim: p.dim, unit: p.unit, dimAt: p.dimAt, timeAt: p.timeAt, nDims: p.nDims, filter: p.filter, goals: p.goals}
 }
 
 // basisAnswer is one basis's figures over a range of days, merged: per
@@ -706,7 +735,7 @@ func (db *DB) basisAnswer(ctx context.Context, site string, loc *time.Location, 
 			return r.answer, nil
 		}
 	}
-	blobs, err := db.dayPartials(ctx, site, loc, days, lay.dim, basis, now)
+	blobs, err := db.dayPartials(ctx, site, loc, days, lay.dim, lay.goals, basis, now)
 	if err != nil {
 		return nil, err
 	}
@@ -769,7 +798,19 @@ func (db *DB) basisAnswer(ctx context.Context, site string, loc *time.Location, 
 // kept ones from day_partials, the others computed, and those of closed
 // days (ended before now, by partialMargin) stored by a writer job that
 // the query does not wait for.
-func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim, basis string, now time.Time) ([][]byte, error) {
+//
+// A goal set's partials (dim, goals: goal_partials.go) are stored only
+// while the set is still the site's.
+func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim string, goals []QueryFilter, basis string, now time.Time) ([][]byte, error) {
+	return db.keptPartials(ctx, site, loc, days, dim, basis, now, func(days []localDay) ([][]byte, error) {
+		return db.computePartials(ctx, site, loc, days, dim, goals, basis)
+	})
+}
+
+// keptPartials is dayPartials with compute computing the partials of
+// consecutive days (each day's encoded partial) that are not kept.
+func (db *DB) keptPartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim, basis string, now time.Time,
+	compute func(days []localDay) ([][]byte, error)) ([][]byte, error) {
 	zone := loc.String()
 	// Taken before anything is read: a change to these days committed
 	// after it refuses the store (partialGens). Changes to other days do
@@ -818,7 +859,7 @@ func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, 
 	if lo >= 0 {
 		// The days from the first missing to the last, kept ones among
 		// them included: one read.
-		blobs, err := db.computePartials(ctx, site, loc, days[lo:hi+1], dim, basis)
+		blobs, err := compute(days[lo : hi+1])
 		if err != nil {
 			return nil, err
 		}
@@ -843,6 +884,13 @@ func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, 
 		}
 		if _, ok := db.Site(site); !ok {
 			return nil
+		}
+		if isGoalDim(dim) || isFunnelDim(dim) {
+			// A goal created or deleted since the read: the set is gone.
+			goals, funnel, err := tx.goalDimsOf(context.Background(), site)
+			if err != nil || dim != goals && dim != funnel {
+				return err
+			}
 		}
 		for _, s := range store {
 			if _, err := tx.Exec(`INSERT OR REPLACE INTO day_partials(site_id, zone, dim, basis, day_start, day_end, data)

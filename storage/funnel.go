@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -28,6 +29,11 @@ type FunnelQuery struct {
 	Zone     *time.Location
 	Filters  []QueryFilter
 	Steps    []Goal
+
+	// visitKey, when set, is the SQL expression (on the visit s) a visit's
+	// furthest step is kept under instead of its visitor's id: funnel
+	// partials key it by its start day too (funnel_partials.go).
+	visitKey string
 }
 
 // funnelEvent is how a funnel read hands SQLite's grouping one event:
@@ -63,27 +69,70 @@ const (
 // time and arrival, gives each the mask of the steps it matches (its
 // page's steps remembered per url) and walks them to the visit's furthest
 // step; a visitor's furthest step is its furthest visit's. Only the
-// events of the steps' types are read. The visitors are read in two
-// parts at once, on two read connections, split by the last character of
-// their id, so each visitor is in one part and the parts' counts add.
+// events of the steps' types are read, in two parts at once
+// (funnelBests). The site's default funnel over closed days reads funnel
+// partials instead (funnel_partials.go), and a funnel of a closed range
+// is kept in the report cache (funnel_cache.go).
 func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 	if len(q.Steps) == 0 || len(q.Steps) > MaxFunnelSteps {
 		return nil, fmt.Errorf("a funnel has 1 to %d steps, not %d", MaxFunnelSteps, len(q.Steps))
 	}
-	m, err := newFunnelMatcher(q.Steps)
+	m, err := db.funnelMatcher(&q)
 	if err != nil {
 		return nil, err
 	}
-	// The narrow read when event_pages is complete and no step or filter
-	// needs more of an event than its name and page (usePages); decided
-	// once, so both parts read alike.
-	sq := &StatsQuery{Site: q.Site, Filters: q.Filters, wideEvents: m.props}
-	db.usePages(sq)
-	m.paths = sq.pages
 	lo, err := db.visitLookback(ctx, q.Site, q.From)
 	if err != nil {
 		return nil, err
 	}
+	key, gen, keep := db.funnelKey(&q, lo)
+	if keep {
+		if r, ok := db.reports.get(key, gen); ok && r.funnel != nil {
+			return slices.Clone(r.funnel), nil
+		}
+	}
+	best, ok, err := db.funnelFromPartials(ctx, &q, m, lo)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if best, err = db.funnelBests(ctx, &q, m, lo, ""); err != nil {
+			return nil, err
+		}
+	}
+	counts := make([]int, len(q.Steps))
+	for _, step := range best {
+		for i := 0; i < step; i++ {
+			counts[i]++
+		}
+	}
+	if keep {
+		db.reports.put(&cachedReport{key: key, gen: gen, funnel: slices.Clone(counts)})
+	}
+	return counts, nil
+}
+
+// funnelMatcher is the matcher of q's steps, reading the narrow rows when
+// event_pages is complete and no step or filter needs more of an event
+// than its name and page (usePages); decided once, so every part of a
+// funnel reads alike.
+func (db *DB) funnelMatcher(q *FunnelQuery) (*funnelMatcher, error) {
+	m, err := newFunnelMatcher(q.Steps)
+	if err != nil {
+		return nil, err
+	}
+	sq := &StatsQuery{Site: q.Site, Filters: q.Filters, wideEvents: m.props}
+	db.usePages(sq)
+	m.paths = sq.pages
+	return m, nil
+}
+
+// funnelBests reads the visits of q starting from lo that also pass
+// extra (a condition on the visit s, "" for none) and returns each
+// visitor's furthest step (visitors of none left out). The visitors are
+// read in two parts at once, on two read connections, split by the last
+// character of their id, so each visitor is in one part.
+func (db *DB) funnelBests(ctx context.Context, q *FunnelQuery, m *funnelMatcher, lo time.Time, extra string) (map[string]int, error) {
 	parts := []string{""}
 	if db.readConns >= 2 {
 		parts = []string{" AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 0", " AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 1"}
@@ -91,32 +140,32 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 	// Each part runs on its own connection of the read pool; neither holds
 	// one while waiting for another, so two funnels cannot wait on each
 	// other.
-	reached := make([][]int, len(parts))
+	reached := make([]map[string]int, len(parts))
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
 	for i, part := range parts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reached[i], errs[i] = db.funnelPart(ctx, &q, m, lo, part)
+			reached[i], errs[i] = db.funnelPart(ctx, q, m, lo, part+extra)
 		}()
 	}
 	wg.Wait()
-	counts := make([]int, len(q.Steps))
+	best := reached[0]
 	for i, r := range reached {
 		if errs[i] != nil {
 			return nil, errs[i]
 		}
-		for step, n := range r {
-			counts[step] += n
+		if i > 0 {
+			maps.Copy(best, r) // the parts' visitors differ
 		}
 	}
-	return counts, nil
+	return best, nil
 }
 
-// funnelPart counts the visitors of one part (part: its condition on the
-// visit) who reached each step.
-func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, lo time.Time, part string) ([]int, error) {
+// funnelPart returns the furthest step of each visitor of one part (part:
+// its condition on the visit) who reached one.
+func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, lo time.Time, part string) (map[string]int, error) {
 	sq := &StatsQuery{Site: q.Site, From: q.From, To: q.To, Zone: q.Zone, Filters: q.Filters, pages: m.paths}
 	fb := &sqlBuilder{q: sq, pages: m.paths}
 	where, err := fb.where()
@@ -154,12 +203,16 @@ func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, 
 	if m.paths {
 		typeCond = "p.seq = e.seq AND " + typeCond
 	}
+	key := "s.anon_id"
+	if q.visitKey != "" {
+		key = q.visitKey
+	}
 	w := &funnelWalk{m: m, best: map[string]int{}}
 	id := funnelIDs.Add(1)
 	funnelWalks.Store(id, w)
 	defer funnelWalks.Delete(id)
 	query := `SELECT COUNT(v) FROM (
-		SELECT tally_funnel_visit(?, s.anon_id, group_concat(` + event + `, '')) AS v
+		SELECT tally_funnel_visit(?, ` + key + `, group_concat(` + event + `, '')) AS v
 		` + from + `
 		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?` + part + `
 		AND e.site_id = s.site_id AND e.anon_id = s.anon_id
@@ -176,13 +229,7 @@ func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, 
 	if w.err != nil {
 		return nil, w.err
 	}
-	counts := make([]int, len(q.Steps))
-	for _, step := range w.best {
-		for i := 0; i < step; i++ {
-			counts[i]++
-		}
-	}
-	return counts, nil
+	return w.best, nil
 }
 
 // funnelWalk is one funnel read's walk of its visits.

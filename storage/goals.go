@@ -181,6 +181,10 @@ func (db *DB) CreateGoal(ctx context.Context, actor Actor, site *Site, ng NewGoa
 		if g.ID, err = res.LastInsertId(); err != nil {
 			return err
 		}
+		// The set changed: its partials are kept under another dim.
+		if _, err := tx.Exec(dropGoalPartialsSQL, site.ID); err != nil {
+			return err
+		}
 		return db.audit(tx, site.WorkspaceID, actor, "goal.create", site.ID, goalMeta(g))
 	})
 	if err != nil {
@@ -211,13 +215,21 @@ func nullText(s string) any {
 	return s
 }
 
+// goalsSQL lists a site's goals by name (Goals; the goal partials' set).
+const goalsSQL = `SELECT id, site_id, name, COALESCE(event_name, ''), COALESCE(page_path, ''),
+	COALESCE(prop_name, ''), COALESCE(prop_value, ''), created_at FROM goals WHERE site_id = ? ORDER BY name`
+
 // Goals lists site's goals by name.
 func (db *DB) Goals(ctx context.Context, site string) ([]Goal, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT id, site_id, name, COALESCE(event_name, ''), COALESCE(page_path, ''),
-		COALESCE(prop_name, ''), COALESCE(prop_value, ''), created_at FROM goals WHERE site_id = ? ORDER BY name`, site)
+	rows, err := db.read.QueryContext(ctx, goalsSQL, site)
 	if err != nil {
 		return nil, err
 	}
+	return scanGoals(rows)
+}
+
+// scanGoals reads goalsSQL's rows and closes them.
+func scanGoals(rows *sql.Rows) ([]Goal, error) {
 	defer rows.Close()
 	list := []Goal{}
 	for rows.Next() {
@@ -247,6 +259,9 @@ func (db *DB) DeleteGoal(ctx context.Context, actor Actor, site *Site, id int64)
 			return err
 		}
 		if _, err := tx.Exec(`DELETE FROM goals WHERE id = ?`, id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(dropGoalPartialsSQL, site.ID); err != nil {
 			return err
 		}
 		return db.audit(tx, site.WorkspaceID, actor, "goal.delete", site.ID, goalMeta(g))

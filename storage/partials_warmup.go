@@ -137,8 +137,9 @@ func (db *DB) siteIDs() []string {
 }
 
 // warmSite computes the kept partials of site's last warmDays closed days
-// that are missing (warmSet's, then the dashboard's default property's),
-// and the visit reach of the days before them.
+// that are missing (warmSet's, then the dashboard's default property's,
+// its goals' and its default funnel's), and the visit reach of the days
+// before them.
 func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now time.Time) error {
 	today := startOfDay(now, loc)
 	all, ok := localDays(today.AddDate(0, 0, -warmComparedDays), today, loc)
@@ -172,7 +173,7 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, p.dim, p.basis, now); err != nil {
+			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, p.dim, nil, p.basis, now); err != nil {
 				return err
 			}
 		}
@@ -190,7 +191,42 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, PropPrefix+prop, basisEvents, now); err != nil {
+			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, PropPrefix+prop, nil, basisEvents, now); err != nil {
+				return err
+			}
+		}
+	}
+	// The site's goals, as the dashboard's goal panel lists them (all of
+	// them): one read per day for all goals (goal_partials.go).
+	goals, err := db.Goals(ctx, site)
+	if err != nil {
+		return err
+	}
+	var goalLayout *partialLayout
+	if len(goals) > 0 {
+		gf := siteGoalFilters(goals)
+		goalLayout = &partialLayout{dim: goalSetDim(gf), dimAt: 0, timeAt: -1, nDims: 1, goals: gf}
+		for _, d := range days {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, goalLayout.dim, gf, basisEvents, now); err != nil {
+				return err
+			}
+		}
+	}
+	// And its default funnel (the goals in their order, up to 8).
+	if steps := defaultFunnelSteps(goals); steps != nil {
+		fq := &FunnelQuery{Site: site, Zone: loc, Steps: steps}
+		m, err := db.funnelMatcher(fq)
+		if err != nil {
+			return err
+		}
+		for _, d := range days {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if _, err := db.funnelDayPartials(ctx, fq, m, loc, []localDay{d}, now); err != nil {
 				return err
 			}
 		}
@@ -215,6 +251,11 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 				if _, err := db.basisAnswer(ctx, site, loc, rng, lay, nil, p.basis, now, true); err != nil {
 					return err
 				}
+			}
+		}
+		if goalLayout != nil {
+			if _, err := db.basisAnswer(ctx, site, loc, rng, *goalLayout, nil, basisEvents, now, true); err != nil {
+				return err
 			}
 		}
 	}

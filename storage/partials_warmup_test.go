@@ -60,13 +60,14 @@ func TestWarmupLeavesOnlyKeptPartialsToRead(t *testing.T) {
 
 // TestWarmupCoversTheDashboard: after one round of the warm-up, the
 // dashboard's other panels over the last 30 days (campaigns, devices,
-// browsers, operating systems, the default custom property) and its
-// headline's previous period (the 30 days before them) compute no partial
-// (README "Dashboard").
+// browsers, operating systems, the default custom property, the goals and
+// the default funnel) and its headline's previous period (the 30 days
+// before them) compute no partial (README "Dashboard").
 func TestWarmupCoversTheDashboard(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
 	db.exactVisitorsBelow = 0
 	ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(7, 9)), "a", 3000, 300, 19))
+	createGoals(t, db, eventGoal("Signup", "signup"), pageGoal("Blog", "/blog/*"), pageGoal("Pricing", "/pricing"))
 	if err := db.warmSite(context.Background(), "s", time.UTC, partialsNow); err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +85,8 @@ func TestWarmupCoversTheDashboard(t *testing.T) {
 		// plan), as the property panel asks it: the events that carry it.
 		{Metrics: []string{MetricVisitors, MetricEvents}, Dimensions: []string{"event:props:plan"},
 			Filters: []QueryFilter{{Op: "is_not", Dim: "event:props:plan", Values: []string{NoneProp}}}},
+		// The goal panel: every goal of the site, in one breakdown.
+		siteGoalQuery(t, db, time.Time{}, time.Time{}, []string{GoalDimension}, MetricVisitors, MetricEvents),
 	} {
 		q.Site, q.Zone = "s", time.UTC
 		if q.From.IsZero() {
@@ -94,6 +97,10 @@ func TestWarmupCoversTheDashboard(t *testing.T) {
 		if !estimated || !slices.Equal(got, want) {
 			t.Errorf("%v by %v: got %v (from partials %v), want %v", q.Metrics, q.Dimensions, got, estimated, want)
 		}
+	}
+	// The funnel panel: the default funnel of the goals.
+	if _, err := db.Funnel(context.Background(), defaultFunnel(t, db, today.AddDate(0, 0, -30), today)); err != nil {
+		t.Fatal(err)
 	}
 	if n := db.partialDaysComputed() - computed; n != 0 {
 		t.Errorf("got %d day partials computed by the reports after the warm-up, want 0", n)

@@ -23,6 +23,12 @@ const maxPropPartialValues = 1000
 // keepPartial reports whether a computed day partial of dim (encoded by
 // encodePartial) may be stored.
 func keepPartial(dim string, b []byte) bool {
+	if isGoalDim(dim) {
+		return len(b) <= maxGoalPartialBytes
+	}
+	if isFunnelDim(dim) {
+		return len(b) <= maxFunnelPartialBytes
+	}
 	if !strings.HasPrefix(dim, PropPrefix) {
 		return true
 	}

@@ -37,13 +37,17 @@ type cachedReport struct {
 	answer *basisAnswer
 	// scan is a filtered report's answer read from the tables instead
 	// (scan_cache.go), when answer is nil.
-	scan  *scanAnswer
-	bytes int
+	scan *scanAnswer
+	// funnel is a funnel's counts per step (funnel_cache.go), when answer
+	// and scan are nil.
+	funnel []int
+	bytes  int
 }
 
 // reportKey names a merged answer of basis over days for site, laid out as
 // lay: everything the answer depends on but the partials' contents.
 func reportKey(site, zone string, lay partialLayout, basis string, days []localDay) string {
+	lay.goals = nil // named by lay.dim
 	return fmt.Sprintf("%s\x00%s\x00%+v\x00%s\x00%d\x00%d", site, zone, lay, basis, days[0].start.UnixMilli(), days[len(days)-1].end.UnixMilli())
 }
 
@@ -68,7 +72,7 @@ func (c *reportCache) get(key string, gen uint64) (*cachedReport, bool) {
 // put keeps an answer, evicting the least recently used ones over the
 // bound; one larger than the bound is not kept.
 func (c *reportCache) put(r *cachedReport) {
-	r.bytes = len(r.key) + 64
+	r.bytes = len(r.key) + 64 + 8*len(r.funnel)
 	keys := r.scan.keys()
 	if r.answer != nil {
 		keys = r.answer.keys

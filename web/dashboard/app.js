@@ -386,21 +386,31 @@
     }, function () { $("#prop-select").hidden = true; });
   }
 
+  // loadGoals loads the goal list, then the goal figures and the funnel
+  // side by side: the funnel needs the list, not the figures (README
+  // "Dashboard", First paint).
   function loadGoals(g) {
     var table = $("#goals");
-    return api(base() + "/goals").then(function (b) {
-      if (g !== gen) return null;
+    var list = api(base() + "/goals").then(function (b) {
+      if (g !== gen) return false;
       goalList = (b && b.goals) || [];
+      return true;
+    }, function (e) {
+      if (g !== gen) return false;
+      if (e.status === 404) goalList = null;
+      message(table, e.status === 404 ? "Goals are not available" : e.message);
+      return "failed";
+    });
+    var figures = list.then(function (ok) {
+      if (ok !== true) return null;
       if (!goalList.length) { message(table, "No goals yet: create them with POST /v1/sites/" + state.site + "/goals"); return null; }
       return query(goalQuery(100)).then(function (res) {
         if (g !== gen) return;
         rows(table, "event:goal", ["Goal", "Visitors", "Events", "CR"], res, ["visitors", "events", "conversion_rate"]);
-      });
-    }).catch(function (e) {
-      if (g !== gen) return;
-      if (e.status === 404) goalList = null;
-      message(table, e.status === 404 ? "Goals are not available" : e.message);
+      }, function (e) { if (g === gen) message(table, e.message); });
     });
+    var funnel = list.then(function (ok) { return ok && g === gen ? loadFunnel(g) : null; });
+    return Promise.all([figures, funnel]);
   }
 
   function funnelSelects() {
@@ -505,7 +515,7 @@
       else if (state.prop) jobs.push(loadPanel(p, g), loadProps(g));
       else jobs.push(loadProps(g).then(function () { return loadPanel(p, g); }));
     });
-    jobs.push(loadGoals(g).then(function () { return g === gen ? loadFunnel(g) : null; }));
+    jobs.push(loadGoals(g));
     if ($("#tools").open) jobs.push(loadAdmin());
     return Promise.all(jobs.concat(first).map(function (j) { return j.catch(function (e) { status(e.message); }); })).then(function () {
       if (g !== gen) return;
