@@ -32,12 +32,7 @@ func (s *Server) importEvents(w http.ResponseWriter, r *http.Request, ps httprou
 	if err != nil {
 		return err
 	}
-	rc := http.NewResponseController(w)
-	extend := func() {
-		rc.SetReadDeadline(time.Now().Add(importIdle))
-		rc.SetWriteDeadline(time.Now().Add(importIdle))
-	}
-	extend()
+	extend := importDeadlines(w)
 	sum, err := importer.Apply(r.Context(), s.db, site, p.actor(), &idleReader{r: r.Body, extend: extend}, func(importer.Counts) { extend() })
 	if err != nil {
 		return err
@@ -85,12 +80,7 @@ func (s *Server) importPlausible(w http.ResponseWriter, r *http.Request, ps http
 	if err != nil {
 		return err
 	}
-	rc := http.NewResponseController(w)
-	extend := func() {
-		rc.SetReadDeadline(time.Now().Add(importIdle))
-		rc.SetWriteDeadline(time.Now().Add(importIdle))
-	}
-	extend()
+	extend := importDeadlines(w)
 	tmp, err := os.CreateTemp("", "tally-plausible-*.zip")
 	if err != nil {
 		return err
@@ -119,4 +109,16 @@ func (s *Server) importPlausible(w http.ResponseWriter, r *http.Request, ps http
 	s.log.Info("import stored", "source", "plausible", "rows", n, "duration_ms", time.Since(start).Milliseconds())
 	writeJSON(w, http.StatusOK, importAnswer{Source: "plausible", Rows: n, Imported: n, DurationMS: time.Since(start).Milliseconds()})
 	return nil
+}
+
+// importDeadlines gives an import's request importIdle from now to read
+// and answer, and returns what gives it importIdle more.
+func importDeadlines(w http.ResponseWriter) func() {
+	rc := http.NewResponseController(w)
+	extend := func() {
+		rc.SetReadDeadline(time.Now().Add(importIdle))
+		rc.SetWriteDeadline(time.Now().Add(importIdle))
+	}
+	extend()
+	return extend
 }
