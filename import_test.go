@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
 // importEnv is the environment `tally import` runs with in these tests.
@@ -463,5 +466,57 @@ func TestImportPlausible(t *testing.T) {
 	p2 = start(t, bin, "DATABASE_PATH="+path2, "ADMIN_TOKEN=tok")
 	if got := totals(p2); got != want {
 		t.Errorf("imported into the file: got %s, want %s", got, want)
+	}
+}
+
+// Umami's PostgreSQL tables (testdata/import/umami-postgres.sql: the events
+// of testdata/import/umami.csv) read by the command itself, with --website
+// and the database's URL, into a running server: the same hand-counted
+// totals as the CSV's; the custom event keeps its event_data; another
+// website's event is not read; running it again imports nothing.
+func TestImportUmamiDatabase(t *testing.T) {
+	conn := dbtest.StartPostgres(t, "umami")
+	script, err := os.ReadFile(filepath.Join("testdata", "import", "umami-postgres.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := sql.Open("pgx", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if _, err := src.Exec(string(script)); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinary(t)
+	p := start(t, bin, "DATABASE_PATH="+filepath.Join(t.TempDir(), "a.db"), "ADMIN_TOKEN=tok")
+	newSite(t, p)
+	args := []string{"--site", "web", "--from", "umami", "--website", "4fb7c6e2-6a1b-4b8e-9a53-6f2f0f5ad0c1", "--url", p.query, conn}
+	code, stdout, stderr := runImport(t, nil, args...)
+	if code != 0 || !strings.Contains(stdout, "6 rows from umami: 6 imported, 0 already there, 1 skipped") {
+		t.Fatalf("import: got exit %d, %q %q; want 6 rows imported, the event_type 3 row skipped", code, stdout, stderr)
+	}
+	want := map[string]string{
+		"totals":  `[[3,3,5,6]]`,
+		"pages":   `[["/",2,2],["/pricing",2,2],["/docs",1,1]]`,
+		"sources": `[["Direct / None",1],["google.com",1],["news.ycombinator.com",1]]`,
+		"names":   `[["pageview",5],["signup",1]]`,
+	}
+	first := report(t, p)
+	checkReport(t, first, want)
+	code, b := call(t, "POST", p.query+"/v1/sites/web/query",
+		`{"metrics":["events"],"date_range":"all","dimensions":["event:props:plan","event:props:amount"],"filters":[["is","event:name",["signup"]]]}`)
+	if code != 200 || !strings.Contains(string(b), `["pro","49.5"]`) {
+		t.Errorf("the custom event's properties: got %d %s, want plan pro and amount 49.5", code, b)
+	}
+	code, stdout, stderr = runImport(t, nil, args...)
+	if code != 0 || !strings.Contains(stdout, "0 imported, 6 already there") {
+		t.Fatalf("second import: got exit %d, %q %q", code, stdout, stderr)
+	}
+	if again := report(t, p); !reflect.DeepEqual(again, first) {
+		t.Errorf("after the second import: got %v, want %v", again, first)
+	}
+	if entries := auditImports(t, p); len(entries) != 2 || !strings.Contains(fmt.Sprint(entries[0]["metadata"]), "postgres://127.0.0.1") || strings.Contains(fmt.Sprint(entries), "umami@") {
+		t.Errorf("got audit entries %v, want two naming the database without its user", entries)
 	}
 }

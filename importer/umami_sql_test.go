@@ -2,146 +2,23 @@ package importer
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
-// The Umami database tests run Debian's postgresql and mariadb-server
-// (.ci/run installs them) as throw-away servers in a temporary folder, on
-// a free port, as an unprivileged user, and stop them after. Outside CI
-// they are skipped when the binaries are missing.
+// The Umami database tests run Debian's postgresql and mariadb-server as
+// throw-away servers (internal/dbtest).
 
-const (
-	pgBin   = "/usr/lib/postgresql/15/bin"
-	mariadb = "/usr/sbin/mariadbd"
-)
+func startPostgres(t *testing.T) string { return dbtest.StartPostgres(t, "umami") }
 
-func needBinary(t *testing.T, path string) {
-	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is missing; .ci/run installs it", path)
-		}
-		t.Skipf("%s is missing (Debian's postgresql and mariadb-server packages; .ci/run installs them)", path)
-	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// unprivileged runs cmd as nobody when the test runs as root (neither
-// server starts as root), in dir, which it hands to nobody.
-func unprivileged(t *testing.T, cmd *exec.Cmd, dir string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		return
-	}
-	filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, 65534, 65534) })
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-}
-
-// tempDir is a folder nobody may enter (t.TempDir's parent is root's only).
-func tempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "tally-umami-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-// startServer starts a database server and stops it at cleanup.
-func startServer(t *testing.T, dir string, name string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	logf, _ := os.Create(filepath.Join(dir, "server.log"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	unprivileged(t, cmd, dir)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		logf.Close()
-	})
-}
-
-// waitFor opens the database at driver/dsn once the server answers.
-func waitFor(t *testing.T, driver, dsn, dir string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	deadline := time.Now().Add(60 * time.Second)
-	for db.Ping() != nil {
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-			t.Fatalf("the database server did not answer in 60 s:\n%s", b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return db
-}
-
-func startPostgres(t *testing.T) string {
-	needBinary(t, pgBin+"/postgres")
-	dir := tempDir(t)
-	data := filepath.Join(dir, "data")
-	os.Mkdir(data, 0o700)
-	initdb := exec.Command(pgBin+"/initdb", "-D", data, "-U", "umami", "--auth=trust", "--no-sync", "-E", "UTF8")
-	unprivileged(t, initdb, dir)
-	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
-	port := freePort(t)
-	startServer(t, dir, pgBin+"/postgres", "-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off")
-	url := fmt.Sprintf("postgres://umami@127.0.0.1:%d/postgres?sslmode=disable", port)
-	waitFor(t, "pgx", url, dir)
-	return url
-}
-
-func startMariaDB(t *testing.T) string {
-	needBinary(t, mariadb)
-	dir := tempDir(t)
-	data := filepath.Join(dir, "data")
-	install := exec.Command("/usr/bin/mariadb-install-db", "--no-defaults", "--datadir="+data, "--auth-root-authentication-method=normal", "--skip-test-db")
-	unprivileged(t, install, dir)
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
-	}
-	port := freePort(t)
-	startServer(t, dir, mariadb, "--no-defaults", "--datadir="+data, "--port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
-		"--socket="+filepath.Join(dir, "mysql.sock"), "--pid-file="+filepath.Join(dir, "mysql.pid"), "--skip-grant-tables", "--skip-log-bin")
-	db := waitFor(t, "mysql", fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port), dir)
-	if _, err := db.Exec(`CREATE DATABASE umami`); err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("mysql://root@127.0.0.1:%d/umami", port)
-}
+func startMariaDB(t *testing.T) string { return dbtest.StartMariaDB(t, "umami") }
 
 // Umami's tables, only those read and only their columns that matter:
 // PostgreSQL as in prisma/migrations/01_init/migration.sql (event_data's
