@@ -42,16 +42,9 @@ func backup(args []string, getenv func(string) string, stdout, stderr io.Writer)
 		fs.PrintDefaults()
 	}
 	// Flags may come after PATH too: `tally backup x.db --force`.
-	var paths []string
-	for {
-		if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
-			return code
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		paths = append(paths, fs.Arg(0))
-		args = fs.Args()[1:]
+	paths, code, ok := parseFlagsAndArgs(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if len(paths) != 1 || paths[0] == "" {
 		fmt.Fprintln(stderr, "tally backup: want one PATH, the file to write the copy to")

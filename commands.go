@@ -75,6 +75,22 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code
 	return 0, true
 }
 
+// parseFlagsAndArgs is parseFlags for a command that takes positional
+// arguments, with flags allowed after them too (`tally backup x.db
+// --force`): it returns the arguments in order.
+func parseFlagsAndArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (rest []string, code int, ok bool) {
+	for {
+		if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+			return nil, code, false
+		}
+		if fs.NArg() == 0 {
+			return rest, 0, true
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
 // vacuum shrinks the database file to its data (README "Retention"): the
 // server must be stopped, as the rebuild needs the file to itself. Exit
 // code 0 when done, 1 when it could not be (in use, missing, disk full), 2

@@ -74,16 +74,9 @@ func importCommand(args []string, getenv func(string) string, stdout, stderr io.
 			"Imports another product's history (or a Tally export) into a site, through the running server or,\nwith none running, into the database file. Running it again imports nothing twice.")
 		fs.PrintDefaults()
 	}
-	var files []string
-	for {
-		if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
-			return code
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files = append(files, fs.Arg(0))
-		args = fs.Args()[1:]
+	files, code, ok := parseFlagsAndArgs(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	src, ok := importSources[*from]
 	switch {
