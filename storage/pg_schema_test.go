@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's pgx driver, which the service uses
 
 	"github.com/tally-analytics/tally/internal/dbtest"
 )
@@ -159,8 +160,9 @@ var (
 	}
 	// Columns whose PostgreSQL type is not the one SQLite's declared type maps to.
 	pgTypeChanges = map[string]string{
-		"events.raw":      "bytea: compressed bytes in SQLite's TEXT column",
-		"imported_ids.id": "text: ANY on SQLite (16 bytes or text); always the id's text on PostgreSQL",
+		"events.raw":        "bytea: compressed bytes in SQLite's TEXT column",
+		"events.credential": "bigint: the code the writer passes as an integer (SQLite's TEXT affinity makes it text)",
+		"imported_ids.id":   "text: ANY on SQLite (16 bytes or text); always the id's text on PostgreSQL",
 	}
 )
 
@@ -855,4 +857,50 @@ func TestPostgresEventPagesFollowEvents(t *testing.T) {
 		t.Errorf("event_pages after deleting event 1: got seqs %v, want [2]", got)
 	}
 	pgRefused(t, c, "tally_owner", `INSERT INTO event_pages(seq, name, path) VALUES (3, NULL, '/c')`, "foreign key")
+}
+
+// TestPostgresEventCredentials: events.credential takes the code as the
+// writer passes it (an int64, through database/sql and pgx's driver, as
+// the service does), and event_credentials gives every event's credential
+// as text, as on SQLite.
+func TestPostgresEventCredentials(t *testing.T) {
+	base := startSchemaPostgres(t)
+	ctx := context.Background()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User("tally_owner")
+	db, err := sql.Open("pgx", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var code int64
+	if err := db.QueryRowContext(ctx, `INSERT INTO credentials(credential) VALUES ($1) RETURNING code`, "key:k1").Scan(&code); err != nil {
+		t.Fatal(err)
+	}
+	for i, cred := range []any{code, nil} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO events(seq, id_text, site_id, type, ts, anon_id, raw, received_at, credential)
+			VALUES ($1, $2, 's', 'pageview', '2026-01-31T09:05:00.120Z', 'a', $3, '', $4)`, i+1, fmt.Sprint("e", i), []byte{1}, cred); err != nil {
+			t.Fatalf("insert with credential %v: got %v, want it stored", cred, err)
+		}
+	}
+	var got []string
+	rows, err := db.QueryContext(ctx, `SELECT seq, coalesce(credential, 'NULL') FROM event_credentials ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var cred string
+		if err := rows.Scan(&seq, &cred); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprint(seq, " ", cred))
+	}
+	if fmt.Sprint(got) != "[1 key:k1 2 NULL]" {
+		t.Errorf("event_credentials: got %q, want [1 key:k1 2 NULL]", got)
+	}
 }
