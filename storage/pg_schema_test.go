@@ -904,3 +904,40 @@ func TestPostgresEventCredentials(t *testing.T) {
 		t.Errorf("event_credentials: got %q, want [1 key:k1 2 NULL]", got)
 	}
 }
+
+// TestPostgresRollupViewsPushKeysDown: a read of a rollup view by site and
+// day range reaches the slots table through its primary key, bounded by
+// those keys (PostgreSQL pushes the conditions on grouped columns below the
+// GROUP BY), rather than summing the whole table first.
+func TestPostgresRollupViewsPushKeysDown(t *testing.T) {
+	base := startSchemaPostgres(t)
+	ctx := context.Background()
+	c := pgConnect(t, base, "tally_owner")
+	if _, err := c.Exec(ctx, `SET enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ view, read, want string }{
+		{"daily_events", `SELECT day, count FROM daily_events WHERE site_id = 's' AND type = 'pageview' AND day >= '2026-01-01' AND day <= '2026-01-31'`,
+			"daily_events_slots_pkey"},
+		{"daily_dimensions", `SELECT value, SUM(count) FROM daily_dimensions WHERE site_id = 's' AND dimension = 'url' AND day >= '2026-01-01' AND day <= '2026-01-31' GROUP BY value`,
+			"daily_dimensions_slots_pkey"},
+		{"daily_sessions", `SELECT SUM(sessions) FROM daily_sessions WHERE site_id = 's' AND day >= '2026-01-01' AND day <= '2026-01-31'`,
+			"daily_sessions_slots_pkey"},
+		{"site_usage", `SELECT accepted FROM site_usage WHERE site_id = 's' AND month = '2026-01'`, "site_usage_slots_pkey"},
+	} {
+		t.Run(tc.view, func(t *testing.T) {
+			rows, err := c.Query(ctx, "EXPLAIN "+tc.read)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := strings.Join(lines, "\n")
+			if !strings.Contains(plan, tc.want) || !strings.Contains(plan, "Index Cond: ((site_id = 's'") {
+				t.Errorf("plan:\n%s\nwant an index scan of %s with the site in its Index Cond", plan, tc.want)
+			}
+		})
+	}
+}
