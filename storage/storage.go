@@ -83,7 +83,9 @@ type Options struct {
 // DB is the service's storage: a writer goroutine, a read pool, and
 // in-memory copies of the small tenancy tables used on every request.
 type DB struct {
-	path   string
+	path string
+	// d is the backend's SQL fragments and error classes (dialect.go).
+	d      dialect
 	write  *sql.DB
 	read   *sql.DB
 	writer *writer
@@ -198,7 +200,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 
 	if err := migrate(ctx, write, opts.migrations, opts.Now); err != nil {
 		write.Close()
-		if unwritable(err) != nil {
+		if unwritable(sqliteDialect{}, err) != nil {
 			// SQLite's own words can be as vague as "disk I/O error".
 			err = fmt.Errorf("%w (is the disk full, or the file or its folder read-only?)", err)
 		}
@@ -214,7 +216,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	read.SetMaxIdleConns(opts.ReadConns)
 	read.SetConnMaxIdleTime(0)
 
-	db := &DB{write: write, read: read, now: opts.Now, path: opts.Path, exactVisitorsBelow: ExactVisitorsBelow, readConns: opts.ReadConns}
+	db := &DB{d: sqliteDialect{}, write: write, read: read, now: opts.Now, path: opts.Path, exactVisitorsBelow: ExactVisitorsBelow, readConns: opts.ReadConns}
 	old, err := openLinks(ctx, write)
 	db.oldLinks.Store(old)
 	if err == nil {
@@ -238,7 +240,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.intake.db = db
-	db.writer = newWriter(write, opts.QueueSize, opts.Logger)
+	db.writer = newWriter(write, db.d, opts.QueueSize, opts.Logger)
 	if opts.Path != ":memory:" {
 		if db.ckpt, err = sql.Open("sqlite", writeDSN); err != nil {
 			db.writer.close()
