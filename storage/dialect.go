@@ -17,6 +17,9 @@ type dialect interface {
 	name() string
 	// classify tells what an error of the database means for its caller.
 	classify(err error) errClass
+	// fileCopies is nil where the database is one file that backup and
+	// vacuum copy; else the error to answer them.
+	fileCopies() error
 }
 
 // errClass is what a database error means, whichever backend said it.
@@ -47,6 +50,8 @@ const (
 type sqliteDialect struct{}
 
 func (sqliteDialect) name() string { return "sqlite" }
+
+func (sqliteDialect) fileCopies() error { return nil }
 
 // classify reads the primary code of SQLite's extended result code.
 func (sqliteDialect) classify(err error) errClass {

@@ -8,12 +8,21 @@ import (
 	"net"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tally-analytics/tally/fault"
 )
 
 // pgDialect is PostgreSQL's (15 or newer, through pgx).
 type pgDialect struct{}
 
 func (pgDialect) name() string { return "postgres" }
+
+// ErrPostgresBackup is the answer to a backup or vacuum of a server on
+// PostgreSQL, whose database is no file of ours to copy.
+var ErrPostgresBackup = &fault.Error{Code: fault.UnsupportedBackend,
+	Message: "this server's database is PostgreSQL: use pg_dump or your provider's point-in-time recovery"}
+
+func (pgDialect) fileCopies() error { return ErrPostgresBackup }
 
 // classify reads the SQLSTATE of a server error; an error without one
 // that comes from the connection itself (refused, reset, closed) means

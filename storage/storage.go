@@ -31,6 +31,12 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
+// migrationPGFiles are PostgreSQL's migrations, numbered on their own
+// (open_pg.go).
+//
+//go:embed migrations_pg/*.sql
+var migrationPGFiles embed.FS
+
 // timeLayout is the one timestamp format of the service: UTC, exactly three
 // fraction digits. It is fixed width, so stored text sorts in time order.
 const timeLayout = "2006-01-02T15:04:05.000Z"
@@ -45,6 +51,9 @@ type Options struct {
 	// Path is the SQLite file; its folder is created if missing. ":memory:"
 	// gives a throw-away database shared by the writer and the readers.
 	Path string
+	// DatabaseURL, when set (postgres:// or postgresql://), is the
+	// PostgreSQL database to use instead of Path (open_pg.go).
+	DatabaseURL string
 	// Now is the clock; nil means time.Now. Tests inject a fixed clock.
 	Now func() time.Time
 	// QueueSize bounds the writer's queue of pending jobs (default 4096).
@@ -179,6 +188,9 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	if opts.Durability == "" {
 		opts.Durability = DurabilityPower
+	}
+	if opts.DatabaseURL != "" {
+		return openPG(ctx, opts)
 	}
 	if opts.migrations == nil {
 		opts.migrations = migrationFiles
