@@ -132,6 +132,9 @@ func TestServeOnPostgres(t *testing.T) {
 			t.Fatalf("%s/healthz: got %d %s, want 200 ok", base, code, body)
 		}
 	}
+	if code, _ := get(t, collector+"/metrics"); code != 200 {
+		t.Errorf("/metrics: got %d, want 200", code)
+	}
 	if code, out := pgCall(t, "POST", query+"/v1/workspaces", "tok", `{"name":"Acme","slug":"acme"}`); code != 201 {
 		t.Fatalf("create workspace: got %d %v, want 201", code, out)
 	}
@@ -157,6 +160,14 @@ func TestServeOnPostgres(t *testing.T) {
 		{"GET", "/v1/workspaces/acme/audit", "tok", "", 200},
 		{"GET", "/v1/sites/site1", plaintext, "", 200},
 		{"GET", "/v1/sites/nosuch", plaintext, "", 404},
+		{"PATCH", "/v1/workspaces/acme", "tok", `{"name":"Acme 2"}`, 200},
+		{"PATCH", "/v1/sites/site1", "tok", `{"name":"S","time_zone":"Europe/Paris","retention_days":30}`, 200},
+		{"GET", "/v1/sites/site1/pageviews?from=2026-11-01&to=2026-11-30", plaintext, "", 200},
+		{"GET", "/v1/sites/site1/sessions?from=2026-11-01&to=2026-11-30", plaintext, "", 200},
+		{"GET", "/v1/sites/site1/goals", plaintext, "", 200},
+		{"GET", "/v1/sites/site1/imports", plaintext, "", 200},
+		{"GET", "/", "", "", 200},
+		{"DELETE", "/v1/workspaces/acme/keys/" + keyID(key), "tok", "", 204},
 		{"POST", "/v1/backup", "tok", "{}", 400},
 	} {
 		if got, out := pgCall(t, c.method, query+c.path, c.token, c.body); got != c.want {
@@ -190,6 +201,12 @@ func TestServeOnPostgres(t *testing.T) {
 	if code, out := pgCall(t, "GET", query+"/v1/workspaces/acme", "tok", ""); code != 200 {
 		t.Errorf("after restart: got %d %v, want the workspace", code, out)
 	}
+}
+
+// keyID is the id of a key create answered.
+func keyID(key map[string]any) string {
+	id, _ := key["id"].(string)
+	return id
 }
 
 func jsonText(v any) string {
