@@ -45,6 +45,9 @@ type Options struct {
 	// Path is the SQLite file; its folder is created if missing. ":memory:"
 	// gives a throw-away database shared by the writer and the readers.
 	Path string
+	// DatabaseURL, when set, is a PostgreSQL database (postgres:// or
+	// postgresql://) the service runs on instead of the file at Path.
+	DatabaseURL string
 	// Now is the clock; nil means time.Now. Tests inject a fixed clock.
 	Now func() time.Time
 	// QueueSize bounds the writer's queue of pending jobs (default 4096).

@@ -1,0 +1,52 @@
+package dbtest
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"testing"
+)
+
+// CheckPending fails t unless every test named in the package's pending
+// list (PendingFile) is a top-level test of the package: the list names
+// what is left to port, not what was renamed or deleted meanwhile.
+func CheckPending(t *testing.T) {
+	t.Helper()
+	pending, err := ReadPending(PendingFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := packageTests(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range pending {
+		if !tests[name] {
+			t.Errorf("%s names %s: got no such test in the package, want the list to name existing tests", PendingFile, name)
+		}
+	}
+}
+
+// packageTests returns the names of the top-level test functions declared
+// in dir's _test.go files.
+func packageTests(dir string) (map[string]bool, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		return nil, err
+	}
+	tests := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range file.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && len(fn.Name.Name) >= 4 && fn.Name.Name[:4] == "Test" && fn.Name.Name != "TestMain" {
+				tests[fn.Name.Name] = true
+			}
+		}
+	}
+	return tests, nil
+}
