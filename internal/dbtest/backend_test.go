@@ -238,3 +238,23 @@ func TestMainRunsBothBackends(t *testing.T) {
 		}
 	}
 }
+
+func TestPendingProblems(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "testdata"), 0o755)
+	os.WriteFile(filepath.Join(dir, "a_test.go"), []byte("package a\n\nimport \"testing\"\n\nfunc TestThere(t *testing.T) {}\n\nfunc TestMain(m *testing.M) {}\n\ntype x struct{}\n\nfunc (x) TestMethod(t *testing.T) {}\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, PendingFile), []byte("TestThere  reason (Part B)\nTestGone  reason (Part C)\nTestMethod reason (Part C)\nTestMain reason\n"), 0o600)
+	got, err := pendingProblems(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"TestGone", "TestMethod", "TestMain"}
+	if len(got) != len(want) {
+		t.Fatalf("got %q, want problems naming %q", got, want)
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i], " "+w+":") {
+			t.Errorf("got %q, want it to name %s", got[i], w)
+		}
+	}
+}
