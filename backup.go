@@ -31,6 +31,10 @@ func backup(args []string, getenv func(string) string, stdout, stderr io.Writer)
 		}
 		return def
 	}
+	if getenv("DATABASE_URL") != "" {
+		fmt.Fprintln(stderr, "tally backup: DATABASE_URL is set, and a PostgreSQL database is no file to copy: use pg_dump or your provider's point-in-time recovery")
+		return 2
+	}
 	fs := flag.NewFlagSet("tally backup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dbPath := fs.String("database-path", env("DATABASE_PATH", "./data/analytics.db"), "the database to copy [DATABASE_PATH]")

@@ -1,17 +1,25 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
+	"time"
+
+	"github.com/tally-analytics/tally/storage"
 )
+
+// checkPostgresTimeout bounds check-config's connection to PostgreSQL.
+const checkPostgresTimeout = 10 * time.Second
 
 // checkConfig is `tally check-config`: every setting, the tracking plan,
 // the GeoIP database and the TLS certificate files are read and checked as
-// serving would, and nothing is started, bound, created or migrated. Exit
+// serving would, and nothing is started, bound, created or migrated; with
+// DATABASE_URL it connects and runs the startup checks of PostgreSQL. Exit
 // code 0 when all is well, 1 with the first problem, 2 for a command line
 // that names no setting.
 func checkConfig(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -57,11 +65,22 @@ func checkConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 		}
 		tlsSummary += fmt.Sprintf("; HTTPS on %s, HTTP (redirect) on %s", cfg.TLS.HTTPSAddr, http)
 	}
+	database := cfg.DatabasePath
+	if cfg.DatabaseURL != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), checkPostgresTimeout)
+		defer cancel()
+		info, err := storage.CheckPostgres(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return fail(fmt.Errorf("DATABASE_URL (%s): %w", cfg.database(), err))
+		}
+		database = fmt.Sprintf("%s: PostgreSQL %s, schema version %d of %d (DATABASE_PATH is ignored)",
+			cfg.database(), info.Version, info.Schema, info.Known)
+	}
 	planSummary := "none (no schema validation)"
 	if plan != nil {
 		planSummary = cfg.SchemaBundlePath
 	}
 	fmt.Fprintf(stdout, "configuration OK\n  database  %s\n  listeners collector %s, query %s\n  TLS       %s\n  plan      %s\n",
-		cfg.DatabasePath, cfg.CollectorAddr, cfg.QueryAddr, tlsSummary, planSummary)
+		database, cfg.CollectorAddr, cfg.QueryAddr, tlsSummary, planSummary)
 	return 0
 }

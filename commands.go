@@ -96,6 +96,10 @@ func parseFlagsAndArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer
 // code 0 when done, 1 when it could not be (in use, missing, disk full), 2
 // for bad arguments.
 func vacuum(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if getenv("DATABASE_URL") != "" {
+		fmt.Fprintln(stderr, "tally vacuum: DATABASE_URL is set: PostgreSQL keeps its own files (autovacuum); for a copy use pg_dump or your provider's point-in-time recovery")
+		return 2
+	}
 	fs := flag.NewFlagSet("tally vacuum", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := getenv("DATABASE_PATH")

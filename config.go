@@ -22,6 +22,7 @@ import (
 // (--database-path) overrides it.
 type config struct {
 	DatabasePath     string
+	DatabaseURL      string // PostgreSQL instead of DatabasePath (README "Storage")
 	CollectorAddr    string
 	QueryAddr        string
 	CollectorURL     string
@@ -78,6 +79,7 @@ var settings = []setting{
 	{env: "ACME_EMAIL", group: "listeners", usage: "contact address given to the ACME CA for expiry and problem notices"},
 
 	{env: "DATABASE_PATH", group: "storage", def: "./data/analytics.db", usage: "SQLite file (:memory: for a throw-away database)"},
+	{env: "DATABASE_URL", group: "storage", usage: "postgres://user:password@host/database: PostgreSQL 15+ instead of DATABASE_PATH (in progress)"},
 	{env: "DURABILITY", group: "storage", def: string(storage.DurabilityPower), usage: "what a 202 survives: power (fsync per commit: power loss and OS crash) or process (process crash only, faster single events)"},
 	{env: "RETENTION_DAYS", group: "storage", def: "0", usage: "UTC days of raw events kept, today included (rollups stay), 0 = keep everything"},
 	{env: "SCHEMA_BUNDLE_PATH", group: "storage", usage: "tracking plan file; unset disables schema validation"},
@@ -166,6 +168,11 @@ func loadConfig(args []string, getenv func(string) string, _ io.Writer) (config,
 		return b, nil
 	}
 	c.DatabasePath = vals["DATABASE_PATH"]
+	c.DatabaseURL = vals["DATABASE_URL"]
+	if c.DatabaseURL != "" && !storage.IsPostgresURL(c.DatabaseURL) {
+		// Not the value: it may hold a password.
+		return c, errors.New("DATABASE_URL must start with postgres:// or postgresql://")
+	}
 	c.CollectorAddr = vals["COLLECTOR_ADDR"]
 	c.QueryAddr = vals["QUERY_ADDR"]
 	c.CollectorURL = vals["COLLECTOR_URL"]
@@ -241,6 +248,9 @@ func loadConfig(args []string, getenv func(string) string, _ io.Writer) (config,
 			c.QueryAddr = "127.0.0.1:8081"
 		}
 	}
+	if c.Dev && c.DatabaseURL != "" {
+		return c, errors.New("dev mode is single-instance SQLite: unset DATABASE_URL, or DEV")
+	}
 	if c.Dev {
 		// Dev defaults apply to every setting the caller left unset.
 		if unset("DATABASE_PATH") {
@@ -277,6 +287,16 @@ func loadConfig(args []string, getenv func(string) string, _ io.Writer) (config,
 	}
 	c.CollectorURL = strings.TrimRight(c.CollectorURL, "/")
 	return c, nil
+}
+
+// database is what logs and check-config show of the database: the
+// SQLite file, or PostgreSQL's host and database (never the URL's
+// password).
+func (c config) database() string {
+	if c.DatabaseURL != "" {
+		return storage.DescribeDatabaseURL(c.DatabaseURL)
+	}
+	return c.DatabasePath
 }
 
 // maxSourcemapMiB bounds SOURCEMAP_MAX_MIB (1 TiB), far beyond any real

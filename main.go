@@ -70,9 +70,9 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	db, err := storage.Open(ctx, storage.Options{Path: cfg.DatabasePath, Durability: cfg.Durability, Logger: log})
+	db, err := storage.Open(ctx, storage.Options{Path: cfg.DatabasePath, DatabaseURL: cfg.DatabaseURL, Durability: cfg.Durability, Logger: log})
 	if err != nil {
-		log.Error("cannot open the database", "path", cfg.DatabasePath, "err", err.Error())
+		log.Error("cannot open the database", "database", cfg.database(), "err", err.Error())
 		return 1
 	}
 	defer db.Close()
@@ -128,7 +128,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		}
 	}()
 	attrs := []any{"collector", inst.CollectorURL, "query", inst.QueryURL,
-		"database", cfg.DatabasePath, "durability", cfg.Durability, "require_api_key", cfg.RequireAPIKey}
+		"database", cfg.database(), "durability", cfg.Durability, "require_api_key", cfg.RequireAPIKey}
 	if cfg.TLS.on() {
 		attrs = append(attrs, "https", inst.HTTPSURL, "http", inst.HTTPURL, "tls_domains", cfg.TLS.Domains)
 	}

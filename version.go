@@ -80,7 +80,7 @@ func quoteIfSpaced(s string) string {
 }
 
 // versionCommand is `tally version` and `tally --version`.
-func versionCommand(args []string, _ func(string) string, stdout, stderr io.Writer) int {
+func versionCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		fmt.Fprintf(stderr, "tally version: unexpected argument %q (see 'tally help')\n", args[0])
 		return 2
@@ -88,5 +88,14 @@ func versionCommand(args []string, _ func(string) string, stdout, stderr io.Writ
 	b := currentBuild(context.Background())
 	fmt.Fprintf(stdout, "tally %s\ncommit  %s\ngo      %s\nsqlite  %s\nbuild   %s\n",
 		b.Version, b.Commit, b.Go, b.SQLite, strings.Join(b.Flags, " "))
+	if url := getenv("DATABASE_URL"); url != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), checkPostgresTimeout)
+		defer cancel()
+		v, err := storage.PostgresVersion(ctx, url)
+		if err != nil {
+			v = "unknown (" + err.Error() + ")"
+		}
+		fmt.Fprintf(stdout, "postgres %s\n", v)
+	}
 	return 0
 }

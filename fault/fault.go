@@ -74,6 +74,9 @@ const (
 	// InvalidBackup: a backup request the server cannot carry out as
 	// asked (no path, its own database file, another server's database).
 	InvalidBackup = "invalid_backup"
+	// UnsupportedBackend: a command for SQLite's file (backup, vacuum)
+	// asked of a server that runs on PostgreSQL.
+	UnsupportedBackend = "unsupported_backend"
 	// InvalidFormat: an export's format is missing or not one it writes.
 	InvalidFormat = "invalid_format"
 	// InvalidTimeZone: a site's time_zone is not an IANA zone name.

@@ -14,7 +14,7 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // pgTestDriver is the database/sql driver a test's second connection to a
 // PostgreSQL database uses (harness.sqlDB).
-const pgTestDriver = "pgx"
+const pgTestDriver = "tally-postgres"
 
 // testOptions is opts for a test's storage: on PostgreSQL, a fresh
 // database per test and per opts.Path (a test that stops its server and

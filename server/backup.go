@@ -23,6 +23,9 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	if _, err := s.requireAdminToken(r); err != nil {
 		return err
 	}
+	if err := s.db.CanBackup(); err != nil {
+		return err
+	}
 	body, err := decodeObject(w, r, adminBodyLimit)
 	if err != nil {
 		return err

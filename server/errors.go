@@ -64,7 +64,9 @@ var statusOf = map[string]int{
 
 	fault.BackupExists:  http.StatusConflict,
 	fault.InvalidBackup: http.StatusBadRequest,
-	fault.InvalidFormat: http.StatusBadRequest,
+
+	fault.UnsupportedBackend: http.StatusBadRequest,
+	fault.InvalidFormat:      http.StatusBadRequest,
 
 	fault.InvalidTimeZone:  http.StatusBadRequest,
 	fault.InvalidQuery:     http.StatusBadRequest,

@@ -32,6 +32,19 @@ func openTestDB(t testing.TB, ctx context.Context, opts Options) (*DB, error) {
 	return Open(ctx, testOptions(t, opts))
 }
 
+// openSQLite opens the SQLite file at path whatever the backend of the
+// test run, for the tests that compare SQLite with a PostgreSQL server of
+// their own.
+func openSQLite(t *testing.T, path string) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), Options{Path: path})
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 // migrateTemplate migrates the template database the PostgreSQL tests'
 // databases are copied from.
 func migrateTemplate(url string) error {

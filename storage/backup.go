@@ -62,6 +62,9 @@ type backuper interface {
 // acknowledged before Backup was called. An existing path is replaced only
 // with force; path is written only once complete.
 func (db *DB) Backup(ctx context.Context, path string, force bool) (BackupStats, error) {
+	if err := db.d.fileCopies(); err != nil {
+		return BackupStats{}, err
+	}
 	if db.path != ":memory:" && samePathOrSidecar(db.path, path) {
 		return BackupStats{}, fault.Errorf(fault.InvalidBackup, "the backup cannot replace the database itself or its -wal or -shm file")
 	}
@@ -80,6 +83,9 @@ const BackupFolder = "backups"
 // make it write or overwrite anything anywhere else. An in-memory database
 // has no folder and is refused.
 func (db *DB) BackupIntoFolder(ctx context.Context) (BackupStats, error) {
+	if err := db.d.fileCopies(); err != nil {
+		return BackupStats{}, err
+	}
 	if db.path == ":memory:" {
 		return BackupStats{}, fault.Errorf(fault.InvalidBackup, "an in-memory database has no folder to keep a backup in")
 	}
@@ -118,8 +124,15 @@ func BackupFile(ctx context.Context, src, path string, force bool) (BackupStats,
 	return backupInSteps(ctx, func(fn func(*sql.Conn) error) error { return fn(c) }, path, force, backupMaxRestarts)
 }
 
+// CanBackup is nil when Backup can copy this database; on PostgreSQL, the
+// error to answer (README "Backup and restore").
+func (db *DB) CanBackup() error { return db.d.fileCopies() }
+
 // IsPath reports whether path names this database's file.
 func (db *DB) IsPath(path string) bool {
+	if db.path == "" { // PostgreSQL: no file
+		return false
+	}
 	if db.path == ":memory:" || path == ":memory:" {
 		return db.path == path
 	}

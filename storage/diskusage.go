@@ -18,7 +18,7 @@ type DiskUsage struct {
 
 // DiskUsage measures the database's files now; all zero for :memory:.
 func (db *DB) DiskUsage() DiskUsage {
-	if db.path == ":memory:" {
+	if db.path == ":memory:" || db.path == "" { // "": PostgreSQL, no file of ours
 		return DiskUsage{}
 	}
 	size := func(p string) int64 {

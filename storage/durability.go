@@ -36,3 +36,16 @@ func (d Durability) synchronous() (string, error) {
 	}
 	return "", fmt.Errorf("DURABILITY must be power or process, not %q", string(d))
 }
+
+// synchronousCommit is PostgreSQL's synchronous_commit for d: on waits
+// for the WAL's flush at every commit, off returns before it (a crash of
+// the server, not of Tally, can lose the newest commits).
+func (d Durability) synchronousCommit() (string, error) {
+	switch d {
+	case DurabilityPower:
+		return "on", nil
+	case DurabilityProcess:
+		return "off", nil
+	}
+	return "", fmt.Errorf("DURABILITY must be power or process, not %q", string(d))
+}

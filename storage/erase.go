@@ -804,7 +804,10 @@ func prepareUnroll(ctx context.Context, write *sql.DB) (unrollStmts, error) {
 // daily_dimensions this takes half the time of those batches (README
 // "GDPR").
 func unroll(tx *eraseTx, r rollupTable, rows [][]any) error {
-	st := tx.db.unroll[r.table]
+	st, ok := tx.db.unroll[r.table]
+	if !ok { // PostgreSQL, until the write path is ported (open_pg.go)
+		return errNotPortedYet("erasure")
+	}
 	up, del := tx.stmtOf(st[0]), tx.stmtOf(st[1])
 	for _, row := range rows {
 		res, err := up.Exec(row...)

@@ -7,9 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
-
 	"github.com/tally-analytics/tally/fault"
 )
 
@@ -33,21 +30,25 @@ var (
 		Message: "the database did not complete a write in time"}
 )
 
+// errUnreachable is the error of a write the database server did not
+// take because it cannot be reached, or is shutting down (PostgreSQL).
+var errUnreachable = &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
+	Message: "the database cannot be reached; nothing was stored, retry later"}
+
 // unwritable returns the error a client gets when err means that the
-// database file cannot be written (disk full, read-only file or file
-// system, I/O error), or nil for any other error.
-func unwritable(err error) *fault.Error {
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return nil
-	}
-	switch se.Code() & 0xff { // the primary code of an extended one
-	case sqlite3.SQLITE_FULL:
+// database cannot be written (disk full, read-only file, file system or
+// standby, I/O error, server unreachable), as d classifies it, or nil for
+// any other error.
+func unwritable(d dialect, err error) *fault.Error {
+	switch d.classify(err) {
+	case errFull:
 		return errDiskFull
-	case sqlite3.SQLITE_READONLY:
+	case errReadOnlyDB:
 		return errReadOnly
-	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
+	case errIO:
 		return errDiskIO
+	case errUnavailable:
+		return errUnreachable
 	}
 	return nil
 }

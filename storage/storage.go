@@ -31,6 +31,12 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
+// migrationPGFiles are PostgreSQL's migrations, numbered on their own
+// (open_pg.go).
+//
+//go:embed migrations_pg/*.sql
+var migrationPGFiles embed.FS
+
 // timeLayout is the one timestamp format of the service: UTC, exactly three
 // fraction digits. It is fixed width, so stored text sorts in time order.
 const timeLayout = "2006-01-02T15:04:05.000Z"
@@ -45,8 +51,8 @@ type Options struct {
 	// Path is the SQLite file; its folder is created if missing. ":memory:"
 	// gives a throw-away database shared by the writer and the readers.
 	Path string
-	// DatabaseURL, when set, is a PostgreSQL database (postgres:// or
-	// postgresql://) the service runs on instead of the file at Path.
+	// DatabaseURL, when set (postgres:// or postgresql://), is the
+	// PostgreSQL database to use instead of Path (open_pg.go).
 	DatabaseURL string
 	// Now is the clock; nil means time.Now. Tests inject a fixed clock.
 	Now func() time.Time
@@ -86,7 +92,9 @@ type Options struct {
 // DB is the service's storage: a writer goroutine, a read pool, and
 // in-memory copies of the small tenancy tables used on every request.
 type DB struct {
-	path   string
+	path string
+	// d is the backend's SQL fragments and error classes (dialect.go).
+	d      dialect
 	write  *sql.DB
 	read   *sql.DB
 	writer *writer
@@ -181,6 +189,9 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if opts.Durability == "" {
 		opts.Durability = DurabilityPower
 	}
+	if opts.DatabaseURL != "" {
+		return openPG(ctx, opts)
+	}
 	if opts.migrations == nil {
 		opts.migrations = migrationFiles
 	}
@@ -201,7 +212,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 
 	if err := migrate(ctx, write, opts.migrations, opts.Now); err != nil {
 		write.Close()
-		if unwritable(err) != nil {
+		if unwritable(sqliteDialect{}, err) != nil {
 			// SQLite's own words can be as vague as "disk I/O error".
 			err = fmt.Errorf("%w (is the disk full, or the file or its folder read-only?)", err)
 		}
@@ -217,7 +228,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	read.SetMaxIdleConns(opts.ReadConns)
 	read.SetConnMaxIdleTime(0)
 
-	db := &DB{write: write, read: read, now: opts.Now, path: opts.Path, exactVisitorsBelow: ExactVisitorsBelow, readConns: opts.ReadConns}
+	db := &DB{d: sqliteDialect{}, write: write, read: read, now: opts.Now, path: opts.Path, exactVisitorsBelow: ExactVisitorsBelow, readConns: opts.ReadConns}
 	old, err := openLinks(ctx, write)
 	db.oldLinks.Store(old)
 	if err == nil {
@@ -241,7 +252,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.intake.db = db
-	db.writer = newWriter(write, opts.QueueSize, opts.Logger)
+	db.writer = newWriter(write, db.d, opts.QueueSize, opts.Logger)
 	if opts.Path != ":memory:" {
 		if db.ckpt, err = sql.Open("sqlite", writeDSN); err != nil {
 			db.writer.close()

@@ -112,6 +112,7 @@ func (j *job) wait(ctx context.Context) error {
 // after the queue is drained.
 type writer struct {
 	db    *sql.DB
+	d     dialect // classifies the errors of a failed commit
 	queue chan *job
 	log   *slog.Logger // nil: no log
 
@@ -138,8 +139,8 @@ type writer struct {
 	exited chan struct{}
 }
 
-func newWriter(db *sql.DB, size int, log *slog.Logger) *writer {
-	w := &writer{db: db, queue: make(chan *job, size), exited: make(chan struct{}), log: log,
+func newWriter(db *sql.DB, d dialect, size int, log *slog.Logger) *writer {
+	w := &writer{db: db, d: d, queue: make(chan *job, size), exited: make(chan struct{}), log: log,
 		health: writeHealth{log: log}, gens: &partialGens{}}
 	go w.loop()
 	return w
@@ -489,7 +490,7 @@ func (w *writer) answer(batch []*job, errs []error, txs []*writeTx, start time.T
 			}
 			continue
 		}
-		if f := unwritable(errs[i]); f != nil {
+		if f := unwritable(w.d, errs[i]); f != nil {
 			if failure == nil {
 				failure, cause = f, errs[i]
 			}

@@ -1,0 +1,324 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tally-analytics/tally/fault"
+)
+
+// migrateLockKey is the advisory lock every instance takes, inside each
+// migration's transaction, before it looks at schema_migrations: two
+// instances started together apply each migration once, one after the
+// other, and the second finds it recorded. The value is "tallymig".
+const migrateLockKey int64 = 0x74616c6c796d6967
+
+// minPostgres is the oldest server_version_num served (README "Storage").
+const minPostgres = 150000
+
+// IsPostgresURL reports whether s is a DATABASE_URL this service takes:
+// postgres:// or postgresql://.
+func IsPostgresURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// DescribeDatabaseURL is the part of a DATABASE_URL that may be logged or
+// printed: "postgres host:port/database", never the user or password.
+func DescribeDatabaseURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || !IsPostgresURL(s) {
+		return "postgres (unparsable URL)"
+	}
+	return "postgres " + u.Host + "/" + strings.TrimPrefix(u.Path, "/")
+}
+
+// pgURLs are the URLs of the write connection and of the read pool: the
+// operator's, with the settings of each session added (pgx sends unknown
+// URL parameters as run-time parameters at connect).
+func pgURLs(database string, durability Durability) (write, read string, err error) {
+	if !IsPostgresURL(database) {
+		return "", "", errors.New("DATABASE_URL must start with postgres:// or postgresql://")
+	}
+	u, err := url.Parse(database)
+	if err != nil {
+		// url's message would repeat the URL, password included.
+		return "", "", errors.New("DATABASE_URL is not a valid URL")
+	}
+	commit, err := durability.synchronousCommit()
+	if err != nil {
+		return "", "", err
+	}
+	q := u.Query()
+	if !q.Has("application_name") {
+		q.Set("application_name", "tally")
+	}
+	u.RawQuery = q.Encode()
+	read = u.String()
+	// synchronous_commit follows DURABILITY, for the writer only: reads
+	// commit nothing.
+	q.Set("synchronous_commit", commit)
+	u.RawQuery = q.Encode()
+	return u.String(), read, nil
+}
+
+// PostgresInfo is what the startup checks learnt of the server.
+type PostgresInfo struct {
+	// Version is the server's server_version ("15.14 (Debian ...)").
+	Version string
+	// Schema is the newest migration recorded, 0 for an empty database;
+	// Known is the newest this binary has.
+	Schema, Known int
+}
+
+// CheckPostgres connects to the database at databaseURL, runs Open's
+// startup checks and reads the schema version, changing nothing: `tally
+// check-config` and `tally version`.
+func CheckPostgres(ctx context.Context, databaseURL string) (PostgresInfo, error) {
+	_, read, err := pgURLs(databaseURL, DurabilityPower)
+	if err != nil {
+		return PostgresInfo{}, err
+	}
+	db, err := sql.Open(pgDriverName, read)
+	if err != nil {
+		return PostgresInfo{}, err
+	}
+	defer db.Close()
+	info, err := checkPostgres(ctx, db)
+	if err != nil {
+		return info, err
+	}
+	info.Known, err = newestMigration(migrationPGFiles, pgMigrationsGlob)
+	if err != nil {
+		return info, err
+	}
+	var exists bool
+	if err := db.QueryRowContext(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+		return info, err
+	}
+	err = db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&info.Schema)
+	return info, err
+}
+
+// checkPostgres refuses a server older than 15, and a database whose
+// encoding is not UTF8: events are UTF-8 text, and another encoding would
+// refuse or alter some of them.
+func checkPostgres(ctx context.Context, db *sql.DB) (PostgresInfo, error) {
+	var info PostgresInfo
+	var num int
+	var encoding string
+	err := db.QueryRowContext(ctx, `SELECT current_setting('server_version'), current_setting('server_version_num')::int, current_setting('server_encoding')`).
+		Scan(&info.Version, &num, &encoding)
+	if err != nil {
+		return info, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	if num < minPostgres {
+		return info, fmt.Errorf("PostgreSQL %s is too old: Tally needs 15 or newer", info.Version)
+	}
+	if encoding != "UTF8" {
+		return info, fmt.Errorf("the database's encoding is %s: Tally needs UTF8 (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0)", encoding)
+	}
+	return info, nil
+}
+
+// openPG is Open on PostgreSQL (README "Storage", "On PostgreSQL"): the
+// writer's one connection, a read pool, the migrations of
+// migrations_pg/, the tenancy caches. Nothing of SQLite's file keeping
+// runs: no checkpoints, no conversions (the schema starts at SQLite's
+// final layout), no pragmas.
+func openPG(ctx context.Context, opts Options) (*DB, error) {
+	if opts.migrations == nil {
+		opts.migrations = migrationPGFiles
+	}
+	writeURL, readURL, err := pgURLs(opts.DatabaseURL, opts.Durability)
+	if err != nil {
+		return nil, err
+	}
+	write, err := sql.Open(pgDriverName, writeURL)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	// The writer is still the only writer of this instance: one
+	// connection, its group commit, its transaction at a time.
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+	if _, err := checkPostgres(ctx, write); err != nil {
+		write.Close()
+		return nil, err
+	}
+	if err := migratePG(ctx, write, opts.migrations, opts.Now); err != nil {
+		write.Close()
+		return nil, err
+	}
+	read, err := sql.Open(pgDriverName, readURL)
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	read.SetMaxOpenConns(opts.ReadConns)
+	read.SetMaxIdleConns(opts.ReadConns)
+	read.SetConnMaxIdleTime(0)
+
+	db := &DB{d: pgDialect{}, write: write, read: read, now: opts.Now, exactVisitorsBelow: ExactVisitorsBelow, readConns: opts.ReadConns}
+	// Every event has its event_pages row from the start, and there never
+	// was an old links table.
+	db.eventPagesReady.Store(true)
+	err = db.loadTenants(ctx)
+	if err == nil {
+		err = db.loadQuota(ctx)
+	}
+	if err != nil {
+		read.Close()
+		write.Close()
+		return nil, err
+	}
+	// Intake's and erasure's statements are SQLite's until the write path
+	// (issue 17, design part B) ports them: where PostgreSQL refuses one,
+	// Open goes on and those writes answer errNotPortedYet.
+	if db.ingest, err = prepareIngest(ctx, write, false); err != nil {
+		db.ingest = nil
+	}
+	if db.unroll, err = prepareUnroll(ctx, write); err != nil {
+		db.unroll = nil
+	}
+	db.intake.db = db
+	db.writer = newWriter(write, db.d, opts.QueueSize, opts.Logger)
+	return db, nil
+}
+
+// errNotPortedYet answers a write whose SQL PostgreSQL does not take yet
+// (README "Storage", "On PostgreSQL"): unavailable, so that clients keep
+// their events and retry, rather than drop them as they would a 4xx.
+func errNotPortedYet(what string) *fault.Error {
+	return &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
+		Message: what + " does not run on PostgreSQL yet (in progress); nothing was stored"}
+}
+
+// pgMigrationsGlob names the PostgreSQL migrations in their FS.
+const pgMigrationsGlob = "migrations_pg/*.sql"
+
+// migratePG applies every migration of files (migrations_pg/*.sql) not yet
+// recorded, as migrate does on SQLite: each in its own transaction with
+// its row in schema_migrations. Each transaction first takes
+// migrateLockKey, then looks whether the migration is recorded, so that
+// instances starting together apply it once.
+func migratePG(ctx context.Context, db *sql.DB, files fs.FS, now func() time.Time) error {
+	err := lockedTx(ctx, db, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version integer PRIMARY KEY, name text NOT NULL, applied_at text NOT NULL)`)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	names, err := fs.Glob(files, pgMigrationsGlob)
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	var newest int
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&newest); err != nil {
+		return fmt.Errorf("read schema_migrations: %w", err)
+	}
+	known, current := 0, newest
+	for _, name := range names {
+		base := filepath.Base(name)
+		version, err := migrationVersion(base)
+		if err != nil {
+			return err
+		}
+		known = max(known, version)
+		body, err := fs.ReadFile(files, name)
+		if err != nil {
+			return err
+		}
+		err = lockedTx(ctx, db, func(tx *sql.Tx) error {
+			var applied int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&applied); err != nil || applied > 0 {
+				return err
+			}
+			// No arguments: pgx sends the file as one simple query, so it
+			// may hold many statements.
+			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)`,
+				version, base, FormatTime(now())); err != nil {
+				return fmt.Errorf("record the migration: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("migration %s failed and was rolled back; the database stays at schema version %d: %w", base, current, err)
+		}
+		current = max(current, version)
+	}
+	if newest > known {
+		return fmt.Errorf("database schema version %d is newer than this binary knows (%d); run a newer release", newest, known)
+	}
+	return nil
+}
+
+// lockedTx runs fn in a transaction that holds migrateLockKey, and
+// commits it.
+func lockedTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, migrateLockKey); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// migrationVersion is the number a migration's file name starts with.
+func migrationVersion(base string) (int, error) {
+	version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+	if err != nil {
+		return 0, fmt.Errorf("migration %s: name must start with a number", base)
+	}
+	return version, nil
+}
+
+// newestMigration is the highest version among the files of glob.
+func newestMigration(files fs.FS, glob string) (int, error) {
+	names, err := fs.Glob(files, glob)
+	if err != nil {
+		return 0, err
+	}
+	newest := 0
+	for _, name := range names {
+		v, err := migrationVersion(filepath.Base(name))
+		if err != nil {
+			return 0, err
+		}
+		newest = max(newest, v)
+	}
+	return newest, nil
+}
+
+// PostgresVersion is the server_version of the database at databaseURL,
+// for `tally version`: known even when the startup checks would refuse
+// the server.
+func PostgresVersion(ctx context.Context, databaseURL string) (string, error) {
+	info, err := CheckPostgres(ctx, databaseURL)
+	if info.Version != "" {
+		return info.Version, nil
+	}
+	return "", err
+}

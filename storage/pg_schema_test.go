@@ -1,0 +1,722 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tally-analytics/tally/internal/dbtest"
+)
+
+// The tests below apply storage/migrations_pg/*.sql with pgx directly, not
+// through Open's runner, so that the schema is checked on its own: every
+// file, in order, each in one transaction.
+
+// pgSchemaFiles returns the PostgreSQL migrations' texts in version order.
+func pgSchemaFiles(t *testing.T) []string {
+	t.Helper()
+	names, err := filepath.Glob("migrations_pg/*.sql")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("migrations_pg/*.sql: %v (%d files)", err, len(names))
+	}
+	sort.Strings(names)
+	var out []string
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(b))
+	}
+	return out
+}
+
+// pgConnect opens a connection as role (the URL's user replaced), closed at
+// the test's end.
+func pgConnect(t *testing.T, base, role string) *pgx.Conn {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	c, err := pgx.Connect(context.Background(), u.String())
+	if err != nil {
+		t.Fatalf("connect as %s: %v", role, err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// pgApplySchema runs every PostgreSQL migration on c, each in a transaction.
+func pgApplySchema(t *testing.T, c *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	for i, body := range pgSchemaFiles(t) {
+		tx, err := c.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, body); err != nil {
+			tx.Rollback(ctx)
+			t.Fatalf("migration %d: %v", i+1, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startSchemaPostgres starts a throw-away PostgreSQL whose superuser is
+// tally, with the schema applied by tally_owner, a role that is not a
+// superuser: the owner of every table, as the service's role is when it
+// runs the migrations. It returns the server's URL.
+func startSchemaPostgres(t *testing.T) string {
+	t.Helper()
+	base := dbtest.StartPostgres(t, "tally")
+	super := pgConnect(t, base, "tally")
+	for _, q := range []string{
+		`CREATE ROLE tally_owner LOGIN`,
+		`GRANT CREATE ON SCHEMA public TO tally_owner`,
+		// As a careless setup may: every role gets every privilege on the
+		// owner's new tables, so only the schema's REVOKE keeps UPDATE,
+		// DELETE and TRUNCATE of audit_log from PUBLIC.
+		`ALTER DEFAULT PRIVILEGES FOR ROLE tally_owner GRANT ALL ON TABLES TO PUBLIC`,
+	} {
+		if _, err := super.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	pgApplySchema(t, pgConnect(t, base, "tally_owner"))
+	return base
+}
+
+// pgColumn is one column as both catalogues describe it.
+type pgColumn struct {
+	typ     string // SQLite's declared type, or PostgreSQL's data_type
+	notNull bool
+	pk      int // position in the primary key, from 1; 0 if not in it
+	collate string
+}
+
+// Differences from SQLite that the PostgreSQL schema makes on purpose
+// (README "Storage", On PostgreSQL); anything else is drift.
+var (
+	// Tables SQLite has that PostgreSQL does not.
+	pgSkipsTables = map[string]string{
+		"raw_conversion":           "conversion progress: nothing is converted on PostgreSQL",
+		"event_columns_conversion": "conversion progress: nothing is converted on PostgreSQL",
+		"event_pages_backfill":     "conversion progress: nothing is converted on PostgreSQL",
+		"session_times_conversion": "conversion progress: nothing is converted on PostgreSQL",
+		"visit_backfill":           "conversion progress: nothing is converted on PostgreSQL",
+		"identity_links_rowid":     "the table of before 0017, dropped on a new SQLite database",
+		"sqlite_sequence":          "SQLite's own AUTOINCREMENT table; identities on PostgreSQL",
+		"schema_migrations":        "created by the runner on each backend, not by a migration",
+	}
+	// Tables PostgreSQL has that SQLite does not.
+	pgOnlyTables = map[string]string{
+		"partial_changes": "generations of closed hours shared by the instances",
+		"quota_leases":    "INGEST_QUOTA blocks taken by each instance",
+	}
+	// SQLite's hot rollup tables: on PostgreSQL a table with a slot in its
+	// key, read through a view of SQLite's name that sums the slots.
+	pgSlotTables = map[string]string{
+		"daily_events":     "daily_events_slots",
+		"daily_dimensions": "daily_dimensions_slots",
+		"daily_sessions":   "daily_sessions_slots",
+		"site_usage":       "site_usage_slots",
+	}
+	// Columns PostgreSQL adds, as table.column.
+	pgOnlyColumns = map[string]string{
+		"events.path":          "the page path, computed in Go at ingest (tally_page_path on SQLite)",
+		"events.props":         "the properties as sent, written in Go at ingest (tally_prop on SQLite)",
+		"events.received_ms":   "the arrival time, written at ingest (event_received_at on SQLite)",
+		"sites.deleting_since": "a site being deleted stays hidden on every instance",
+		"dlq.seq":              "the erasure sweep's row handle (the rowid on SQLite)",
+		"dlq.replay_until":     "a replay's claim, so two instances do not both send it",
+	}
+	// Columns whose PostgreSQL type is not the one SQLite's declared type maps to.
+	pgTypeChanges = map[string]string{
+		"events.raw":      "bytea: compressed bytes in SQLite's TEXT column",
+		"imported_ids.id": "text: ANY on SQLite (16 bytes or text); always the id's text on PostgreSQL",
+	}
+)
+
+// pgTypeFits says whether PostgreSQL's data_type is what SQLite's declared
+// type maps to.
+func pgTypeFits(sqlite, pg string) bool {
+	switch strings.ToUpper(sqlite) {
+	case "INTEGER":
+		return pg == "smallint" || pg == "integer" || pg == "bigint"
+	case "TEXT":
+		return pg == "text"
+	case "BLOB":
+		return pg == "bytea"
+	case "":
+		return true // a view's computed column: SQLite declares no type
+	}
+	return false
+}
+
+func sqliteCatalogue(t *testing.T, db *DB) (rels map[string]string, cols map[string]map[string]pgColumn, idx map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	rels, cols, idx = map[string]string{}, map[string]map[string]pgColumn{}, map[string]string{}
+	rows, err := db.read.QueryContext(ctx, `SELECT m.name, m.type, c.name, c.type, c."notnull", c.pk
+		FROM sqlite_schema m, pragma_table_xinfo(m.name) c
+		WHERE m.type IN ('table', 'view') AND c.hidden <> 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var rel, kind, col, typ string
+		var notNull bool
+		var pk int
+		if err := rows.Scan(&rel, &kind, &col, &typ, &notNull, &pk); err != nil {
+			t.Fatal(err)
+		}
+		rels[rel] = kind
+		if cols[rel] == nil {
+			cols[rel] = map[string]pgColumn{}
+		}
+		cols[rel][col] = pgColumn{typ: typ, notNull: notNull, pk: pk}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Indexes made by CREATE INDEX (origin c), as "table(col, ...)".
+	rows, err = db.read.QueryContext(ctx, `SELECT l.name, m.name, i.name
+		FROM sqlite_schema m, pragma_index_list(m.name) l, pragma_index_info(l.name) i
+		WHERE m.type = 'table' AND l.origin = 'c' ORDER BY l.name, i.seqno`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := map[string][]string{}
+	tables := map[string]string{}
+	for rows.Next() {
+		var name, table, col string
+		if err := rows.Scan(&name, &table, &col); err != nil {
+			t.Fatal(err)
+		}
+		tables[name] = table
+		parts[name] = append(parts[name], col)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for name, cs := range parts {
+		idx[name] = tables[name] + "(" + strings.Join(cs, ", ") + ")"
+	}
+	return rels, cols, idx
+}
+
+func postgresCatalogue(t *testing.T, c *pgx.Conn) (rels map[string]string, cols map[string]map[string]pgColumn, idx map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	rels, cols, idx = map[string]string{}, map[string]map[string]pgColumn{}, map[string]string{}
+	rows, err := c.Query(ctx, `SELECT t.table_name, t.table_type, c.column_name, c.data_type, c.is_nullable = 'NO', coalesce(c.collation_name, '')
+		FROM information_schema.tables t JOIN information_schema.columns c USING (table_schema, table_name)
+		WHERE t.table_schema = 'public'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var rel, kind, col, typ, collate string
+		var notNull bool
+		if err := rows.Scan(&rel, &kind, &col, &typ, &notNull, &collate); err != nil {
+			t.Fatal(err)
+		}
+		rels[rel] = map[string]string{"BASE TABLE": "table", "VIEW": "view"}[kind]
+		if cols[rel] == nil {
+			cols[rel] = map[string]pgColumn{}
+		}
+		cols[rel][col] = pgColumn{typ: typ, notNull: notNull, collate: collate}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	keys := `SELECT ci.relname, c.relname, a.attname, k.ord, i.indisprimary,
+			EXISTS (SELECT 1 FROM pg_constraint WHERE conindid = i.indexrelid)
+		FROM pg_index i
+		JOIN pg_class c ON c.oid = i.indrelid
+		JOIN pg_class ci ON ci.oid = i.indexrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+		CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+		JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+		ORDER BY ci.relname, k.ord`
+	rows, err = c.Query(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := map[string][]string{}
+	tables := map[string]string{}
+	for rows.Next() {
+		var name, table, col string
+		var ord int
+		var primary, constraint bool
+		if err := rows.Scan(&name, &table, &col, &ord, &primary, &constraint); err != nil {
+			t.Fatal(err)
+		}
+		if primary {
+			cc := cols[table][col]
+			cc.pk = ord
+			cols[table][col] = cc
+		}
+		if !constraint {
+			tables[name] = table
+			parts[name] = append(parts[name], col)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for name, cs := range parts {
+		idx[name] = tables[name] + "(" + strings.Join(cs, ", ") + ")"
+	}
+	return rels, cols, idx
+}
+
+// TestPostgresSchemaMatchesSQLite is the drift guard between the two
+// schemas: every table and view of a new SQLite database (all migrations,
+// conversions done) exists on PostgreSQL with the same columns, types that
+// fit, the same NOT NULLs, the same primary key and the same indexes, minus
+// the differences declared above. A SQLite migration without its
+// PostgreSQL twin fails it.
+func TestPostgresSchemaMatchesSQLite(t *testing.T) {
+	base := startSchemaPostgres(t)
+	pg := pgConnect(t, base, "tally")
+	lite := openSQLite(t, filepath.Join(t.TempDir(), "a.db"))
+
+	lrels, lcols, lidx := sqliteCatalogue(t, lite)
+	prels, pcols, pidx := postgresCatalogue(t, pg)
+	if lrels["events"] != "table" || prels["events"] != "table" {
+		t.Fatalf("events: got a %q on SQLite and a %q on PostgreSQL, want tables: the catalogues were not read", lrels["events"], prels["events"])
+	}
+
+	seen := map[string]bool{}
+	for rel, kind := range lrels {
+		if _, ok := pgSkipsTables[rel]; ok {
+			continue
+		}
+		seen[rel] = true
+		pkind, ok := prels[rel]
+		if !ok {
+			t.Errorf("%s: on SQLite (a %s), not on PostgreSQL", rel, kind)
+			continue
+		}
+		keyOf := rel // where the primary key is
+		if slots, ok := pgSlotTables[rel]; ok {
+			if pkind != "view" || prels[slots] != "table" {
+				t.Errorf("%s: got a %s and %s a %q on PostgreSQL, want a view over the table %s", rel, pkind, slots, prels[slots], slots)
+				continue
+			}
+			keyOf = slots
+			seen[slots] = true
+		} else if pkind != kind {
+			t.Errorf("%s: got a %s on PostgreSQL, want a %s as on SQLite", rel, pkind, kind)
+		}
+		for col, l := range lcols[rel] {
+			p, ok := pcols[rel][col]
+			if !ok {
+				t.Errorf("%s.%s: on SQLite, not on PostgreSQL", rel, col)
+				continue
+			}
+			name := rel + "." + col
+			if _, ok := pgTypeChanges[name]; !ok && !pgTypeFits(l.typ, p.typ) {
+				t.Errorf("%s: got %s on PostgreSQL, want the type SQLite's %s maps to", name, p.typ, l.typ)
+			}
+			// A view's columns are nullable on PostgreSQL; SQLite's INTEGER
+			// PRIMARY KEY reads as nullable in pragma_table_xinfo.
+			if pkind == "table" && l.pk == 0 && l.notNull != p.notNull {
+				t.Errorf("%s: got NOT NULL %v on PostgreSQL, want %v as on SQLite", name, p.notNull, l.notNull)
+			}
+			if kp := pcols[keyOf][col].pk; kp != l.pk {
+				t.Errorf("%s: got primary key position %d on PostgreSQL (%s), want %d as on SQLite", name, kp, keyOf, l.pk)
+			}
+		}
+		for col, p := range pcols[rel] {
+			if _, ok := lcols[rel][col]; !ok {
+				if _, ok := pgOnlyColumns[rel+"."+col]; !ok {
+					t.Errorf("%s.%s: on PostgreSQL, not on SQLite nor declared in pgOnlyColumns", rel, col)
+				}
+			}
+			if pkind == "table" && p.typ == "text" && p.collate != "C" {
+				t.Errorf("%s.%s: got collation %q, want \"C\" (byte order, as SQLite's BINARY)", rel, col, p.collate)
+			}
+		}
+		if slots, ok := pgSlotTables[rel]; ok {
+			for col, p := range pcols[slots] {
+				if _, ok := lcols[rel][col]; !ok && col != "slot" {
+					t.Errorf("%s.%s: not on SQLite's %s", slots, col, rel)
+				}
+				if p.typ == "text" && p.collate != "C" {
+					t.Errorf("%s.%s: got collation %q, want \"C\"", slots, col, p.collate)
+				}
+			}
+			n := 0
+			for _, c := range lcols[rel] {
+				n += min(c.pk, 1)
+			}
+			if got := pcols[slots]["slot"].pk; got != n+1 {
+				t.Errorf("%s.slot: got primary key position %d, want %d (after SQLite's key)", slots, got, n+1)
+			}
+		}
+	}
+	for rel := range prels {
+		if _, ok := pgOnlyTables[rel]; !seen[rel] && !ok {
+			t.Errorf("%s: on PostgreSQL, not on SQLite nor declared in pgOnlyTables", rel)
+		}
+	}
+	for name := range pgOnlyColumns {
+		rel, col, _ := strings.Cut(name, ".")
+		if _, ok := pcols[rel][col]; !ok {
+			t.Errorf("%s: declared in pgOnlyColumns, not on PostgreSQL", name)
+		}
+	}
+	for name, def := range lidx {
+		if got, ok := pidx[name]; !ok {
+			t.Errorf("index %s %s: on SQLite, not on PostgreSQL", name, def)
+		} else if got != def {
+			t.Errorf("index %s: got %s on PostgreSQL, want %s as on SQLite", name, got, def)
+		}
+	}
+	for name, def := range pidx {
+		if _, ok := lidx[name]; !ok {
+			t.Errorf("index %s %s: on PostgreSQL, not on SQLite", name, def)
+		}
+	}
+}
+
+// pgRefused runs q and wants it refused with want in the message.
+func pgRefused(t *testing.T, c *pgx.Conn, who, q, want string) {
+	t.Helper()
+	_, err := c.Exec(context.Background(), q)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		t.Errorf("%s: %s: got %v, want refused (%s)", who, q, err, want)
+		return
+	}
+	if !strings.Contains(pe.Message, want) {
+		t.Errorf("%s: %s: got %q, want a message with %q", who, q, pe.Message, want)
+	}
+}
+
+// TestPostgresAuditAppendOnly: audit_log takes inserts and refuses UPDATE,
+// DELETE and TRUNCATE from a service role granted every privilege on it and
+// from the role that owns it, by the database itself.
+func TestPostgresAuditAppendOnly(t *testing.T) {
+	base := startSchemaPostgres(t)
+	ctx := context.Background()
+	super := pgConnect(t, base, "tally")
+	for _, q := range []string{
+		`CREATE ROLE tally_service LOGIN`,
+		`GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON audit_log TO tally_service`,
+	} {
+		if _, err := super.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for _, role := range []string{"tally_service", "tally_owner"} {
+		c := pgConnect(t, base, role)
+		id := "a-" + role
+		if _, err := c.Exec(ctx, `INSERT INTO audit_log(id, workspace_id, actor_kind, action, ts)
+			VALUES ($1, 'w', 'admin', 'site.create', $2)`, id, "2026-01-31T09:05:00.120Z-"+role); err != nil {
+			t.Fatalf("%s: insert: got %v, want it stored", role, err)
+		}
+		pgRefused(t, c, role, `UPDATE audit_log SET action = 'x' WHERE id = '`+id+`'`, "append-only")
+		pgRefused(t, c, role, `DELETE FROM audit_log WHERE id = '`+id+`'`, "append-only")
+		pgRefused(t, c, role, `TRUNCATE audit_log`, "append-only")
+	}
+	var n int
+	if err := super.QueryRow(ctx, `SELECT COUNT(*) FROM audit_log WHERE action = 'site.create'`).Scan(&n); err != nil || n != 2 {
+		t.Errorf("rows left: got %d (%v), want 2", n, err)
+	}
+	// No default privilege lets any other role change it.
+	var public bool
+	if err := super.QueryRow(ctx, `SELECT has_table_privilege('public', 'audit_log', 'UPDATE, DELETE, TRUNCATE')`).Scan(&public); err != nil || public {
+		t.Errorf("PUBLIC may UPDATE, DELETE or TRUNCATE audit_log: got %v (%v), want false", public, err)
+	}
+}
+
+// TestPostgresRollupViewsSumSlots: each hot rollup reads, under SQLite's
+// name, the sum of its slots; a key whose sums are all zero is not there.
+func TestPostgresRollupViewsSumSlots(t *testing.T) {
+	base := startSchemaPostgres(t)
+	ctx := context.Background()
+	c := pgConnect(t, base, "tally_owner")
+	for _, tc := range []struct {
+		name   string
+		insert []string
+		read   string
+		want   []string
+	}{
+		{"daily_events", []string{
+			`INSERT INTO daily_events_slots VALUES ('s', '2026-01-01', 'pageview', 0, 3), ('s', '2026-01-01', 'pageview', 1, 4)`,
+			`INSERT INTO daily_events_slots VALUES ('s', '2026-01-02', 'pageview', 0, 2), ('s', '2026-01-02', 'pageview', 1, -2)`,
+		}, `SELECT day || ' ' || type || ' ' || count FROM daily_events WHERE site_id = 's' ORDER BY day`,
+			[]string{"2026-01-01 pageview 7"}},
+		{"daily_dimensions", []string{
+			`INSERT INTO daily_dimensions_slots VALUES ('s', '2026-01-01', 'url', '/a', 0, 1), ('s', '2026-01-01', 'url', '/a', 5, 2)`,
+			`INSERT INTO daily_dimensions_slots VALUES ('s', '2026-01-01', 'url', '/b', 0, 1), ('s', '2026-01-01', 'url', '/b', 5, -1)`,
+		}, `SELECT value || ' ' || count FROM daily_dimensions WHERE site_id = 's' AND day = '2026-01-01' ORDER BY value`,
+			[]string{"/a 3"}},
+		{"daily_sessions", []string{
+			`INSERT INTO daily_sessions_slots VALUES ('s', '2026-01-01', 0, 2, 1000, 5, 1), ('s', '2026-01-01', 1, 1, 500, 1, 1)`,
+			`INSERT INTO daily_sessions_slots VALUES ('s', '2026-01-02', 0, 1, 10, 2, 0), ('s', '2026-01-02', 1, -1, -10, -2, 0)`,
+			// A merge may leave a duration with no session: still shown.
+			`INSERT INTO daily_sessions_slots VALUES ('s', '2026-01-03', 0, 1, 10, 2, 1), ('s', '2026-01-03', 1, -1, 0, -2, -1)`,
+		}, `SELECT day || ' ' || sessions || ' ' || duration_ms || ' ' || events || ' ' || bounces FROM daily_sessions WHERE site_id = 's' ORDER BY day`,
+			[]string{"2026-01-01 3 1500 6 2", "2026-01-03 0 10 0 0"}},
+		{"site_usage", []string{
+			`INSERT INTO site_usage_slots VALUES ('s', '2026-01', 0, 10), ('s', '2026-01', 3, 5), ('t', '2026-01', 0, 0)`,
+		}, `SELECT site_id || ' ' || accepted FROM site_usage WHERE month = '2026-01' ORDER BY site_id`,
+			[]string{"s 15"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, q := range tc.insert {
+				if _, err := c.Exec(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			rows, err := c.Query(ctx, tc.read)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPostgresSchemaAppliesInOneTransaction: the schema applies to an empty
+// database inside one transaction, and a rollback leaves nothing of it.
+func TestPostgresSchemaAppliesInOneTransaction(t *testing.T) {
+	base := dbtest.StartPostgres(t, "tally")
+	ctx := context.Background()
+	c := pgConnect(t, base, "tally")
+	count := func(q pgx.Tx) (n int) {
+		var err error
+		if q != nil {
+			err = q.QueryRow(ctx, pgObjects).Scan(&n)
+		} else {
+			err = c.QueryRow(ctx, pgObjects).Scan(&n)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count(nil)
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, body := range pgSchemaFiles(t) {
+		if _, err := tx.Exec(ctx, body); err != nil {
+			t.Fatalf("migration %d: %v", i+1, err)
+		}
+	}
+	if in := count(tx); in <= before {
+		t.Errorf("objects inside the transaction: got %d, want more than %d", in, before)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := count(nil); after != before {
+		t.Errorf("objects after the rollback: got %d, want %d", after, before)
+	}
+}
+
+// pgObjects counts the relations, functions and triggers outside the
+// system's schemas.
+const pgObjects = `SELECT
+	(SELECT COUNT(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')) +
+	(SELECT COUNT(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')) +
+	(SELECT COUNT(*) FROM pg_trigger)`
+
+// TestPostgresGeneratedColumnsMatchSQLite: the columns SQLite computes when
+// read (VIRTUAL) and PostgreSQL stores, from the same written columns,
+// read the same on both, for rows of the new form and of the old, times
+// before 1970 included.
+func TestPostgresGeneratedColumnsMatchSQLite(t *testing.T) {
+	base := startSchemaPostgres(t)
+	ctx := context.Background()
+	pg := pgConnect(t, base, "tally_owner")
+	lite := openSQLite(t, filepath.Join(t.TempDir(), "a.db"))
+
+	agent := func(browser, os, device int) int { return browser + 32*os + 512*device }
+	type session struct {
+		start, end      string // start_text, end_text
+		startMS, durMS  any
+		referrer, utm   any
+		sourceText      any
+		agent           any
+		browserText, os any
+	}
+	sessions := []session{
+		{"", "", int64(1769850300120), int64(65000), "example.com/a/b", nil, nil, agent(1, 2, 1), nil, nil},
+		{"2026-01-31T09:05:00.120Z", "2026-01-31T09:06:00.999Z", nil, nil, "example.com", nil, nil, nil, "Lynx", "Plan 9"},
+		{"", "", int64(-1), int64(1), "android-app://com.google.android.gm/x", nil, nil, agent(16, 8, 4), nil, nil},
+		{"", "", int64(0), int64(0), "android-app://", nil, nil, agent(17, 0, 0), nil, nil},
+		{"", "", int64(951868799000), int64(999), "", "news", nil, agent(0, 9, 0), nil, nil},
+		{"", "", int64(951868799000), int64(0), nil, nil, "kept", nil, nil, nil},
+		{"1969-12-31T23:59:59.999Z", "2000-02-29T23:59:59.000Z", nil, nil, "/path-only", nil, nil, nil, nil, nil},
+	}
+	for i, s := range sessions {
+		args := []any{i + 1, s.start, s.end, s.startMS, s.durMS, s.referrer, s.utm, s.sourceText, s.agent, s.browserText, s.os}
+		if _, err := lite.write.ExecContext(ctx, `INSERT INTO sessions(id, site_id, anon_id, start_text, end_text, event_count,
+			start_ms, duration_ms, referrer, utm_source, source_text, agent, browser_text, os_text)
+			VALUES (?, 's', 'a', ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+			t.Fatalf("sqlite session %d: %v", i+1, err)
+		}
+		if _, err := pg.Exec(ctx, `INSERT INTO sessions(id, site_id, anon_id, start_text, end_text, event_count,
+			start_ms, duration_ms, referrer, utm_source, source_text, agent, browser_text, os_text)
+			VALUES ($1, 's', 'a', $2, $3, 1, $4, $5, $6, $7, $8, $9, $10, $11)`, args...); err != nil {
+			t.Fatalf("postgres session %d: %v", i+1, err)
+		}
+	}
+	events := []struct {
+		ts    string
+		agent any
+	}{
+		{"2026-01-31T09:05:00.120Z", agent(4, 5, 1)},
+		{"1969-12-31T23:59:59.999Z", nil},
+		{"2000-02-29T23:59:59.000Z", agent(2, 3, 2)},
+		{"1970-01-01T00:00:00.000Z", agent(31, 15, 7)},
+	}
+	for i, e := range events {
+		args := []any{i + 1, fmt.Sprintf("id-%d", i+1), e.ts, e.agent}
+		if _, err := lite.write.ExecContext(ctx, `INSERT INTO events(seq, id_text, site_id, type, ts, anon_id, raw, received_at, agent, browser_text)
+			VALUES (?, ?, 's', 'pageview', ?, 'a', x'00', '', ?, 'Lynx')`, args...); err != nil {
+			t.Fatalf("sqlite event %d: %v", i+1, err)
+		}
+		if _, err := pg.Exec(ctx, `INSERT INTO events(seq, id_text, site_id, type, ts, anon_id, raw, received_at, agent, browser_text)
+			VALUES ($1, $2, 's', 'pageview', $3, 'a', '\x00', '', $4, 'Lynx')`, args...); err != nil {
+			t.Fatalf("postgres event %d: %v", i+1, err)
+		}
+	}
+
+	for _, q := range []string{
+		`SELECT id, started_ms, ended_ms, started_at, ended_at, source, browser, os, device FROM sessions ORDER BY id`,
+		`SELECT seq, ts_ms, id, browser, os, device_type FROM events ORDER BY seq`,
+	} {
+		want := readLiteRows(t, lite, q)
+		got := readPGRows(t, pg, q)
+		if len(want) == 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s\n got %q on PostgreSQL,\nwant %q as on SQLite", q, got, want)
+		}
+	}
+}
+
+// readLiteRows reads q's rows as text, NULL as "NULL".
+func readLiteRows(t *testing.T, db *DB, q string) [][]string {
+	t.Helper()
+	rows, err := db.read.QueryContext(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out [][]string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, asText(vals))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// readPGRows reads q's rows as text, NULL as "NULL".
+func readPGRows(t *testing.T, c *pgx.Conn, q string) [][]string {
+	t.Helper()
+	rows, err := c.Query(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out [][]string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, asText(vals))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func asText(vals []any) []string {
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		switch v := v.(type) {
+		case nil:
+			out[i] = "NULL"
+		case []byte:
+			out[i] = string(v)
+		default:
+			out[i] = fmt.Sprint(v)
+		}
+	}
+	return out
+}
+
+// TestPostgresEventPagesFollowEvents: on PostgreSQL no trigger writes
+// event_pages (the ingest statement does), but deleting an event still
+// deletes its row, whoever deletes it, as SQLite's delete trigger does; and
+// no row can name an event that does not exist.
+func TestPostgresEventPagesFollowEvents(t *testing.T) {
+	base := startSchemaPostgres(t)
+	ctx := context.Background()
+	c := pgConnect(t, base, "tally_owner")
+	for _, q := range []string{
+		`INSERT INTO events(seq, id_text, site_id, type, ts, anon_id, raw, received_at) VALUES
+			(1, 'a', 's', 'pageview', '2026-01-31T09:05:00.120Z', 'x', '\x00', ''),
+			(2, 'b', 's', 'signup', '2026-01-31T09:05:00.120Z', 'x', '\x00', '')`,
+		`INSERT INTO event_pages(seq, name, path) VALUES (1, NULL, '/a'), (2, 'signup', '/b')`,
+		`DELETE FROM events WHERE seq = 1`,
+	} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	rows, err := c.Query(ctx, `SELECT seq FROM event_pages ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[2]" {
+		t.Errorf("event_pages after deleting event 1: got seqs %v, want [2]", got)
+	}
+	pgRefused(t, c, "tally_owner", `INSERT INTO event_pages(seq, name, path) VALUES (3, NULL, '/c')`, "foreign key")
+}
