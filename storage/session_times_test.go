@@ -272,6 +272,7 @@ func TestSessionTimeText(t *testing.T) {
 // writer's reads of a visitor's sessions, the query API's visits of a
 // range and its event-to-visit join, and the first visit.
 func TestSessionQueriesUseIndexes(t *testing.T) {
+	onlySQLite(t, "SQLite's query plans")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	for _, c := range []struct {
 		name, query string

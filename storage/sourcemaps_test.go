@@ -358,6 +358,7 @@ func TestSourcemapInlineMapFromBeforeParts(t *testing.T) {
 // sourcemaps or their parts, whose rows hold up to 1 MiB (or, before
 // migration 0008, 25 MiB) each.
 func TestSourcemapPartQueriesSearch(t *testing.T) {
+	onlySQLite(t, "SQLite's query plans")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	for _, tt := range []struct {
 		query string

@@ -23,6 +23,9 @@ const (
 	// PendingEnv set to "run" runs the pending tests too, to see which of
 	// them pass now (and shrink the list).
 	PendingEnv = "TALLY_TEST_PENDING"
+	// SummaryEnv names a file that each package's PostgreSQL run appends
+	// its line of counts to.
+	SummaryEnv = "TALLY_TEST_SUMMARY"
 )
 
 // Postgres reports whether this test process runs on PostgreSQL: the

@@ -115,10 +115,10 @@ func TestReadPending(t *testing.T) {
 		want       string
 		err        string
 	}{
-		{"names and reasons", "# comment\n\nTestA  write path (Part B): why\nTestB read path (Part C)\n", "TestA TestB", ""},
+		{"names and reasons", "# comment\n\nTestA  write path (Part B): why\nTestB read path (Part C)\nFuzzC read path (Part C)\n", "TestA TestB FuzzC", ""},
 		{"no reason", "TestA\n", "", "has no reason"},
-		{"not a test", "BenchmarkA reason\n", "", "not a top-level test name"},
-		{"a subtest", "TestA/x reason\n", "", "not a top-level test name"},
+		{"not a test", "BenchmarkA reason\n", "", "not a top-level test"},
+		{"a subtest", "TestA/x reason\n", "", "not a top-level test"},
 		{"twice", "TestA r\nTestA r\n", "", "listed twice"},
 	}
 	for _, tt := range tests {
@@ -215,8 +215,12 @@ func TestMainRunsBothBackends(t *testing.T) {
 	for _, tt := range tests {
 		cmd := exec.Command(exe, "-test.run=^TestHelper", "-test.v")
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "DBTEST_HELPER="+tt.mode, URLEnv+"="+tt.url, BackendEnv+"=")
+		summaries := filepath.Join(t.TempDir(), "summary.txt")
+		cmd.Env = append(os.Environ(), "DBTEST_HELPER="+tt.mode, URLEnv+"="+tt.url, BackendEnv+"=", SummaryEnv+"="+summaries)
 		out, err := cmd.CombinedOutput()
+		if b, _ := os.ReadFile(summaries); tt.url != "" && !strings.HasPrefix(string(b), "[postgres] dbtest: 1 tests ran") {
+			t.Errorf("%s: got %q in %s, want the line of counts", tt.name, b, SummaryEnv)
+		}
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
 			code = ee.ExitCode()
@@ -242,8 +246,8 @@ func TestMainRunsBothBackends(t *testing.T) {
 func TestPendingProblems(t *testing.T) {
 	dir := t.TempDir()
 	os.Mkdir(filepath.Join(dir, "testdata"), 0o755)
-	os.WriteFile(filepath.Join(dir, "a_test.go"), []byte("package a\n\nimport \"testing\"\n\nfunc TestThere(t *testing.T) {}\n\nfunc TestMain(m *testing.M) {}\n\ntype x struct{}\n\nfunc (x) TestMethod(t *testing.T) {}\n"), 0o600)
-	os.WriteFile(filepath.Join(dir, PendingFile), []byte("TestThere  reason (Part B)\nTestGone  reason (Part C)\nTestMethod reason (Part C)\nTestMain reason\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "a_test.go"), []byte("package a\n\nimport \"testing\"\n\nfunc TestThere(t *testing.T) {}\n\nfunc FuzzThere(f *testing.F) {}\n\nfunc TestMain(m *testing.M) {}\n\ntype x struct{}\n\nfunc (x) TestMethod(t *testing.T) {}\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, PendingFile), []byte("TestThere  reason (Part B)\nFuzzThere reason (Part B)\nTestGone  reason (Part C)\nTestMethod reason (Part C)\nTestMain reason\n"), 0o600)
 	got, err := pendingProblems(dir)
 	if err != nil {
 		t.Fatal(err)

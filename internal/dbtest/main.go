@@ -103,12 +103,22 @@ func runPostgres(start time.Time) int {
 			fmt.Fprintf(os.Stderr, "[postgres] %s: %v\n", name, err)
 		}
 	}
-	fmt.Println(summary(name, pending, runPending, report.Name()))
+	line := summary(name, pending, runPending, report.Name())
+	fmt.Println(line)
+	// go test shows a passing package's output only with -v: a file
+	// gathers the lines of a whole go test ./... run (.ci/run prints it).
+	if path := os.Getenv(SummaryEnv); path != "" {
+		if f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			fmt.Fprintln(f, line)
+			f.Close()
+		}
+	}
 	return code
 }
 
-// summary is the PostgreSQL run's line of counts: top-level tests that
-// ran, that skipped themselves as SQLite-only, and that were pending.
+// summary is the PostgreSQL run's line of counts: top-level tests (fuzz
+// tests' seeds included) that ran, that skipped themselves as
+// SQLite-only, and that were pending.
 func summary(name string, pending []string, runPending bool, reportPath string) string {
 	selected, err := selectedTests()
 	if err != nil {
@@ -173,7 +183,8 @@ func selectedTests() ([]string, error) {
 	}
 	var names []string
 	for _, line := range strings.Split(string(out), "\n") {
-		if !strings.HasPrefix(line, "Test") || (skip != nil && skip.MatchString(line)) {
+		isTest := strings.HasPrefix(line, "Test") || strings.HasPrefix(line, "Fuzz")
+		if !isTest || (skip != nil && skip.MatchString(line)) {
 			continue
 		}
 		names = append(names, line)
@@ -298,7 +309,8 @@ func topLevel(pattern string) string {
 	return pattern
 }
 
-// ReadPending reads a pending list: one test per line, its name first,
+// ReadPending reads a pending list: one top-level test (or fuzz test) per
+// line, its name first,
 // then why it fails on PostgreSQL and the part of the port that will fix
 // it; blank lines and lines starting with # are comments. A missing file
 // is an empty list.
@@ -320,8 +332,8 @@ func ReadPending(path string) ([]string, error) {
 		}
 		name, reason, _ := strings.Cut(line, " ")
 		switch {
-		case !regexp.MustCompile(`^Test\w*$`).MatchString(name):
-			return nil, fmt.Errorf("%s:%d: %q is not a top-level test name", path, n, name)
+		case !regexp.MustCompile(`^(Test|Fuzz)\w*$`).MatchString(name):
+			return nil, fmt.Errorf("%s:%d: %q is not a top-level test or fuzz test name", path, n, name)
 		case strings.TrimSpace(reason) == "":
 			return nil, fmt.Errorf("%s:%d: %s has no reason (why it fails, which part ports it)", path, n, name)
 		case seen[name]:

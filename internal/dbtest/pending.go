@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -43,7 +44,7 @@ func pendingProblems(dir string) ([]string, error) {
 	return problems, nil
 }
 
-// packageTests returns the names of the top-level test functions declared
+// packageTests returns the names of the top-level test and fuzz functions declared
 // in dir's _test.go files.
 func packageTests(dir string) (map[string]bool, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
@@ -58,7 +59,7 @@ func packageTests(dir string) (map[string]bool, error) {
 			return nil, err
 		}
 		for _, d := range file.Decls {
-			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && len(fn.Name.Name) >= 4 && fn.Name.Name[:4] == "Test" && fn.Name.Name != "TestMain" {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && (strings.HasPrefix(fn.Name.Name, "Test") || strings.HasPrefix(fn.Name.Name, "Fuzz")) && fn.Name.Name != "TestMain" {
 				tests[fn.Name.Name] = true
 			}
 		}
