@@ -185,11 +185,15 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 	// Intake's and erasure's statements are SQLite's until the write path
 	// (issue 17, design part B) ports them: where PostgreSQL refuses one,
 	// Open goes on and those writes answer errNotPortedYet.
+	var notYet []string
 	if db.ingest, err = prepareIngest(ctx, write, false); err != nil {
-		db.ingest = nil
+		db.ingest, notYet = nil, append(notYet, "intake")
 	}
 	if db.unroll, err = prepareUnroll(ctx, write); err != nil {
-		db.unroll = nil
+		db.unroll, notYet = nil, append(notYet, "erasure")
+	}
+	if len(notYet) > 0 && opts.Logger != nil {
+		opts.Logger.Warn("PostgreSQL support is in progress: these writes answer 503 until they are ported", "writes", strings.Join(notYet, ", "))
 	}
 	db.intake.db = db
 	db.writer = newWriter(write, db.d, opts.QueueSize, opts.Logger)

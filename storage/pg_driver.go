@@ -130,6 +130,8 @@ const rebindCacheSize = 4096
 // the number after the largest given so far, as SQLite numbers it. A ?
 // inside a string literal ('...', E'...', $tag$...$tag$), a quoted
 // identifier ("...") or a comment (-- and nested /* */) is left alone.
+// So PostgreSQL's jsonb operators ?, ?| and ?& cannot appear in SQL that
+// passes here: write jsonb_exists, jsonb_exists_any or jsonb_exists_all.
 func rebind(query string) string {
 	if strings.IndexByte(query, '?') < 0 {
 		return query
