@@ -96,14 +96,16 @@ func DatabaseURL(name string) (string, error) {
 // t's cleanup (its leftover connections terminated first). It is a copy
 // of a template that migrate (opening and closing storage on its URL)
 // prepared once per process, so a test pays for a copy, not for the
-// migrations. Calls with the same t and a non-empty key return the same
-// database: a test that closes its SQLite file and opens it again finds
-// its data, and two files of one test are two databases.
+// migrations. Calls with the same non-empty key within one top-level test
+// (its subtests included) return the same database: a test that closes
+// its SQLite file and opens it again finds its data, and two files of one
+// test are two databases.
 func Fresh(t testing.TB, key string, migrate func(url string) error) string {
 	t.Helper()
 	cluster.mu.Lock()
 	defer cluster.mu.Unlock()
-	mapKey := t.Name() + "\x00" + key
+	top, _, _ := strings.Cut(t.Name(), "/")
+	mapKey := top + "\x00" + key
 	if name, ok := cluster.byKey[mapKey]; ok && key != "" {
 		u, _ := DatabaseURL(name)
 		return u

@@ -41,6 +41,11 @@ func TestFreshDatabases(t *testing.T) {
 		if a != again {
 			t.Errorf("got %s and %s for one key, want the same database", a, again)
 		}
+		t.Run("a subtest", func(t *testing.T) {
+			if sub := Fresh(t, "a.db", migrate); sub != a {
+				t.Errorf("got %s in a subtest, want its test's %s", sub, a)
+			}
+		})
 		seen := map[string]bool{}
 		for _, u := range []string{a, b, memory, memory2} {
 			if seen[u] {
