@@ -52,7 +52,8 @@ import (
 // 120 s.
 const sampleDir = "../testdata/import/plausible"
 
-// rig is a real server (collector and query API) over a real SQLite file.
+// rig is a real server (collector and query API) over a real SQLite file
+// (or a PostgreSQL database: README "Tests").
 type rig struct {
 	t     *testing.T
 	db    *storage.DB
@@ -69,7 +70,7 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	r := &rig{t: t, path: filepath.Join(t.TempDir(), "test.db"), now: time.Date(2026, 1, 31, 9, 0, 0, 0, time.UTC)}
 	clock := func() time.Time { r.mu.Lock(); defer r.mu.Unlock(); return r.now }
-	db, err := storage.Open(context.Background(), storage.Options{Path: r.path, Now: clock})
+	db, err := storage.Open(context.Background(), testOptions(t, storage.Options{Path: r.path, Now: clock}))
 	if err != nil {
 		t.Fatal(err)
 	}

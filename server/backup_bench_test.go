@@ -30,9 +30,10 @@ import (
 // backup API from a connection of its own (BackupFile), which other
 // connections' commits restart.
 func BenchmarkBackup(b *testing.B) {
+	onlySQLite(b, "the backup copies SQLite's pages")
 	dir := b.TempDir()
 	path := filepath.Join(dir, "backup.db")
-	db, err := storage.Open(context.Background(), storage.Options{Path: path})
+	db, err := openTestDB(b, context.Background(), storage.Options{Path: path})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -55,6 +55,7 @@ import (
 // compute. TALLY_DASH_SCREENSHOT=FILE.png also saves a screenshot of the
 // loaded view, with those goals (README "Dashboard" shows it).
 func BenchmarkDashboardFirstPaint(b *testing.B) {
+	onlySQLite(b, "reuses a kept SQLite file")
 	path := os.Getenv("TALLY_BENCH_KEEP_DB")
 	if path == "" {
 		b.Skip("TALLY_BENCH_KEEP_DB is not set: name a copy of BenchmarkReads' kept database")
@@ -64,7 +65,7 @@ func BenchmarkDashboardFirstPaint(b *testing.B) {
 	}
 	clock := &benchClock{}
 	clock.ms.Store(benchEnd.Add(time.Hour).UnixMilli())
-	db, err := storage.Open(context.Background(), storage.Options{Path: path, Now: clock.now})
+	db, err := openTestDB(b, context.Background(), storage.Options{Path: path, Now: clock.now})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -121,7 +121,7 @@ func TestDebugWaitParameters(t *testing.T) {
 // Shutting down ends the waits: a stopping server answers its waiting
 // reads at once rather than holding them for up to 30 s.
 func TestDebugWaitEndsAtShutdown(t *testing.T) {
-	db, err := storage.Open(context.Background(), storage.Options{Path: ":memory:"})
+	db, err := openTestDB(t, context.Background(), storage.Options{Path: ":memory:"})
 	if err != nil {
 		t.Fatal(err)
 	}

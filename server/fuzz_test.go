@@ -17,7 +17,7 @@ import (
 // tracking plan of testdata and site "web", for the intake fuzzers.
 func fuzzCollector(f *testing.F) http.Handler {
 	f.Helper()
-	db, err := storage.Open(context.Background(), storage.Options{Path: filepath.Join(f.TempDir(), "fuzz.db")})
+	db, err := openTestDB(f, context.Background(), storage.Options{Path: filepath.Join(f.TempDir(), "fuzz.db")})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func FuzzQueryAPI(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.method, s.path, []byte(s.body))
 	}
-	db, err := storage.Open(context.Background(), storage.Options{Path: filepath.Join(f.TempDir(), "q.db")})
+	db, err := openTestDB(f, context.Background(), storage.Options{Path: filepath.Join(f.TempDir(), "q.db")})
 	if err != nil {
 		f.Fatal(err)
 	}

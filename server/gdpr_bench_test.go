@@ -35,7 +35,7 @@ const (
 
 func BenchmarkEraseUnderLoad(b *testing.B) {
 	ctx := context.Background()
-	db, err := storage.Open(ctx, storage.Options{Path: filepath.Join(b.TempDir(), "erase.db")})
+	db, err := openTestDB(b, ctx, storage.Options{Path: filepath.Join(b.TempDir(), "erase.db")})
 	if err != nil {
 		b.Fatal(err)
 	}

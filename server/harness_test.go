@@ -56,12 +56,13 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// harness is a real Server over a real SQLite file, behind two httptest
-// listeners.
+// harness is a real Server over a real SQLite file (or a PostgreSQL
+// database: README "Tests"), behind two httptest listeners.
 type harness struct {
 	t         *testing.T
 	db        *storage.DB
 	path      string
+	url       string // the PostgreSQL database, when the tests run on one
 	srv       *Server
 	collector *httptest.Server
 	query     *httptest.Server
@@ -90,11 +91,12 @@ func newHarnessStorage(t *testing.T, sopts storage.Options, opts ...harnessOptio
 	path := sopts.Path
 	clk := newClock(time.Date(2026, 1, 31, 9, 5, 0, 120e6, time.UTC))
 	sopts.Now = clk.Now
+	sopts = testOptions(t, sopts)
 	db, err := storage.Open(context.Background(), sopts)
 	if err != nil {
 		t.Fatalf("open storage: %v", err)
 	}
-	h := &harness{t: t, db: db, path: path, clock: clk}
+	h := &harness{t: t, db: db, path: path, url: sopts.DatabaseURL, clock: clk}
 	// The listeners exist before the Server, so CollectorURL can name this
 	// harness's own collector (DLQ replay and webhooks re-POST to it).
 	var collector, query http.Handler
@@ -249,13 +251,17 @@ func (h *harness) setupTenant(slug, site string) tenant {
 }
 
 // sqlDB opens a second, independent connection to the harness's file, as an
-// operator's sqlite3 shell would.
+// operator's sqlite3 shell would (or psql, on PostgreSQL).
 func (h *harness) sqlDB() *sql.DB {
 	h.t.Helper()
 	if h.op != nil {
 		return h.op
 	}
-	db, err := sql.Open("sqlite", storage.FileURI(h.path)+"?_pragma=busy_timeout(5000)")
+	driver, dsn := "sqlite", storage.FileURI(h.path)+"?_pragma=busy_timeout(5000)"
+	if h.url != "" {
+		driver, dsn = pgTestDriver, h.url
+	}
+	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -86,7 +86,7 @@ func startCollectorAt(b *testing.B, path string) (*benchTarget, *storage.DB) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	db, err := storage.Open(context.Background(), storage.Options{Path: path, Durability: durability})
+	db, err := openTestDB(b, context.Background(), storage.Options{Path: path, Durability: durability})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -242,7 +242,7 @@ func BenchmarkReads(b *testing.B) {
 	clock := &benchClock{}
 	clock.ms.Store(benchEnd.AddDate(0, 0, -benchDays).UnixMilli())
 	f, reused := keptFixture(b, keep)
-	db, err := storage.Open(context.Background(), storage.Options{Path: path, Now: clock.now})
+	db, err := openTestDB(b, context.Background(), storage.Options{Path: path, Now: clock.now})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -516,6 +516,7 @@ func saveFixture(b *testing.B, path string, f readsFixture) {
 
 // keptPartials counts the day partials kept in the database at path.
 func keptPartials(b *testing.B, path string) int {
+	onlySQLite(b, "counts the partials through a SQLite connection of its own")
 	db, err := sql.Open("sqlite", storage.FileURI(path)+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		b.Fatal(err)

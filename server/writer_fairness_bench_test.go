@@ -28,6 +28,7 @@ import (
 // intake. Each case of fairnessCases prepares its own heavy job; "none" is
 // the baseline.
 func BenchmarkWriterFairness(b *testing.B) {
+	onlySQLite(b, "loads the SQLite file through a connection of its own")
 	if os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(400)) // as main does
 	}

@@ -23,7 +23,7 @@ var (
 func openPartialsDB(t *testing.T) (*DB, *testClock, *Workspace) {
 	t.Helper()
 	clk := &testClock{t: partialsNow}
-	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "p.db"), Now: clk.Now})
+	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "p.db"), Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -207,9 +207,10 @@ func sqliteVarint(b []byte) (int64, int) {
 // defragmentPage moves. A VACUUM (tally vacuum) rewrites every page, and
 // then nothing is left (README "GDPR").
 func TestErasureLeavesFragmentsOnlyInUnusedSpaceUntilVacuum(t *testing.T) {
+	onlySQLite(t, "reads the bytes of the SQLite file (secure_delete, VACUUM)")
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := Open(ctx, Options{Path: path})
+	db, err := openTestDB(t, ctx, Options{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // text as before. A raw that stays text keeps its received_at.
 func TestReceivedAtIsKeptInRaw(t *testing.T) {
 	now := time.Date(2026, 3, 1, 8, 0, 0, 123_000_000, time.UTC)
-	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: func() time.Time { return now }})
+	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,8 +172,9 @@ func asOf0011(t *testing.T, db *DB) {
 // conversion move every row's received time into raw; every read answers
 // as before, meanwhile and after.
 func TestMigration0012ConvertsExistingEvents(t *testing.T) {
+	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := Open(context.Background(), Options{Path: path, rawConvertChunk: -1})
+	db, err := openTestDB(t, context.Background(), Options{Path: path, rawConvertChunk: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestMigration0012ConvertsExistingEvents(t *testing.T) {
 	sameEvents(t, db, want)
 	db.Close()
 
-	db, err = Open(context.Background(), Options{Path: path, rawConvertChunk: -1})
+	db, err = openTestDB(t, context.Background(), Options{Path: path, rawConvertChunk: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

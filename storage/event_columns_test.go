@@ -202,6 +202,7 @@ func TestEventColumnsRoundTrip(t *testing.T) {
 // are gone (as retention leaves a database), and a step still converts
 // its chunk of rows.
 func TestMigration0020ConvertsEventColumns(t *testing.T) {
+	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
 	withSites(t, db, "s")
@@ -221,7 +222,7 @@ func TestMigration0020ConvertsEventColumns(t *testing.T) {
 	}
 
 	open := func() *DB {
-		db, err := Open(context.Background(), Options{Path: path, eventColumnsChunk: -1})
+		db, err := openTestDB(t, context.Background(), Options{Path: path, eventColumnsChunk: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,6 +277,7 @@ func TestMigration0020ConvertsEventColumns(t *testing.T) {
 // TestEventColumnsConversionRunsAtStart: the background runner converts
 // every row by itself while intake goes on, and its row is gone.
 func TestEventColumnsConversionRunsAtStart(t *testing.T) {
+	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
 	withSites(t, db, "s")
@@ -286,7 +288,7 @@ func TestEventColumnsConversionRunsAtStart(t *testing.T) {
 	wantBlobs, wantCoded := eventForms(t, db)
 	undo0020(t, db)
 	db.Close()
-	db, err := Open(context.Background(), Options{Path: path, eventColumnsChunk: 3})
+	db, err := openTestDB(t, context.Background(), Options{Path: path, eventColumnsChunk: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

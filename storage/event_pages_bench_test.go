@@ -21,6 +21,7 @@ import (
 // reports the time of each writer job (queue, insert and commit) and the
 // largest WAL. TALLY_BENCH_OUT=PATH keeps the backfilled copy at PATH.
 func BenchmarkEventPagesBackfill(b *testing.B) {
+	onlySQLite(b, "backfills an old SQLite layout")
 	src := os.Getenv("TALLY_BENCH_PRE0021_DB")
 	if src == "" {
 		b.Skip("set TALLY_BENCH_PRE0021_DB to a database of before migration 0021")
@@ -38,7 +39,7 @@ func BenchmarkEventPagesBackfill(b *testing.B) {
 			b.Fatal(err)
 		}
 		t0 := time.Now()
-		db, err := Open(context.Background(), Options{Path: path, eventPagesChunk: -1})
+		db, err := openTestDB(b, context.Background(), Options{Path: path, eventPagesChunk: -1})
 		if err != nil {
 			b.Fatal(err)
 		}

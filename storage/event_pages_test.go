@@ -187,6 +187,7 @@ func undo0021(t *testing.T, db *DB) {
 // cost nothing), resumes after a restart where its last job committed,
 // skips events erased meanwhile and leaves alone those intake wrote since.
 func TestMigration0021BackfillsEventPages(t *testing.T) {
+	onlySQLite(t, "backfills an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
 	withSites(t, db, "s")
@@ -209,7 +210,7 @@ func TestMigration0021BackfillsEventPages(t *testing.T) {
 	undo0021(t, db)
 	db.Close()
 	open := func() *DB {
-		db, err := Open(context.Background(), Options{Path: path, eventPagesChunk: -1})
+		db, err := openTestDB(t, context.Background(), Options{Path: path, eventPagesChunk: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,13 +271,14 @@ func TestMigration0021BackfillsEventPages(t *testing.T) {
 // TestEventPagesBackfillRunsAtStart: the background runner backfills every
 // event by itself, and reports then read event_pages.
 func TestEventPagesBackfillRunsAtStart(t *testing.T) {
+	onlySQLite(t, "backfills an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
 	withSites(t, db, "s")
 	ingestBatches(t, db, eventPagesFixture())
 	undo0021(t, db)
 	db.Close()
-	db, err := Open(context.Background(), Options{Path: path, eventPagesChunk: 3})
+	db, err := openTestDB(t, context.Background(), Options{Path: path, eventPagesChunk: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

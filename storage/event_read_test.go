@@ -124,7 +124,7 @@ func TestEventReadsThroughVisitsMatchTheEventScan(t *testing.T) {
 func TestSplitEventReadsShareASmallPool(t *testing.T) {
 	for _, conns := range []int{1, 2} {
 		clk := &testClock{t: partialsNow}
-		db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "p.db"), Now: clk.Now, ReadConns: conns})
+		db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "p.db"), Now: clk.Now, ReadConns: conns})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ func exportDB(t *testing.T) (*DB, func(time.Time)) {
 	t.Helper()
 	var mu sync.Mutex
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"),
+	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"),
 		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 )
 
 func TestDurabilityPragmas(t *testing.T) {
+	onlySQLite(t, "SQLite's pragmas")
 	tests := []struct {
 		durability Durability
 		want       string // PRAGMA synchronous: 1 NORMAL, 2 FULL
@@ -27,7 +28,7 @@ func TestDurabilityPragmas(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.durability), func(t *testing.T) {
-			db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Durability: tt.durability})
+			db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Durability: tt.durability})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,7 +42,7 @@ func TestDurabilityPragmas(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Durability: "sometimes"}); err == nil {
+	if _, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Durability: "sometimes"}); err == nil {
 		t.Error("got no error for durability \"sometimes\"")
 	}
 }
@@ -102,6 +103,7 @@ func schemaState(t *testing.T, path, table string) (version int, exists bool) {
 }
 
 func TestMigrationFailureKeepsThePreviousVersion(t *testing.T) {
+	onlySQLite(t, "injects a broken migration into SQLite's runner")
 	path := filepath.Join(t.TempDir(), "a.db")
 	good := fstest.MapFS{"migrations/0001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER);`)}}
 	if err := migrateOnly(t, path, good); err != nil {
@@ -114,7 +116,7 @@ func TestMigrationFailureKeepsThePreviousVersion(t *testing.T) {
 		"migrations/0001_a.sql":   good["migrations/0001_a.sql"],
 		"migrations/0002_bad.sql": {Data: []byte(`CREATE TABLE b (x INTEGER); CREATE TABLE a (y INTEGER);`)},
 	}
-	_, err := Open(context.Background(), Options{Path: path, migrations: bad})
+	_, err := openTestDB(t, context.Background(), Options{Path: path, migrations: bad})
 	if err == nil {
 		t.Fatal("got no error from a failing migration")
 	}
@@ -141,6 +143,7 @@ func TestMigrationFailureKeepsThePreviousVersion(t *testing.T) {
 }
 
 func TestMigrationOnAFullDisk(t *testing.T) {
+	onlySQLite(t, "fills the SQLite file's disk")
 	dir := smallfs.Mount(t, "8m")
 	path := filepath.Join(dir, "a.db")
 	if err := migrateOnly(t, path, embeddedMigrations(t, "0001")); err != nil {
@@ -149,7 +152,7 @@ func TestMigrationOnAFullDisk(t *testing.T) {
 	// Room for the shared-memory index and a few pages, not for the
 	// migrations: they fail midway.
 	free := smallfs.Fill(t, dir, 40<<10)
-	_, err := Open(context.Background(), Options{Path: path})
+	_, err := openTestDB(t, context.Background(), Options{Path: path})
 	if err == nil {
 		t.Fatal("got no error migrating on a full disk")
 	}
@@ -163,7 +166,7 @@ func TestMigrationOnAFullDisk(t *testing.T) {
 	if version, exists := schemaState(t, path, "event_ids"); version != 1 || exists {
 		t.Errorf("got version %d and table event_ids present %v, want version 1 and no event_ids", version, exists)
 	}
-	db, err := Open(context.Background(), Options{Path: path})
+	db, err := openTestDB(t, context.Background(), Options{Path: path})
 	if err != nil {
 		t.Fatalf("open once space is back: %v", err)
 	}
@@ -174,12 +177,13 @@ func TestMigrationOnAFullDisk(t *testing.T) {
 }
 
 func TestReadOnlyDatabaseIsUnavailable(t *testing.T) {
+	onlySQLite(t, "makes the SQLite file read-only")
 	// A read-only file system cannot be made at run time under an open
 	// database (remount answers EBUSY), so the writer's connection is made
 	// read-only instead: SQLite refuses its writes with SQLITE_READONLY,
 	// the code a read-only file gives.
 	var logs bytes.Buffer // written by the writer before it answers
-	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

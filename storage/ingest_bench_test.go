@@ -22,7 +22,7 @@ import (
 // far less than wall time: compare builds by that, interleaved (README
 // "Visits").
 func BenchmarkIngestCPU(b *testing.B) {
-	db, err := Open(context.Background(), Options{Path: filepath.Join(b.TempDir(), "a.db"), Durability: DurabilityProcess})
+	db, err := openTestDB(b, context.Background(), Options{Path: filepath.Join(b.TempDir(), "a.db"), Durability: DurabilityProcess})
 	if err != nil {
 		b.Fatal(err)
 	}

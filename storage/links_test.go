@@ -86,8 +86,9 @@ func linksFixture(t *testing.T, db *DB) {
 // created_at it had, intake meanwhile neither loses nor doubles a link,
 // and the next start drops the emptied old table.
 func TestMigration0017MovesLinksResumably(t *testing.T) {
+	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := Open(context.Background(), Options{Path: path})
+	db, err := openTestDB(t, context.Background(), Options{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestMigration0017MovesLinksResumably(t *testing.T) {
 	db.Close()
 
 	// Two jobs of 7, then the process stops.
-	db, err = Open(context.Background(), Options{Path: path, linkMoveChunk: -1})
+	db, err = openTestDB(t, context.Background(), Options{Path: path, linkMoveChunk: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestMigration0017MovesLinksResumably(t *testing.T) {
 	}
 	db.Close()
 
-	db, err = Open(context.Background(), Options{Path: path, linkMoveChunk: 5})
+	db, err = openTestDB(t, context.Background(), Options{Path: path, linkMoveChunk: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,9 +166,10 @@ func TestMigration0017MovesLinksResumably(t *testing.T) {
 // exports, which anon ids are a subject's), and erasures, a site delete
 // and intake leave what they leave on a database whose move is done.
 func TestLinksReadAndErasedAlikeDuringTheMove(t *testing.T) {
+	onlySQLite(t, "converts an old SQLite layout")
 	dir := t.TempDir()
 	pathB := filepath.Join(dir, "b.db")
-	db, err := Open(context.Background(), Options{Path: pathB})
+	db, err := openTestDB(t, context.Background(), Options{Path: pathB})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,13 +185,13 @@ func TestLinksReadAndErasedAlikeDuringTheMove(t *testing.T) {
 
 	// One clock for both, so that what they store now is alike.
 	now := func() time.Time { return time.Date(2026, 3, 10, 8, 0, 0, 0, time.UTC) }
-	a, err := Open(context.Background(), Options{Path: filepath.Join(dir, "a.db"), Now: now}) // moved at once
+	a, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(dir, "a.db"), Now: now}) // moved at once
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
 	<-a.convDone
-	b, err := Open(context.Background(), Options{Path: pathB, Now: now, linkMoveChunk: -1})
+	b, err := openTestDB(t, context.Background(), Options{Path: pathB, Now: now, linkMoveChunk: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -406,7 +406,7 @@ func postgresCatalogue(t *testing.T, conn *pgx.Conn) catalogue {
 func TestPostgresSchemaMatchesSQLite(t *testing.T) {
 	base := startSchemaPostgres(t)
 	pg := pgConnect(t, base, "tally")
-	lite := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	lite := openSQLite(t, filepath.Join(t.TempDir(), "a.db"))
 
 	lc, pc := sqliteCatalogue(t, lite), postgresCatalogue(t, pg)
 	lrels, lcols, lidx := lc.rels, lc.cols, lc.idx
@@ -696,7 +696,7 @@ func TestPostgresGeneratedColumnsMatchSQLite(t *testing.T) {
 	base := startSchemaPostgres(t)
 	ctx := context.Background()
 	pg := pgConnect(t, base, "tally_owner")
-	lite := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	lite := openSQLite(t, filepath.Join(t.TempDir(), "a.db"))
 
 	agent := func(browser, os, device int) int { return browser + 32*os + 512*device }
 	type session struct {

@@ -12,7 +12,7 @@ import (
 // whole while intake jobs can run between the chunks; fresh ids stay.
 func TestPruneDeletesExpiredIdsInChunks(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: func() time.Time { return now }})
+	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,8 +150,9 @@ func sameEvents(t *testing.T, db *DB, want []StoredEvent) {
 }
 
 func TestRawConversionInChunksResumesAfterACrash(t *testing.T) {
+	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := Open(context.Background(), Options{Path: path, rawConvertChunk: -1})
+	db, err := openTestDB(t, context.Background(), Options{Path: path, rawConvertChunk: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestRawConversionInChunksResumesAfterACrash(t *testing.T) {
 	}
 	// A crash: the next start resumes at the third chunk, in the background.
 	db.Close()
-	db, err = Open(context.Background(), Options{Path: path, rawConvertChunk: 100})
+	db, err = openTestDB(t, context.Background(), Options{Path: path, rawConvertChunk: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,8 @@ func TestRawConversionInChunksResumesAfterACrash(t *testing.T) {
 }
 
 func TestRawConversionSkipsRowsChangedMeanwhile(t *testing.T) {
-	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), rawConvertChunk: -1})
+	onlySQLite(t, "converts an old SQLite layout")
+	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), rawConvertChunk: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,8 +221,9 @@ func TestRawConversionSkipsRowsChangedMeanwhile(t *testing.T) {
 }
 
 func TestMigration0010ConvertsExistingEvents(t *testing.T) {
+	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := Open(context.Background(), Options{Path: path, rawConvertChunk: -1})
+	db, err := openTestDB(t, context.Background(), Options{Path: path, rawConvertChunk: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,6 +242,7 @@ func TestMigration0010ConvertsExistingEvents(t *testing.T) {
 }
 
 func TestEmptyDatabaseHasNoRawConversion(t *testing.T) {
+	onlySQLite(t, "SQLite's conversions")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	var n int
 	if err := db.read.QueryRow(`SELECT COUNT(*) FROM raw_conversion`).Scan(&n); err != nil || n != 0 {
@@ -258,6 +262,7 @@ func TestEmptyDatabaseHasNoRawConversion(t *testing.T) {
 // erased while the backfill of migration 0021 has reached only part of
 // their events, and after that backfill ends.
 func TestErasureLeavesNoIdentifierInTheFileOrDictionary(t *testing.T) {
+	onlySQLite(t, "reads the bytes of the SQLite file")
 	for _, mode := range []string{"written since 0021", "converted by 0020", "backfilled in part by 0021"} {
 		t.Run(mode, func(t *testing.T) {
 			erasureLeavesNoIdentifier(t, mode)
@@ -306,7 +311,7 @@ func erasureLeavesNoIdentifier(t *testing.T, mode string) {
 		undo0020(t, db)
 		db.Close()
 		var err error
-		if db, err = Open(context.Background(), Options{Path: path, eventColumnsChunk: -1}); err != nil {
+		if db, err = openTestDB(t, context.Background(), Options{Path: path, eventColumnsChunk: -1}); err != nil {
 			t.Fatal(err)
 		}
 		defer func() { db.Close() }()
@@ -318,7 +323,7 @@ func erasureLeavesNoIdentifier(t *testing.T, mode string) {
 		undo0021(t, db)
 		db.Close()
 		var err error
-		if db, err = Open(context.Background(), Options{Path: path, eventPagesChunk: -1}); err != nil {
+		if db, err = openTestDB(t, context.Background(), Options{Path: path, eventPagesChunk: -1}); err != nil {
 			t.Fatal(err)
 		}
 		defer func() { db.Close() }()
@@ -369,6 +374,7 @@ func erasureLeavesNoIdentifier(t *testing.T, mode string) {
 }
 
 func TestDedupAcrossTheUpgradeToUUIDBlobs(t *testing.T) {
+	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
 	withSites(t, db, "s")

@@ -13,7 +13,7 @@ import (
 // the benchmark's shape (README "Benchmarks").
 func loadRecent(b *testing.B, n int, now time.Time) *DB {
 	b.Helper()
-	db, err := Open(context.Background(), Options{Path: filepath.Join(b.TempDir(), "a.db"), Now: func() time.Time { return now }})
+	db, err := openTestDB(b, context.Background(), Options{Path: filepath.Join(b.TempDir(), "a.db"), Now: func() time.Time { return now }})
 	if err != nil {
 		b.Fatal(err)
 	}

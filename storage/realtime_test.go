@@ -17,7 +17,7 @@ func TestRealtimeVisitorsStopsAtTheCut(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	set := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
-	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: clock})
+	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

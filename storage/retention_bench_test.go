@@ -24,12 +24,13 @@ import (
 // purge's time and the longest wait of a probe job, and the vacuum's time
 // and the WAL's peak size during it.
 func BenchmarkRetention(b *testing.B) {
+	onlySQLite(b, "measures SQLite's pages and checkpoints")
 	n, _ := strconv.Atoi(cmp.Or(os.Getenv("TALLY_BENCH_EVENTS"), "200000"))
 	for range b.N {
 		clk := &testClock{}
 		ctx := context.Background()
 		path := filepath.Join(b.TempDir(), "a.db")
-		db, err := Open(ctx, Options{Path: path, Now: clk.Now})
+		db, err := openTestDB(b, ctx, Options{Path: path, Now: clk.Now})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -84,7 +84,7 @@ func rollups(t *testing.T, db *DB, site string) string {
 func TestPurgeDeletesRawRowsOlderThanTheCut(t *testing.T) {
 	clk := &testClock{}
 	ctx := context.Background()
-	db, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: clk.Now})
+	db, err := openTestDB(t, ctx, Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func twentyDays(t *testing.T, perDay int) (*DB, *testClock, string) {
 	t.Helper()
 	clk := &testClock{}
 	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := Open(context.Background(), Options{Path: path, Now: clk.Now})
+	db, err := openTestDB(t, context.Background(), Options{Path: path, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestPurgeResumesAfterACrash(t *testing.T) {
 	}
 	db.Close()
 
-	db, err := Open(ctx, Options{Path: path, Now: clk.Now})
+	db, err := openTestDB(t, ctx, Options{Path: path, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,9 +279,10 @@ func filePages(t *testing.T, db *DB) (pages, free int) {
 // reused by the events that come after it. Load 20 days, purge the first
 // ten, load ten more: the file is no larger than after the first load.
 func TestPurgeFreedPagesAreReused(t *testing.T) {
+	onlySQLite(t, "SQLite's free pages")
 	clk := &testClock{}
 	ctx := context.Background()
-	db, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: clk.Now})
+	db, err := openTestDB(t, ctx, Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,8 +96,9 @@ func sessionForms(t *testing.T, db *DB) (text, ints int) {
 // in the middle as after a crash: every read is the same before, during
 // and after, and every row ends in the integer form.
 func TestMigration0016ConvertsSessionTimes(t *testing.T) {
+	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := Open(context.Background(), Options{Path: path})
+	db, err := openTestDB(t, context.Background(), Options{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestMigration0016ConvertsSessionTimes(t *testing.T) {
 	}
 
 	open := func() *DB {
-		db, err := Open(context.Background(), Options{Path: path, sessionTimesChunk: -1})
+		db, err := openTestDB(t, context.Background(), Options{Path: path, sessionTimesChunk: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,6 +164,7 @@ func TestMigration0016ConvertsSessionTimes(t *testing.T) {
 // TestSessionTimesConversionRunsAtStart: the background runner converts
 // every row by itself and the log's rows are gone.
 func TestSessionTimesConversionRunsAtStart(t *testing.T) {
+	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
 	withSites(t, db, "s")
@@ -172,7 +174,7 @@ func TestSessionTimesConversionRunsAtStart(t *testing.T) {
 	want := sessionReads(t, db)
 	undo0016(t, db)
 	db.Close()
-	db, err := Open(context.Background(), Options{Path: path, sessionTimesChunk: 3})
+	db, err := openTestDB(t, context.Background(), Options{Path: path, sessionTimesChunk: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +192,7 @@ func TestSessionTimesConversionRunsAtStart(t *testing.T) {
 // the conversion has not reached writes the row in the integer form, with
 // the same visit as a database that never had the text form.
 func TestIntakeRewritesTextSessions(t *testing.T) {
+	onlySQLite(t, "rewrites rows of an old SQLite layout")
 
 	first := []IngestEvent{ev("a1", "v", "pageview", 0, "https://s.test/a", ""), ev("b1", "w", "pageview", 0, "https://s.test/b", "")}
 	later := []IngestEvent{
@@ -207,7 +210,7 @@ func TestIntakeRewritesTextSessions(t *testing.T) {
 			undo0016(t, db)
 			db.Close()
 			var err error
-			if db, err = Open(context.Background(), Options{Path: path, sessionTimesChunk: -1}); err != nil {
+			if db, err = openTestDB(t, context.Background(), Options{Path: path, sessionTimesChunk: -1}); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { db.Close() })
@@ -269,6 +272,7 @@ func TestSessionTimeText(t *testing.T) {
 // writer's reads of a visitor's sessions, the query API's visits of a
 // range and its event-to-visit join, and the first visit.
 func TestSessionQueriesUseIndexes(t *testing.T) {
+	onlySQLite(t, "SQLite's query plans")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	for _, c := range []struct {
 		name, query string
@@ -355,6 +359,7 @@ func TestVisitTimeBucketsFromMS(t *testing.T) {
 // index over a virtual column never counts as covering). One that reads
 // a property keeps reading the events row.
 func TestEventsThroughVisitsUseIndexes(t *testing.T) {
+	onlySQLite(t, "SQLite's query plans")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	if !db.EventPagesReady() {

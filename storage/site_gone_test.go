@@ -95,7 +95,7 @@ func TestWritesRefuseADeletedSite(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: func() time.Time { return at }})
+			db, err := openTestDB(t, ctx, Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: func() time.Time { return at }})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,10 +24,11 @@ import (
 // of 250 MiB with secure_delete writes that much WAL, which the writer
 // copies into the database when it passes 64 MiB).
 func BenchmarkSourcemapWriterJobs(b *testing.B) {
+	onlySQLite(b, "measures SQLite's checkpoints")
 	const size = 25 << 20
 	ctx := context.Background()
 	open := func(b *testing.B) (*DB, *Site) {
-		db, err := Open(ctx, Options{Path: filepath.Join(b.TempDir(), "bench.db")})
+		db, err := openTestDB(b, ctx, Options{Path: filepath.Join(b.TempDir(), "bench.db")})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -205,7 +205,7 @@ func TestSourcemapUploadCutShortLeavesNoParts(t *testing.T) {
 			// parts look old to whatever comes after them.
 			now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 			var mu sync.Mutex
-			db, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: func() time.Time {
+			db, err := openTestDB(t, ctx, Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: func() time.Time {
 				mu.Lock()
 				defer mu.Unlock()
 				now = now.Add(time.Millisecond)
@@ -261,7 +261,7 @@ func TestSourcemapOrphanPartsPruned(t *testing.T) {
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	db, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: clock})
+	db, err := openTestDB(t, ctx, Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,6 +358,7 @@ func TestSourcemapInlineMapFromBeforeParts(t *testing.T) {
 // sourcemaps or their parts, whose rows hold up to 1 MiB (or, before
 // migration 0008, 25 MiB) each.
 func TestSourcemapPartQueriesSearch(t *testing.T) {
+	onlySQLite(t, "SQLite's query plans")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	for _, tt := range []struct {
 		query string
@@ -378,6 +379,7 @@ func TestSourcemapPartQueriesSearch(t *testing.T) {
 // A database written before migration 0008 upgrades with its maps inline:
 // they keep counting, and are replaced and deleted correctly.
 func TestSourcemapUpgradeKeepsInlineMaps(t *testing.T) {
+	onlySQLite(t, "upgrades an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	if err := migrateOnly(t, path, embeddedMigrations(t, "0007")); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 // README "Storage" promises), reads it, inserts a webhook secret the way an
 // operator would, and sees the audit log refuse changes.
 func TestOlderSQLiteShellReadsTheDatabase(t *testing.T) {
+	onlySQLite(t, "SQLite's file format for an older shell")
 	shell, err := exec.LookPath("sqlite3")
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -23,7 +24,7 @@ func TestOlderSQLiteShellReadsTheDatabase(t *testing.T) {
 		t.Skip("no sqlite3 shell")
 	}
 	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := Open(context.Background(), Options{Path: path})
+	db, err := openTestDB(t, context.Background(), Options{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 
 func openTest(t *testing.T, path string) *DB {
 	t.Helper()
-	db, err := Open(context.Background(), Options{Path: path})
+	db, err := openTestDB(t, context.Background(), Options{Path: path})
 	if err != nil {
 		t.Fatalf("open %s: %v", path, err)
 	}
@@ -77,12 +77,13 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	if _, err := Open(context.Background(), Options{Path: path}); err == nil {
+	if _, err := openTestDB(t, context.Background(), Options{Path: path}); err == nil {
 		t.Fatal("got no error opening a database from a newer release")
 	}
 }
 
 func TestPragmas(t *testing.T) {
+	onlySQLite(t, "SQLite's pragmas")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	checks := []struct {
 		pool   *sql.DB
@@ -112,6 +113,7 @@ func TestPragmas(t *testing.T) {
 }
 
 func TestMemoryDatabaseIsSharedAndIsolated(t *testing.T) {
+	onlySQLite(t, "SQLite's in-memory database")
 	a := openTest(t, ":memory:")
 	b := openTest(t, ":memory:")
 	if _, err := a.CreateWorkspace(context.Background(), Actor{Kind: ActorSystem}, "A", "a"); err != nil {
@@ -146,8 +148,9 @@ func walCheckpointSeq(t *testing.T, path string) uint32 {
 // would never be fully copied at the start of a transaction and would grow
 // without bound. The writer must let it start over.
 func TestWALStartsOverUnderSteadyLoad(t *testing.T) {
+	onlySQLite(t, "SQLite's WAL")
 	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := Open(context.Background(), Options{Path: path, CheckpointEvery: 5 * time.Millisecond, walRestartFrames: 1024})
+	db, err := openTestDB(t, context.Background(), Options{Path: path, CheckpointEvery: 5 * time.Millisecond, walRestartFrames: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +209,7 @@ func TestWALStartsOverUnderSteadyLoad(t *testing.T) {
 // A failing checkpoint is logged once when checkpoints start failing and
 // once when they work again, not at every pass.
 func TestCheckpointFailuresAreLoggedOnce(t *testing.T) {
+	onlySQLite(t, "SQLite's WAL checkpoints")
 	var logs bytes.Buffer
 	c := checkpointFailures{log: slog.New(slog.NewTextHandler(&logs, nil))}
 	broken := errors.New("disk I/O error")
@@ -225,8 +229,9 @@ func TestCheckpointFailuresAreLoggedOnce(t *testing.T) {
 // The checkpoint loop reports its failures instead of dropping them: here
 // its connection is closed under it.
 func TestCheckpointLoopLogsFailures(t *testing.T) {
+	onlySQLite(t, "SQLite's WAL checkpoints")
 	lines := make(chan string, 100)
-	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), CheckpointEvery: time.Millisecond,
+	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), CheckpointEvery: time.Millisecond,
 		Logger: slog.New(recordsTo(lines))})
 	if err != nil {
 		t.Fatal(err)
@@ -485,6 +490,7 @@ func TestIngestRefusesADeletedSite(t *testing.T) {
 // A database path may hold the characters a URI gives meaning to: each
 // path opens its own file, named exactly so.
 func TestDatabasePathWithURICharacters(t *testing.T) {
+	onlySQLite(t, "SQLite's file path")
 	dir := t.TempDir()
 	for _, name := range []string{"a#b.db", "a?mode=ro.db", "a%41.db", "a.db"} {
 		t.Run(name, func(t *testing.T) {

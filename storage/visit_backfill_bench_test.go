@@ -19,6 +19,7 @@ import (
 // the time of each chunk's read (off the writer) and of its writer job
 // (queue, updates and commit), and the largest WAL.
 func BenchmarkVisitBackfill(b *testing.B) {
+	onlySQLite(b, "backfills an old SQLite layout")
 	src := os.Getenv("TALLY_BENCH_PRE0013_DB")
 	if src == "" {
 		b.Skip("set TALLY_BENCH_PRE0013_DB to a database of before migration 0013")
@@ -29,7 +30,7 @@ func BenchmarkVisitBackfill(b *testing.B) {
 			b.Fatal(err)
 		}
 		t0 := time.Now()
-		db, err := Open(context.Background(), Options{Path: path, visitBackfillChunk: -1})
+		db, err := openTestDB(b, context.Background(), Options{Path: path, visitBackfillChunk: -1})
 		if err != nil {
 			b.Fatal(err)
 		}

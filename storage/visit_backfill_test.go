@@ -72,7 +72,7 @@ func undo0013(t *testing.T, db *DB) {
 // as intake computed them, and leaves the database as of before 0013.
 func pre0013(t *testing.T, path string, events []IngestEvent) map[string][]string {
 	t.Helper()
-	db, err := Open(context.Background(), Options{Path: path})
+	db, err := openTestDB(t, context.Background(), Options{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +95,7 @@ func readyCount(t *testing.T, db *DB) (ready, pending int) {
 }
 
 func TestMigration0013BackfillsVisits(t *testing.T) {
+	onlySQLite(t, "backfills an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	want := pre0013(t, path, visitFixture())
 	if len(want) != 6 {
@@ -113,6 +114,7 @@ func TestMigration0013BackfillsVisits(t *testing.T) {
 }
 
 func TestEmptyDatabaseHasNoVisitBackfill(t *testing.T) {
+	onlySQLite(t, "SQLite's conversions")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	var n int
 	if err := db.read.QueryRow(`SELECT COUNT(*) FROM visit_backfill`).Scan(&n); err != nil || n != 0 {
@@ -121,9 +123,10 @@ func TestEmptyDatabaseHasNoVisitBackfill(t *testing.T) {
 }
 
 func TestVisitBackfillInChunksResumesAfterACrash(t *testing.T) {
+	onlySQLite(t, "backfills an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	want := pre0013(t, path, visitFixture())
-	db, err := Open(context.Background(), Options{Path: path, visitBackfillChunk: -1})
+	db, err := openTestDB(t, context.Background(), Options{Path: path, visitBackfillChunk: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +146,7 @@ func TestVisitBackfillInChunksResumesAfterACrash(t *testing.T) {
 	}
 	// A crash: the next start resumes at the third chunk, in the background.
 	db.Close()
-	db, err = Open(context.Background(), Options{Path: path, visitBackfillChunk: 3})
+	db, err = openTestDB(t, context.Background(), Options{Path: path, visitBackfillChunk: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,10 +162,11 @@ func TestVisitBackfillInChunksResumesAfterACrash(t *testing.T) {
 // once; the backfill's chunk read before that leaves it as intake wrote
 // it.
 func TestVisitBackfillAndIntakeMeanwhile(t *testing.T) {
+	onlySQLite(t, "backfills an old SQLite layout")
 	events := visitFixture()
 	path := filepath.Join(t.TempDir(), "a.db")
 	pre0013(t, path, events)
-	db, err := Open(context.Background(), Options{Path: path, visitBackfillChunk: -1})
+	db, err := openTestDB(t, context.Background(), Options{Path: path, visitBackfillChunk: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +201,7 @@ func TestVisitBackfillAndIntakeMeanwhile(t *testing.T) {
 // An erased subject's visits go with its sessions: none of their
 // attributes is left in any row, nor anywhere in the file.
 func TestErasureLeavesNoVisitAttribute(t *testing.T) {
+	onlySQLite(t, "reads the bytes of the SQLite file")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
 	withSites(t, db, "s")
@@ -256,9 +261,10 @@ func countWhere(t *testing.T, db *DB, values []string) int {
 // A day's partials computed before its visits were backfilled lack their
 // attributes: the backfill's job drops them with the sessions it writes.
 func TestVisitBackfillDropsTheDaysPartials(t *testing.T) {
+	onlySQLite(t, "backfills an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	pre0013(t, path, visitFixture())
-	db, err := Open(context.Background(), Options{Path: path, visitBackfillChunk: -1})
+	db, err := openTestDB(t, context.Background(), Options{Path: path, visitBackfillChunk: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func TestWriterIsolatesFailingJobs(t *testing.T) {
 // those queued before it. The test queues from its own goroutine, so the
 // order is certain.
 func TestWriterQueueFullAndDrainOnClose(t *testing.T) {
-	db, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), QueueSize: 2})
+	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), QueueSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.cfg.Logger 
 // the test if the instance cannot start.
 func New(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s, err := Start(opts...)
+	s, err := start(t, opts...)
 	if err != nil {
 		t.Fatalf("servertest: %v", err)
 	}
@@ -108,7 +108,13 @@ func New(t testing.TB, opts ...Option) *Server {
 }
 
 // Start starts an instance outside a test; call Close when done.
-func Start(opts ...Option) (*Server, error) {
+func Start(opts ...Option) (*Server, error) { return start(nil, opts...) }
+
+// testStorage, set by this package's own tests, puts the instances of a
+// test (t) on the database the test run is on (README "Tests").
+var testStorage func(t testing.TB, o storage.Options) storage.Options
+
+func start(t testing.TB, opts ...Option) (*Server, error) {
 	o := &options{cfg: server.Config{BotFilter: privacy.BotFilterOff}}
 	for _, opt := range opts {
 		opt(o)
@@ -126,7 +132,11 @@ func Start(opts ...Option) (*Server, error) {
 	o.cfg.Now = o.now
 	o.cfg.AdminToken = "servertest-admin"
 	o.cfg.DebugFeedSize = server.DefaultDebugFeedSize
-	db, err := storage.Open(context.Background(), storage.Options{Path: ":memory:", Now: o.now})
+	sopts := storage.Options{Path: ":memory:", Now: o.now}
+	if testStorage != nil && t != nil {
+		sopts = testStorage(t, sopts)
+	}
+	db, err := storage.Open(context.Background(), sopts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,57 @@
+package server
+
+import (
+	"context"
+	"testing"
+
+	"github.com/tally-analytics/tally/internal/dbtest"
+	"github.com/tally-analytics/tally/storage"
+)
+
+// TestMain runs the package's tests on SQLite and, when TEST_DATABASE_URL
+// is set, again on PostgreSQL (README "Tests").
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// pgTestDriver is the database/sql driver a test's second connection to a
+// PostgreSQL database uses (harness.sqlDB).
+const pgTestDriver = "tally-postgres"
+
+// testOptions is opts for a test's storage: on PostgreSQL, a fresh
+// database per test and per opts.Path (a test that stops its server and
+// starts another on the same file finds its data); on SQLite, opts
+// unchanged.
+func testOptions(t testing.TB, opts storage.Options) storage.Options {
+	t.Helper()
+	if dbtest.Postgres() {
+		key := opts.Path
+		if key == ":memory:" {
+			key = "" // every :memory: Open is a database of its own
+		}
+		opts.DatabaseURL = dbtest.Fresh(t, key, migrateTemplate)
+	}
+	return opts
+}
+
+// openTestDB is storage.Open for a test, on the backend the test run is on.
+func openTestDB(t testing.TB, ctx context.Context, opts storage.Options) (*storage.DB, error) {
+	t.Helper()
+	return storage.Open(ctx, testOptions(t, opts))
+}
+
+// migrateTemplate migrates the template database the PostgreSQL tests'
+// databases are copied from.
+func migrateTemplate(url string) error {
+	db, err := storage.Open(context.Background(), storage.Options{DatabaseURL: url})
+	if err != nil {
+		return err
+	}
+	return db.Close()
+}
+
+// onlySQLite skips a test about SQLite itself on PostgreSQL.
+func onlySQLite(t testing.TB, why string) {
+	t.Helper()
+	dbtest.OnlySQLite(t, why)
+}
+
+func TestPostgresPendingListIsTrue(t *testing.T) { dbtest.CheckPending(t) }
