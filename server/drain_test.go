@@ -1,6 +1,8 @@
 package server
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -46,5 +48,25 @@ func TestDrainTurnsOnlyHealthzUnhealthy(t *testing.T) {
 	}
 	if n := h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'web'`); n != 1 {
 		t.Fatalf("got %d stored events, want 1", n)
+	}
+}
+
+// BenchmarkCloseWhileDraining is what the draining check adds to every
+// request on the instance's listeners: the wrapped handler against the bare
+// one, which does nothing.
+func BenchmarkCloseWhileDraining(b *testing.B) {
+	s := &Server{}
+	bare := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	req := httptest.NewRequest("GET", "/healthz", nil)
+	w := httptest.NewRecorder()
+	for _, bc := range []struct {
+		name string
+		h    http.Handler
+	}{{"bare", bare}, {"wrapped", s.closeWhileDraining(bare)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				bc.h.ServeHTTP(w, req)
+			}
+		})
 	}
 }
