@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tally-analytics/tally/privacy"
 	"github.com/tally-analytics/tally/server"
@@ -41,6 +42,7 @@ type config struct {
 	DevAllowRemote   bool
 	DebugFeedSize    int
 	Durability       storage.Durability
+	ShutdownDrain    time.Duration // README "Behind a load balancer"
 
 	// Sourcemap uploads per minute per site, and what a site may store.
 	SourcemapUploadRate int
@@ -77,6 +79,7 @@ var settings = []setting{
 	{env: "HTTP_ADDR", group: "listeners", def: ":80", usage: "with TLS: answers ACME HTTP-01 challenges, redirects the rest to HTTPS; off = none"},
 	{env: "ACME_DIRECTORY_URL", group: "listeners", def: acmeDirectoryURL, usage: "the ACME CA's directory (Let's Encrypt by default)"},
 	{env: "ACME_EMAIL", group: "listeners", usage: "contact address given to the ACME CA for expiry and problem notices"},
+	{env: "SHUTDOWN_DRAIN", group: "listeners", def: "0s", usage: "behind a load balancer: how long /healthz answers 503 draining after SIGTERM before the listeners close, at most 90s"},
 
 	{env: "DATABASE_PATH", group: "storage", def: "./data/analytics.db", usage: "SQLite file (:memory: for a throw-away database)"},
 	{env: "DATABASE_URL", group: "storage", usage: "postgres://user:password@host/database: PostgreSQL 15+ instead of DATABASE_PATH (in progress)"},
@@ -233,6 +236,9 @@ func loadConfig(args []string, getenv func(string) string, _ io.Writer) (config,
 		return c, err
 	}
 	if c.Durability, err = storage.ParseDurability(vals["DURABILITY"]); err != nil {
+		return c, err
+	}
+	if c.ShutdownDrain, err = parseShutdownDrain(vals["SHUTDOWN_DRAIN"]); err != nil {
 		return c, err
 	}
 	if c.DevJSON {

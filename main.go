@@ -138,6 +138,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
+		drainBeforeShutdown(inst, cfg.ShutdownDrain, log)
 	case err := <-inst.Failed():
 		log.Error("listener failed", "err", err.Error())
 		code = 1

@@ -43,7 +43,13 @@ type process struct {
 
 func start(t *testing.T, bin string, env ...string) *process {
 	t.Helper()
-	cmd := exec.Command(bin)
+	return startArgs(t, bin, nil, env...)
+}
+
+// startArgs is start with command-line arguments.
+func startArgs(t *testing.T, bin string, args []string, env ...string) *process {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), append([]string{"COLLECTOR_ADDR=127.0.0.1:0", "QUERY_ADDR=127.0.0.1:0"}, env...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -160,6 +166,8 @@ func TestBadConfigurationExitsNonZero(t *testing.T) {
 		{"unknown CONSENT_MODE", nil, map[string]string{"CONSENT_MODE": "sometimes"}},
 		{"unknown DURABILITY", nil, map[string]string{"DURABILITY": "sometimes"}},
 		{"unknown --durability", []string{"--durability", "disk"}, nil},
+		{"SHUTDOWN_DRAIN past 90s", nil, map[string]string{"SHUTDOWN_DRAIN": "2m"}},
+		{"--shutdown-drain without a unit", []string{"--shutdown-drain", "15"}, nil},
 		{"TRUST_PROXY_HEADERS not a bool", nil, map[string]string{"TRUST_PROXY_HEADERS": "perhaps"}},
 		{"missing GeoIP file", nil, map[string]string{"GEOIP_DB_PATH": "/does/not/exist.mmdb"}},
 		{"missing plan file", nil, map[string]string{"SCHEMA_BUNDLE_PATH": "/does/not/exist.json"}},

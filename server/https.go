@@ -48,7 +48,7 @@ func (inst *Instance) ServeHTTPS(h HTTPS) error {
 	logger := inst.Server.log
 	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
 	inst.HTTPSURL = "https://" + strings.TrimPrefix(baseURL(ln.Addr()), "http://")
-	secure := newHTTPServer(inst.Server.Shared(), logger)
+	secure := inst.Server.newHTTPServer(inst.Server.Shared())
 	secure.TLSConfig = h.TLS
 	// Handshake failures are mostly scanners; their messages carry the
 	// client's address, which logs never do.
@@ -67,7 +67,7 @@ func (inst *Instance) ServeHTTPS(h HTTPS) error {
 	if h.Challenges != nil {
 		redirect = h.Challenges(redirect)
 	}
-	insecure := newHTTPServer(redirect, logger)
+	insecure := inst.Server.newHTTPServer(redirect)
 	inst.servers = append(inst.servers, insecure)
 	go func() {
 		if err := insecure.Serve(plain); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -47,8 +47,7 @@ func Listen(cfg Config, db *storage.DB, collectorAddr, queryAddr string) (*Insta
 		cfg.CollectorURL = inst.CollectorURL
 	}
 	inst.Server = New(cfg, db)
-	log := inst.Server.log
-	inst.servers = []*http.Server{newHTTPServer(inst.Server.Collector(), log), newHTTPServer(inst.Server.Query(), log)}
+	inst.servers = []*http.Server{inst.Server.newHTTPServer(inst.Server.Collector()), inst.Server.newHTTPServer(inst.Server.Query())}
 	// Debug reads that wait for decisions end when the server stops.
 	inst.servers[1].RegisterOnShutdown(inst.Server.feed.stop)
 	for i, ln := range []net.Listener{cl, ql} {
@@ -95,13 +94,14 @@ func (inst *Instance) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+// newHTTPServer serves h on one of the instance's listeners.
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           s.closeWhileDraining(h),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 }

@@ -29,10 +29,13 @@ func rowsOf[S, T any](in []S, f func(*S) T) []T {
 
 // Health and errors.
 
-// healthBody is the answer of GET /healthz (both listeners).
+// healthBody is the answer of GET /healthz (both listeners): Status is
+// "ok" (200), "unavailable" or "draining" (503, README "Behind a load
+// balancer").
 type healthBody struct {
 	Status string `json:"status"`
-	// Reason says what fails when Status is "unavailable".
+	// Reason says what fails when Status is "unavailable", and that the
+	// server is stopping when it is "draining".
 	Reason string `json:"reason,omitempty"`
 }
 

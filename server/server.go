@@ -96,6 +96,8 @@ type Server struct {
 	client   *http.Client
 	metrics  atomic.Pointer[collectorMetrics]
 	faults   faultInjector // dev mode's injected intake faults
+	// draining is set by Drain, at a stop signal (README "Behind a load balancer").
+	draining atomic.Bool
 	// retentionKick asks the purge loop for a purge now.
 	retentionKick chan struct{}
 }
@@ -253,12 +255,17 @@ func (s *Server) Query() http.Handler {
 
 // healthz answers 200 {"status":"ok"} while the database answers reads
 // and takes writes, else 503 {"status":"unavailable","reason":...}, so
-// that a load balancer or orchestrator can act on a full disk. How the
+// that a load balancer or orchestrator can act on a full disk; from Drain
+// on, 503 {"status":"draining"} whatever the database's state. How the
 // write path is judged (the latest commit, or a probe write when idle) is
 // storage.DB.WriteHealth's.
 //
 // GET /healthz (both listeners)
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, healthBody{Status: "draining", Reason: drainingReason})
+		return nil
+	}
 	if err := s.db.Ping(r.Context()); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, healthBody{Status: "unavailable", Reason: "the database does not answer reads"})
 		return nil

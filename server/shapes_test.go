@@ -237,6 +237,13 @@ func TestResponseShapes(t *testing.T) {
 				`{"id":"i1","type":"pageview","ts":"2026-01-30T10:00:00Z","anon_id":"s1","url":"/a"}` + "\n" +
 				`{"end":{"rows":1,"skipped":0}}` + "\n"},
 		{api: "q", method: "POST", path: "/v1/sites/web/imports", token: tn.adminKey, status: 400, body: `{"source":"matomo"}`},
+
+		// Draining (README "Behind a load balancer"): last, as it lasts.
+		{api: "c", method: "GET", path: "/v1/healthz", status: 503, build: func(map[string]string) (any, []string) {
+			h.srv.Drain()
+			return nil, nil
+		}},
+		{api: "q", method: "GET", path: "/v1/healthz", status: 503},
 	}
 
 	vars := map[string]string{}
