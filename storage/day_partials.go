@@ -223,7 +223,7 @@ func utcSpan(span string) (lo, hi int64, ok bool) {
 // dropDays deletes the partials of each (site, UTC date) in days with
 // stmt (dropPartialsSQL bound to tx).
 func dropDays(tx *writeTx, exec func(args ...any) error, days map[[2]string]bool) error {
-	for k := range days {
+	for _, k := range sortedKeys(days, comparePairs) { // lock_order.go
 		if err := exec(dropPartialArgs(k[0], k[1])...); err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"time"
 
@@ -87,9 +86,15 @@ type IngestResult struct {
 	Accepted  int
 }
 
+// insertEventSQL stores an event: the id as dedupKey gives it and the
+// agent as a code (migration 0020, event_columns.go).
+const insertEventSQL = `INSERT INTO events(id_text, site_id, type, url, ts, anon_id, user_id, referrer, country, city,
+	agent, browser_text, os_text, device_type_text, raw, received_at, credential)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
 // ingestStmts are prepared once on the write connection.
 type ingestStmts struct {
-	dedup, insertEvent, link, profile, newestSession, loadSessions, insertSession, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
+	dedup, insertEvent, insertFirstEvent, link, profileTraits, profile, newestSession, loadSessions, insertSession, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
 	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials, credentialCode, newCredential, imported *sql.Stmt
 }
 
@@ -107,23 +112,25 @@ func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts
 		sql string
 	}{
 		{&s.dedup, `INSERT INTO event_ids(site_id, id, received_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`},
-		// The id as dedupKey gives it and the agent as a code (migration
-		// 0020, event_columns.go).
-		{&s.insertEvent, `INSERT INTO events(id_text, site_id, type, url, ts, anon_id, user_id, referrer, country, city,
-			agent, browser_text, os_text, device_type_text, raw, received_at, credential)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.insertEvent, insertEventSQL},
+		// The run's first event also returns its seq (see ready); the
+		// others need not.
+		{&s.insertFirstEvent, insertEventSQL + ` RETURNING seq`},
 		{&s.credentialCode, `SELECT code FROM credentials WHERE credential = ?`},
 		{&s.imported, `INSERT INTO imported_ids(site_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`},
 		{&s.newCredential, `INSERT INTO credentials(credential) VALUES (?) RETURNING code`},
 		{&s.link, link},
-		{&s.profile, `INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at) VALUES (?, ?, json(?), ?, ?)
-			ON CONFLICT(site_id, user_id) DO UPDATE SET traits = json_patch(traits, excluded.traits), updated_at = excluded.updated_at`},
+		// Traits are merged in Go (traits.go) between the read and the
+		// write.
+		{&s.profileTraits, `SELECT traits FROM user_profiles WHERE site_id = ? AND user_id = ?`},
+		{&s.profile, `INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT(site_id, user_id) DO UPDATE SET traits = excluded.traits, updated_at = excluded.updated_at`},
 		{&s.newestSession, newestSessionSQL},
 		{&s.loadSessions, loadSessionsSQL},
 		// Times as integers (migration 0016): start_ms, and the end as
 		// duration_ms, usually 0 to 3 bytes.
 		{&s.insertSession, `INSERT INTO sessions(site_id, anon_id, user_id, start_text, end_text, start_ms, duration_ms, event_count, ` + visitStoredColumns + `)
-			VALUES (?, ?, ?, '', '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+			VALUES (?, ?, ?, '', '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`},
 		// Setting start_ms (or start_text), even to its own value, rewrites
 		// both indexes that key started_ms: the usual update, of a session
 		// that took later events, leaves them out (updateSessionEnd, and
@@ -134,16 +141,19 @@ func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts
 		{&s.updateSessionEnd, `UPDATE sessions SET duration_ms = ?, event_count = ?, user_id = ?, ` + visitSet + ` WHERE id = ?`},
 		{&s.updateSessionTail, `UPDATE sessions SET duration_ms = ?, event_count = ?, user_id = ?, ` + visitTailSet + ` WHERE id = ?`},
 		{&s.deleteSession, `DELETE FROM sessions WHERE id = ?`},
+		// The rollups name the stored row's column by its table: a bare
+		// name beside excluded's is ambiguous to PostgreSQL (issue 17).
 		{&s.dailyEvents, `INSERT INTO daily_events(site_id, day, type, count) VALUES (?, ?, ?, ?)
-			ON CONFLICT(site_id, day, type) DO UPDATE SET count = count + excluded.count`},
+			ON CONFLICT(site_id, day, type) DO UPDATE SET count = daily_events.count + excluded.count`},
 		{&s.dailySessions, `INSERT INTO daily_sessions(site_id, day, sessions, duration_ms, events, bounces) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT(site_id, day) DO UPDATE SET sessions = sessions + excluded.sessions,
-			duration_ms = duration_ms + excluded.duration_ms, events = events + excluded.events, bounces = bounces + excluded.bounces`},
+			ON CONFLICT(site_id, day) DO UPDATE SET sessions = daily_sessions.sessions + excluded.sessions,
+			duration_ms = daily_sessions.duration_ms + excluded.duration_ms, events = daily_sessions.events + excluded.events,
+			bounces = daily_sessions.bounces + excluded.bounces`},
 		{&s.dailyDims, `INSERT INTO daily_dimensions(site_id, day, dimension, value, count) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT(site_id, day, dimension, value) DO UPDATE SET count = count + excluded.count`},
+			ON CONFLICT(site_id, day, dimension, value) DO UPDATE SET count = daily_dimensions.count + excluded.count`},
 		{&s.dropPartials, dropPartialsSQL},
 		{&s.usage, `INSERT INTO site_usage(site_id, month, accepted) VALUES (?, ?, ?)
-			ON CONFLICT(site_id, month) DO UPDATE SET accepted = accepted + excluded.accepted`},
+			ON CONFLICT(site_id, month) DO UPDATE SET accepted = site_usage.accepted + excluded.accepted`},
 		{&s.dlq, `INSERT INTO dlq(id, site_id, payload, error, received_at, anon_id, user_id, endpoint, user_agent,
 			cookieless, browser, os, device_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(site_id, id) DO UPDATE SET payload = excluded.payload, error = excluded.error,
@@ -294,7 +304,8 @@ func (j *ingestRun) add(w *ingestWork) error {
 	if err := j.db.checkSites(w); err != nil {
 		return err
 	}
-	dedup, insert, link, profile := j.stmt(st.dedup), j.stmt(st.insertEvent), j.stmt(st.link), j.stmt(st.profile)
+	dedup, insert, link := j.stmt(st.dedup), j.stmt(st.insertEvent), j.stmt(st.link)
+	profileTraits, profile := j.stmt(st.profileTraits), j.stmt(st.profile)
 	for i := range w.events {
 		e := &w.events[i]
 		key := dedupKey(e.ID)
@@ -323,15 +334,15 @@ func (j *ingestRun) add(w *ingestWork) error {
 			return err
 		}
 		agent, browser, osName, device := eventAgent(e)
-		r, err = insert.Exec(key, e.SiteID, e.Type, e.URL, ts, e.AnonID, e.UserID, e.Referrer,
-			nullable(e.Country), nullable(e.City), agent, browser, osName, device, w.stored[i], w.receivedAt[i], cred)
+		args := []any{key, e.SiteID, e.Type, e.URL, ts, e.AnonID, e.UserID, e.Referrer,
+			nullable(e.Country), nullable(e.City), agent, browser, osName, device, w.stored[i], w.receivedAt[i], cred}
+		if j.firstSeq == 0 {
+			err = j.stmt(st.insertFirstEvent).QueryRow(args...).Scan(&j.firstSeq)
+		} else {
+			_, err = insert.Exec(args...)
+		}
 		if err != nil {
 			return fmt.Errorf("insert event: %w", err)
-		}
-		if j.firstSeq == 0 {
-			if j.firstSeq, err = r.LastInsertId(); err != nil {
-				return fmt.Errorf("insert event: %w", err)
-			}
 		}
 		if e.UserID != nil {
 			k := [3]string{e.SiteID, e.AnonID, *e.UserID}
@@ -342,11 +353,7 @@ func (j *ingestRun) add(w *ingestWork) error {
 				}
 			}
 			if e.Type == "identify" {
-				traits := "{}"
-				if e.Traits != nil {
-					traits = string(e.Traits)
-				}
-				if _, err := profile.Exec(e.SiteID, *e.UserID, traits, recv, recv); err != nil {
+				if err := j.profile(profileTraits, profile, e.SiteID, *e.UserID, e.Traits, recv); err != nil {
 					return fmt.Errorf("user profile: %w", err)
 				}
 			}
@@ -379,6 +386,26 @@ func (j *ingestRun) add(w *ingestWork) error {
 		}
 	}
 	return nil
+}
+
+// profile merges an identify's traits (nil for none) into the user's
+// profile, made at the first identify: one read of the profile's row and
+// one write.
+func (j *ingestRun) profile(read, write *sql.Stmt, site, user string, traits []byte, now string) error {
+	if traits == nil {
+		traits = []byte("{}")
+	}
+	var old []byte
+	err := read.QueryRow(site, user).Scan(&old)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	merged, err := mergeTraits(old, traits)
+	if err != nil {
+		return err
+	}
+	_, err = write.Exec(site, user, merged, now, now)
+	return err
 }
 
 // finish writes the sessions and rollups of everything added.
@@ -499,11 +526,7 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 			j.sessionDelta(site, s, 1)
 		case s.dirty:
 			args := append([]any{site, anon, s.userID, s.start.UnixMilli(), s.end.Sub(s.start).Milliseconds(), s.count}, s.visit.args(s.start, s.end)...)
-			r, err := j.stmt(j.db.ingest.insertSession).Exec(args...)
-			if err != nil {
-				return fmt.Errorf("insert session: %w", err)
-			}
-			if s.id, err = r.LastInsertId(); err != nil {
+			if err := j.stmt(j.db.ingest.insertSession).QueryRow(args...).Scan(&s.id); err != nil {
 				return fmt.Errorf("insert session: %w", err)
 			}
 			j.sessionDelta(site, s, 1)
@@ -663,29 +686,24 @@ func (j *ingestRun) sessionDelta(site string, s *session, sign int64) {
 }
 
 // rollups writes the run's per-day and per-month aggregates, one upsert per
-// key rather than one per event.
+// key rather than one per event, each table's in the order of its keys
+// (lock_order.go).
 func (j *ingestRun) rollups() error {
-	keys := make([]dayKey, 0, len(j.days))
-	for k := range j.days {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(a, b int) bool {
-		return keys[a].site+keys[a].day+keys[a].typ < keys[b].site+keys[b].day+keys[b].typ
-	})
 	de := j.stmt(j.db.ingest.dailyEvents)
-	for _, k := range keys {
+	for _, k := range sortedKeys(j.days, compareDayKeys) {
 		if _, err := de.Exec(k.site, k.day, k.typ, j.days[k]); err != nil {
 			return fmt.Errorf("daily events: %w", err)
 		}
 	}
 	dd := j.stmt(j.db.ingest.dailyDims)
-	for k, n := range j.dims {
-		if _, err := dd.Exec(k.site, k.day, k.dim, k.value, n); err != nil {
+	for _, k := range sortedKeys(j.dims, compareDimKeys) {
+		if _, err := dd.Exec(k.site, k.day, k.dim, k.value, j.dims[k]); err != nil {
 			return fmt.Errorf("daily dimensions: %w", err)
 		}
 	}
 	ds := j.stmt(j.db.ingest.dailySessions)
-	for k, d := range j.sessDays {
+	for _, k := range sortedKeys(j.sessDays, comparePairs) {
+		d := j.sessDays[k]
 		if *d == (sessionDelta{}) {
 			continue
 		}
@@ -703,8 +721,8 @@ func (j *ingestRun) rollups() error {
 		return fmt.Errorf("day partials: %w", err)
 	}
 	us := j.stmt(j.db.ingest.usage)
-	for k, n := range j.usage {
-		if _, err := us.Exec(k[0], k[1], n); err != nil {
+	for _, k := range sortedKeys(j.usage, comparePairs) {
+		if _, err := us.Exec(k[0], k[1], j.usage[k]); err != nil {
 			return fmt.Errorf("site usage: %w", err)
 		}
 	}

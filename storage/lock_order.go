@@ -1,0 +1,33 @@
+package storage
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+)
+
+// Lock order. A write that touches several rows of one table (the rollups
+// of a run of intake, of an erasure, the partials of the days they change)
+// touches them in the order of their keys, never in a map's: two writers
+// that lock rows as they write them (several instances on one PostgreSQL
+// database, issue 17) then take the rows they share in the same order,
+// and neither can wait for a row the other holds while holding one it
+// waits for. On SQLite, where the writer is alone, the order changes
+// nothing but the order of the statements.
+
+// sortedKeys returns m's keys in the order of compare.
+func sortedKeys[K comparable, V any](m map[K]V, compare func(a, b K) int) []K {
+	return slices.SortedFunc(maps.Keys(m), compare)
+}
+
+func compareDayKeys(a, b dayKey) int {
+	return cmp.Or(cmp.Compare(a.site, b.site), cmp.Compare(a.day, b.day), cmp.Compare(a.typ, b.typ))
+}
+
+func compareDimKeys(a, b dimKey) int {
+	return cmp.Or(cmp.Compare(a.site, b.site), cmp.Compare(a.day, b.day), cmp.Compare(a.dim, b.dim), cmp.Compare(a.value, b.value))
+}
+
+func comparePairs(a, b [2]string) int {
+	return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+}
