@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -94,9 +96,25 @@ const insertEventSQL = `INSERT INTO events(id_text, site_id, type, url, ts, anon
 
 // ingestStmts are prepared once on the write connection.
 type ingestStmts struct {
-	dedup, insertEvent, insertFirstEvent, link, profileTraits, profile, newestSession, loadSessions, insertSession, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
+	dedup, insertEvent, insertFirstEvent, link, profileTraits, profile, newestSession, loadSessions, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
 	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials, credentialCode, newCredential, imported *sql.Stmt
+	// insertSessions[k] inserts 1<<k sessions (see insertSessions).
+	insertSessions [7]*sql.Stmt
 }
+
+// insertSessionsSQL inserts n sessions and returns the id of each, with
+// the columns that tell which it is (the order of RETURNING's rows is not
+// promised). Times as integers (migration 0016): start_ms, and the end as
+// duration_ms, usually 0 to 3 bytes.
+func insertSessionsSQL(n int) string {
+	row := `(?, ?, ?, '', '', ?, ?, ?` + strings.Repeat(`, ?`, sessionVisitArgs) + `)`
+	return `INSERT INTO sessions(site_id, anon_id, user_id, start_text, end_text, start_ms, duration_ms, event_count, ` + visitStoredColumns + `)
+		VALUES ` + row + strings.Repeat(`, `+row, n-1) + ` RETURNING id, site_id, anon_id, start_ms`
+}
+
+// sessionVisitArgs is how many values visit.args gives: one per column of
+// visitStoredColumns.
+var sessionVisitArgs = strings.Count(visitStoredColumns, ",") + 1
 
 func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts, error) {
 	var s ingestStmts
@@ -127,10 +145,6 @@ func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts
 			ON CONFLICT(site_id, user_id) DO UPDATE SET traits = excluded.traits, updated_at = excluded.updated_at`},
 		{&s.newestSession, newestSessionSQL},
 		{&s.loadSessions, loadSessionsSQL},
-		// Times as integers (migration 0016): start_ms, and the end as
-		// duration_ms, usually 0 to 3 bytes.
-		{&s.insertSession, `INSERT INTO sessions(site_id, anon_id, user_id, start_text, end_text, start_ms, duration_ms, event_count, ` + visitStoredColumns + `)
-			VALUES (?, ?, ?, '', '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`},
 		// Setting start_ms (or start_text), even to its own value, rewrites
 		// both indexes that key started_ms: the usual update, of a session
 		// that took later events, leaves them out (updateSessionEnd, and
@@ -160,6 +174,12 @@ func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts
 			received_at = excluded.received_at, anon_id = excluded.anon_id, user_id = excluded.user_id,
 			endpoint = excluded.endpoint, user_agent = excluded.user_agent, cookieless = excluded.cookieless,
 			browser = excluded.browser, os = excluded.os, device_type = excluded.device_type`},
+	}
+	for k := range s.insertSessions {
+		stmts = append(stmts, struct {
+			dst **sql.Stmt
+			sql string
+		}{&s.insertSessions[k], insertSessionsSQL(1 << k)})
 	}
 	for _, st := range stmts {
 		p, err := db.PrepareContext(ctx, st.sql)
@@ -248,6 +268,11 @@ type ingestRun struct {
 	hours map[[2]string]bool
 	// credentials memoises credentialCode for the run (its transaction).
 	credentials map[string]string
+	// inserts are the new sessions not inserted yet, and memoNew the
+	// visitors whose newest session (in latest) is one of them: see
+	// insertSessions.
+	inserts []newSession
+	memoNew []newSession
 	// firstSeq is the seq of the run's first stored event: the events
 	// below it were stored before the run (see ready).
 	firstSeq int64
@@ -415,6 +440,9 @@ func (j *ingestRun) finish() error {
 			return err
 		}
 	}
+	if err := j.insertSessions(); err != nil {
+		return err
+	}
 	return j.rollups()
 }
 
@@ -505,6 +533,11 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 		}
 		switch {
 		case s.deleted && s.orig != nil:
+			// The sessions queued before go in first, so that each new
+			// session takes the id it took when inserted at once.
+			if err := j.insertSessions(); err != nil {
+				return err
+			}
 			if _, err := j.stmt(j.db.ingest.deleteSession).Exec(s.id); err != nil {
 				return fmt.Errorf("delete session: %w", err)
 			}
@@ -525,10 +558,7 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 			s.textTimes = false
 			j.sessionDelta(site, s, 1)
 		case s.dirty:
-			args := append([]any{site, anon, s.userID, s.start.UnixMilli(), s.end.Sub(s.start).Milliseconds(), s.count}, s.visit.args(s.start, s.end)...)
-			if err := j.stmt(j.db.ingest.insertSession).QueryRow(args...).Scan(&s.id); err != nil {
-				return fmt.Errorf("insert session: %w", err)
-			}
+			j.inserts = append(j.inserts, newSession{site, anon, key, s})
 			j.sessionDelta(site, s, 1)
 		}
 	}
@@ -549,7 +579,77 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 	memoVisit.landing = nil
 	j.latest[key] = session{id: newest.id, start: newest.start, end: newest.end, count: newest.count, userID: newest.userID,
 		textTimes: newest.textTimes, visit: memoVisit}
+	if newest.id == 0 {
+		j.memoNew = append(j.memoNew, newSession{site, anon, key, newest})
+	}
 	return nil
+}
+
+// newSession is a session a run creates, of the visitor key (site, anon).
+type newSession struct {
+	site, anon, key string
+	s               *session
+}
+
+// insertSessions inserts the queued new sessions and gives each its id:
+// in statements of up to 64 rows rather than one per session, since
+// reading an id back (RETURNING, on every backend) costs about as much
+// per statement as the insert. The rows go in the order they were
+// queued, and the queue is emptied before every delete of a session, so
+// each takes the id SQLite gave it when inserted alone (the largest id
+// plus one: the largest may have been deleted).
+func (j *ingestRun) insertSessions() error {
+	for len(j.inserts) > 0 {
+		k := min(bits.Len(uint(len(j.inserts)))-1, len(j.db.ingest.insertSessions)-1)
+		part := j.inserts[:1<<k]
+		j.inserts = j.inserts[1<<k:]
+		args := make([]any, 0, len(part)*(6+sessionVisitArgs))
+		byKey := make(map[sessionKey]*session, len(part))
+		for _, n := range part {
+			s := n.s
+			args = append(args, n.site, n.anon, s.userID, s.start.UnixMilli(), s.end.Sub(s.start).Milliseconds(), s.count)
+			args = append(args, s.visit.args(s.start, s.end)...)
+			byKey[sessionKey{n.site, n.anon, s.start.UnixMilli()}] = s
+		}
+		rows, err := j.stmt(j.db.ingest.insertSessions[k]).Query(args...)
+		if err != nil {
+			return fmt.Errorf("insert session: %w", err)
+		}
+		for rows.Next() {
+			var id int64
+			var k sessionKey
+			if err := rows.Scan(&id, &k.site, &k.anon, &k.startMS); err != nil {
+				rows.Close()
+				return fmt.Errorf("insert session: %w", err)
+			}
+			if s := byKey[k]; s != nil {
+				s.id = id
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("insert session: %w", err)
+		}
+		for _, n := range part {
+			if n.s.id == 0 {
+				return fmt.Errorf("insert session: no id returned")
+			}
+		}
+	}
+	// The memo keeps the ids of the newest sessions among them.
+	for _, n := range j.memoNew {
+		m := j.latest[n.key]
+		m.id = n.s.id
+		j.latest[n.key] = m
+	}
+	j.memoNew = j.memoNew[:0]
+	return nil
+}
+
+// sessionKey tells a visitor's sessions apart: they never share a start.
+type sessionKey struct {
+	site, anon string
+	startMS    int64
 }
 
 // ready computes the visit of a loaded session stored before migration

@@ -1,9 +1,8 @@
 package storage
 
 import (
-	"cmp"
-	"maps"
 	"slices"
+	"strings"
 )
 
 // Lock order. A write that touches several rows of one table (the rollups
@@ -17,17 +16,43 @@ import (
 
 // sortedKeys returns m's keys in the order of compare.
 func sortedKeys[K comparable, V any](m map[K]V, compare func(a, b K) int) []K {
-	return slices.SortedFunc(maps.Keys(m), compare)
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compare)
+	return keys
 }
 
+// The comparisons stop at the first column that differs: most keys of a
+// run share their site and day.
+
 func compareDayKeys(a, b dayKey) int {
-	return cmp.Or(cmp.Compare(a.site, b.site), cmp.Compare(a.day, b.day), cmp.Compare(a.typ, b.typ))
+	if c := strings.Compare(a.site, b.site); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.day, b.day); c != 0 {
+		return c
+	}
+	return strings.Compare(a.typ, b.typ)
 }
 
 func compareDimKeys(a, b dimKey) int {
-	return cmp.Or(cmp.Compare(a.site, b.site), cmp.Compare(a.day, b.day), cmp.Compare(a.dim, b.dim), cmp.Compare(a.value, b.value))
+	if c := strings.Compare(a.site, b.site); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.day, b.day); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.dim, b.dim); c != 0 {
+		return c
+	}
+	return strings.Compare(a.value, b.value)
 }
 
 func comparePairs(a, b [2]string) int {
-	return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	if c := strings.Compare(a[0], b[0]); c != 0 {
+		return c
+	}
+	return strings.Compare(a[1], b[1])
 }
