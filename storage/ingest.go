@@ -98,18 +98,41 @@ const insertEventSQL = `INSERT INTO events(id_text, site_id, type, url, ts, anon
 type ingestStmts struct {
 	dedup, insertEvent, insertFirstEvent, link, profileTraits, profile, newestSession, loadSessions, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
 	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials, credentialCode, newCredential, imported *sql.Stmt
-	// insertSessions[k] inserts 1<<k sessions (see insertSessions).
+	// insertSession inserts one session; its id is the result's
+	// LastInsertId. insertSessions[k], prepared only by
+	// prepareSessionReturning, inserts 1<<k sessions and returns their ids
+	// (see insertSessions).
+	insertSession  *sql.Stmt
 	insertSessions [7]*sql.Stmt
+	returning      bool
 }
 
-// insertSessionsSQL inserts n sessions and returns the id of each, with
-// the columns that tell which it is (the order of RETURNING's rows is not
-// promised). Times as integers (migration 0016): start_ms, and the end as
-// duration_ms, usually 0 to 3 bytes.
-func insertSessionsSQL(n int) string {
+// prepareSessionReturning makes intake read new sessions' ids back with
+// RETURNING, 64 sessions a statement, instead of LastInsertId: for a
+// driver without LastInsertId (PostgreSQL's, issue 17). On SQLite it is
+// slower: a result set per statement costs more than LastInsertId per
+// row (CPU per event +3.7%, README "Benchmarks" machine, medians of 8
+// interleaved BenchmarkIngestCPU pairs), so SQLite keeps LastInsertId.
+func (s *ingestStmts) prepareSessionReturning(ctx context.Context, db *sql.DB) error {
+	for k := range s.insertSessions {
+		p, err := db.PrepareContext(ctx, insertSessionsSQL(1<<k, " RETURNING id, site_id, anon_id, start_ms"))
+		if err != nil {
+			return fmt.Errorf("prepare session inserts: %w", err)
+		}
+		s.insertSessions[k] = p
+	}
+	s.returning = true
+	return nil
+}
+
+// insertSessionsSQL inserts n sessions, then tail. With RETURNING, the
+// columns besides id tell which session each id is: the order of
+// RETURNING's rows is not promised. Times as integers (migration 0016):
+// start_ms, and the end as duration_ms, usually 0 to 3 bytes.
+func insertSessionsSQL(n int, tail string) string {
 	row := `(?, ?, ?, '', '', ?, ?, ?` + strings.Repeat(`, ?`, sessionVisitArgs) + `)`
 	return `INSERT INTO sessions(site_id, anon_id, user_id, start_text, end_text, start_ms, duration_ms, event_count, ` + visitStoredColumns + `)
-		VALUES ` + row + strings.Repeat(`, `+row, n-1) + ` RETURNING id, site_id, anon_id, start_ms`
+		VALUES ` + row + strings.Repeat(`, `+row, n-1) + tail
 }
 
 // sessionVisitArgs is how many values visit.args gives: one per column of
@@ -175,12 +198,10 @@ func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts
 			endpoint = excluded.endpoint, user_agent = excluded.user_agent, cookieless = excluded.cookieless,
 			browser = excluded.browser, os = excluded.os, device_type = excluded.device_type`},
 	}
-	for k := range s.insertSessions {
-		stmts = append(stmts, struct {
-			dst **sql.Stmt
-			sql string
-		}{&s.insertSessions[k], insertSessionsSQL(1 << k)})
-	}
+	stmts = append(stmts, struct {
+		dst **sql.Stmt
+		sql string
+	}{&s.insertSession, insertSessionsSQL(1, "")})
 	for _, st := range stmts {
 		p, err := db.PrepareContext(ctx, st.sql)
 		if err != nil {
@@ -591,14 +612,30 @@ type newSession struct {
 	s               *session
 }
 
-// insertSessions inserts the queued new sessions and gives each its id:
-// in statements of up to 64 rows rather than one per session, since
-// reading an id back (RETURNING, on every backend) costs about as much
-// per statement as the insert. The rows go in the order they were
-// queued, and the queue is emptied before every delete of a session, so
-// each takes the id SQLite gave it when inserted alone (the largest id
-// plus one: the largest may have been deleted).
+// insertSessions inserts the queued new sessions and gives each its id.
+// The rows go in the order they were queued, and the queue is emptied
+// before every delete of a session, so each takes the id SQLite gave it
+// when inserted at once (the largest id plus one: the largest may have
+// been deleted). The queue lets a backend without LastInsertId read the
+// ids back with RETURNING in statements of up to 64 rows
+// (prepareSessionReturning) rather than a result set per session.
 func (j *ingestRun) insertSessions() error {
+	if !j.db.ingest.returning {
+		ins := j.stmt(j.db.ingest.insertSession)
+		for _, n := range j.inserts {
+			s := n.s
+			args := append([]any{n.site, n.anon, s.userID, s.start.UnixMilli(), s.end.Sub(s.start).Milliseconds(), s.count},
+				s.visit.args(s.start, s.end)...)
+			r, err := ins.Exec(args...)
+			if err != nil {
+				return fmt.Errorf("insert session: %w", err)
+			}
+			if s.id, err = r.LastInsertId(); err != nil {
+				return fmt.Errorf("insert session: %w", err)
+			}
+		}
+		j.inserts = j.inserts[:0]
+	}
 	for len(j.inserts) > 0 {
 		k := min(bits.Len(uint(len(j.inserts)))-1, len(j.db.ingest.insertSessions)-1)
 		part := j.inserts[:1<<k]

@@ -8,15 +8,27 @@ import (
 	"time"
 )
 
-// TestSessionIDsAsInsertedAlone checks that sessions inserted together
-// (insertSessions) take the ids they took inserted one by one: a session
-// queued before a merge deletes the table's largest id goes in first, and
-// so does not take that id again. It also checks that the memo learns the
-// ids: the next event in order joins the new session through it.
+// TestSessionIDsAsInsertedAlone checks that sessions queued and inserted
+// later (insertSessions), one by one or together with RETURNING, take the
+// ids they took inserted at once: a session queued before a merge deletes
+// the table's largest id goes in first, and so does not take that id
+// again. It also checks that the memo learns the ids: the next event in
+// order joins the new session through it.
 func TestSessionIDsAsInsertedAlone(t *testing.T) {
+	for _, returning := range []bool{false, true} {
+		t.Run(fmt.Sprintf("returning=%v", returning), func(t *testing.T) { testSessionIDs(t, returning) })
+	}
+}
+
+func testSessionIDs(t *testing.T, returning bool) {
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	ctx := context.Background()
+	if returning {
+		if err := db.ingest.prepareSessionReturning(ctx, db.write); err != nil {
+			t.Fatal(err)
+		}
+	}
 	at := func(h, m int) time.Time { return time.Date(2026, 1, 1, h, m, 0, 0, time.UTC) }
 	n := 0
 	event := func(anon string, ts time.Time) IngestEvent {
