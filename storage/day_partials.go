@@ -196,6 +196,12 @@ func (tx *writeTx) partialDaysChanged(site, date string) {
 // dropPartialsSQL deletes a site's partials of every local day that
 // overlaps the UTC span [?3, ?4) (a day or an hour): ?2 bounds the index
 // range (a local day is shorter than three days).
+// storePartialSQL stores a day partial in place of the one it computed
+// again, if any.
+const storePartialSQL = `INSERT INTO day_partials(site_id, zone, dim, basis, day_start, day_end, data)
+	VALUES (?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT(site_id, zone, dim, basis, day_start) DO UPDATE SET day_end = excluded.day_end, data = excluded.data`
+
 const dropPartialsSQL = `DELETE FROM day_partials WHERE site_id = ?1 AND day_start > ?2 AND day_start < ?4 AND day_end > ?3`
 
 // dropPartialArgs are dropPartialsSQL's arguments for site and a UTC date
@@ -223,7 +229,7 @@ func utcSpan(span string) (lo, hi int64, ok bool) {
 // dropDays deletes the partials of each (site, UTC date) in days with
 // stmt (dropPartialsSQL bound to tx).
 func dropDays(tx *writeTx, exec func(args ...any) error, days map[[2]string]bool) error {
-	for k := range days {
+	for _, k := range sortedKeys(days, comparePairs) { // lock_order.go
 		if err := exec(dropPartialArgs(k[0], k[1])...); err != nil {
 			return err
 		}
@@ -893,8 +899,7 @@ func (db *DB) keptPartials(ctx context.Context, site string, loc *time.Location,
 			}
 		}
 		for _, s := range store {
-			if _, err := tx.Exec(`INSERT OR REPLACE INTO day_partials(site_id, zone, dim, basis, day_start, day_end, data)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, site, zone, dim, basis, s.day.start.UnixMilli(), s.day.end.UnixMilli(), s.data); err != nil {
+			if _, err := tx.Exec(storePartialSQL, site, zone, dim, basis, s.day.start.UnixMilli(), s.day.end.UnixMilli(), s.data); err != nil {
 				return err
 			}
 		}

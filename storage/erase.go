@@ -735,16 +735,18 @@ func (tx *eraseTx) flush() error {
 			return fmt.Errorf("erase day partials: %w", err)
 		}
 	}
+	// Each table's rows in the order of their keys (lock_order.go).
 	days := make([][]any, 0, len(tx.days))
-	for k, n := range tx.days {
-		days = append(days, []any{k.site, k.day, k.typ, n})
+	for _, k := range sortedKeys(tx.days, compareDayKeys) {
+		days = append(days, []any{k.site, k.day, k.typ, tx.days[k]})
 	}
 	dims := make([][]any, 0, len(tx.dims))
-	for k, n := range tx.dims {
-		dims = append(dims, []any{k.site, k.day, k.dim, k.value, n})
+	for _, k := range sortedKeys(tx.dims, compareDimKeys) {
+		dims = append(dims, []any{k.site, k.day, k.dim, k.value, tx.dims[k]})
 	}
 	sessions := make([][]any, 0, len(tx.sessions))
-	for k, d := range tx.sessions {
+	for _, k := range sortedKeys(tx.sessions, comparePairs) {
+		d := tx.sessions[k]
 		sessions = append(sessions, []any{k[0], k[1], d.sessions, d.durationMS, d.events, d.bounces})
 	}
 	for i, subtraction := range [][][]any{days, dims, sessions} {

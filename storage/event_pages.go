@@ -45,11 +45,11 @@ func (db *DB) eventPagesBackfill(chunk int) conversion {
 }
 
 // eventPagesSQL writes the event_pages rows of the events of a range of
-// seq, as the insert trigger of migration 0021 does. OR IGNORE: an event
+// seq, as the insert trigger of migration 0021 does. DO NOTHING: an event
 // written since has its row already.
-const eventPagesSQL = `INSERT OR IGNORE INTO event_pages(seq, name, path)
+const eventPagesSQL = `INSERT INTO event_pages(seq, name, path)
 	SELECT seq, CASE WHEN type = 'pageview' THEN NULL ELSE type END, tally_page_path(url)
-	FROM events WHERE seq > ? AND seq <= ?`
+	FROM events WHERE seq > ? AND seq <= ? ON CONFLICT(seq) DO NOTHING`
 
 // backfillEventPages backfills the next chunk of events; done reports that
 // none remains, and then reports read event_pages. job, when set, is given

@@ -163,7 +163,7 @@ func (db *DB) CreateGoal(ctx context.Context, actor Actor, site *Site, ng NewGoa
 		}
 		var n int
 		var taken bool
-		if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(MAX(name = ?), 0) FROM goals WHERE site_id = ?`, g.Name, site.ID).Scan(&n, &taken); err != nil {
+		if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(MAX(CASE WHEN name = ? THEN 1 ELSE 0 END), 0) FROM goals WHERE site_id = ?`, g.Name, site.ID).Scan(&n, &taken); err != nil {
 			return err
 		}
 		if taken {
@@ -172,13 +172,9 @@ func (db *DB) CreateGoal(ctx context.Context, actor Actor, site *Site, ng NewGoa
 		if n >= MaxGoalsPerSite {
 			return fault.Errorf(fault.GoalLimitReached, "a site may have at most %d goals; delete one first", MaxGoalsPerSite)
 		}
-		res, err := tx.Exec(`INSERT INTO goals(site_id, name, event_name, page_path, prop_name, prop_value, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, site.ID, g.Name, nullText(g.EventName), nullText(g.PagePath),
-			nullText(g.PropName), nullText(g.PropValue), g.CreatedAt)
-		if err != nil {
-			return err
-		}
-		if g.ID, err = res.LastInsertId(); err != nil {
+		if err := tx.QueryRow(`INSERT INTO goals(site_id, name, event_name, page_path, prop_name, prop_value, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`, site.ID, g.Name, nullText(g.EventName), nullText(g.PagePath),
+			nullText(g.PropName), nullText(g.PropValue), g.CreatedAt).Scan(&g.ID); err != nil {
 			return err
 		}
 		// The set changed: its partials are kept under another dim.

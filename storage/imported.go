@@ -95,16 +95,29 @@ func (q *StatsQuery) importedDays() (string, string) {
 	return first.Format(time.DateOnly), end.Format(time.DateOnly)
 }
 
+// dayBefore is the date (YYYY-MM-DD) before day, as SQLite's
+// date(day, '-1 day') gives it: NULL (nil) for a day that is not a date.
+func dayBefore(day string) any {
+	d, err := time.Parse(time.DateOnly, day)
+	if err != nil {
+		return nil
+	}
+	return d.AddDate(0, 0, -1).Format(time.DateOnly)
+}
+
 // ImportedInclusion tells whether q (its Imports set) includes imported
 // days, and which imported days its range holds.
 func (db *DB) ImportedInclusion(ctx context.Context, q StatsQuery) (ImportedInclusion, error) {
 	var in ImportedInclusion
 	first, end := q.importedDays()
 	// One read of the site's imports (a few rows): those the range holds
-	// days of, clipped to it, and whether there is any.
-	rows, err := db.read.QueryContext(ctx, `SELECT first_day < ? AND last_day >= ?, MAX(first_day, ?), MIN(last_day, date(?, '-1 day'))
-		FROM imports WHERE site_id = ? AND complete = 1 AND first_day IS NOT NULL ORDER BY first_day, id`,
-		end, first, first, end, q.Site)
+	// days of, clipped to it (CASE rather than SQLite's two-argument MAX
+	// and MIN, for PostgreSQL: issue 17), and whether there is any.
+	last := dayBefore(end)
+	rows, err := db.read.QueryContext(ctx, `SELECT first_day < ?1 AND last_day >= ?2,
+			CASE WHEN first_day > ?2 THEN first_day ELSE ?2 END, CASE WHEN last_day < ?3 THEN last_day ELSE ?3 END
+		FROM imports WHERE site_id = ?4 AND complete = 1 AND first_day IS NOT NULL ORDER BY first_day, id`,
+		end, first, last, q.Site)
 	if err != nil {
 		return in, err
 	}

@@ -83,13 +83,11 @@ func (db *DB) BeginImport(ctx context.Context, site, source string, files []stri
 		if err := db.checkSite(s); err != nil {
 			return err
 		}
-		res, err := tx.Exec(`INSERT INTO imports(site_id, source, files, created_at) VALUES (?, ?, ?, ?)`,
-			site, source, string(names), FormatTime(db.now()))
-		if err != nil {
+		if err := tx.QueryRow(`INSERT INTO imports(site_id, source, files, created_at) VALUES (?, ?, ?, ?) RETURNING id`,
+			site, source, string(names), FormatTime(db.now())).Scan(&im.id); err != nil {
 			return fmt.Errorf("start import: %w", err)
 		}
-		im.id, err = res.LastInsertId()
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -121,9 +119,9 @@ func (im *Import) Add(ctx context.Context, rows []ImportedRow) error {
 		stmt, err := tx.Prepare(`INSERT INTO imported_rows(site_id, import_id, dim, day, value,
 			visitors, visits, pageviews, events, bounces, duration) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (site_id, import_id, dim, day, value) DO UPDATE SET
-			visitors = visitors + excluded.visitors, visits = visits + excluded.visits,
-			pageviews = pageviews + excluded.pageviews, events = events + excluded.events,
-			bounces = bounces + excluded.bounces, duration = duration + excluded.duration`)
+			visitors = imported_rows.visitors + excluded.visitors, visits = imported_rows.visits + excluded.visits,
+			pageviews = imported_rows.pageviews + excluded.pageviews, events = imported_rows.events + excluded.events,
+			bounces = imported_rows.bounces + excluded.bounces, duration = imported_rows.duration + excluded.duration`)
 		if err != nil {
 			return err
 		}

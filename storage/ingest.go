@@ -5,9 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
-	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -87,11 +88,56 @@ type IngestResult struct {
 	Accepted  int
 }
 
+// insertEventSQL stores an event: the id as dedupKey gives it and the
+// agent as a code (migration 0020, event_columns.go).
+const insertEventSQL = `INSERT INTO events(id_text, site_id, type, url, ts, anon_id, user_id, referrer, country, city,
+	agent, browser_text, os_text, device_type_text, raw, received_at, credential)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
 // ingestStmts are prepared once on the write connection.
 type ingestStmts struct {
-	dedup, insertEvent, link, profile, newestSession, loadSessions, insertSession, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
+	dedup, insertEvent, insertFirstEvent, link, profileTraits, profile, newestSession, loadSessions, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
 	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials, credentialCode, newCredential, imported *sql.Stmt
+	// insertSession inserts one session; its id is the result's
+	// LastInsertId. insertSessions[k], prepared only by
+	// prepareSessionReturning, inserts 1<<k sessions and returns their ids
+	// (see insertSessions).
+	insertSession  *sql.Stmt
+	insertSessions [7]*sql.Stmt
+	returning      bool
 }
+
+// prepareSessionReturning makes intake read new sessions' ids back with
+// RETURNING, 64 sessions a statement, instead of LastInsertId: for a
+// driver without LastInsertId (PostgreSQL's, issue 17). On SQLite it is
+// slower: a result set per statement costs more than LastInsertId per
+// row (CPU per event +3.7%, README "Benchmarks" machine, medians of 8
+// interleaved BenchmarkIngestCPU pairs), so SQLite keeps LastInsertId.
+func (s *ingestStmts) prepareSessionReturning(ctx context.Context, db *sql.DB) error {
+	for k := range s.insertSessions {
+		p, err := db.PrepareContext(ctx, insertSessionsSQL(1<<k, " RETURNING id, site_id, anon_id, start_ms"))
+		if err != nil {
+			return fmt.Errorf("prepare session inserts: %w", err)
+		}
+		s.insertSessions[k] = p
+	}
+	s.returning = true
+	return nil
+}
+
+// insertSessionsSQL inserts n sessions, then tail. With RETURNING, the
+// columns besides id tell which session each id is: the order of
+// RETURNING's rows is not promised. Times as integers (migration 0016):
+// start_ms, and the end as duration_ms, usually 0 to 3 bytes.
+func insertSessionsSQL(n int, tail string) string {
+	row := `(?, ?, ?, '', '', ?, ?, ?` + strings.Repeat(`, ?`, sessionVisitArgs) + `)`
+	return `INSERT INTO sessions(site_id, anon_id, user_id, start_text, end_text, start_ms, duration_ms, event_count, ` + visitStoredColumns + `)
+		VALUES ` + row + strings.Repeat(`, `+row, n-1) + tail
+}
+
+// sessionVisitArgs is how many values visit.args gives: one per column of
+// visitStoredColumns.
+var sessionVisitArgs = strings.Count(visitStoredColumns, ",") + 1
 
 func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts, error) {
 	var s ingestStmts
@@ -107,23 +153,21 @@ func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts
 		sql string
 	}{
 		{&s.dedup, `INSERT INTO event_ids(site_id, id, received_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`},
-		// The id as dedupKey gives it and the agent as a code (migration
-		// 0020, event_columns.go).
-		{&s.insertEvent, `INSERT INTO events(id_text, site_id, type, url, ts, anon_id, user_id, referrer, country, city,
-			agent, browser_text, os_text, device_type_text, raw, received_at, credential)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.insertEvent, insertEventSQL},
+		// The run's first event also returns its seq (see ready); the
+		// others need not.
+		{&s.insertFirstEvent, insertEventSQL + ` RETURNING seq`},
 		{&s.credentialCode, `SELECT code FROM credentials WHERE credential = ?`},
 		{&s.imported, `INSERT INTO imported_ids(site_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`},
 		{&s.newCredential, `INSERT INTO credentials(credential) VALUES (?) RETURNING code`},
 		{&s.link, link},
-		{&s.profile, `INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at) VALUES (?, ?, json(?), ?, ?)
-			ON CONFLICT(site_id, user_id) DO UPDATE SET traits = json_patch(traits, excluded.traits), updated_at = excluded.updated_at`},
+		// Traits are merged in Go (traits.go) between the read and the
+		// write.
+		{&s.profileTraits, `SELECT traits FROM user_profiles WHERE site_id = ? AND user_id = ?`},
+		{&s.profile, `INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT(site_id, user_id) DO UPDATE SET traits = excluded.traits, updated_at = excluded.updated_at`},
 		{&s.newestSession, newestSessionSQL},
 		{&s.loadSessions, loadSessionsSQL},
-		// Times as integers (migration 0016): start_ms, and the end as
-		// duration_ms, usually 0 to 3 bytes.
-		{&s.insertSession, `INSERT INTO sessions(site_id, anon_id, user_id, start_text, end_text, start_ms, duration_ms, event_count, ` + visitStoredColumns + `)
-			VALUES (?, ?, ?, '', '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		// Setting start_ms (or start_text), even to its own value, rewrites
 		// both indexes that key started_ms: the usual update, of a session
 		// that took later events, leaves them out (updateSessionEnd, and
@@ -134,16 +178,19 @@ func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts
 		{&s.updateSessionEnd, `UPDATE sessions SET duration_ms = ?, event_count = ?, user_id = ?, ` + visitSet + ` WHERE id = ?`},
 		{&s.updateSessionTail, `UPDATE sessions SET duration_ms = ?, event_count = ?, user_id = ?, ` + visitTailSet + ` WHERE id = ?`},
 		{&s.deleteSession, `DELETE FROM sessions WHERE id = ?`},
+		// The rollups name the stored row's column by its table: a bare
+		// name beside excluded's is ambiguous to PostgreSQL (issue 17).
 		{&s.dailyEvents, `INSERT INTO daily_events(site_id, day, type, count) VALUES (?, ?, ?, ?)
-			ON CONFLICT(site_id, day, type) DO UPDATE SET count = count + excluded.count`},
+			ON CONFLICT(site_id, day, type) DO UPDATE SET count = daily_events.count + excluded.count`},
 		{&s.dailySessions, `INSERT INTO daily_sessions(site_id, day, sessions, duration_ms, events, bounces) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT(site_id, day) DO UPDATE SET sessions = sessions + excluded.sessions,
-			duration_ms = duration_ms + excluded.duration_ms, events = events + excluded.events, bounces = bounces + excluded.bounces`},
+			ON CONFLICT(site_id, day) DO UPDATE SET sessions = daily_sessions.sessions + excluded.sessions,
+			duration_ms = daily_sessions.duration_ms + excluded.duration_ms, events = daily_sessions.events + excluded.events,
+			bounces = daily_sessions.bounces + excluded.bounces`},
 		{&s.dailyDims, `INSERT INTO daily_dimensions(site_id, day, dimension, value, count) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT(site_id, day, dimension, value) DO UPDATE SET count = count + excluded.count`},
+			ON CONFLICT(site_id, day, dimension, value) DO UPDATE SET count = daily_dimensions.count + excluded.count`},
 		{&s.dropPartials, dropPartialsSQL},
 		{&s.usage, `INSERT INTO site_usage(site_id, month, accepted) VALUES (?, ?, ?)
-			ON CONFLICT(site_id, month) DO UPDATE SET accepted = accepted + excluded.accepted`},
+			ON CONFLICT(site_id, month) DO UPDATE SET accepted = site_usage.accepted + excluded.accepted`},
 		{&s.dlq, `INSERT INTO dlq(id, site_id, payload, error, received_at, anon_id, user_id, endpoint, user_agent,
 			cookieless, browser, os, device_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(site_id, id) DO UPDATE SET payload = excluded.payload, error = excluded.error,
@@ -151,6 +198,10 @@ func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts
 			endpoint = excluded.endpoint, user_agent = excluded.user_agent, cookieless = excluded.cookieless,
 			browser = excluded.browser, os = excluded.os, device_type = excluded.device_type`},
 	}
+	stmts = append(stmts, struct {
+		dst **sql.Stmt
+		sql string
+	}{&s.insertSession, insertSessionsSQL(1, "")})
 	for _, st := range stmts {
 		p, err := db.PrepareContext(ctx, st.sql)
 		if err != nil {
@@ -238,6 +289,11 @@ type ingestRun struct {
 	hours map[[2]string]bool
 	// credentials memoises credentialCode for the run (its transaction).
 	credentials map[string]string
+	// inserts are the new sessions not inserted yet, and memoNew the
+	// visitors whose newest session (in latest) is one of them: see
+	// insertSessions.
+	inserts []newSession
+	memoNew []newSession
 	// firstSeq is the seq of the run's first stored event: the events
 	// below it were stored before the run (see ready).
 	firstSeq int64
@@ -294,7 +350,8 @@ func (j *ingestRun) add(w *ingestWork) error {
 	if err := j.db.checkSites(w); err != nil {
 		return err
 	}
-	dedup, insert, link, profile := j.stmt(st.dedup), j.stmt(st.insertEvent), j.stmt(st.link), j.stmt(st.profile)
+	dedup, insert, link := j.stmt(st.dedup), j.stmt(st.insertEvent), j.stmt(st.link)
+	profileTraits, profile := j.stmt(st.profileTraits), j.stmt(st.profile)
 	for i := range w.events {
 		e := &w.events[i]
 		key := dedupKey(e.ID)
@@ -323,15 +380,15 @@ func (j *ingestRun) add(w *ingestWork) error {
 			return err
 		}
 		agent, browser, osName, device := eventAgent(e)
-		r, err = insert.Exec(key, e.SiteID, e.Type, e.URL, ts, e.AnonID, e.UserID, e.Referrer,
-			nullable(e.Country), nullable(e.City), agent, browser, osName, device, w.stored[i], w.receivedAt[i], cred)
+		args := []any{key, e.SiteID, e.Type, e.URL, ts, e.AnonID, e.UserID, e.Referrer,
+			nullable(e.Country), nullable(e.City), agent, browser, osName, device, w.stored[i], w.receivedAt[i], cred}
+		if j.firstSeq == 0 {
+			err = j.stmt(st.insertFirstEvent).QueryRow(args...).Scan(&j.firstSeq)
+		} else {
+			_, err = insert.Exec(args...)
+		}
 		if err != nil {
 			return fmt.Errorf("insert event: %w", err)
-		}
-		if j.firstSeq == 0 {
-			if j.firstSeq, err = r.LastInsertId(); err != nil {
-				return fmt.Errorf("insert event: %w", err)
-			}
 		}
 		if e.UserID != nil {
 			k := [3]string{e.SiteID, e.AnonID, *e.UserID}
@@ -342,11 +399,7 @@ func (j *ingestRun) add(w *ingestWork) error {
 				}
 			}
 			if e.Type == "identify" {
-				traits := "{}"
-				if e.Traits != nil {
-					traits = string(e.Traits)
-				}
-				if _, err := profile.Exec(e.SiteID, *e.UserID, traits, recv, recv); err != nil {
+				if err := j.profile(profileTraits, profile, e.SiteID, *e.UserID, e.Traits, recv); err != nil {
 					return fmt.Errorf("user profile: %w", err)
 				}
 			}
@@ -381,12 +434,35 @@ func (j *ingestRun) add(w *ingestWork) error {
 	return nil
 }
 
+// profile merges an identify's traits (nil for none) into the user's
+// profile, made at the first identify: one read of the profile's row and
+// one write.
+func (j *ingestRun) profile(read, write *sql.Stmt, site, user string, traits []byte, now string) error {
+	if traits == nil {
+		traits = []byte("{}")
+	}
+	var old []byte
+	err := read.QueryRow(site, user).Scan(&old)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	merged, err := mergeTraits(old, traits)
+	if err != nil {
+		return err
+	}
+	_, err = write.Exec(site, user, merged, now, now)
+	return err
+}
+
 // finish writes the sessions and rollups of everything added.
 func (j *ingestRun) finish() error {
 	for _, g := range j.order {
 		if err := j.sessions(g[0], g[1], j.groups[g]); err != nil {
 			return err
 		}
+	}
+	if err := j.insertSessions(); err != nil {
+		return err
 	}
 	return j.rollups()
 }
@@ -478,6 +554,11 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 		}
 		switch {
 		case s.deleted && s.orig != nil:
+			// The sessions queued before go in first, so that each new
+			// session takes the id it took when inserted at once.
+			if err := j.insertSessions(); err != nil {
+				return err
+			}
 			if _, err := j.stmt(j.db.ingest.deleteSession).Exec(s.id); err != nil {
 				return fmt.Errorf("delete session: %w", err)
 			}
@@ -498,14 +579,7 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 			s.textTimes = false
 			j.sessionDelta(site, s, 1)
 		case s.dirty:
-			args := append([]any{site, anon, s.userID, s.start.UnixMilli(), s.end.Sub(s.start).Milliseconds(), s.count}, s.visit.args(s.start, s.end)...)
-			r, err := j.stmt(j.db.ingest.insertSession).Exec(args...)
-			if err != nil {
-				return fmt.Errorf("insert session: %w", err)
-			}
-			if s.id, err = r.LastInsertId(); err != nil {
-				return fmt.Errorf("insert session: %w", err)
-			}
+			j.inserts = append(j.inserts, newSession{site, anon, key, s})
 			j.sessionDelta(site, s, 1)
 		}
 	}
@@ -526,7 +600,93 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 	memoVisit.landing = nil
 	j.latest[key] = session{id: newest.id, start: newest.start, end: newest.end, count: newest.count, userID: newest.userID,
 		textTimes: newest.textTimes, visit: memoVisit}
+	if newest.id == 0 {
+		j.memoNew = append(j.memoNew, newSession{site, anon, key, newest})
+	}
 	return nil
+}
+
+// newSession is a session a run creates, of the visitor key (site, anon).
+type newSession struct {
+	site, anon, key string
+	s               *session
+}
+
+// insertSessions inserts the queued new sessions and gives each its id.
+// The rows go in the order they were queued, and the queue is emptied
+// before every delete of a session, so each takes the id SQLite gave it
+// when inserted at once (the largest id plus one: the largest may have
+// been deleted). The queue lets a backend without LastInsertId read the
+// ids back with RETURNING in statements of up to 64 rows
+// (prepareSessionReturning) rather than a result set per session.
+func (j *ingestRun) insertSessions() error {
+	if !j.db.ingest.returning {
+		ins := j.stmt(j.db.ingest.insertSession)
+		for _, n := range j.inserts {
+			s := n.s
+			args := append([]any{n.site, n.anon, s.userID, s.start.UnixMilli(), s.end.Sub(s.start).Milliseconds(), s.count},
+				s.visit.args(s.start, s.end)...)
+			r, err := ins.Exec(args...)
+			if err != nil {
+				return fmt.Errorf("insert session: %w", err)
+			}
+			if s.id, err = r.LastInsertId(); err != nil {
+				return fmt.Errorf("insert session: %w", err)
+			}
+		}
+		j.inserts = j.inserts[:0]
+	}
+	for len(j.inserts) > 0 {
+		k := min(bits.Len(uint(len(j.inserts)))-1, len(j.db.ingest.insertSessions)-1)
+		part := j.inserts[:1<<k]
+		j.inserts = j.inserts[1<<k:]
+		args := make([]any, 0, len(part)*(6+sessionVisitArgs))
+		byKey := make(map[sessionKey]*session, len(part))
+		for _, n := range part {
+			s := n.s
+			args = append(args, n.site, n.anon, s.userID, s.start.UnixMilli(), s.end.Sub(s.start).Milliseconds(), s.count)
+			args = append(args, s.visit.args(s.start, s.end)...)
+			byKey[sessionKey{n.site, n.anon, s.start.UnixMilli()}] = s
+		}
+		rows, err := j.stmt(j.db.ingest.insertSessions[k]).Query(args...)
+		if err != nil {
+			return fmt.Errorf("insert session: %w", err)
+		}
+		for rows.Next() {
+			var id int64
+			var k sessionKey
+			if err := rows.Scan(&id, &k.site, &k.anon, &k.startMS); err != nil {
+				rows.Close()
+				return fmt.Errorf("insert session: %w", err)
+			}
+			if s := byKey[k]; s != nil {
+				s.id = id
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("insert session: %w", err)
+		}
+		for _, n := range part {
+			if n.s.id == 0 {
+				return fmt.Errorf("insert session: no id returned")
+			}
+		}
+	}
+	// The memo keeps the ids of the newest sessions among them.
+	for _, n := range j.memoNew {
+		m := j.latest[n.key]
+		m.id = n.s.id
+		j.latest[n.key] = m
+	}
+	j.memoNew = j.memoNew[:0]
+	return nil
+}
+
+// sessionKey tells a visitor's sessions apart: they never share a start.
+type sessionKey struct {
+	site, anon string
+	startMS    int64
 }
 
 // ready computes the visit of a loaded session stored before migration
@@ -663,29 +823,24 @@ func (j *ingestRun) sessionDelta(site string, s *session, sign int64) {
 }
 
 // rollups writes the run's per-day and per-month aggregates, one upsert per
-// key rather than one per event.
+// key rather than one per event, each table's in the order of its keys
+// (lock_order.go).
 func (j *ingestRun) rollups() error {
-	keys := make([]dayKey, 0, len(j.days))
-	for k := range j.days {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(a, b int) bool {
-		return keys[a].site+keys[a].day+keys[a].typ < keys[b].site+keys[b].day+keys[b].typ
-	})
 	de := j.stmt(j.db.ingest.dailyEvents)
-	for _, k := range keys {
+	for _, k := range sortedKeys(j.days, compareDayKeys) {
 		if _, err := de.Exec(k.site, k.day, k.typ, j.days[k]); err != nil {
 			return fmt.Errorf("daily events: %w", err)
 		}
 	}
 	dd := j.stmt(j.db.ingest.dailyDims)
-	for k, n := range j.dims {
-		if _, err := dd.Exec(k.site, k.day, k.dim, k.value, n); err != nil {
+	for _, k := range sortedKeys(j.dims, compareDimKeys) {
+		if _, err := dd.Exec(k.site, k.day, k.dim, k.value, j.dims[k]); err != nil {
 			return fmt.Errorf("daily dimensions: %w", err)
 		}
 	}
 	ds := j.stmt(j.db.ingest.dailySessions)
-	for k, d := range j.sessDays {
+	for _, k := range sortedKeys(j.sessDays, comparePairs) {
+		d := j.sessDays[k]
 		if *d == (sessionDelta{}) {
 			continue
 		}
@@ -703,8 +858,8 @@ func (j *ingestRun) rollups() error {
 		return fmt.Errorf("day partials: %w", err)
 	}
 	us := j.stmt(j.db.ingest.usage)
-	for k, n := range j.usage {
-		if _, err := us.Exec(k[0], k[1], n); err != nil {
+	for _, k := range sortedKeys(j.usage, comparePairs) {
+		if _, err := us.Exec(k[0], k[1], j.usage[k]); err != nil {
 			return fmt.Errorf("site usage: %w", err)
 		}
 	}

@@ -226,12 +226,43 @@ func scanKey(rows *sql.Rows) (*APIKey, string, error) {
 // restricted to it, in tx, the transaction that deletes the site; after
 // the commit, the cached keys follow. A cached key is replaced, never
 // changed, since requests in flight hold it.
+//
+// The lists are read, edited and written back from Go, not by SQLite's
+// json_each, so the statements are plain SQL (issue 17). Site ids need no
+// escapes in JSON, so json.Marshal writes the text SQLite's
+// json_group_array wrote.
 func (db *DB) dropSiteFromKeys(tx *writeTx, wsID, id string) error {
-	if _, err := tx.Exec(`UPDATE api_keys SET sites =
-			(SELECT json_group_array(value) FROM (SELECT value FROM json_each(api_keys.sites) WHERE value <> ?1 ORDER BY key))
-		WHERE workspace_id = ?2 AND sites IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(api_keys.sites) WHERE value = ?1)`,
-		id, wsID); err != nil {
+	rows, err := tx.Query(`SELECT id, sites FROM api_keys WHERE workspace_id = ? AND sites IS NOT NULL ORDER BY id`, wsID)
+	if err != nil {
 		return fmt.Errorf("drop site from keys: %w", err)
+	}
+	type edit struct{ key, sites string }
+	var edits []edit
+	for rows.Next() {
+		var key, text string
+		if err := rows.Scan(&key, &text); err != nil {
+			rows.Close()
+			return fmt.Errorf("drop site from keys: %w", err)
+		}
+		var sites []string
+		if err := json.Unmarshal([]byte(text), &sites); err != nil {
+			rows.Close()
+			return fmt.Errorf("drop site from keys: key %s: bad sites column: %w", key, err)
+		}
+		if !slices.Contains(sites, id) {
+			continue
+		}
+		b, _ := json.Marshal(slices.DeleteFunc(sites, func(s string) bool { return s == id }))
+		edits = append(edits, edit{key, string(b)})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("drop site from keys: %w", err)
+	}
+	for _, e := range edits {
+		if _, err := tx.Exec(`UPDATE api_keys SET sites = ? WHERE id = ?`, e.sites, e.key); err != nil {
+			return fmt.Errorf("drop site from keys: %w", err)
+		}
 	}
 	tx.onCommit(func() {
 		db.tenants.mu.Lock()

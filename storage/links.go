@@ -170,7 +170,8 @@ func (db *DB) moveLinks(ctx context.Context, chunk int) (moved int64, done bool,
 		res, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at)
 			SELECT site_id, anon_id, user_id, `+linkCreatedMS+` FROM `+oldLinksTable+` WHERE true
 			ORDER BY site_id, anon_id, user_id LIMIT ?1
-			ON CONFLICT DO UPDATE SET created_at = MIN(created_at, excluded.created_at)`, chunk)
+			ON CONFLICT(site_id, anon_id, user_id) DO UPDATE SET created_at =
+				CASE WHEN excluded.created_at < identity_links.created_at THEN excluded.created_at ELSE identity_links.created_at END`, chunk)
 		if err != nil {
 			return fmt.Errorf("move links: %w", err)
 		}

@@ -112,11 +112,12 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return 0, fmt.Errorf("replaced sourcemap: %w", err)
 		}
+		// The empty map is a parameter: x'' is a bit string to PostgreSQL.
 		_, err = tx.Exec(`INSERT INTO sourcemaps(site_id, release, file, map, size, created_at, updated_at, upload)
-				VALUES (?, ?, ?, x'', ?, ?, ?, ?)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(site_id, release, file) DO UPDATE
-				SET map = x'', size = excluded.size, updated_at = excluded.updated_at, upload = excluded.upload`,
-			site.ID, release, file, size, now, now, upload)
+				SET map = excluded.map, size = excluded.size, updated_at = excluded.updated_at, upload = excluded.upload`,
+			site.ID, release, file, []byte{}, size, now, now, upload)
 		return inline, err
 	})
 	if err != nil {

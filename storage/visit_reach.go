@@ -181,8 +181,7 @@ func (db *DB) storeReach(site string, gen uint64, day0 int64, reach [][24]int64,
 		}
 		for _, i := range idx {
 			start := day0 + int64(i)*dayMS
-			if _, err := tx.Exec(`INSERT OR REPLACE INTO day_partials(site_id, zone, dim, basis, day_start, day_end, data)
-				VALUES (?, ?, '', ?, ?, ?, ?)`, site, reachZone, basisReach, start, start+dayMS, encodeReach(start, reach[i])); err != nil {
+			if _, err := tx.Exec(storePartialSQL, site, reachZone, "", basisReach, start, start+dayMS, encodeReach(start, reach[i])); err != nil {
 				return err
 			}
 		}

@@ -58,12 +58,8 @@ func (db *DB) CreateWebhookSecret(ctx context.Context, actor Actor, site *Site, 
 		if err := db.checkSite(site); err != nil {
 			return err
 		}
-		res, err := tx.Exec(`INSERT INTO webhook_secrets(site_id, adapter, secret, created_at) VALUES (?, ?, ?, ?)`,
-			site.ID, adapter, secret, ws.CreatedAt)
-		if err != nil {
-			return err
-		}
-		if ws.ID, err = res.LastInsertId(); err != nil {
+		if err := tx.QueryRow(`INSERT INTO webhook_secrets(site_id, adapter, secret, created_at) VALUES (?, ?, ?, ?) RETURNING rowid`,
+			site.ID, adapter, secret, ws.CreatedAt).Scan(&ws.ID); err != nil {
 			return err
 		}
 		return db.audit(tx, site.WorkspaceID, actor, "webhook_secret.create", site.ID, map[string]any{"secret_id": ws.ID, "adapter": adapter})
