@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's pgx driver, which the service uses
 
 	"github.com/tally-analytics/tally/internal/dbtest"
 )
@@ -106,6 +108,7 @@ type pgColumn struct {
 	notNull bool
 	pk      int // position in the primary key, from 1; 0 if not in it
 	collate string
+	dflt    string // the default's text ("" for none), PostgreSQL's without "::text"
 }
 
 // Differences from SQLite that the PostgreSQL schema makes on purpose
@@ -144,10 +147,22 @@ var (
 		"dlq.seq":              "the erasure sweep's row handle (the rowid on SQLite)",
 		"dlq.replay_until":     "a replay's claim, so two instances do not both send it",
 	}
+	// Unique constraints and foreign keys PostgreSQL adds.
+	pgOnlyUniques = map[string]string{
+		"dlq(seq)": "the erasure sweep's row handle names one row",
+	}
+	pgOnlyForeignKeys = map[string]string{
+		"event_pages(seq) -> events(seq) ON DELETE CASCADE": "what SQLite's delete trigger does",
+	}
+	// Defaults written differently.
+	pgDefaultChanges = map[string]string{
+		"webhook_secrets.created_at": "now in the same layout; SQLite's strftime('%Y-%m-%dT%H:%M:%fZ', 'now') is not PostgreSQL's",
+	}
 	// Columns whose PostgreSQL type is not the one SQLite's declared type maps to.
 	pgTypeChanges = map[string]string{
-		"events.raw":      "bytea: compressed bytes in SQLite's TEXT column",
-		"imported_ids.id": "text: ANY on SQLite (16 bytes or text); always the id's text on PostgreSQL",
+		"events.raw":        "bytea: compressed bytes in SQLite's TEXT column",
+		"events.credential": "bigint: the code the writer passes as an integer (SQLite's TEXT affinity makes it text)",
+		"imported_ids.id":   "text: ANY on SQLite (16 bytes or text); always the id's text on PostgreSQL",
 	}
 )
 
@@ -167,84 +182,164 @@ func pgTypeFits(sqlite, pg string) bool {
 	return false
 }
 
-func sqliteCatalogue(t *testing.T, db *DB) (rels map[string]string, cols map[string]map[string]pgColumn, idx map[string]string) {
+// catalogue is what the drift guard compares of one schema. Indexes,
+// unique constraints and foreign keys are keyed by a definition such as
+// "dlq(site_id, user_id)" or "sites(workspace_id) -> workspaces(id) ON
+// DELETE NO ACTION"; indexes also by name, since the code names some
+// (INDEXED BY on SQLite).
+type catalogue struct {
+	rels    map[string]string // "table" or "view"
+	cols    map[string]map[string]pgColumn
+	idx     map[string]string // name -> definition
+	uniques map[string]bool
+	fks     map[string]bool
+}
+
+func newCatalogue() catalogue {
+	return catalogue{rels: map[string]string{}, cols: map[string]map[string]pgColumn{}, idx: map[string]string{},
+		uniques: map[string]bool{}, fks: map[string]bool{}}
+}
+
+func (c catalogue) column(rel, col string, p pgColumn) {
+	if c.cols[rel] == nil {
+		c.cols[rel] = map[string]pgColumn{}
+	}
+	c.cols[rel][col] = p
+}
+
+// keyed collects rows of (name, table, column, ...) in order into
+// "table(col, ...)" per name.
+type keyed struct {
+	order []string
+	table map[string]string
+	cols  map[string][]string
+}
+
+func (k *keyed) add(name, table, col string) {
+	if k.table == nil {
+		k.table, k.cols = map[string]string{}, map[string][]string{}
+	}
+	if _, ok := k.table[name]; !ok {
+		k.order = append(k.order, name)
+	}
+	k.table[name] = table
+	k.cols[name] = append(k.cols[name], col)
+}
+
+func (k *keyed) def(name string) string {
+	return k.table[name] + "(" + strings.Join(k.cols[name], ", ") + ")"
+}
+
+// scanAll runs f on every row of q.
+func scanAll(t *testing.T, rows interface {
+	Next() bool
+	Err() error
+	Close()
+}, scan func(...any) error, f func(scan func(...any))) {
 	t.Helper()
-	ctx := context.Background()
-	rels, cols, idx = map[string]string{}, map[string]map[string]pgColumn{}, map[string]string{}
-	rows, err := db.read.QueryContext(ctx, `SELECT m.name, m.type, c.name, c.type, c."notnull", c.pk
-		FROM sqlite_schema m, pragma_table_xinfo(m.name) c
-		WHERE m.type IN ('table', 'view') AND c.hidden <> 1`)
-	if err != nil {
+	defer rows.Close()
+	for rows.Next() {
+		f(func(dest ...any) {
+			if err := scan(dest...); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
+}
+
+// liteRows adapts *sql.Rows (whose Close returns an error) to scanAll.
+type liteRows struct{ *sql.Rows }
+
+func (r liteRows) Close() { r.Rows.Close() }
+
+func sqliteCatalogue(t *testing.T, db *DB) catalogue {
+	t.Helper()
+	ctx := context.Background()
+	c := newCatalogue()
+	query := func(q string, f func(scan func(...any))) {
+		t.Helper()
+		rows, err := db.read.QueryContext(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		scanAll(t, liteRows{rows}, rows.Scan, f)
+	}
+	query(`SELECT m.name, m.type, c.name, c.type, c."notnull", c.pk, c.dflt_value
+		FROM sqlite_schema m, pragma_table_xinfo(m.name) c
+		WHERE m.type IN ('table', 'view') AND c.hidden <> 1`, func(scan func(...any)) {
 		var rel, kind, col, typ string
 		var notNull bool
 		var pk int
-		if err := rows.Scan(&rel, &kind, &col, &typ, &notNull, &pk); err != nil {
-			t.Fatal(err)
-		}
-		rels[rel] = kind
-		if cols[rel] == nil {
-			cols[rel] = map[string]pgColumn{}
-		}
-		cols[rel][col] = pgColumn{typ: typ, notNull: notNull, pk: pk}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	// Indexes made by CREATE INDEX (origin c), as "table(col, ...)".
-	rows, err = db.read.QueryContext(ctx, `SELECT l.name, m.name, i.name
+		var dflt sql.NullString
+		scan(&rel, &kind, &col, &typ, &notNull, &pk, &dflt)
+		c.rels[rel] = kind
+		c.column(rel, col, pgColumn{typ: typ, notNull: notNull, pk: pk, dflt: dflt.String})
+	})
+	// Indexes made by CREATE INDEX (origin c) and UNIQUE constraints (u).
+	var idx, uniq keyed
+	query(`SELECT l.name, l.origin, m.name, i.name
 		FROM sqlite_schema m, pragma_index_list(m.name) l, pragma_index_info(l.name) i
-		WHERE m.type = 'table' AND l.origin = 'c' ORDER BY l.name, i.seqno`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parts := map[string][]string{}
-	tables := map[string]string{}
-	for rows.Next() {
-		var name, table, col string
-		if err := rows.Scan(&name, &table, &col); err != nil {
-			t.Fatal(err)
+		WHERE m.type = 'table' AND l.origin IN ('c', 'u') ORDER BY l.name, i.seqno`, func(scan func(...any)) {
+		var name, origin, table, col string
+		scan(&name, &origin, &table, &col)
+		if origin == "c" {
+			idx.add(name, table, col)
+		} else {
+			uniq.add(name, table, col)
 		}
-		tables[name] = table
-		parts[name] = append(parts[name], col)
+	})
+	for _, n := range idx.order {
+		c.idx[n] = idx.def(n)
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+	for _, n := range uniq.order {
+		c.uniques[uniq.def(n)] = true
 	}
-	for name, cs := range parts {
-		idx[name] = tables[name] + "(" + strings.Join(cs, ", ") + ")"
+	var from, to keyed
+	del := map[string]string{}
+	query(`SELECT m.name, f.id, f."table", f."from", f."to", f.on_delete
+		FROM sqlite_schema m, pragma_foreign_key_list(m.name) f
+		WHERE m.type = 'table' ORDER BY m.name, f.id, f.seq`, func(scan func(...any)) {
+		var table, ref, fromCol, toCol, onDelete string
+		var id int
+		scan(&table, &id, &ref, &fromCol, &toCol, &onDelete)
+		name := fmt.Sprint(table, "#", id)
+		from.add(name, table, fromCol)
+		to.add(name, ref, toCol)
+		del[name] = onDelete
+	})
+	for _, n := range from.order {
+		c.fks[from.def(n)+" -> "+to.def(n)+" ON DELETE "+del[n]] = true
 	}
-	return rels, cols, idx
+	return c
 }
 
-func postgresCatalogue(t *testing.T, c *pgx.Conn) (rels map[string]string, cols map[string]map[string]pgColumn, idx map[string]string) {
+func postgresCatalogue(t *testing.T, conn *pgx.Conn) catalogue {
 	t.Helper()
 	ctx := context.Background()
-	rels, cols, idx = map[string]string{}, map[string]map[string]pgColumn{}, map[string]string{}
-	rows, err := c.Query(ctx, `SELECT t.table_name, t.table_type, c.column_name, c.data_type, c.is_nullable = 'NO', coalesce(c.collation_name, '')
+	c := newCatalogue()
+	query := func(q string, f func(scan func(...any))) {
+		t.Helper()
+		rows, err := conn.Query(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		scanAll(t, rows, rows.Scan, f)
+	}
+	query(`SELECT t.table_name, t.table_type, c.column_name, c.data_type, c.is_nullable = 'NO',
+			coalesce(c.collation_name, ''), coalesce(c.column_default, '')
 		FROM information_schema.tables t JOIN information_schema.columns c USING (table_schema, table_name)
-		WHERE t.table_schema = 'public'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var rel, kind, col, typ, collate string
+		WHERE t.table_schema = 'public'`, func(scan func(...any)) {
+		var rel, kind, col, typ, collate, dflt string
 		var notNull bool
-		if err := rows.Scan(&rel, &kind, &col, &typ, &notNull, &collate); err != nil {
-			t.Fatal(err)
-		}
-		rels[rel] = map[string]string{"BASE TABLE": "table", "VIEW": "view"}[kind]
-		if cols[rel] == nil {
-			cols[rel] = map[string]pgColumn{}
-		}
-		cols[rel][col] = pgColumn{typ: typ, notNull: notNull, collate: collate}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	keys := `SELECT ci.relname, c.relname, a.attname, k.ord, i.indisprimary,
+		scan(&rel, &kind, &col, &typ, &notNull, &collate, &dflt)
+		c.rels[rel] = map[string]string{"BASE TABLE": "table", "VIEW": "view"}[kind]
+		c.column(rel, col, pgColumn{typ: typ, notNull: notNull, collate: collate, dflt: strings.TrimSuffix(dflt, "::text")})
+	})
+	var idx, uniq keyed
+	query(`SELECT ci.relname, c.relname, a.attname, i.indisprimary, i.indisunique,
 			EXISTS (SELECT 1 FROM pg_constraint WHERE conindid = i.indexrelid)
 		FROM pg_index i
 		JOIN pg_class c ON c.oid = i.indrelid
@@ -252,37 +347,54 @@ func postgresCatalogue(t *testing.T, c *pgx.Conn) (rels map[string]string, cols 
 		JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
 		CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
 		JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
-		ORDER BY ci.relname, k.ord`
-	rows, err = c.Query(ctx, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parts := map[string][]string{}
-	tables := map[string]string{}
-	for rows.Next() {
+		ORDER BY ci.relname, k.ord`, func(scan func(...any)) {
 		var name, table, col string
-		var ord int
-		var primary, constraint bool
-		if err := rows.Scan(&name, &table, &col, &ord, &primary, &constraint); err != nil {
-			t.Fatal(err)
+		var primary, unique, constraint bool
+		scan(&name, &table, &col, &primary, &unique, &constraint)
+		switch {
+		case primary:
+			cc := c.cols[table][col]
+			n := 1
+			for _, o := range c.cols[table] {
+				n += min(o.pk, 1)
+			}
+			cc.pk = n
+			c.cols[table][col] = cc
+		case !constraint:
+			idx.add(name, table, col)
+		case unique:
+			uniq.add(name, table, col)
 		}
-		if primary {
-			cc := cols[table][col]
-			cc.pk = ord
-			cols[table][col] = cc
-		}
-		if !constraint {
-			tables[name] = table
-			parts[name] = append(parts[name], col)
-		}
+	})
+	for _, n := range idx.order {
+		c.idx[n] = idx.def(n)
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+	for _, n := range uniq.order {
+		c.uniques[uniq.def(n)] = true
 	}
-	for name, cs := range parts {
-		idx[name] = tables[name] + "(" + strings.Join(cs, ", ") + ")"
+	var from, to keyed
+	del := map[string]string{}
+	query(`SELECT k.conname, c.relname, a.attname, r.relname, b.attname,
+			CASE k.confdeltype WHEN 'a' THEN 'NO ACTION' WHEN 'r' THEN 'RESTRICT' WHEN 'c' THEN 'CASCADE'
+				WHEN 'n' THEN 'SET NULL' WHEN 'd' THEN 'SET DEFAULT' END
+		FROM pg_constraint k
+		JOIN pg_class c ON c.oid = k.conrelid
+		JOIN pg_class r ON r.oid = k.confrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+		CROSS JOIN LATERAL unnest(k.conkey, k.confkey) WITH ORDINALITY AS u(f, t, ord)
+		JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = u.f
+		JOIN pg_attribute b ON b.attrelid = r.oid AND b.attnum = u.t
+		WHERE k.contype = 'f' ORDER BY k.conname, u.ord`, func(scan func(...any)) {
+		var name, table, col, ref, refCol, onDelete string
+		scan(&name, &table, &col, &ref, &refCol, &onDelete)
+		from.add(name, table, col)
+		to.add(name, ref, refCol)
+		del[name] = onDelete
+	})
+	for _, n := range from.order {
+		c.fks[from.def(n)+" -> "+to.def(n)+" ON DELETE "+del[n]] = true
 	}
-	return rels, cols, idx
+	return c
 }
 
 // TestPostgresSchemaMatchesSQLite is the drift guard between the two
@@ -296,8 +408,9 @@ func TestPostgresSchemaMatchesSQLite(t *testing.T) {
 	pg := pgConnect(t, base, "tally")
 	lite := openSQLite(t, filepath.Join(t.TempDir(), "a.db"))
 
-	lrels, lcols, lidx := sqliteCatalogue(t, lite)
-	prels, pcols, pidx := postgresCatalogue(t, pg)
+	lc, pc := sqliteCatalogue(t, lite), postgresCatalogue(t, pg)
+	lrels, lcols, lidx := lc.rels, lc.cols, lc.idx
+	prels, pcols, pidx := pc.rels, pc.cols, pc.idx
 	if lrels["events"] != "table" || prels["events"] != "table" {
 		t.Fatalf("events: got a %q on SQLite and a %q on PostgreSQL, want tables: the catalogues were not read", lrels["events"], prels["events"])
 	}
@@ -338,6 +451,9 @@ func TestPostgresSchemaMatchesSQLite(t *testing.T) {
 			// PRIMARY KEY reads as nullable in pragma_table_xinfo.
 			if pkind == "table" && l.pk == 0 && l.notNull != p.notNull {
 				t.Errorf("%s: got NOT NULL %v on PostgreSQL, want %v as on SQLite", name, p.notNull, l.notNull)
+			}
+			if _, ok := pgDefaultChanges[name]; !ok && pkind == "table" && l.dflt != p.dflt {
+				t.Errorf("%s: got default %q on PostgreSQL, want %q as on SQLite", name, p.dflt, l.dflt)
 			}
 			if kp := pcols[keyOf][col].pk; kp != l.pk {
 				t.Errorf("%s: got primary key position %d on PostgreSQL (%s), want %d as on SQLite", name, kp, keyOf, l.pk)
@@ -392,6 +508,28 @@ func TestPostgresSchemaMatchesSQLite(t *testing.T) {
 	for name, def := range pidx {
 		if _, ok := lidx[name]; !ok {
 			t.Errorf("index %s %s: on PostgreSQL, not on SQLite", name, def)
+		}
+	}
+	for _, set := range []struct {
+		what     string
+		lite, pg map[string]bool
+		pgOnly   map[string]string
+	}{
+		{"unique constraint", lc.uniques, pc.uniques, pgOnlyUniques},
+		{"foreign key", lc.fks, pc.fks, pgOnlyForeignKeys},
+	} {
+		for def := range set.lite {
+			if !set.pg[def] {
+				t.Errorf("%s %s: on SQLite, not on PostgreSQL", set.what, def)
+			}
+		}
+		for def := range set.pg {
+			if _, ok := set.pgOnly[def]; !set.lite[def] && !ok {
+				t.Errorf("%s %s: on PostgreSQL, not on SQLite nor declared", set.what, def)
+			}
+		}
+		if len(set.lite) == 0 {
+			t.Errorf("%ss: none read on SQLite", set.what)
 		}
 	}
 }
@@ -719,4 +857,87 @@ func TestPostgresEventPagesFollowEvents(t *testing.T) {
 		t.Errorf("event_pages after deleting event 1: got seqs %v, want [2]", got)
 	}
 	pgRefused(t, c, "tally_owner", `INSERT INTO event_pages(seq, name, path) VALUES (3, NULL, '/c')`, "foreign key")
+}
+
+// TestPostgresEventCredentials: events.credential takes the code as the
+// writer passes it (an int64, through database/sql and pgx's driver, as
+// the service does), and event_credentials gives every event's credential
+// as text, as on SQLite.
+func TestPostgresEventCredentials(t *testing.T) {
+	base := startSchemaPostgres(t)
+	ctx := context.Background()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User("tally_owner")
+	db, err := sql.Open("pgx", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var code int64
+	if err := db.QueryRowContext(ctx, `INSERT INTO credentials(credential) VALUES ($1) RETURNING code`, "key:k1").Scan(&code); err != nil {
+		t.Fatal(err)
+	}
+	for i, cred := range []any{code, nil} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO events(seq, id_text, site_id, type, ts, anon_id, raw, received_at, credential)
+			VALUES ($1, $2, 's', 'pageview', '2026-01-31T09:05:00.120Z', 'a', $3, '', $4)`, i+1, fmt.Sprint("e", i), []byte{1}, cred); err != nil {
+			t.Fatalf("insert with credential %v: got %v, want it stored", cred, err)
+		}
+	}
+	var got []string
+	rows, err := db.QueryContext(ctx, `SELECT seq, coalesce(credential, 'NULL') FROM event_credentials ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var cred string
+		if err := rows.Scan(&seq, &cred); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprint(seq, " ", cred))
+	}
+	if fmt.Sprint(got) != "[1 key:k1 2 NULL]" {
+		t.Errorf("event_credentials: got %q, want [1 key:k1 2 NULL]", got)
+	}
+}
+
+// TestPostgresRollupViewsPushKeysDown: a read of a rollup view by site and
+// day range reaches the slots table through its primary key, bounded by
+// those keys (PostgreSQL pushes the conditions on grouped columns below the
+// GROUP BY), rather than summing the whole table first.
+func TestPostgresRollupViewsPushKeysDown(t *testing.T) {
+	base := startSchemaPostgres(t)
+	ctx := context.Background()
+	c := pgConnect(t, base, "tally_owner")
+	if _, err := c.Exec(ctx, `SET enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ view, read, want string }{
+		{"daily_events", `SELECT day, count FROM daily_events WHERE site_id = 's' AND type = 'pageview' AND day >= '2026-01-01' AND day <= '2026-01-31'`,
+			"daily_events_slots_pkey"},
+		{"daily_dimensions", `SELECT value, SUM(count) FROM daily_dimensions WHERE site_id = 's' AND dimension = 'url' AND day >= '2026-01-01' AND day <= '2026-01-31' GROUP BY value`,
+			"daily_dimensions_slots_pkey"},
+		{"daily_sessions", `SELECT SUM(sessions) FROM daily_sessions WHERE site_id = 's' AND day >= '2026-01-01' AND day <= '2026-01-31'`,
+			"daily_sessions_slots_pkey"},
+		{"site_usage", `SELECT accepted FROM site_usage WHERE site_id = 's' AND month = '2026-01'`, "site_usage_slots_pkey"},
+	} {
+		t.Run(tc.view, func(t *testing.T) {
+			rows, err := c.Query(ctx, "EXPLAIN "+tc.read)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := strings.Join(lines, "\n")
+			if !strings.Contains(plan, tc.want) || !strings.Contains(plan, "Index Cond: ((site_id = 's'") {
+				t.Errorf("plan:\n%s\nwant an index scan of %s with the site in its Index Cond", plan, tc.want)
+			}
+		})
+	}
 }
