@@ -57,7 +57,7 @@ func (s *syncBuffer) String() string {
 
 // startLogged starts the binary on free ports and waits for its
 // "listening" line, keeping every line it logs.
-func startLogged(t *testing.T, bin string, env ...string) (cmd *exec.Cmd, collector, query string, log *syncBuffer) {
+func startLogged(t *testing.T, bin string, env ...string) (cmd *exec.Cmd, collector, query string, log *syncBuffer, exited <-chan error) {
 	t.Helper()
 	cmd = exec.Command(bin)
 	cmd.Env = append(os.Environ(), append([]string{"COLLECTOR_ADDR=127.0.0.1:0", "QUERY_ADDR=127.0.0.1:0"}, env...)...)
@@ -66,19 +66,22 @@ func startLogged(t *testing.T, bin string, env ...string) (cmd *exec.Cmd, collec
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	done := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	exit := make(chan error, 1)
+	go func() { <-done; exit <- waitErr }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		for _, line := range strings.Split(log.String(), "\n") {
 			var l map[string]any
 			if json.Unmarshal([]byte(line), &l) == nil && l["msg"] == "listening" {
-				return cmd, l["collector"].(string), l["query"].(string), log
+				return cmd, l["collector"].(string), l["query"].(string), log, exit
 			}
 		}
 		select {
-		case <-exited:
+		case <-done:
 			t.Fatalf("the server exited before listening:\n%s", log.String())
 		default:
 		}
@@ -126,7 +129,7 @@ func pgCall(t *testing.T, method, url, token, body string) (int, map[string]any)
 func TestServeOnPostgres(t *testing.T) {
 	url, password := postgresURL(t)
 	bin := buildBinary(t)
-	cmd, collector, query, log := startLogged(t, bin, "DATABASE_URL="+url, "ADMIN_TOKEN=tok", "DATABASE_PATH=/nonexistent/ignored.db")
+	cmd, collector, query, log, exited := startLogged(t, bin, "DATABASE_URL="+url, "ADMIN_TOKEN=tok", "DATABASE_PATH=/nonexistent/ignored.db")
 	for _, base := range []string{collector, query} {
 		if code, body := get(t, base+"/healthz"); code != 200 || strings.TrimSpace(body) != `{"status":"ok"}` {
 			t.Fatalf("%s/healthz: got %d %s, want 200 ok", base, code, body)
@@ -187,7 +190,7 @@ func TestServeOnPostgres(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitExit(t, cmd)
+	waitExit(t, exited)
 	logs := log.String()
 	if strings.Contains(logs, password) {
 		t.Errorf("the log holds DATABASE_URL's password:\n%s", logs)
@@ -197,7 +200,7 @@ func TestServeOnPostgres(t *testing.T) {
 	}
 
 	// A second start: migrations recorded, the workspace kept.
-	_, _, query, _ = startLogged(t, bin, "DATABASE_URL="+url, "ADMIN_TOKEN=tok")
+	_, _, query, _, _ = startLogged(t, bin, "DATABASE_URL="+url, "ADMIN_TOKEN=tok")
 	if code, out := pgCall(t, "GET", query+"/v1/workspaces/acme", "tok", ""); code != 200 {
 		t.Errorf("after restart: got %d %v, want the workspace", code, out)
 	}
@@ -214,19 +217,16 @@ func jsonText(v any) string {
 	return string(b)
 }
 
-// waitExit waits for cmd (started by startLogged, whose goroutine waits
-// on it) to exit.
-func waitExit(t *testing.T, cmd *exec.Cmd) {
+// waitExit waits for the exit startLogged reports, and wants it clean.
+func waitExit(t *testing.T, exited <-chan error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for cmd.ProcessState == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the server did not stop within 30 s of SIGTERM")
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("got exit %v after SIGTERM, want 0", err)
 		}
-		time.Sleep(20 * time.Millisecond) // polling for the exit, not ordering
-	}
-	if !cmd.ProcessState.Success() {
-		t.Errorf("got exit %v after SIGTERM, want 0", cmd.ProcessState)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not stop within 30 s of SIGTERM")
 	}
 }
 
