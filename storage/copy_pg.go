@@ -476,8 +476,14 @@ func (s *rowSource) convert(col copyColumn, v any) (any, error) {
 	}
 	switch col.typ {
 	case "bytea":
-		if str, ok := v.(string); ok {
-			return []byte(str), nil
+		switch x := v.(type) {
+		case string:
+			return []byte(x), nil
+		case []byte:
+			// An empty blob, not NULL (pgx sends a nil slice as NULL).
+			if x == nil {
+				return []byte{}, nil
+			}
 		}
 	case "text", "json":
 		switch x := v.(type) {
