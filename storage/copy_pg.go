@@ -71,6 +71,9 @@ func CopyToPostgres(ctx context.Context, path, databaseURL string, progress Copy
 			return nil, ctx.Err()
 		}
 	}
+	if err := conversionsDone(ctx, src.read); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	conn, err := pgx.Connect(ctx, databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", DescribeDatabaseURL(databaseURL), redactErr(err, databaseURL))
@@ -612,6 +615,29 @@ func (c *pgCopy) verify(ctx context.Context, tx pgx.Tx, check *TableCheck) error
 			return err
 		}
 		check.Sums = append(check.Sums, s)
+	}
+	return nil
+}
+
+// conversionTables are SQLite's background conversions' progress tables,
+// each holding its row until the conversion is done; PostgreSQL has none.
+var conversionTables = []string{"raw_conversion", "event_columns_conversion", "event_pages_backfill", "session_times_conversion", "visit_backfill"}
+
+// conversionsDone refuses a file one of whose conversions stopped before
+// its end (a failure ends it until the next start), naming it.
+func conversionsDone(ctx context.Context, db *sql.DB) error {
+	for _, t := range conversionTables {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM "`+t+`"`).Scan(&n)
+		if err != nil && strings.Contains(err.Error(), "no such table") {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("the background conversion %s has not finished (it stopped on an error): start the server once, let it finish (its log says so), stop it and run migrate-to again", t)
+		}
 	}
 	return nil
 }
