@@ -112,17 +112,22 @@ func (db *DB) DeleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 	s, ok := db.sites[id]
 	if ok && s.WorkspaceID == ws.ID {
 		delete(db.sites, id)
+		if db.tenants.deleting == nil {
+			db.tenants.deleting = map[string]bool{}
+		}
+		db.tenants.deleting[id] = true
 	}
 	db.tenants.mu.Unlock()
 	if !ok || s.WorkspaceID != ws.ID {
 		return fault.Errorf(fault.NotFound, "site not found")
 	}
 	err := db.deleteSite(context.WithoutCancel(ctx), actor, ws, id)
+	db.tenants.mu.Lock()
+	delete(db.tenants.deleting, id)
 	if err != nil {
-		db.tenants.mu.Lock()
 		db.sites[id] = s
-		db.tenants.mu.Unlock()
 	}
+	db.tenants.mu.Unlock()
 	return err
 }
 
@@ -209,6 +214,9 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 		}
 		tx.partialsChanged(id)
 		if err := db.audit(tx, ws.ID, actor, "site.delete", id, map[string]any{"deleted_rows": total}); err != nil {
+			return err
+		}
+		if err := db.coord().notify(tx, "site", id); err != nil {
 			return err
 		}
 		tx.onCommit(db.intake.forget)

@@ -19,15 +19,22 @@ type tenants struct {
 	// site's aliases, sorted (site_aliases.go).
 	aliases     map[string]string
 	siteAliases map[string][]string
+	// deleting holds the sites this instance is deleting, kept hidden
+	// by a reload of the maps (coord_pg.go) until the delete ends.
+	deleting map[string]bool
 	// uses is locked on its own (see keyUses).
 	uses keyUses
 }
 
+// loadTenants reads the tenancy tables into fresh maps, then swaps them in
+// under the lock: at Open, and on PostgreSQL whenever another instance
+// changed them (coord_pg.go), while requests keep reading the old maps.
 func (db *DB) loadTenants(ctx context.Context) error {
-	t := &db.tenants
-	t.wsBySlug = map[string]*Workspace{}
-	t.sites = map[string]*Site{}
-	t.keysByHash = map[string]*APIKey{}
+	t := &tenants{
+		wsBySlug:   map[string]*Workspace{},
+		sites:      map[string]*Site{},
+		keysByHash: map[string]*APIKey{},
+	}
 
 	rows, err := db.read.QueryContext(ctx, `SELECT id, name, slug, created_at FROM workspaces`)
 	if err != nil {
@@ -56,8 +63,13 @@ func (db *DB) loadTenants(ctx context.Context) error {
 		t.sites[s.ID] = s
 	}
 	rows.Close()
+	db.tenants.mu.RLock()
+	for id := range db.tenants.deleting {
+		delete(t.sites, id)
+	}
+	db.tenants.mu.RUnlock()
 
-	if err := db.loadAliases(ctx); err != nil {
+	if err := db.loadAliases(ctx, t); err != nil {
 		return err
 	}
 
@@ -74,7 +86,14 @@ func (db *DB) loadTenants(ctx context.Context) error {
 		k.hash, _ = hex.DecodeString(hash)
 		t.keysByHash[hash] = k
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	db.tenants.mu.Lock()
+	db.wsBySlug, db.sites, db.keysByHash = t.wsBySlug, t.sites, t.keysByHash
+	db.aliases, db.siteAliases = t.aliases, t.siteAliases
+	db.tenants.mu.Unlock()
+	return nil
 }
 
 // Workspace returns the workspace with the given slug.
