@@ -15,7 +15,7 @@ import (
 // is deleted whole: clients fill every one of them without bound, the
 // rollups too (a row per distinct url, referrer or event type per day, and
 // days go back as far as event timestamps do). Each says how many rows one
-// writer job deletes, and either nothing (its rows go by rowid) or the
+// writer job deletes, and either nothing (its rows go by the row handle: rowid, ctid on PostgreSQL) or the
 // columns of its primary key after site_id: a site's rows then lie
 // together in that order and go by ranges of it, one index scan, about
 // five times faster than a lookup per row.
@@ -43,34 +43,36 @@ var siteDataTables = []siteTable{
 type siteTable struct {
 	table string
 	// pk is the primary key after site_id, for deleting by ranges; "" to
-	// delete by rowid.
+	// delete by row handle (dialect.rowHandle).
 	pk    string
 	chunk int
 }
 
 // deleteChunk deletes up to t.chunk rows of site from t.
-func (t siteTable) deleteChunk(tx *writeTx, site string) (int64, error) {
+func (t siteTable) deleteChunk(tx *writeTx, db *DB, site string) (int64, error) {
 	// The partials of the rows going (a reset's too) must not be stored
 	// again from reads of before.
 	tx.partialsChanged(site)
+	table := db.d.stored(t.table)
 	var res sql.Result
 	var err error
 	if t.pk == "" {
-		res, err = tx.Exec(`DELETE FROM `+t.table+` WHERE rowid IN
-			(SELECT rowid FROM `+t.table+` WHERE site_id = ? LIMIT ?)`, site, t.chunk)
+		h := db.d.rowHandle()
+		res, err = tx.Exec(`DELETE FROM `+table+` WHERE `+h+` IN
+			(SELECT `+h+` FROM `+table+` WHERE site_id = ? LIMIT ?)`, site, t.chunk)
 	} else {
 		last := make([]any, strings.Count(t.pk, ",")+1)
 		dest := make([]any, len(last))
 		for i := range last {
 			dest[i] = &last[i]
 		}
-		err = tx.QueryRow(`SELECT `+t.pk+` FROM `+t.table+` WHERE site_id = ? ORDER BY `+t.pk+` LIMIT 1 OFFSET ?`,
+		err = tx.QueryRow(`SELECT `+t.pk+` FROM `+table+` WHERE site_id = ? ORDER BY `+t.pk+` LIMIT 1 OFFSET ?`,
 			site, t.chunk-1).Scan(dest...)
 		switch {
 		case errors.Is(err, sql.ErrNoRows): // less than a chunk left
-			res, err = tx.Exec(`DELETE FROM `+t.table+` WHERE site_id = ?`, site)
+			res, err = tx.Exec(`DELETE FROM `+table+` WHERE site_id = ?`, site)
 		case err == nil:
-			res, err = tx.Exec(`DELETE FROM `+t.table+` WHERE site_id = ? AND (`+t.pk+`) <= (?`+
+			res, err = tx.Exec(`DELETE FROM `+table+` WHERE site_id = ? AND (`+t.pk+`) <= (?`+
 				strings.Repeat(", ?", len(last)-1)+`)`, append([]any{site}, last...)...)
 		}
 	}
@@ -78,7 +80,7 @@ func (t siteTable) deleteChunk(tx *writeTx, site string) (int64, error) {
 		return 0, fmt.Errorf("delete %s of site: %w", t.table, err)
 	}
 	n, err := res.RowsAffected()
-	if t.table == "identity_links" && err == nil && n < int64(t.chunk) {
+	if t.table == "identity_links" && err == nil && n < int64(t.chunk) && db.oldLinks.Load() {
 		// Links of before migration 0017 not yet moved (links.go).
 		var m int64
 		m, err = deleteOldLinks(tx, site, t.chunk-int(n))
@@ -139,7 +141,7 @@ func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 				var n int64
 				err := db.writer.do(ctx, func(tx *writeTx) error {
 					var err error
-					n, err = t.deleteChunk(tx, id)
+					n, err = t.deleteChunk(tx, db, id)
 					return err
 				})
 				if err != nil {
@@ -173,7 +175,7 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 	err := db.writer.do(ctx, func(tx *writeTx) error {
 		for _, t := range siteDataTables {
 			var left int
-			if err := tx.QueryRow(`SELECT COUNT(*) FROM (SELECT 1 FROM `+t.table+` WHERE site_id = ? LIMIT ?)`,
+			if err := tx.QueryRow(`SELECT COUNT(*) FROM (SELECT 1 FROM `+db.d.stored(t.table)+` WHERE site_id = ? LIMIT ?) AS rest`,
 				id, t.chunk+1).Scan(&left); err != nil {
 				return fmt.Errorf("count %s of site: %w", t.table, err)
 			}
@@ -193,12 +195,12 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 		}
 		total := map[string]int64{}
 		for _, t := range siteDataTables {
-			res, err := tx.Exec(`DELETE FROM `+t.table+` WHERE site_id = ?`, id)
+			res, err := tx.Exec(`DELETE FROM `+db.d.stored(t.table)+` WHERE site_id = ?`, id)
 			if err != nil {
 				return fmt.Errorf("delete %s of site: %w", t.table, err)
 			}
 			counts[t.table], _ = res.RowsAffected()
-			if t.table == "identity_links" {
+			if t.table == "identity_links" && db.oldLinks.Load() {
 				n, err := deleteOldLinks(tx, id, -1)
 				if err != nil {
 					return err
