@@ -21,6 +21,16 @@ type coord interface {
 	// lockWorkspace serialises, until tx ends, the writes of one
 	// workspace's audit log across instances.
 	lockWorkspace(tx *writeTx, workspaceID string) error
+	// hideSite marks site id as being deleted, in tx, for every instance
+	// and for a restart; sitesShown is the condition (or "") that leaves
+	// such sites out of the tenancy maps, and hiddenSite finds one of ws
+	// to resume its delete.
+	hideSite(tx *writeTx, id string) error
+	sitesShown() string
+	hiddenSite(ctx context.Context, wsID, id string) (*Site, error)
+	// exclusively runs f while holding the lock of name, waiting for
+	// another instance that holds it.
+	exclusively(ctx context.Context, name string, f func() error) error
 	// close stops what the coordination runs in the background.
 	close()
 }
@@ -35,6 +45,12 @@ func (noCoord) leader(_ context.Context, _ string, f func() error) (bool, error)
 }
 func (noCoord) lockWorkspace(*writeTx, string) error { return nil }
 func (noCoord) close()                               {}
+func (noCoord) hideSite(*writeTx, string) error      { return nil }
+func (noCoord) sitesShown() string                   { return "" }
+func (noCoord) hiddenSite(context.Context, string, string) (*Site, error) {
+	return nil, nil
+}
+func (noCoord) exclusively(_ context.Context, _ string, f func() error) error { return f() }
 
 // listenerGrace is how long the listener may be down before Authenticate
 // stops trusting the cached keys: a revocation on another instance is

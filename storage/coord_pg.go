@@ -157,3 +157,42 @@ func (db *DB) authenticateInDB(sum []byte) (*APIKey, bool) {
 	k.hash, _ = hex.DecodeString(hash)
 	return k, true
 }
+
+func (c *pgCoord) hideSite(tx *writeTx, id string) error {
+	if _, err := tx.Exec(`UPDATE sites SET deleting_since = ? WHERE id = ? AND deleting_since IS NULL`,
+		FormatTime(c.db.now()), id); err != nil {
+		return err
+	}
+	return c.notify(tx, "site", id)
+}
+
+func (c *pgCoord) sitesShown() string { return ` WHERE deleting_since IS NULL` }
+
+func (c *pgCoord) hiddenSite(ctx context.Context, wsID, id string) (*Site, error) {
+	rows, err := c.db.read.QueryContext(ctx, siteColumns+` WHERE id = ? AND workspace_id = ? AND deleting_since IS NOT NULL`, id, wsID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, rows.Err()
+	}
+	s := &Site{}
+	return s, s.scan(rows)
+}
+
+// exclusively holds a session advisory lock on a connection of its own
+// for f's run.
+func (c *pgCoord) exclusively(ctx context.Context, name string, f func() error) error {
+	conn, err := c.db.read.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	key := lockKey(name)
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(?)`, key); err != nil {
+		return err
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?)`, key)
+	return f()
+}

@@ -238,3 +238,89 @@ func TestDailyJobsRunOnceAcrossInstances(t *testing.T) {
 		t.Errorf("b after a finished: got ran %v, %v, want true", ran, err)
 	}
 }
+
+func TestSiteDeleteTwiceAtOnce(t *testing.T) {
+	a, b := twoInstances(t)
+	ctx := context.Background()
+	ws, err := a.CreateWorkspace(ctx, system, "W", "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	site, err := a.CreateSite(ctx, system, ws, "shop", "Shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SetSiteAliases(ctx, system, site, []string{"shop.example"}); err != nil {
+		t.Fatal(err)
+	}
+	// Rows of the site without intake: several chunks of rollups and of
+	// a table deleted by row handle.
+	if _, err := a.write.ExecContext(ctx, `INSERT INTO daily_events_slots(site_id, day, type, slot, count)
+		SELECT 'shop', '2026-01-01', 'e' || i, 0, 1 FROM generate_series(1, 2500) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.write.ExecContext(ctx, `INSERT INTO goals(site_id, name, event_name, created_at)
+		SELECT 'shop', 'g' || i, 'e' || i, '2026-01-01T00:00:00.000Z' FROM generate_series(1, 600) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "site created", func() bool { _, ok := b.Site("shop"); return ok })
+	errs := make(chan error, 2)
+	for _, db := range []*DB{a, b} {
+		go func() { errs <- db.DeleteSite(ctx, system, ws, "shop") }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("DeleteSite: got %v, want nil from both (the second answers as the first)", err)
+		}
+	}
+	for _, table := range []string{"sites", "daily_events_slots", "goals", "site_aliases"} {
+		col := "site_id"
+		if table == "sites" {
+			col = "id"
+		}
+		var n int
+		if err := a.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table+` WHERE `+col+` = 'shop'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%s: got %d rows of the site left, want 0", table, n)
+		}
+	}
+	var audited int
+	if err := a.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_log WHERE action = 'site.delete'`).Scan(&audited); err != nil {
+		t.Fatal(err)
+	}
+	if audited != 1 {
+		t.Errorf("got %d site.delete entries, want 1", audited)
+	}
+	for _, db := range []*DB{a, b} {
+		if _, ok := db.Site("shop"); ok {
+			t.Error("got the site still in an instance's map, want gone")
+		}
+	}
+}
+
+func TestSiteHiddenWhileDeleting(t *testing.T) {
+	a, b := twoInstances(t)
+	ctx := context.Background()
+	ws, err := a.CreateWorkspace(ctx, system, "W", "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CreateSite(ctx, system, ws, "shop", "Shop"); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "site created", func() bool { _, ok := b.Site("shop"); return ok })
+	// A delete that stopped after its first transaction (a crash).
+	if err := a.writer.do(ctx, func(tx *writeTx) error { return a.co.hideSite(tx, "shop") }); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "site hidden", func() bool { _, ok := b.Site("shop"); return !ok })
+	if err := b.DeleteSite(ctx, system, ws, "shop"); err != nil {
+		t.Fatalf("deleting the hidden site again: got %v, want nil", err)
+	}
+	var n int
+	if err := a.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM sites WHERE id = 'shop'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("got %d sites rows, %v, want 0", n, err)
+	}
+}

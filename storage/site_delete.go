@@ -121,20 +121,53 @@ func (db *DB) DeleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 	}
 	db.tenants.mu.Unlock()
 	if !ok || s.WorkspaceID != ws.ID {
-		return fault.Errorf(fault.NotFound, "site not found")
+		// On PostgreSQL, a site whose delete stopped midway stays hidden
+		// (README "On PostgreSQL"): deleting it again finishes the work.
+		hidden, err := db.coord().hiddenSite(ctx, ws.ID, id)
+		if err != nil {
+			return err
+		}
+		if hidden == nil {
+			return fault.Errorf(fault.NotFound, "site not found")
+		}
+		s = hidden
 	}
-	err := db.deleteSite(context.WithoutCancel(ctx), actor, ws, id)
+	ctx = context.WithoutCancel(ctx)
+	// Two instances deleting the site at once: one deletes, the other
+	// waits and answers as it did (README "On PostgreSQL").
+	err := db.coord().exclusively(ctx, "sitedel:"+id, func() error {
+		gone, err := db.siteGone(ctx, s)
+		if err != nil || gone {
+			return err
+		}
+		return db.deleteSite(ctx, actor, ws, id)
+	})
 	db.tenants.mu.Lock()
 	delete(db.tenants.deleting, id)
-	if err != nil {
+	if err != nil && ok {
 		db.sites[id] = s
 	}
 	db.tenants.mu.Unlock()
 	return err
 }
 
+// siteGone reports whether s was deleted meanwhile, perhaps by another
+// instance (and perhaps created again since: another site).
+func (db *DB) siteGone(ctx context.Context, s *Site) (bool, error) {
+	var n int
+	err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM sites WHERE id = ? AND workspace_id = ? AND created_at = ?`,
+		s.ID, s.WorkspaceID, s.CreatedAt).Scan(&n)
+	return n == 0, err
+}
+
 func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id string) error {
 	deleted := map[string]int64{}
+	// Hidden from the other instances too, before the first chunk goes.
+	if db.co != nil {
+		if err := db.writer.do(ctx, func(tx *writeTx) error { return db.co.hideSite(tx, id) }); err != nil {
+			return err
+		}
+	}
 	for {
 		for _, t := range siteDataTables {
 			for {

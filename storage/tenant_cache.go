@@ -50,7 +50,7 @@ func (db *DB) loadTenants(ctx context.Context) error {
 	}
 	rows.Close()
 
-	rows, err = db.read.QueryContext(ctx, siteColumns)
+	rows, err = db.read.QueryContext(ctx, siteColumns+db.coord().sitesShown())
 	if err != nil {
 		return fmt.Errorf("load sites: %w", err)
 	}
