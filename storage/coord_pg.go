@@ -78,7 +78,7 @@ func (c *pgCoord) session(ctx context.Context, connected func()) error {
 		return err
 	}
 	c.pid.Store(conn.PgConn().PID())
-	if err := c.db.loadTenants(ctx); err != nil {
+	if err := c.db.reloadTenants(ctx); err != nil {
 		return err
 	}
 	c.up.Store(true)
@@ -87,7 +87,7 @@ func (c *pgCoord) session(ctx context.Context, connected func()) error {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err
 		}
-		if err := c.db.loadTenants(ctx); err != nil {
+		if err := c.db.reloadTenants(ctx); err != nil {
 			return err
 		}
 	}

@@ -31,10 +31,10 @@ const (
 var aliasPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
 
 // loadAliases fills t's alias maps from site_aliases.
-func (db *DB) loadAliases(ctx context.Context, t *tenants) error {
+func (db *DB) loadAliases(ctx context.Context, q querier, t *tenants) error {
 	t.aliases = map[string]string{}
 	t.siteAliases = map[string][]string{}
-	rows, err := db.read.QueryContext(ctx, `SELECT site_id, alias FROM site_aliases ORDER BY site_id, alias`)
+	rows, err := q.QueryContext(ctx, `SELECT site_id, alias FROM site_aliases ORDER BY site_id, alias`)
 	if err != nil {
 		return fmt.Errorf("load site aliases: %w", err)
 	}
