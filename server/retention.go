@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"time"
+
+	"github.com/tally-analytics/tally/storage"
 )
 
 // retentionCheckEvery is how often the server looks whether today's purge
@@ -39,9 +41,15 @@ func (s *Server) retentionLoop(ctx context.Context) {
 
 // purge runs one purge of raw rows older than each site's retention, and
 // forgets the inspection feed's decisions (dev mode) made before each
-// purged site's cut.
+// purged site's cut. With several instances on PostgreSQL one of them
+// purges at a time; the others skip the round (README "On PostgreSQL").
 func (s *Server) purge(ctx context.Context) error {
-	res, err := s.db.Purge(ctx, s.cfg.RetentionDays)
+	var res storage.PurgeResult
+	_, err := s.db.Leader(ctx, "retention", func() error {
+		var err error
+		res, err = s.db.Purge(ctx, s.cfg.RetentionDays)
+		return err
+	})
 	if s.feed != nil && len(res.Cuts) > 0 {
 		s.feed.forget(func(e *DebugEvent) bool {
 			cut, ok := res.Cuts[e.SiteID]

@@ -24,9 +24,14 @@ type AuditEntry struct {
 // audit appends an entry inside tx, so it commits or rolls back with the
 // mutation it records. Its ts is now, moved 1 ms past the workspace's newest
 // entry when it would collide or go backwards: entries of one workspace
-// never share a ts, which keeps the ts cursor exact.
+// never share a ts, which keeps the ts cursor exact, across instances too.
 func (db *DB) audit(tx *writeTx, workspaceID string, actor Actor, action, target string, metadata map[string]any) error {
 	ts := db.now().UTC().Truncate(time.Millisecond)
+	// Another instance may be writing this workspace's log: its entry
+	// commits before this MAX reads (README "On PostgreSQL").
+	if err := db.coord().lockWorkspace(tx, workspaceID); err != nil {
+		return fmt.Errorf("lock the audit log: %w", err)
+	}
 	var newest *string
 	if err := tx.QueryRow(`SELECT MAX(ts) FROM audit_log WHERE workspace_id = ?`, workspaceID).Scan(&newest); err != nil {
 		return fmt.Errorf("read newest audit ts: %w", err)

@@ -20,6 +20,12 @@ type dialect interface {
 	// fileCopies is nil where the database is one file that backup and
 	// vacuum copy; else the error to answer them.
 	fileCopies() error
+	// rowHandle is the column that names a row for as long as a
+	// transaction holds it: rowid, or PostgreSQL's ctid.
+	rowHandle() string
+	// stored is the table that holds the rows read as table: on
+	// PostgreSQL the rollups are views over per-instance slot rows.
+	stored(table string) string
 }
 
 // errClass is what a database error means, whichever backend said it.
@@ -52,6 +58,10 @@ type sqliteDialect struct{}
 func (sqliteDialect) name() string { return "sqlite" }
 
 func (sqliteDialect) fileCopies() error { return nil }
+
+func (sqliteDialect) rowHandle() string { return "rowid" }
+
+func (sqliteDialect) stored(table string) string { return table }
 
 // classify reads the primary code of SQLite's extended result code.
 func (sqliteDialect) classify(err error) errClass {

@@ -24,6 +24,16 @@ var ErrPostgresBackup = &fault.Error{Code: fault.UnsupportedBackend,
 
 func (pgDialect) fileCopies() error { return ErrPostgresBackup }
 
+func (pgDialect) rowHandle() string { return "ctid" }
+
+func (pgDialect) stored(table string) string {
+	switch table {
+	case "daily_events", "daily_dimensions", "daily_sessions", "site_usage":
+		return table + "_slots"
+	}
+	return table
+}
+
 // classify reads the SQLSTATE of a server error; an error without one
 // that comes from the connection itself (refused, reset, closed) means
 // the server cannot be reached.

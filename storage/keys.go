@@ -159,6 +159,9 @@ func (db *DB) CreateKeyForSites(ctx context.Context, actor Actor, ws *Workspace,
 		if err := db.audit(tx, ws.ID, actor, "key.create", k.ID, map[string]any{"label": label, "scopes": scopes, "sites": sites}); err != nil {
 			return err
 		}
+		if err := db.coord().notify(tx, "key", k.ID); err != nil {
+			return err
+		}
 		tx.onCommit(func() {
 			db.tenants.mu.Lock()
 			db.keysByHash[hash] = k
@@ -190,6 +193,9 @@ func (db *DB) RevokeKey(ctx context.Context, actor Actor, ws *Workspace, keyID s
 			return err
 		}
 		if err := db.audit(tx, ws.ID, actor, "key.revoke", keyID, map[string]any{}); err != nil {
+			return err
+		}
+		if err := db.coord().notify(tx, "key", keyID); err != nil {
 			return err
 		}
 		tx.onCommit(func() {

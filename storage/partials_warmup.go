@@ -63,7 +63,10 @@ func (db *DB) WarmPartials(ctx context.Context, log *slog.Logger) {
 			due := p.due
 			if !seen || !due.After(now) || p.zone != loc.String() {
 				due = nextWarm(now, loc)
-				if err := db.warmSite(ctx, site, loc, now); err != nil {
+				// One instance warms a site at a time; the others skip it
+				// until its next day (README "On PostgreSQL").
+				_, err := db.Leader(ctx, "partials-warmup:"+site, func() error { return db.warmSite(ctx, site, loc, now) })
+				if err != nil {
 					if ctx.Err() != nil {
 						return
 					}

@@ -60,7 +60,8 @@ func (db *DB) PruneLoop(ctx context.Context, onError func(error)) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := db.Prune(ctx); err != nil && ctx.Err() == nil {
+			// One instance at a time on PostgreSQL (README "On PostgreSQL").
+			if _, err := db.Leader(ctx, "prune", func() error { return db.Prune(ctx) }); err != nil && ctx.Err() == nil {
 				onError(err)
 			}
 		}

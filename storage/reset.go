@@ -64,7 +64,7 @@ func (db *DB) ResetSiteData(ctx context.Context, site string) (map[string]int64,
 			var n int64
 			err := db.writer.do(ctx, func(tx *writeTx) error {
 				var err error
-				if n, err = t.deleteChunk(tx, site); err != nil {
+				if n, err = t.deleteChunk(tx, db, site); err != nil {
 					return err
 				}
 				tx.onCommit(db.intake.forget)

@@ -30,12 +30,11 @@ const (
 // too, so a site moved from Umami answers to its old id.
 var aliasPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
 
-// loadAliases fills the alias maps from site_aliases.
-func (db *DB) loadAliases(ctx context.Context) error {
-	t := &db.tenants
+// loadAliases fills t's alias maps from site_aliases.
+func (db *DB) loadAliases(ctx context.Context, q querier, t *tenants) error {
 	t.aliases = map[string]string{}
 	t.siteAliases = map[string][]string{}
-	rows, err := db.read.QueryContext(ctx, `SELECT site_id, alias FROM site_aliases ORDER BY site_id, alias`)
+	rows, err := q.QueryContext(ctx, `SELECT site_id, alias FROM site_aliases ORDER BY site_id, alias`)
 	if err != nil {
 		return fmt.Errorf("load site aliases: %w", err)
 	}
@@ -143,6 +142,9 @@ func (db *DB) SetSiteAliases(ctx context.Context, actor Actor, site *Site, alias
 		}
 		if err := db.audit(tx, site.WorkspaceID, actor, "site.aliases", site.ID,
 			map[string]any{"aliases": aliases, "previous_aliases": previous}); err != nil {
+			return err
+		}
+		if err := db.coord().notify(tx, "site", site.ID); err != nil {
 			return err
 		}
 		tx.onCommit(func() {

@@ -15,7 +15,7 @@ import (
 // is deleted whole: clients fill every one of them without bound, the
 // rollups too (a row per distinct url, referrer or event type per day, and
 // days go back as far as event timestamps do). Each says how many rows one
-// writer job deletes, and either nothing (its rows go by rowid) or the
+// writer job deletes, and either nothing (its rows go by the row handle: rowid, ctid on PostgreSQL) or the
 // columns of its primary key after site_id: a site's rows then lie
 // together in that order and go by ranges of it, one index scan, about
 // five times faster than a lookup per row.
@@ -43,34 +43,36 @@ var siteDataTables = []siteTable{
 type siteTable struct {
 	table string
 	// pk is the primary key after site_id, for deleting by ranges; "" to
-	// delete by rowid.
+	// delete by row handle (dialect.rowHandle).
 	pk    string
 	chunk int
 }
 
 // deleteChunk deletes up to t.chunk rows of site from t.
-func (t siteTable) deleteChunk(tx *writeTx, site string) (int64, error) {
+func (t siteTable) deleteChunk(tx *writeTx, db *DB, site string) (int64, error) {
 	// The partials of the rows going (a reset's too) must not be stored
 	// again from reads of before.
 	tx.partialsChanged(site)
+	table := db.d.stored(t.table)
 	var res sql.Result
 	var err error
 	if t.pk == "" {
-		res, err = tx.Exec(`DELETE FROM `+t.table+` WHERE rowid IN
-			(SELECT rowid FROM `+t.table+` WHERE site_id = ? LIMIT ?)`, site, t.chunk)
+		h := db.d.rowHandle()
+		res, err = tx.Exec(`DELETE FROM `+table+` WHERE `+h+` IN
+			(SELECT `+h+` FROM `+table+` WHERE site_id = ? LIMIT ?)`, site, t.chunk)
 	} else {
 		last := make([]any, strings.Count(t.pk, ",")+1)
 		dest := make([]any, len(last))
 		for i := range last {
 			dest[i] = &last[i]
 		}
-		err = tx.QueryRow(`SELECT `+t.pk+` FROM `+t.table+` WHERE site_id = ? ORDER BY `+t.pk+` LIMIT 1 OFFSET ?`,
+		err = tx.QueryRow(`SELECT `+t.pk+` FROM `+table+` WHERE site_id = ? ORDER BY `+t.pk+` LIMIT 1 OFFSET ?`,
 			site, t.chunk-1).Scan(dest...)
 		switch {
 		case errors.Is(err, sql.ErrNoRows): // less than a chunk left
-			res, err = tx.Exec(`DELETE FROM `+t.table+` WHERE site_id = ?`, site)
+			res, err = tx.Exec(`DELETE FROM `+table+` WHERE site_id = ?`, site)
 		case err == nil:
-			res, err = tx.Exec(`DELETE FROM `+t.table+` WHERE site_id = ? AND (`+t.pk+`) <= (?`+
+			res, err = tx.Exec(`DELETE FROM `+table+` WHERE site_id = ? AND (`+t.pk+`) <= (?`+
 				strings.Repeat(", ?", len(last)-1)+`)`, append([]any{site}, last...)...)
 		}
 	}
@@ -78,7 +80,7 @@ func (t siteTable) deleteChunk(tx *writeTx, site string) (int64, error) {
 		return 0, fmt.Errorf("delete %s of site: %w", t.table, err)
 	}
 	n, err := res.RowsAffected()
-	if t.table == "identity_links" && err == nil && n < int64(t.chunk) {
+	if t.table == "identity_links" && err == nil && n < int64(t.chunk) && db.oldLinks.Load() {
 		// Links of before migration 0017 not yet moved (links.go).
 		var m int64
 		m, err = deleteOldLinks(tx, site, t.chunk-int(n))
@@ -112,29 +114,67 @@ func (db *DB) DeleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 	s, ok := db.sites[id]
 	if ok && s.WorkspaceID == ws.ID {
 		delete(db.sites, id)
+		if db.tenants.deleting == nil {
+			db.tenants.deleting = map[string]bool{}
+		}
+		db.tenants.deleting[id] = true
 	}
 	db.tenants.mu.Unlock()
 	if !ok || s.WorkspaceID != ws.ID {
-		return fault.Errorf(fault.NotFound, "site not found")
+		// On PostgreSQL, a site whose delete stopped midway stays hidden
+		// (README "On PostgreSQL"): deleting it again finishes the work.
+		hidden, err := db.coord().hiddenSite(ctx, ws.ID, id)
+		if err != nil {
+			return err
+		}
+		if hidden == nil {
+			return fault.Errorf(fault.NotFound, "site not found")
+		}
+		s = hidden
 	}
-	err := db.deleteSite(context.WithoutCancel(ctx), actor, ws, id)
-	if err != nil {
-		db.tenants.mu.Lock()
+	ctx = context.WithoutCancel(ctx)
+	// Two instances deleting the site at once: one deletes, the other
+	// waits and answers as it did (README "On PostgreSQL").
+	err := db.coord().exclusively(ctx, "sitedel:"+id, func() error {
+		gone, err := db.siteGone(ctx, s)
+		if err != nil || gone {
+			return err
+		}
+		return db.deleteSite(ctx, actor, ws, id)
+	})
+	db.tenants.mu.Lock()
+	delete(db.tenants.deleting, id)
+	if err != nil && ok {
 		db.sites[id] = s
-		db.tenants.mu.Unlock()
 	}
+	db.tenants.mu.Unlock()
 	return err
+}
+
+// siteGone reports whether s was deleted meanwhile, perhaps by another
+// instance (and perhaps created again since: another site).
+func (db *DB) siteGone(ctx context.Context, s *Site) (bool, error) {
+	var n int
+	err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM sites WHERE id = ? AND workspace_id = ? AND created_at = ?`,
+		s.ID, s.WorkspaceID, s.CreatedAt).Scan(&n)
+	return n == 0, err
 }
 
 func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id string) error {
 	deleted := map[string]int64{}
+	// Hidden from the other instances too, before the first chunk goes.
+	if db.co != nil {
+		if err := db.writer.do(ctx, func(tx *writeTx) error { return db.co.hideSite(tx, id) }); err != nil {
+			return err
+		}
+	}
 	for {
 		for _, t := range siteDataTables {
 			for {
 				var n int64
 				err := db.writer.do(ctx, func(tx *writeTx) error {
 					var err error
-					n, err = t.deleteChunk(tx, id)
+					n, err = t.deleteChunk(tx, db, id)
 					return err
 				})
 				if err != nil {
@@ -168,7 +208,7 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 	err := db.writer.do(ctx, func(tx *writeTx) error {
 		for _, t := range siteDataTables {
 			var left int
-			if err := tx.QueryRow(`SELECT COUNT(*) FROM (SELECT 1 FROM `+t.table+` WHERE site_id = ? LIMIT ?)`,
+			if err := tx.QueryRow(`SELECT COUNT(*) FROM (SELECT 1 FROM `+db.d.stored(t.table)+` WHERE site_id = ? LIMIT ?) AS rest`,
 				id, t.chunk+1).Scan(&left); err != nil {
 				return fmt.Errorf("count %s of site: %w", t.table, err)
 			}
@@ -188,12 +228,12 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 		}
 		total := map[string]int64{}
 		for _, t := range siteDataTables {
-			res, err := tx.Exec(`DELETE FROM `+t.table+` WHERE site_id = ?`, id)
+			res, err := tx.Exec(`DELETE FROM `+db.d.stored(t.table)+` WHERE site_id = ?`, id)
 			if err != nil {
 				return fmt.Errorf("delete %s of site: %w", t.table, err)
 			}
 			counts[t.table], _ = res.RowsAffected()
-			if t.table == "identity_links" {
+			if t.table == "identity_links" && db.oldLinks.Load() {
 				n, err := deleteOldLinks(tx, id, -1)
 				if err != nil {
 					return err
@@ -209,6 +249,9 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 		}
 		tx.partialsChanged(id)
 		if err := db.audit(tx, ws.ID, actor, "site.delete", id, map[string]any{"deleted_rows": total}); err != nil {
+			return err
+		}
+		if err := db.coord().notify(tx, "site", id); err != nil {
 			return err
 		}
 		tx.onCommit(db.intake.forget)

@@ -74,6 +74,9 @@ func (db *DB) CreateSite(ctx context.Context, actor Actor, ws *Workspace, id, na
 		if err := db.audit(tx, ws.ID, actor, "site.create", s.ID, map[string]any{"name": name}); err != nil {
 			return err
 		}
+		if err := db.coord().notify(tx, "site", s.ID); err != nil {
+			return err
+		}
 		tx.onCommit(func() {
 			db.tenants.mu.Lock()
 			db.sites[s.ID] = s
@@ -162,6 +165,9 @@ func (db *DB) UpdateSite(ctx context.Context, actor Actor, site *Site, change Si
 		// site.
 		updated.PurgedBefore = cur.PurgedBefore
 		if err := db.audit(tx, site.WorkspaceID, actor, "site.update", site.ID, meta); err != nil {
+			return err
+		}
+		if err := db.coord().notify(tx, "site", site.ID); err != nil {
 			return err
 		}
 		tx.onCommit(func() { db.replaceSite(&updated) })

@@ -94,7 +94,9 @@ type Options struct {
 type DB struct {
 	path string
 	// d is the backend's SQL fragments and error classes (dialect.go).
-	d      dialect
+	d dialect
+	// co coordinates instances on one database (coord.go); nil on SQLite.
+	co     coord
 	write  *sql.DB
 	read   *sql.DB
 	writer *writer
@@ -474,6 +476,7 @@ func (db *DB) Close() error {
 			db.convStop()
 			<-db.convDone
 		}
+		db.coord().close()
 		db.writer.close()
 		var cerr error
 		if db.ckpt != nil {

@@ -76,6 +76,9 @@ func (db *DB) CreateWorkspace(ctx context.Context, actor Actor, name, slug strin
 		if err := db.audit(tx, w.ID, actor, "workspace.create", w.ID, map[string]any{"slug": slug, "name": name}); err != nil {
 			return err
 		}
+		if err := db.coord().notify(tx, "workspace", w.ID); err != nil {
+			return err
+		}
 		tx.onCommit(func() {
 			db.tenants.mu.Lock()
 			db.wsBySlug[w.Slug] = w
@@ -104,6 +107,9 @@ func (db *DB) UpdateWorkspace(ctx context.Context, actor Actor, ws *Workspace, n
 			return err
 		}
 		if err := db.audit(tx, ws.ID, actor, "workspace.update", ws.ID, map[string]any{"name": name, "previous_name": ws.Name}); err != nil {
+			return err
+		}
+		if err := db.coord().notify(tx, "workspace", ws.ID); err != nil {
 			return err
 		}
 		tx.onCommit(func() {

@@ -1,0 +1,73 @@
+package storage
+
+import (
+	"context"
+	"time"
+)
+
+// coord is what several instances on one database agree on (README
+// "Storage", "On PostgreSQL"): changes of the tenancy tables announced to
+// the others, and jobs run by one instance at a time. On SQLite there is
+// one instance, and every method is a no-op (noCoord).
+type coord interface {
+	// notify announces, at tx's commit, that the entity kind:id changed.
+	notify(tx *writeTx, kind, id string) error
+	// listening reports whether this instance hears the others' changes;
+	// when it does not, Authenticate asks the database.
+	listening() bool
+	// leader runs f unless another instance runs the job of that name,
+	// and reports whether it ran.
+	leader(ctx context.Context, job string, f func() error) (ran bool, err error)
+	// lockWorkspace serialises, until tx ends, the writes of one
+	// workspace's audit log across instances.
+	lockWorkspace(tx *writeTx, workspaceID string) error
+	// hideSite marks site id as being deleted, in tx, for every instance
+	// and for a restart; sitesShown is the condition (or "") that leaves
+	// such sites out of the tenancy maps, and hiddenSite finds one of ws
+	// to resume its delete.
+	hideSite(tx *writeTx, id string) error
+	sitesShown() string
+	hiddenSite(ctx context.Context, wsID, id string) (*Site, error)
+	// exclusively runs f while holding the lock of name, waiting for
+	// another instance that holds it.
+	exclusively(ctx context.Context, name string, f func() error) error
+	// close stops what the coordination runs in the background.
+	close()
+}
+
+// noCoord is SQLite's coord: one instance, nothing to coordinate.
+type noCoord struct{}
+
+func (noCoord) notify(*writeTx, string, string) error { return nil }
+func (noCoord) listening() bool                       { return true }
+func (noCoord) leader(_ context.Context, _ string, f func() error) (bool, error) {
+	return true, f()
+}
+func (noCoord) lockWorkspace(*writeTx, string) error { return nil }
+func (noCoord) close()                               {}
+func (noCoord) hideSite(*writeTx, string) error      { return nil }
+func (noCoord) sitesShown() string                   { return "" }
+func (noCoord) hiddenSite(context.Context, string, string) (*Site, error) {
+	return nil, nil
+}
+func (noCoord) exclusively(_ context.Context, _ string, f func() error) error { return f() }
+
+// listenerGrace is how long the listener may be down before Authenticate
+// stops trusting the cached keys: a revocation on another instance is
+// refused here within a second either way.
+const listenerGrace = 500 * time.Millisecond
+
+// co is the DB's coord, noCoord when none was set.
+func (db *DB) coord() coord {
+	if db.co == nil {
+		return noCoord{}
+	}
+	return db.co
+}
+
+// Leader runs f on one instance at a time for the job of that name (the
+// daily jobs: retention, prune, partials warm-up) and reports whether it
+// ran; on SQLite it always runs.
+func (db *DB) Leader(ctx context.Context, job string, f func() error) (bool, error) {
+	return db.coord().leader(ctx, job, f)
+}

@@ -1,0 +1,198 @@
+package storage
+
+import (
+	"context"
+	"encoding/hex"
+	"hash/fnv"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// notifyChannel is the channel of every instance's LISTEN.
+const notifyChannel = "tally"
+
+// pgCoord is PostgreSQL's coord (README "Storage", "On PostgreSQL"): a
+// listener connection per instance that reloads the tenancy maps whenever
+// another instance commits a change of them, and advisory locks.
+type pgCoord struct {
+	db  *DB
+	url string
+	log *slog.Logger
+	// up is whether the listener is connected and has reloaded since;
+	// downSince (unix ns) when it last stopped being so.
+	up        atomic.Bool
+	downSince atomic.Int64
+	// pid is the listener's backend (tests end it to check the fallback).
+	pid    atomic.Uint32
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startPGCoord starts db's listener on the database at url.
+func startPGCoord(db *DB, url string, log *slog.Logger) *pgCoord {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &pgCoord{db: db, url: url, log: log, cancel: cancel, done: make(chan struct{})}
+	c.downSince.Store(time.Now().UnixNano())
+	go c.listen(ctx)
+	return c
+}
+
+// listen keeps one connection LISTENing, reconnecting with backoff. Each
+// (re)connection reloads every map, since changes made while it was away
+// were announced to nobody; each notification reloads them too (the
+// tables are small: one reload reads what a full Open reads).
+func (c *pgCoord) listen(ctx context.Context) {
+	defer close(c.done)
+	backoff := 10 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.session(ctx, func() { backoff = 10 * time.Millisecond })
+		if c.up.Swap(false) {
+			c.downSince.Store(time.Now().UnixNano())
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if c.log != nil {
+			c.log.Warn("PostgreSQL listener lost; API keys are checked in the database until it is back", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// session runs one listener connection until it fails or ctx ends.
+func (c *pgCoord) session(ctx context.Context, connected func()) error {
+	conn, err := pgx.Connect(ctx, c.url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `LISTEN `+notifyChannel); err != nil {
+		return err
+	}
+	c.pid.Store(conn.PgConn().PID())
+	if err := c.db.reloadTenants(ctx); err != nil {
+		return err
+	}
+	c.up.Store(true)
+	connected()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		if err := c.db.reloadTenants(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *pgCoord) notify(tx *writeTx, kind, id string) error {
+	_, err := tx.Exec(`SELECT pg_notify('`+notifyChannel+`', ?)`, kind+":"+id)
+	return err
+}
+
+func (c *pgCoord) listening() bool {
+	return c.up.Load() || time.Since(time.Unix(0, c.downSince.Load())) < listenerGrace
+}
+
+// leader takes the job's session advisory lock on a connection held for
+// the run; an instance that finds it taken skips this round.
+func (c *pgCoord) leader(ctx context.Context, job string, f func() error) (bool, error) {
+	conn, err := c.db.read.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	key := lockKey("job:" + job)
+	var got bool
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(?)`, key).Scan(&got); err != nil || !got {
+		return false, err
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?)`, key)
+	return true, f()
+}
+
+func (c *pgCoord) lockWorkspace(tx *writeTx, workspaceID string) error {
+	_, err := tx.Exec(`SELECT pg_advisory_xact_lock(?)`, lockKey("audit:"+workspaceID))
+	return err
+}
+
+func (c *pgCoord) close() {
+	c.cancel()
+	<-c.done
+}
+
+// lockKey is the advisory lock key of name.
+func lockKey(name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return int64(h.Sum64())
+}
+
+// authenticateInDB is Authenticate while the listener is down: the key
+// read from the database, so that a revocation made on another instance
+// meanwhile is not missed. Any error refuses the key.
+func (db *DB) authenticateInDB(sum []byte) (*APIKey, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rows, err := db.read.QueryContext(ctx, keyColumns+` WHERE key_hash = ? AND revoked_at IS NULL`, hex.EncodeToString(sum))
+	if err != nil {
+		return nil, false
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, false
+	}
+	k, hash, err := scanKey(rows)
+	if err != nil {
+		return nil, false
+	}
+	k.hash, _ = hex.DecodeString(hash)
+	return k, true
+}
+
+func (c *pgCoord) hideSite(tx *writeTx, id string) error {
+	if _, err := tx.Exec(`UPDATE sites SET deleting_since = ? WHERE id = ? AND deleting_since IS NULL`,
+		FormatTime(c.db.now()), id); err != nil {
+		return err
+	}
+	return c.notify(tx, "site", id)
+}
+
+func (c *pgCoord) sitesShown() string { return ` WHERE deleting_since IS NULL` }
+
+func (c *pgCoord) hiddenSite(ctx context.Context, wsID, id string) (*Site, error) {
+	rows, err := c.db.read.QueryContext(ctx, siteColumns+` WHERE id = ? AND workspace_id = ? AND deleting_since IS NOT NULL`, id, wsID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, rows.Err()
+	}
+	s := &Site{}
+	return s, s.scan(rows)
+}
+
+// exclusively holds a session advisory lock on a connection of its own
+// for f's run.
+func (c *pgCoord) exclusively(ctx context.Context, name string, f func() error) error {
+	conn, err := c.db.read.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	key := lockKey(name)
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(?)`, key); err != nil {
+		return err
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?)`, key)
+	return f()
+}
