@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"fmt"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -20,6 +21,16 @@ type dialect interface {
 	// fileCopies is nil where the database is one file that backup and
 	// vacuum copy; else the error to answer them.
 	fileCopies() error
+	// The read path's fragments, below.
+	boolInt(cond string) string
+	pagePath() string
+	prop() string
+	contains(expr, value string) string
+	localTime(c timeCol, off int) string
+	weekStart(day string) string
+	dayBefore(day string) string
+	greatest(a, b string) string
+	least(a, b string) string
 }
 
 // errClass is what a database error means, whichever backend said it.
@@ -76,3 +87,47 @@ func (sqliteDialect) classify(err error) errClass {
 	}
 	return errOther
 }
+
+// The read path's fragments (README "On PostgreSQL"): SQLite's text is
+// what it always was; PostgreSQL's gives the same values.
+
+// boolInt is cond as 0 or 1, for SUM: SQLite's comparisons are integers.
+func (sqliteDialect) boolInt(cond string) string { return "(" + cond + ")" }
+
+// pagePath is an event's (alias e) page path: a Go function SQLite calls.
+func (sqliteDialect) pagePath() string { return "tally_page_path(e.url)" }
+
+// prop is an event's (alias e) property named by the next argument, as
+// text (propText).
+func (sqliteDialect) prop() string { return "tally_prop(" + eventRawSQL + ", ?)" }
+
+// contains is 1 where value occurs in expr.
+func (sqliteDialect) contains(expr, value string) string {
+	return "instr(" + expr + ", " + value + ") > 0"
+}
+
+// localTime is col as local time text ("YYYY-MM-DD HH:MM:SS") at off
+// seconds east of UTC.
+func (sqliteDialect) localTime(c timeCol, off int) string {
+	if c.ms {
+		// Whole seconds, floored before 1970 too (SQLite's division
+		// truncates).
+		return fmt.Sprintf("datetime(%s / 1000 - (%s %% 1000 < 0) %+d, 'unixepoch')", c.expr, c.expr, off)
+	}
+	if off == 0 {
+		// Stored times are FormatTime's, so UTC needs no date arithmetic.
+		return fmt.Sprintf("(substr(%s, 1, 10) || ' ' || substr(%s, 12, 8))", c.expr, c.expr)
+	}
+	return fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%S', %s, '%+d seconds')", c.expr, off)
+}
+
+// weekStart is the Monday on or before day ("YYYY-MM-DD" text), as text.
+func (sqliteDialect) weekStart(day string) string { return "date(" + day + ", '-6 days', 'weekday 1')" }
+
+// dayBefore is the day before day ("YYYY-MM-DD" text), NULL for a text
+// that is no date.
+func (sqliteDialect) dayBefore(day string) string { return "date(" + day + ", '-1 day')" }
+
+// greatest and least are the larger and smaller of two values.
+func (sqliteDialect) greatest(a, b string) string { return "max(" + a + ", " + b + ")" }
+func (sqliteDialect) least(a, b string) string    { return "min(" + a + ", " + b + ")" }

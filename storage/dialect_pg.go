@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 
@@ -58,3 +59,43 @@ func (pgDialect) classify(err error) errClass {
 	}
 	return errOther
 }
+
+func (pgDialect) boolInt(cond string) string { return "(" + cond + ")::int" }
+
+// pagePath: the writer stores the path (events.path).
+func (pgDialect) pagePath() string { return "e.path" }
+
+// prop: events.props is the properties object as sent (json, not jsonb),
+// whose ->> gives propText's text: a string unquoted, JSON null as NULL,
+// any other value as its JSON text, the last of duplicate keys.
+func (pgDialect) prop() string { return "(e.props->>?::text)" }
+
+func (pgDialect) contains(expr, value string) string {
+	return "strpos(" + expr + ", " + value + ") > 0"
+}
+
+// localTime: the timestamps are read in UTC without a zone, so the
+// session's TimeZone never shifts them; to_char truncates fractions as
+// strftime does.
+func (pgDialect) localTime(c timeCol, off int) string {
+	if c.ms {
+		return fmt.Sprintf("to_char(timestamp '1970-01-01' + (floor(%s / 1000.0)::bigint %+d) * interval '1 second', 'YYYY-MM-DD HH24:MI:SS')", c.expr, off)
+	}
+	if off == 0 {
+		return fmt.Sprintf("(substr(%s, 1, 10) || ' ' || substr(%s, 12, 8))", c.expr, c.expr)
+	}
+	return fmt.Sprintf("to_char(substr(%s, 1, 19)::timestamp + interval '%d seconds', 'YYYY-MM-DD HH24:MI:SS')", c.expr, off)
+}
+
+func (pgDialect) weekStart(day string) string {
+	return "to_char(date_trunc('week', (" + day + ")::timestamp), 'YYYY-MM-DD')"
+}
+
+// dayBefore: SQLite's date() answers NULL for a text that is no date,
+// where a cast would fail the read.
+func (pgDialect) dayBefore(day string) string {
+	return "CASE WHEN " + day + " ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}$' THEN to_char((" + day + ")::date - 1, 'YYYY-MM-DD') END"
+}
+
+func (pgDialect) greatest(a, b string) string { return "GREATEST(" + a + ", " + b + ")" }
+func (pgDialect) least(a, b string) string    { return "LEAST(" + a + ", " + b + ")" }
