@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -31,6 +32,8 @@ type dialect interface {
 	dayBefore(day string) string
 	greatest(a, b string) string
 	least(a, b string) string
+	receivedBefore(t time.Time) (string, any)
+	noIndex(col string) string
 }
 
 // errClass is what a database error means, whichever backend said it.
@@ -131,3 +134,13 @@ func (sqliteDialect) dayBefore(day string) string { return "date(" + day + ", '-
 // greatest and least are the larger and smaller of two values.
 func (sqliteDialect) greatest(a, b string) string { return "max(" + a + ", " + b + ")" }
 func (sqliteDialect) least(a, b string) string    { return "min(" + a + ", " + b + ")" }
+
+// receivedBefore is the condition that an events row was received before
+// t, and its argument.
+func (sqliteDialect) receivedBefore(t time.Time) (string, any) {
+	return receivedSQL + " < ?", FormatTime(t)
+}
+
+// noIndex is col as a value no index answers (SQLite's unary +, a plan
+// hint); PostgreSQL takes no hints.
+func (sqliteDialect) noIndex(col string) string { return "+" + col }

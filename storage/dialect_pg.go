@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -99,3 +100,10 @@ func (pgDialect) dayBefore(day string) string {
 
 func (pgDialect) greatest(a, b string) string { return "GREATEST(" + a + ", " + b + ")" }
 func (pgDialect) least(a, b string) string    { return "LEAST(" + a + ", " + b + ")" }
+
+// receivedBefore: the writer stores received_ms.
+func (pgDialect) receivedBefore(t time.Time) (string, any) {
+	return "received_ms < ?", t.UnixMilli()
+}
+
+func (pgDialect) noIndex(col string) string { return col }

@@ -72,7 +72,7 @@ func (db *DB) Pageviews(ctx context.Context, site string, from, to time.Time) (i
 // descending, then name ascending.
 func (db *DB) EventCounts(ctx context.Context, site string, from, to time.Time) ([]NameCount, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT type, SUM(count) AS n FROM daily_events
-		WHERE site_id = ? AND day BETWEEN ? AND ? GROUP BY type HAVING n > 0 ORDER BY n DESC, type ASC`,
+		WHERE site_id = ? AND day BETWEEN ? AND ? GROUP BY type HAVING SUM(count) > 0 ORDER BY n DESC, type ASC`,
 		site, from.Format(dayLayout), to.Format(dayLayout))
 	if err != nil {
 		return nil, err
@@ -328,8 +328,9 @@ type StoredEvent struct {
 
 // SiteEvents returns every stored event of site in arrival order.
 func (db *DB) SiteEvents(ctx context.Context, site string) ([]StoredEvent, error) {
+	rr := newRawRead(db.d)
 	rows, err := db.read.QueryContext(ctx, `SELECT id, site_id, type, anon_id, user_id, url, referrer, ts, country, city,
-		browser, os, device_type, `+rawSQL+`, `+receivedSQL+` FROM events WHERE site_id = ? ORDER BY seq`, site)
+		browser, os, device_type, `+rr.columns()+` FROM events WHERE site_id = ? ORDER BY seq`, site)
 	if err != nil {
 		return nil, err
 	}
@@ -337,12 +338,14 @@ func (db *DB) SiteEvents(ctx context.Context, site string) ([]StoredEvent, error
 	list := []StoredEvent{}
 	for rows.Next() {
 		var e StoredEvent
-		var raw string
-		if err := rows.Scan(&e.ID, &e.SiteID, &e.Type, &e.AnonID, &e.UserID, &e.URL, &e.Referrer, &e.TS, &e.Country, &e.City,
-			&e.Browser, &e.OS, &e.DeviceType, &raw, &e.ReceivedAt); err != nil {
+		if err := rows.Scan(append([]any{&e.ID, &e.SiteID, &e.Type, &e.AnonID, &e.UserID, &e.URL, &e.Referrer, &e.TS, &e.Country, &e.City,
+			&e.Browser, &e.OS, &e.DeviceType}, rr.targets()...)...); err != nil {
 			return nil, err
 		}
-		e.Raw = asJSON(raw)
+		if err := rr.decode(); err != nil {
+			return nil, err
+		}
+		e.Raw, e.ReceivedAt = asJSON(rr.Raw.String), rr.Received.String
 		list = append(list, e)
 	}
 	return list, rows.Err()
