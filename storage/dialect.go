@@ -34,6 +34,8 @@ type dialect interface {
 	least(a, b string) string
 	receivedBefore(t time.Time) (string, any)
 	noIndex(col string) string
+	crossJoin() string
+	indexedBy(index string) string
 }
 
 // errClass is what a database error means, whichever backend said it.
@@ -144,3 +146,10 @@ func (sqliteDialect) receivedBefore(t time.Time) (string, any) {
 // noIndex is col as a value no index answers (SQLite's unary +, a plan
 // hint); PostgreSQL takes no hints.
 func (sqliteDialect) noIndex(col string) string { return "+" + col }
+
+// crossJoin is a join whose order the planner keeps: SQLite's CROSS JOIN
+// (which takes ON); PostgreSQL plans a JOIN itself.
+func (sqliteDialect) crossJoin() string { return "CROSS JOIN" }
+
+// indexedBy names the index SQLite must use; PostgreSQL takes no hints.
+func (sqliteDialect) indexedBy(index string) string { return " INDEXED BY " + index }

@@ -107,3 +107,7 @@ func (pgDialect) receivedBefore(t time.Time) (string, any) {
 }
 
 func (pgDialect) noIndex(col string) string { return col }
+
+func (pgDialect) crossJoin() string { return "JOIN" }
+
+func (pgDialect) indexedBy(string) string { return "" }
