@@ -69,7 +69,7 @@ func (pgDialect) pagePath() string { return "e.path" }
 // prop: events.props is the properties object as sent (json, not jsonb),
 // whose ->> gives propText's text: a string unquoted, JSON null as NULL,
 // any other value as its JSON text, the last of duplicate keys.
-// JSON null reads as '' there (SQLite's answer for it), so it is told
+// JSON null reads as ” there (SQLite's answer for it), so it is told
 // apart here, in a subquery that needs the argument once.
 func (pgDialect) prop() string {
 	return "(SELECT CASE WHEN json_typeof(x.v) = 'null' THEN '' ELSE x.v #>> '{}' END FROM (SELECT e.props->?::text AS v) x)"

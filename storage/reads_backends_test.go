@@ -188,3 +188,59 @@ func answerJSON(t *testing.T, read func() (any, error)) string {
 	}
 	return string(b)
 }
+
+// TestPostgresCollationAndNulls checks the orders an answer depends on:
+// bytes, not a locale ("Z" before "a", "é" after "z"), and a breakdown's
+// (none) and ties the same on both backends.
+func TestPostgresCollationAndNulls(t *testing.T) {
+	dbtest.OnlyPostgres(t, "compares SQLite with the run's PostgreSQL")
+	ctx := context.Background()
+	pg, err := openTestDB(t, ctx, Options{Path: filepath.Join(t.TempDir(), "pg.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	lite := openSQLite(t, filepath.Join(t.TempDir(), "lite.db"))
+	seedReadRows(t, lite)
+	seedReadRows(t, pg)
+	var got []string
+	rows, err := pg.read.QueryContext(ctx, `SELECT x FROM (SELECT url AS x FROM events UNION ALL SELECT 'Z' UNION ALL SELECT 'a' UNION ALL SELECT 'é' UNION ALL SELECT 'z') y ORDER BY x`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s *string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		if s != nil {
+			got = append(got, *s)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	iz, ia, ie, iz2 := -1, -1, -1, -1
+	for i, s := range got {
+		switch s {
+		case "Z":
+			iz = i
+		case "a":
+			ia = i
+		case "é":
+			ie = i
+		case "z":
+			iz2 = i
+		}
+	}
+	if !(iz < ia && iz2 < ie) {
+		t.Errorf("got order %q, want \"Z\" before \"a\" and \"é\" after \"z\" (bytes)", got)
+	}
+	q := StatsQuery{Site: "s", From: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC),
+		Metrics: []string{MetricVisitors}, Dimensions: []string{PropPrefix + "plan"}}
+	want := answerJSON(t, func() (any, error) { return lite.Stats(ctx, q) })
+	if got := answerJSON(t, func() (any, error) { return pg.Stats(ctx, q) }); got != want {
+		t.Errorf("breakdown with ties and (none): got %s, want %s", got, want)
+	}
+}
