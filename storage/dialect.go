@@ -36,6 +36,8 @@ type dialect interface {
 	noIndex(col string) string
 	crossJoin() string
 	indexedBy(index string) string
+	boolLit(v bool) string
+	matchList(expr string) string
 }
 
 // errClass is what a database error means, whichever backend said it.
@@ -153,3 +155,16 @@ func (sqliteDialect) crossJoin() string { return "CROSS JOIN" }
 
 // indexedBy names the index SQLite must use; PostgreSQL takes no hints.
 func (sqliteDialect) indexedBy(index string) string { return " INDEXED BY " + index }
+
+// boolLit is a constant condition: SQLite's integers 1 and 0.
+func (sqliteDialect) boolLit(v bool) string {
+	if v {
+		return "1"
+	}
+	return "0"
+}
+
+// matchList is the condition that expr is one of the values listed by the
+// next argument, on a backend where a matches filter's values were read
+// and matched in Go (resolveMatches); "" where SQLite matches in SQL.
+func (sqliteDialect) matchList(expr string) string { return "" }

@@ -115,3 +115,14 @@ func (pgDialect) noIndex(col string) string { return col }
 func (pgDialect) crossJoin() string { return "JOIN" }
 
 func (pgDialect) indexedBy(string) string { return "" }
+
+func (pgDialect) boolLit(v bool) string {
+	if v {
+		return "TRUE"
+	}
+	return "FALSE"
+}
+
+// matchList: PostgreSQL's regular expressions are not RE2, so the
+// distinct values are matched in Go and listed.
+func (pgDialect) matchList(expr string) string { return expr + " = ANY(?)" }

@@ -117,6 +117,10 @@ type StatsQuery struct {
 	scan bool
 	// d is the database's SQL fragments (set by statsGroups).
 	d dialect
+	// matched lists, by matchKey, the values of a matches filter's
+	// dimension its pattern matches, where the backend cannot match RE2
+	// in SQL (resolveMatches).
+	matched map[string][]string
 	// byEvents reads events through the site's event index rather than
 	// through the range's visits (eventRead; tests compare the two).
 	byEvents bool
@@ -295,6 +299,9 @@ func splitKey(key string, n int) []string {
 // metric, else of the visits (README "Query API").
 func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggregate, []string, error) {
 	q.d = db.d
+	if err := db.resolveMatches(ctx, &q); err != nil {
+		return nil, nil, err
+	}
 	if !q.scan {
 		groups, order, ok, err := db.partialGroups(ctx, q)
 		if err != nil && !errors.Is(err, errBadPartial) || ok && err == nil {
@@ -654,7 +661,7 @@ func (b *sqlBuilder) goalRows() string {
 // event dimensions are read from e even though the read is of visits.
 func (b *sqlBuilder) filterSQL(fs []QueryFilter, inner bool) (string, error) {
 	if len(fs) == 0 {
-		return "1", nil
+		return b.q.dialect().boolLit(true), nil
 	}
 	parts := make([]string, 0, len(fs))
 	for _, f := range fs {
@@ -679,7 +686,7 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 			parts = append(parts, p)
 		}
 		if len(parts) == 0 {
-			return "1", nil
+			return b.q.dialect().boolLit(true), nil
 		}
 		return "(" + strings.Join(parts, " "+strings.ToUpper(f.Op)+" ") + ")", nil
 	case "not":
@@ -717,6 +724,11 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 			if _, err := compilePattern(v); err != nil {
 				return "", err
 			}
+			if list := b.q.dialect().matchList(expr); list != "" {
+				each = append(each, list)
+				b.whereArgs = append(append(b.whereArgs, args...), b.q.matched[matchKey(f.Dim, v)])
+				continue
+			}
 			each = append(each, "tally_match(?, "+expr+")")
 			b.whereArgs = append(append(b.whereArgs, v), args...)
 		default:
@@ -724,7 +736,7 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 		}
 	}
 	// An empty list of clauses matches nothing, so its negation all.
-	cond := "0"
+	cond := b.q.dialect().boolLit(false)
 	if len(each) > 0 {
 		cond = "(" + strings.Join(each, " OR ") + ")"
 	}
