@@ -29,7 +29,6 @@ type dialect interface {
 	contains(expr, value string) string
 	localTime(c timeCol, off int) string
 	weekStart(day string) string
-	dayBefore(day string) string
 	greatest(a, b string) string
 	least(a, b string) string
 	receivedBefore(t time.Time) (string, any)
@@ -130,10 +129,6 @@ func (sqliteDialect) localTime(c timeCol, off int) string {
 
 // weekStart is the Monday on or before day ("YYYY-MM-DD" text), as text.
 func (sqliteDialect) weekStart(day string) string { return "date(" + day + ", '-6 days', 'weekday 1')" }
-
-// dayBefore is the day before day ("YYYY-MM-DD" text), NULL for a text
-// that is no date.
-func (sqliteDialect) dayBefore(day string) string { return "date(" + day + ", '-1 day')" }
 
 // greatest and least are the larger and smaller of two values.
 func (sqliteDialect) greatest(a, b string) string { return "max(" + a + ", " + b + ")" }

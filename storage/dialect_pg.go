@@ -96,12 +96,6 @@ func (pgDialect) weekStart(day string) string {
 	return "to_char(date_trunc('week', (" + day + ")::timestamp), 'YYYY-MM-DD')"
 }
 
-// dayBefore: SQLite's date() answers NULL for a text that is no date,
-// where a cast would fail the read.
-func (pgDialect) dayBefore(day string) string {
-	return "CASE WHEN " + day + " ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}$' THEN to_char((" + day + ")::date - 1, 'YYYY-MM-DD') END"
-}
-
 func (pgDialect) greatest(a, b string) string { return "GREATEST(" + a + ", " + b + ")" }
 func (pgDialect) least(a, b string) string    { return "LEAST(" + a + ", " + b + ")" }
 
