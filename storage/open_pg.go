@@ -186,7 +186,11 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 	// (issue 17, design part B) ports them: where PostgreSQL refuses one,
 	// Open goes on and those writes answer errNotPortedYet.
 	var notYet []string
-	if db.ingest, err = prepareIngest(ctx, write, false); err != nil {
+	if db.ingest, err = prepareIngest(ctx, write, db.d, db.slot, false); err == nil {
+		// pgx has no LastInsertId: new sessions' ids come back by RETURNING.
+		err = db.ingest.prepareSessionReturning(ctx, write)
+	}
+	if err != nil {
 		db.ingest, notYet = nil, append(notYet, "intake")
 	}
 	if db.unroll, err = prepareUnroll(ctx, write); err != nil {

@@ -94,7 +94,10 @@ type Options struct {
 type DB struct {
 	path string
 	// d is the backend's SQL fragments and error classes (dialect.go).
-	d      dialect
+	d dialect
+	// slot is the rollup slot this instance writes on PostgreSQL (README
+	// "Storage", "On PostgreSQL"); 0 on SQLite.
+	slot   int
 	write  *sql.DB
 	read   *sql.DB
 	writer *writer
@@ -241,7 +244,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		err = db.loadEventPagesReady(ctx)
 	}
 	if err == nil {
-		db.ingest, err = prepareIngest(ctx, write, old)
+		db.ingest, err = prepareIngest(ctx, write, db.d, 0, old)
 	}
 	if err == nil {
 		db.unroll, err = prepareUnroll(ctx, write)
