@@ -35,6 +35,13 @@ type dialect interface {
 	// eventIDKey is an event id as events.id_text, event_ids.id and
 	// imported_ids.id hold it.
 	eventIDKey(id string) any
+	// soleWriter reports whether this process's writer is the database's
+	// only one, so that memos of written rows stay true between
+	// transactions.
+	soleWriter() bool
+	// lockRun locks, in one order every instance follows, what an intake
+	// run of works may write that another writer may write too.
+	lockRun(tx *writeTx, works []*ingestWork) error
 }
 
 // errClass is what a database error means, whichever backend said it.
@@ -125,3 +132,8 @@ func rollupUpsert(table string, keys, sums []string, column, value string) strin
 }
 
 func (sqliteDialect) eventIDKey(id string) any { return dedupKey(id) }
+
+func (sqliteDialect) soleWriter() bool { return true }
+
+// lockRun: the writer is SQLite's only one.
+func (sqliteDialect) lockRun(*writeTx, []*ingestWork) error { return nil }

@@ -113,3 +113,6 @@ func (pgDialect) rollupUpsertSQL(table string, keys, sums []string, slot int) st
 // eventIDKey is the id's text: one PostgreSQL type cannot hold a UUID's 16
 // bytes beside text (README "Storage", "On PostgreSQL").
 func (pgDialect) eventIDKey(id string) any { return id }
+
+// soleWriter is false: other instances write the same database.
+func (pgDialect) soleWriter() bool { return false }

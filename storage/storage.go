@@ -97,12 +97,15 @@ type DB struct {
 	d dialect
 	// slot is the rollup slot this instance writes on PostgreSQL (README
 	// "Storage", "On PostgreSQL"); 0 on SQLite.
-	slot   int
-	write  *sql.DB
-	read   *sql.DB
-	writer *writer
-	now    func() time.Time
-	ingest *ingestStmts
+	slot int
+	// slotHold is the connection whose advisory lock claims slot, held
+	// until Close (slots_pg.go); nil on SQLite.
+	slotHold *sql.DB
+	write    *sql.DB
+	read     *sql.DB
+	writer   *writer
+	now      func() time.Time
+	ingest   *ingestStmts
 	// unroll are the erasure's rollup subtractions (erase.go).
 	unroll unrollStmts
 	// ckpt runs WAL checkpoints; nil for :memory:, which has no WAL.
@@ -486,6 +489,9 @@ func (db *DB) Close() error {
 		}
 		rerr := db.read.Close()
 		werr := db.write.Close()
+		if db.slotHold != nil {
+			cerr = errors.Join(cerr, db.slotHold.Close())
+		}
 		db.closeErr = errors.Join(werr, rerr, cerr)
 	})
 	return db.closeErr
