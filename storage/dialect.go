@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"modernc.org/sqlite"
@@ -37,6 +38,26 @@ type dialect interface {
 	indexedBy(index string) string
 	boolLit(v bool) string
 	matchList(expr string) string
+	// insertEventSQL stores one event (insertEventSQL's arguments, then
+	// eventArgs'), returning its seq when returning is set.
+	insertEventSQL(returning bool) string
+	// eventArgs completes the insert's arguments of e, received at recv
+	// unless e says otherwise.
+	eventArgs(args []any, e *IngestEvent, recv time.Time) []any
+	// rollupUpsertSQL adds sums to a rollup's row of keys: arguments the
+	// keys, then the sums. On PostgreSQL the row is slot's, in the
+	// table's _slots table.
+	rollupUpsertSQL(table string, keys, sums []string, slot int) string
+	// eventIDKey is an event id as events.id_text, event_ids.id and
+	// imported_ids.id hold it.
+	eventIDKey(id string) any
+	// soleWriter reports whether this process's writer is the database's
+	// only one, so that memos of written rows stay true between
+	// transactions.
+	soleWriter() bool
+	// lockRun locks, in one order every instance follows, what an intake
+	// run of works may write that another writer may write too.
+	lockRun(tx *writeTx, works []*ingestWork) error
 }
 
 // errClass is what a database error means, whichever backend said it.
@@ -163,3 +184,42 @@ func (sqliteDialect) boolLit(v bool) string {
 // next argument, on a backend where a matches filter's values were read
 // and matched in Go (resolveMatches); "" where SQLite matches in SQL.
 func (sqliteDialect) matchList(expr string) string { return "" }
+
+// insertEventSQL: SQLite's triggers write event_pages, and its generated
+// columns path, props and received_ms.
+func (sqliteDialect) insertEventSQL(returning bool) string {
+	if returning {
+		return insertEventSQL + ` RETURNING seq`
+	}
+	return insertEventSQL
+}
+
+func (sqliteDialect) eventArgs(args []any, _ *IngestEvent, _ time.Time) []any { return args }
+
+func (sqliteDialect) rollupUpsertSQL(table string, keys, sums []string, _ int) string {
+	return rollupUpsert(table, keys, sums, "", "")
+}
+
+// rollupUpsert is the rollup upsert into table, with an extra key column
+// of the constant value when column is set.
+func rollupUpsert(table string, keys, sums []string, column, value string) string {
+	cols, vals, conflict := append([]string{}, keys...), strings.Repeat("?, ", len(keys)), append([]string{}, keys...)
+	if column != "" {
+		cols, vals, conflict = append(cols, column), vals+value+", ", append(conflict, column)
+	}
+	cols = append(cols, sums...)
+	vals += strings.TrimSuffix(strings.Repeat("?, ", len(sums)), ", ")
+	set := make([]string, len(sums))
+	for i, c := range sums {
+		set[i] = c + " = " + table + "." + c + " + excluded." + c
+	}
+	return `INSERT INTO ` + table + `(` + strings.Join(cols, ", ") + `) VALUES (` + vals + `)
+			ON CONFLICT(` + strings.Join(conflict, ", ") + `) DO UPDATE SET ` + strings.Join(set, ", ")
+}
+
+func (sqliteDialect) eventIDKey(id string) any { return dedupKey(id) }
+
+func (sqliteDialect) soleWriter() bool { return true }
+
+// lockRun: the writer is SQLite's only one.
+func (sqliteDialect) lockRun(*writeTx, []*ingestWork) error { return nil }

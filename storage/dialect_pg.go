@@ -3,10 +3,13 @@ package storage
 import (
 	"context"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -120,3 +123,57 @@ func (pgDialect) boolLit(v bool) string {
 // matchList: PostgreSQL's regular expressions are not RE2, so the
 // distinct values are matched in Go and listed.
 func (pgDialect) matchList(expr string) string { return expr + " = ANY(?)" }
+
+// pgEventColumns are what SQLite computes from an event's row and
+// PostgreSQL cannot (README "Storage", "On PostgreSQL"): written by
+// intake, in eventArgs' order.
+const pgEventColumns = `, path, props, received_ms`
+
+// insertEventSQL writes the event's event_pages row in the same statement
+// (no trigger on PostgreSQL), and returns seq either way: one statement,
+// whichever the caller reads.
+func (pgDialect) insertEventSQL(bool) string {
+	ins := strings.Replace(insertEventSQL, `credential)`, `credential`+pgEventColumns+`)`, 1)
+	ins = strings.Replace(ins, `?)`, `?, ?, ?, ?)`, 1)
+	return `WITH e AS (` + ins + ` RETURNING seq, type, path)
+		INSERT INTO event_pages(seq, name, path) SELECT seq, CASE WHEN type = 'pageview' THEN NULL ELSE type END, path FROM e
+		RETURNING seq`
+}
+
+// eventArgs adds path (NULL for no url), props (the properties object as
+// sent, NULL if none) and received_ms.
+func (pgDialect) eventArgs(args []any, e *IngestEvent, recv time.Time) []any {
+	var path any
+	if e.URL != nil {
+		path = pagePaths.get(*e.URL)
+	}
+	if !e.ReceivedAt.IsZero() {
+		recv = e.ReceivedAt
+	}
+	return append(args, path, sentProperties(e.Raw), recv.UnixMilli())
+}
+
+// sentProperties is the properties object of an event's raw JSON as sent,
+// nil when it has none (or not an object).
+func sentProperties(raw []byte) any {
+	var ev struct {
+		Properties json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(raw, &ev) != nil || len(ev.Properties) == 0 || ev.Properties[0] != '{' {
+		return nil
+	}
+	return string(ev.Properties)
+}
+
+// rollupUpsertSQL writes slot's row of table's _slots table, so that
+// instances do not wait on each other's row locks.
+func (pgDialect) rollupUpsertSQL(table string, keys, sums []string, slot int) string {
+	return rollupUpsert(table+"_slots", keys, sums, "slot", strconv.Itoa(slot))
+}
+
+// eventIDKey is the id's text: one PostgreSQL type cannot hold a UUID's 16
+// bytes beside text (README "Storage", "On PostgreSQL").
+func (pgDialect) eventIDKey(id string) any { return id }
+
+// soleWriter is false: other instances write the same database.
+func (pgDialect) soleWriter() bool { return false }
