@@ -2,6 +2,9 @@ package storage
 
 import (
 	"errors"
+	"fmt"
+	"strings"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -26,6 +29,41 @@ type dialect interface {
 	// stored is the table that holds the rows read as table: on
 	// PostgreSQL the rollups are views over per-instance slot rows.
 	stored(table string) string
+	// The read path's fragments, below.
+	boolInt(cond string) string
+	pagePath() string
+	prop() string
+	contains(expr, value string) string
+	localTime(c timeCol, off int) string
+	weekStart(day string) string
+	greatest(a, b string) string
+	least(a, b string) string
+	receivedBefore(t time.Time) (string, any)
+	noIndex(col string) string
+	crossJoin() string
+	indexedBy(index string) string
+	boolLit(v bool) string
+	matchList(expr string) string
+	// insertEventSQL stores one event (insertEventSQL's arguments, then
+	// eventArgs'), returning its seq when returning is set.
+	insertEventSQL(returning bool) string
+	// eventArgs completes the insert's arguments of e, received at recv
+	// unless e says otherwise.
+	eventArgs(args []any, e *IngestEvent, recv time.Time) []any
+	// rollupUpsertSQL adds sums to a rollup's row of keys: arguments the
+	// keys, then the sums. On PostgreSQL the row is slot's, in the
+	// table's _slots table.
+	rollupUpsertSQL(table string, keys, sums []string, slot int) string
+	// eventIDKey is an event id as events.id_text, event_ids.id and
+	// imported_ids.id hold it.
+	eventIDKey(id string) any
+	// soleWriter reports whether this process's writer is the database's
+	// only one, so that memos of written rows stay true between
+	// transactions.
+	soleWriter() bool
+	// lockRun locks, in one order every instance follows, what an intake
+	// run of works may write that another writer may write too.
+	lockRun(tx *writeTx, works []*ingestWork) error
 }
 
 // errClass is what a database error means, whichever backend said it.
@@ -86,3 +124,112 @@ func (sqliteDialect) classify(err error) errClass {
 	}
 	return errOther
 }
+
+// The read path's fragments (README "On PostgreSQL"): SQLite's text is
+// what it always was; PostgreSQL's gives the same values.
+
+// boolInt is cond as 0 or 1, for SUM: SQLite's comparisons are integers.
+func (sqliteDialect) boolInt(cond string) string { return "(" + cond + ")" }
+
+// pagePath is an event's (alias e) page path: a Go function SQLite calls.
+func (sqliteDialect) pagePath() string { return "tally_page_path(e.url)" }
+
+// prop is an event's (alias e) property named by the next argument, as
+// text (propText).
+func (sqliteDialect) prop() string { return "tally_prop(" + eventRawSQL + ", ?)" }
+
+// contains is 1 where value occurs in expr.
+func (sqliteDialect) contains(expr, value string) string {
+	return "instr(" + expr + ", " + value + ") > 0"
+}
+
+// localTime is col as local time text ("YYYY-MM-DD HH:MM:SS") at off
+// seconds east of UTC.
+func (sqliteDialect) localTime(c timeCol, off int) string {
+	if c.ms {
+		// Whole seconds, floored before 1970 too (SQLite's division
+		// truncates).
+		return fmt.Sprintf("datetime(%s / 1000 - (%s %% 1000 < 0) %+d, 'unixepoch')", c.expr, c.expr, off)
+	}
+	if off == 0 {
+		// Stored times are FormatTime's, so UTC needs no date arithmetic.
+		return fmt.Sprintf("(substr(%s, 1, 10) || ' ' || substr(%s, 12, 8))", c.expr, c.expr)
+	}
+	return fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%S', %s, '%+d seconds')", c.expr, off)
+}
+
+// weekStart is the Monday on or before day ("YYYY-MM-DD" text), as text.
+func (sqliteDialect) weekStart(day string) string { return "date(" + day + ", '-6 days', 'weekday 1')" }
+
+// greatest and least are the larger and smaller of two values.
+func (sqliteDialect) greatest(a, b string) string { return "max(" + a + ", " + b + ")" }
+func (sqliteDialect) least(a, b string) string    { return "min(" + a + ", " + b + ")" }
+
+// receivedBefore is the condition that an events row was received before
+// t, and its argument.
+func (sqliteDialect) receivedBefore(t time.Time) (string, any) {
+	return receivedSQL + " < ?", FormatTime(t)
+}
+
+// noIndex is col as a value no index answers (SQLite's unary +, a plan
+// hint); PostgreSQL takes no hints.
+func (sqliteDialect) noIndex(col string) string { return "+" + col }
+
+// crossJoin is a join whose order the planner keeps: SQLite's CROSS JOIN
+// (which takes ON); PostgreSQL plans a JOIN itself.
+func (sqliteDialect) crossJoin() string { return "CROSS JOIN" }
+
+// indexedBy names the index SQLite must use; PostgreSQL takes no hints.
+func (sqliteDialect) indexedBy(index string) string { return " INDEXED BY " + index }
+
+// boolLit is a constant condition: SQLite's integers 1 and 0.
+func (sqliteDialect) boolLit(v bool) string {
+	if v {
+		return "1"
+	}
+	return "0"
+}
+
+// matchList is the condition that expr is one of the values listed by the
+// next argument, on a backend where a matches filter's values were read
+// and matched in Go (resolveMatches); "" where SQLite matches in SQL.
+func (sqliteDialect) matchList(expr string) string { return "" }
+
+// insertEventSQL: SQLite's triggers write event_pages, and its generated
+// columns path, props and received_ms.
+func (sqliteDialect) insertEventSQL(returning bool) string {
+	if returning {
+		return insertEventSQL + ` RETURNING seq`
+	}
+	return insertEventSQL
+}
+
+func (sqliteDialect) eventArgs(args []any, _ *IngestEvent, _ time.Time) []any { return args }
+
+func (sqliteDialect) rollupUpsertSQL(table string, keys, sums []string, _ int) string {
+	return rollupUpsert(table, keys, sums, "", "")
+}
+
+// rollupUpsert is the rollup upsert into table, with an extra key column
+// of the constant value when column is set.
+func rollupUpsert(table string, keys, sums []string, column, value string) string {
+	cols, vals, conflict := append([]string{}, keys...), strings.Repeat("?, ", len(keys)), append([]string{}, keys...)
+	if column != "" {
+		cols, vals, conflict = append(cols, column), vals+value+", ", append(conflict, column)
+	}
+	cols = append(cols, sums...)
+	vals += strings.TrimSuffix(strings.Repeat("?, ", len(sums)), ", ")
+	set := make([]string, len(sums))
+	for i, c := range sums {
+		set[i] = c + " = " + table + "." + c + " + excluded." + c
+	}
+	return `INSERT INTO ` + table + `(` + strings.Join(cols, ", ") + `) VALUES (` + vals + `)
+			ON CONFLICT(` + strings.Join(conflict, ", ") + `) DO UPDATE SET ` + strings.Join(set, ", ")
+}
+
+func (sqliteDialect) eventIDKey(id string) any { return dedupKey(id) }
+
+func (sqliteDialect) soleWriter() bool { return true }
+
+// lockRun: the writer is SQLite's only one.
+func (sqliteDialect) lockRun(*writeTx, []*ingestWork) error { return nil }

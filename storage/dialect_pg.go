@@ -3,9 +3,14 @@ package storage
 import (
 	"context"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -68,3 +73,117 @@ func (pgDialect) classify(err error) errClass {
 	}
 	return errOther
 }
+
+func (pgDialect) boolInt(cond string) string { return "(" + cond + ")::int" }
+
+// pagePath: the writer stores the path (events.path).
+func (pgDialect) pagePath() string { return "e.path" }
+
+// prop: events.props is the properties object as sent (json, not jsonb),
+// whose ->> gives propText's text: a string unquoted, JSON null as NULL,
+// any other value as its JSON text, the last of duplicate keys.
+// JSON null reads as ” there (SQLite's answer for it), so it is told
+// apart here, in a subquery that needs the argument once.
+func (pgDialect) prop() string {
+	return "(SELECT CASE WHEN json_typeof(x.v) = 'null' THEN '' ELSE x.v #>> '{}' END FROM (SELECT e.props->?::text AS v) x)"
+}
+
+func (pgDialect) contains(expr, value string) string {
+	return "strpos(" + expr + ", " + value + ") > 0"
+}
+
+// localTime: the timestamps are read in UTC without a zone, so the
+// session's TimeZone never shifts them; to_char truncates fractions as
+// strftime does.
+func (pgDialect) localTime(c timeCol, off int) string {
+	if c.ms {
+		return fmt.Sprintf("to_char(timestamp '1970-01-01' + (floor(%s / 1000.0)::bigint %+d) * interval '1 second', 'YYYY-MM-DD HH24:MI:SS')", c.expr, off)
+	}
+	if off == 0 {
+		return fmt.Sprintf("(substr(%s, 1, 10) || ' ' || substr(%s, 12, 8))", c.expr, c.expr)
+	}
+	return fmt.Sprintf("to_char(substr(%s, 1, 19)::timestamp + interval '%d seconds', 'YYYY-MM-DD HH24:MI:SS')", c.expr, off)
+}
+
+func (pgDialect) weekStart(day string) string {
+	return "to_char(date_trunc('week', (" + day + ")::timestamp), 'YYYY-MM-DD')"
+}
+
+func (pgDialect) greatest(a, b string) string { return "GREATEST(" + a + ", " + b + ")" }
+func (pgDialect) least(a, b string) string    { return "LEAST(" + a + ", " + b + ")" }
+
+// receivedBefore: the writer stores received_ms.
+func (pgDialect) receivedBefore(t time.Time) (string, any) {
+	return "received_ms < ?", t.UnixMilli()
+}
+
+func (pgDialect) noIndex(col string) string { return col }
+
+func (pgDialect) crossJoin() string { return "JOIN" }
+
+func (pgDialect) indexedBy(string) string { return "" }
+
+func (pgDialect) boolLit(v bool) string {
+	if v {
+		return "TRUE"
+	}
+	return "FALSE"
+}
+
+// matchList: PostgreSQL's regular expressions are not RE2, so the
+// distinct values are matched in Go and listed.
+func (pgDialect) matchList(expr string) string { return expr + " = ANY(?)" }
+
+// pgEventColumns are what SQLite computes from an event's row and
+// PostgreSQL cannot (README "Storage", "On PostgreSQL"): written by
+// intake, in eventArgs' order.
+const pgEventColumns = `, path, props, received_ms`
+
+// insertEventSQL writes the event's event_pages row in the same statement
+// (no trigger on PostgreSQL), and returns seq either way: one statement,
+// whichever the caller reads.
+func (pgDialect) insertEventSQL(bool) string {
+	ins := strings.Replace(insertEventSQL, `credential)`, `credential`+pgEventColumns+`)`, 1)
+	ins = strings.Replace(ins, `?)`, `?, ?, ?, ?)`, 1)
+	return `WITH e AS (` + ins + ` RETURNING seq, type, path)
+		INSERT INTO event_pages(seq, name, path) SELECT seq, CASE WHEN type = 'pageview' THEN NULL ELSE type END, path FROM e
+		RETURNING seq`
+}
+
+// eventArgs adds path (NULL for no url), props (the properties object as
+// sent, NULL if none) and received_ms.
+func (pgDialect) eventArgs(args []any, e *IngestEvent, recv time.Time) []any {
+	var path any
+	if e.URL != nil {
+		path = pagePaths.get(*e.URL)
+	}
+	if !e.ReceivedAt.IsZero() {
+		recv = e.ReceivedAt
+	}
+	return append(args, path, sentProperties(e.Raw), recv.UnixMilli())
+}
+
+// sentProperties is the properties object of an event's raw JSON as sent,
+// nil when it has none (or not an object).
+func sentProperties(raw []byte) any {
+	var ev struct {
+		Properties json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(raw, &ev) != nil || len(ev.Properties) == 0 || ev.Properties[0] != '{' {
+		return nil
+	}
+	return string(ev.Properties)
+}
+
+// rollupUpsertSQL writes slot's row of table's _slots table, so that
+// instances do not wait on each other's row locks.
+func (pgDialect) rollupUpsertSQL(table string, keys, sums []string, slot int) string {
+	return rollupUpsert(table+"_slots", keys, sums, "slot", strconv.Itoa(slot))
+}
+
+// eventIDKey is the id's text: one PostgreSQL type cannot hold a UUID's 16
+// bytes beside text (README "Storage", "On PostgreSQL").
+func (pgDialect) eventIDKey(id string) any { return id }
+
+// soleWriter is false: other instances write the same database.
+func (pgDialect) soleWriter() bool { return false }

@@ -55,7 +55,7 @@ type BreakdownRow struct {
 // descending then value ascending; an absent value is null.
 func (db *DB) Breakdown(ctx context.Context, site, dimension string, from, to time.Time, limit int) ([]BreakdownRow, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT value, SUM(count) AS n FROM daily_dimensions
-		WHERE site_id = ? AND dimension = ? AND day BETWEEN ? AND ? GROUP BY value HAVING n > 0
+		WHERE site_id = ? AND dimension = ? AND day BETWEEN ? AND ? GROUP BY value HAVING SUM(count) > 0
 		ORDER BY n DESC, value ASC LIMIT ?`, site, dimension, from.Format(dayLayout), to.Format(dayLayout), limit)
 	if err != nil {
 		return nil, err

@@ -78,8 +78,19 @@ func (db *DB) firstReceived(ctx context.Context, at time.Time, last int64) (int6
 		mid := lo + (hi-lo)/2
 		var seq int64
 		var received string
-		err := db.read.QueryRowContext(ctx, `SELECT seq, `+receivedSQL+` FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT 1`,
-			mid, last).Scan(&seq, &received)
+		var err error
+		if db.d.name() == "postgres" {
+			rr := newRawRead(db.d)
+			err = db.read.QueryRowContext(ctx, `SELECT seq, `+rr.columns()+` FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT 1`,
+				mid, last).Scan(append([]any{&seq}, rr.targets()...)...)
+			if err == nil {
+				err = rr.decode()
+				received = rr.Received.String
+			}
+		} else {
+			err = db.read.QueryRowContext(ctx, `SELECT seq, `+receivedSQL+` FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT 1`,
+				mid, last).Scan(&seq, &received)
+		}
 		switch {
 		case errors.Is(err, sql.ErrNoRows), err == nil && received >= cut:
 			hi = mid
@@ -98,9 +109,10 @@ func (db *DB) firstReceived(ctx context.Context, at time.Time, last int64) (int6
 func (db *DB) exportPage(ctx context.Context, site, lo, hi string, cursor, last int64) ([]ExportEvent, int64, error) {
 	// +site_id keeps SQLite off the (site_id, anon_id, ts) index, which
 	// would read all of the site's rows and sort them for every page.
+	rr := newRawRead(db.d)
 	rows, err := db.read.QueryContext(ctx, `SELECT seq, id, type, url, ts, anon_id, user_id, referrer, country, city, browser, os, device_type,
-		`+receivedSQL+`, `+rawSQL+` FROM events
-		WHERE seq > ? AND seq <= ? AND +site_id = ? AND ts >= ? AND ts < ? ORDER BY seq LIMIT ?`,
+		`+rr.columns()+` FROM events
+		WHERE seq > ? AND seq <= ? AND `+db.d.noIndex("site_id")+` = ? AND ts >= ? AND ts < ? ORDER BY seq LIMIT ?`,
 		cursor, last, site, lo, hi, ExportPageRows)
 	if err != nil {
 		return nil, 0, err
@@ -110,11 +122,15 @@ func (db *DB) exportPage(ctx context.Context, site, lo, hi string, cursor, last 
 	bytesRead := 0
 	for rows.Next() {
 		var e ExportEvent
-		var raw []byte
-		if err := rows.Scan(&cursor, &e.ID, &e.Type, &e.URL, &e.TS, &e.AnonID, &e.UserID, &e.Referrer, &e.Country, &e.City,
-			&e.Browser, &e.OS, &e.DeviceType, &e.ReceivedAt, &raw); err != nil {
+		if err := rows.Scan(append([]any{&cursor, &e.ID, &e.Type, &e.URL, &e.TS, &e.AnonID, &e.UserID, &e.Referrer, &e.Country, &e.City,
+			&e.Browser, &e.OS, &e.DeviceType}, rr.targets()...)...); err != nil {
 			return nil, 0, err
 		}
+		if err := rr.decode(); err != nil {
+			return nil, 0, err
+		}
+		raw := []byte(rr.Raw.String)
+		e.ReceivedAt = rr.Received.String
 		e.Properties = propertiesOf(raw)
 		list = append(list, e)
 		if bytesRead += len(raw); bytesRead >= ExportPageBytes {

@@ -43,7 +43,7 @@ func TestHeavyUserQueriesUseIndexes(t *testing.T) {
 		// ts_ms is a virtual column, so SQLite's plan does not call the
 		// index covering; rowReaders shows it is (only the outer e, the
 		// page's rows, reads the table).
-		{"timeline", timelineNewest(newLinks), []any{"s", "u", 1767225600000, 101}, []string{
+		{"timeline", timelineNewest(sqliteDialect{}, newLinks), []any{"s", "u", 1767225600000, 101}, []string{
 			"SEARCH e USING INTEGER PRIMARY KEY (rowid=?)",
 			"SEARCH l USING COVERING INDEX identity_links_user (site_id=? AND user_id=?)",
 			"SEARCH x USING INDEX events_site_anon_ts (site_id=? AND anon_id=? AND ts_ms>? AND ts_ms<?)",

@@ -182,7 +182,7 @@ func (db *DB) withImported(ctx context.Context, q StatsQuery, groups map[string]
 		case "day":
 			bucket = "day"
 		case "week":
-			bucket = "date(day, '-6 days', 'weekday 1')"
+			bucket = db.d.weekStart("day")
 		case "month":
 			bucket = "substr(day, 1, 7) || '-01'"
 		default:

@@ -139,7 +139,11 @@ func insertSessionsSQL(n int, tail string) string {
 // visitStoredColumns.
 var sessionVisitArgs = strings.Count(visitStoredColumns, ",") + 1
 
-func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts, error) {
+// prepareIngest prepares intake's statements on the write connection db;
+// d gives the SQL that differs between backends, and slot is the rollup
+// slot this instance writes on PostgreSQL (README "Storage", "On
+// PostgreSQL"; ignored on SQLite).
+func prepareIngest(ctx context.Context, db *sql.DB, d dialect, slot int, oldLinks bool) (*ingestStmts, error) {
 	var s ingestStmts
 	link := `INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING`
 	if oldLinks {
@@ -153,10 +157,10 @@ func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts
 		sql string
 	}{
 		{&s.dedup, `INSERT INTO event_ids(site_id, id, received_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`},
-		{&s.insertEvent, insertEventSQL},
+		{&s.insertEvent, d.insertEventSQL(false)},
 		// The run's first event also returns its seq (see ready); the
 		// others need not.
-		{&s.insertFirstEvent, insertEventSQL + ` RETURNING seq`},
+		{&s.insertFirstEvent, d.insertEventSQL(true)},
 		{&s.credentialCode, `SELECT code FROM credentials WHERE credential = ?`},
 		{&s.imported, `INSERT INTO imported_ids(site_id, id) VALUES (?, ?) ON CONFLICT DO NOTHING`},
 		{&s.newCredential, `INSERT INTO credentials(credential) VALUES (?) RETURNING code`},
@@ -180,17 +184,11 @@ func prepareIngest(ctx context.Context, db *sql.DB, oldLinks bool) (*ingestStmts
 		{&s.deleteSession, `DELETE FROM sessions WHERE id = ?`},
 		// The rollups name the stored row's column by its table: a bare
 		// name beside excluded's is ambiguous to PostgreSQL (issue 17).
-		{&s.dailyEvents, `INSERT INTO daily_events(site_id, day, type, count) VALUES (?, ?, ?, ?)
-			ON CONFLICT(site_id, day, type) DO UPDATE SET count = daily_events.count + excluded.count`},
-		{&s.dailySessions, `INSERT INTO daily_sessions(site_id, day, sessions, duration_ms, events, bounces) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT(site_id, day) DO UPDATE SET sessions = daily_sessions.sessions + excluded.sessions,
-			duration_ms = daily_sessions.duration_ms + excluded.duration_ms, events = daily_sessions.events + excluded.events,
-			bounces = daily_sessions.bounces + excluded.bounces`},
-		{&s.dailyDims, `INSERT INTO daily_dimensions(site_id, day, dimension, value, count) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT(site_id, day, dimension, value) DO UPDATE SET count = daily_dimensions.count + excluded.count`},
+		{&s.dailyEvents, d.rollupUpsertSQL("daily_events", []string{"site_id", "day", "type"}, []string{"count"}, slot)},
+		{&s.dailySessions, d.rollupUpsertSQL("daily_sessions", []string{"site_id", "day"}, []string{"sessions", "duration_ms", "events", "bounces"}, slot)},
+		{&s.dailyDims, d.rollupUpsertSQL("daily_dimensions", []string{"site_id", "day", "dimension", "value"}, []string{"count"}, slot)},
 		{&s.dropPartials, dropPartialsSQL},
-		{&s.usage, `INSERT INTO site_usage(site_id, month, accepted) VALUES (?, ?, ?)
-			ON CONFLICT(site_id, month) DO UPDATE SET accepted = site_usage.accepted + excluded.accepted`},
+		{&s.usage, d.rollupUpsertSQL("site_usage", []string{"site_id", "month"}, []string{"accepted"}, slot)},
 		{&s.dlq, `INSERT INTO dlq(id, site_id, payload, error, received_at, anon_id, user_id, endpoint, user_agent,
 			cookieless, browser, os, device_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(site_id, id) DO UPDATE SET payload = excluded.payload, error = excluded.error,
@@ -354,7 +352,7 @@ func (j *ingestRun) add(w *ingestWork) error {
 	profileTraits, profile := j.stmt(st.profileTraits), j.stmt(st.profile)
 	for i := range w.events {
 		e := &w.events[i]
-		key := dedupKey(e.ID)
+		key := j.db.d.eventIDKey(e.ID)
 		if w.imported {
 			// An imported id is known for good, not 48 hours (import.go).
 			r, err := j.stmt(st.imported).Exec(e.SiteID, key)
@@ -382,6 +380,7 @@ func (j *ingestRun) add(w *ingestWork) error {
 		agent, browser, osName, device := eventAgent(e)
 		args := []any{key, e.SiteID, e.Type, e.URL, ts, e.AnonID, e.UserID, e.Referrer,
 			nullable(e.Country), nullable(e.City), agent, browser, osName, device, w.stored[i], w.receivedAt[i], cred}
+		args = j.db.d.eventArgs(args, e, w.received)
 		if j.firstSeq == 0 {
 			err = j.stmt(st.insertFirstEvent).QueryRow(args...).Scan(&j.firstSeq)
 		} else {

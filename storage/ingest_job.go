@@ -1,6 +1,9 @@
 package storage
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // This file holds how intake jobs share the writer's transactions: which
 // jobs run merged, how a failed merged run is retried, and when the memo of
@@ -77,11 +80,20 @@ func (in *intake) runMerged(tx *writeTx, parts []any, alone bool) error {
 	run := &ingestRun{db: db, tx: tx, days: map[dayKey]int{}, usage: map[[2]string]int{}, dims: map[dimKey]int{},
 		sessDays: map[[2]string]*sessionDelta{}, groups: map[[2]string][]*IngestEvent{}, linked: map[[3]string]bool{},
 		hours: map[[2]string]bool{}}
-	if alone {
+	// The memo holds only while no other writer can change a session
+	// between two transactions: on PostgreSQL other instances can.
+	if alone && db.d.soleWriter() {
 		if !in.memo.current(tx) {
 			in.memo.clear()
 		}
 		run.memo = &in.memo
+	}
+	works := make([]*ingestWork, len(parts))
+	for i, p := range parts {
+		works[i] = p.(*ingestWork)
+	}
+	if err := db.d.lockRun(tx, works); err != nil {
+		return fmt.Errorf("lock the run's rows: %w", err)
 	}
 	wrote := false
 	for _, p := range parts {
@@ -100,7 +112,7 @@ func (in *intake) runMerged(tx *writeTx, parts []any, alone bool) error {
 	if wrote {
 		tx.markWritten() // a run of duplicates only may write no page
 	}
-	if alone {
+	if alone && db.d.soleWriter() {
 		// Even with nothing to add, the memo stays current past this
 		// transaction.
 		latest, seq := run.latest, tx.seq

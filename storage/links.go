@@ -38,6 +38,8 @@ const linkMoveChunk = 100
 // created_at, named alias unless alias is "".
 type linkTables struct {
 	old bool
+	// noHints: the backend takes no INDEXED BY (PostgreSQL).
+	noHints bool
 }
 
 // newLinks are the links of a database whose move is done; bothLinks
@@ -48,6 +50,9 @@ var newLinks, bothLinks = linkTables{}, linkTables{old: true}
 // names its index: without statistics SQLite searches the old table's
 // user lookups through its primary key's index, every link of the site.
 func (l linkTables) byUser(alias string) string {
+	if l.noHints {
+		return l.source(alias, "", "")
+	}
 	return l.source(alias, ` INDEXED BY identity_links_user`, ` INDEXED BY identity_links_site_user`)
 }
 
@@ -72,10 +77,12 @@ func (l linkTables) source(alias, hint, oldHint string) string {
 // transaction's first statement: the answer only changes from both to the
 // new table once the old one is empty, which any later snapshot sees.
 func (db *DB) links() linkTables {
+	l := newLinks
 	if db.oldLinks.Load() {
-		return bothLinks
+		l = bothLinks
 	}
-	return newLinks
+	l.noHints = db.d.indexedBy("x") == ""
+	return l
 }
 
 // deleteFrom names the tables to delete links from, each with its index by
@@ -83,6 +90,7 @@ func (db *DB) links() linkTables {
 // table by searching its primary key for the site, every link of the site.
 func (l linkTables) deleteFrom(byUser bool) []string {
 	tables := []string{`identity_links`}
+	byUser = byUser && !l.noHints
 	if byUser {
 		tables[0] += ` INDEXED BY identity_links_user`
 	}

@@ -185,8 +185,17 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 	// Intake's and erasure's statements are SQLite's until the write path
 	// (issue 17, design part B) ports them: where PostgreSQL refuses one,
 	// Open goes on and those writes answer errNotPortedYet.
+	if db.slotHold, db.slot, err = claimSlot(ctx, writeURL); err != nil {
+		read.Close()
+		write.Close()
+		return nil, err
+	}
 	var notYet []string
-	if db.ingest, err = prepareIngest(ctx, write, false); err != nil {
+	if db.ingest, err = prepareIngest(ctx, write, db.d, db.slot, false); err == nil {
+		// pgx has no LastInsertId: new sessions' ids come back by RETURNING.
+		err = db.ingest.prepareSessionReturning(ctx, write)
+	}
+	if err != nil {
 		db.ingest, notYet = nil, append(notYet, "intake")
 	}
 	if db.unroll, err = prepareUnroll(ctx, write); err != nil {

@@ -34,17 +34,21 @@ func (db *DB) PropertyNames(ctx context.Context, site string, maxRows int) ([]st
 		return nil, err
 	}
 	// +site_id: the newest rows by seq, not the site's index.
-	rows, err := tx.QueryContext(ctx, `SELECT `+rawSQL+` FROM events WHERE seq > ? AND +site_id = ?`, max(last-int64(maxRows), 0), site)
+	rr := newRawRead(db.d)
+	rows, err := tx.QueryContext(ctx, `SELECT `+rr.columns()+` FROM events WHERE seq > ? AND `+db.d.noIndex("site_id")+` = ?`, max(last-int64(maxRows), 0), site)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	seen := map[string]bool{}
 	for rows.Next() {
-		var raw sql.NullString
-		if err := rows.Scan(&raw); err != nil {
+		if err := rows.Scan(rr.targets()...); err != nil {
 			return nil, err
 		}
+		if err := rr.decode(); err != nil {
+			return nil, err
+		}
+		raw := rr.Raw
 		var ev struct {
 			Properties map[string]json.RawMessage `json:"properties"`
 		}

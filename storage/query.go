@@ -115,6 +115,12 @@ type StatsQuery struct {
 	// scan reads the tables even where day partials would answer (tests
 	// compare the two).
 	scan bool
+	// d is the database's SQL fragments (set by statsGroups).
+	d dialect
+	// matched lists, by matchKey, the values of a matches filter's
+	// dimension its pattern matches, where the backend cannot match RE2
+	// in SQL (resolveMatches).
+	matched map[string][]string
 	// byEvents reads events through the site's event index rather than
 	// through the range's visits (eventRead; tests compare the two).
 	byEvents bool
@@ -292,6 +298,10 @@ func splitKey(key string, n int) []string {
 // visitors of the events when the query has an event dimension, filter or
 // metric, else of the visits (README "Query API").
 func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggregate, []string, error) {
+	q.d = db.d
+	if err := db.resolveMatches(ctx, &q); err != nil {
+		return nil, nil, err
+	}
 	if !q.scan {
 		groups, order, ok, err := db.partialGroups(ctx, q)
 		if err != nil && !errors.Is(err, errBadPartial) || ok && err == nil {
@@ -316,6 +326,7 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 
 // scanStats is statsGroups read from the tables.
 func (db *DB) scanStats(ctx context.Context, q StatsQuery) (map[string]*aggregate, []string, error) {
+	q.d = db.d
 	groups := map[string]*aggregate{}
 	var order []string
 	get := func(key string) *aggregate {
@@ -354,7 +365,7 @@ func (db *DB) scanStats(ctx context.Context, q StatsQuery) (map[string]*aggregat
 		if err != nil {
 			return nil, nil, err
 		}
-		query := `SELECT ` + dims + `COUNT(*), COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)
+		query := `SELECT ` + dims + `COUNT(*), COALESCE(SUM(` + q.dialect().boolInt("s.event_count = 1") + `), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)
 			FROM sessions s WHERE ` + visitRangeSQL + `
 			AND EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id
 				AND e.ts_ms >= ` + visitStartMS("s") + ` AND e.ts_ms <= ` + visitEndMS("s") + ` AND ` + where + `)` + sb.groupBy()
@@ -378,7 +389,7 @@ func (db *DB) scanStats(ctx context.Context, q StatsQuery) (map[string]*aggregat
 		return nil, nil, err
 	}
 	query := `SELECT ` + dims + `COUNT(DISTINCT s.anon_id), COUNT(*), COALESCE(SUM(s.pageviews), 0),
-		COALESCE(SUM(s.event_count = 1), 0), COALESCE(SUM(` + durationSQL + `), 0)
+		COALESCE(SUM(` + q.dialect().boolInt("s.event_count = 1") + `), 0), COALESCE(SUM(` + durationSQL + `), 0)
 		FROM sessions s WHERE ` + visitRangeSQL + where + b.groupBy()
 	err = db.scanGroups(ctx, query, b.args(), len(q.Dimensions), 5, func(key string, v []float64) {
 		a := get(key)
@@ -438,7 +449,7 @@ func (q *StatsQuery) eventIndexRead(eventLevel bool) (string, []any, error) {
 		visitsSQL = `COUNT(DISTINCT s.id)`
 	}
 	from += b.goalRows()
-	query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), ` + visitsSQL + `, COALESCE(SUM(e.type = 'pageview'), 0), COUNT(*)
+	query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), ` + visitsSQL + `, COALESCE(SUM(` + q.dialect().boolInt("e.type = 'pageview'") + `), 0), COUNT(*)
 		FROM ` + from + ` WHERE e.site_id = ? AND e.ts_ms >= ? AND e.ts_ms < ?` + where + b.groupBy()
 	return query, b.args(), nil
 }
@@ -477,6 +488,7 @@ func (q *StatsQuery) visitsEventRead(lo, hi time.Time, byAnon bool) (string, []a
 	}
 	// CROSS JOIN keeps the visits outside: SQLite then tests the filters
 	// on the visit alone once per visit, before reading its events.
+	d := q.dialect()
 	pageview, from := `e.type = 'pageview'`, `sessions s CROSS JOIN events e`
 	if b.pages {
 		// The event's index entry and its event_pages row: the events
@@ -485,11 +497,11 @@ func (q *StatsQuery) visitsEventRead(lo, hi time.Time, byAnon bool) (string, []a
 		where = ` AND p.seq = e.seq` + where
 	}
 	from += b.goalRows()
-	query := `SELECT ` + dims + counts + `, COALESCE(SUM(` + pageview + `), 0), COUNT(*)
+	query := `SELECT ` + dims + counts + `, COALESCE(SUM(` + d.boolInt(pageview) + `), 0), COUNT(*)
 		FROM ` + from + `
 		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?
 		AND e.site_id = s.site_id AND e.anon_id = s.anon_id
-		AND e.ts_ms >= max(?, ` + visitStartMS("s") + `) AND e.ts_ms <= min(?, ` + visitEndMS("s") + `)` + where + groupBy
+		AND e.ts_ms >= ` + d.greatest("?", visitStartMS("s")) + ` AND e.ts_ms <= ` + d.least("?", visitEndMS("s")) + where + groupBy
 	args := append([]any{}, b.dimArgs...)
 	args = append(args, q.Site, visitTimeArg(lo), visitTimeArg(hi), visitTimeArg(q.From), q.From.UnixMilli(), q.To.UnixMilli()-1)
 	return query, append(args, b.whereArgs...), nil
@@ -551,6 +563,14 @@ type sqlBuilder struct {
 	pages     bool
 	dimArgs   []any
 	whereArgs []any
+}
+
+// dialect is the query's SQL fragments: SQLite's unless set.
+func (q *StatsQuery) dialect() dialect {
+	if q.d == nil {
+		return sqliteDialect{}
+	}
+	return q.d
 }
 
 // args are the read's arguments: the dimensions', the site and range,
@@ -641,7 +661,7 @@ func (b *sqlBuilder) goalRows() string {
 // event dimensions are read from e even though the read is of visits.
 func (b *sqlBuilder) filterSQL(fs []QueryFilter, inner bool) (string, error) {
 	if len(fs) == 0 {
-		return "1", nil
+		return b.q.dialect().boolLit(true), nil
 	}
 	parts := make([]string, 0, len(fs))
 	for _, f := range fs {
@@ -666,7 +686,7 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 			parts = append(parts, p)
 		}
 		if len(parts) == 0 {
-			return "1", nil
+			return b.q.dialect().boolLit(true), nil
 		}
 		return "(" + strings.Join(parts, " "+strings.ToUpper(f.Op)+" ") + ")", nil
 	case "not":
@@ -698,11 +718,16 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 			each = append(each, expr+" = "+value)
 			b.whereArgs = append(append(b.whereArgs, args...), v)
 		case "contains", "contains_not":
-			each = append(each, "instr("+expr+", "+value+") > 0")
+			each = append(each, b.q.dialect().contains(expr, value))
 			b.whereArgs = append(append(b.whereArgs, args...), v)
 		case "matches", "matches_not":
 			if _, err := compilePattern(v); err != nil {
 				return "", err
+			}
+			if list := b.q.dialect().matchList(expr); list != "" {
+				each = append(each, list)
+				b.whereArgs = append(append(b.whereArgs, args...), b.q.matched[matchKey(f.Dim, v)])
+				continue
 			}
 			each = append(each, "tally_match(?, "+expr+")")
 			b.whereArgs = append(append(b.whereArgs, v), args...)
@@ -711,7 +736,7 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 		}
 	}
 	// An empty list of clauses matches nothing, so its negation all.
-	cond := "0"
+	cond := b.q.dialect().boolLit(false)
 	if len(each) > 0 {
 		cond = "(" + strings.Join(each, " OR ") + ")"
 	}
@@ -756,13 +781,13 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 	case d == "event:page" && b.pages:
 		return "COALESCE(p.path, '" + NotSet + "')", nil, nil
 	case d == "event:page":
-		return "COALESCE(tally_page_path(e.url), '" + NotSet + "')", nil, nil
+		return "COALESCE(" + b.q.dialect().pagePath() + ", '" + NotSet + "')", nil, nil
 	case d == "event:name" && b.pages:
 		return "COALESCE(p.name, 'pageview')", nil, nil
 	case d == "event:name":
 		return "e.type", nil, nil
 	case strings.HasPrefix(d, PropPrefix):
-		return "COALESCE(tally_prop(" + eventRawSQL + ", ?), '" + NoneProp + "')", []any{strings.TrimPrefix(d, PropPrefix)}, nil
+		return "COALESCE(" + b.q.dialect().prop() + ", '" + NoneProp + "')", []any{strings.TrimPrefix(d, PropPrefix)}, nil
 	}
 	return "", nil, fault.Errorf(fault.InvalidQuery, "unknown dimension %q", d)
 }
@@ -780,7 +805,7 @@ func (b *sqlBuilder) timeExpr(d string, col timeCol) (string, []any, error) {
 	if d == "time" {
 		unit = b.q.TimeUnit
 	}
-	local, args, err := localTimeSQL(col, b.q.Zone, b.q.From, b.q.To)
+	local, args, err := localTimeSQL(b.q.dialect(), col, b.q.Zone, b.q.From, b.q.To)
 	if err != nil {
 		return "", nil, err
 	}
@@ -790,7 +815,7 @@ func (b *sqlBuilder) timeExpr(d string, col timeCol) (string, []any, error) {
 	case "day":
 		return "substr(" + local + ", 1, 10)", args, nil
 	case "week":
-		return "date(substr(" + local + ", 1, 10), '-6 days', 'weekday 1')", args, nil
+		return b.q.dialect().weekStart("substr(" + local + ", 1, 10)"), args, nil
 	case "month":
 		return "substr(" + local + ", 1, 7) || '-01'", args, nil
 	}
@@ -810,21 +835,6 @@ type timeCol struct {
 	ms   bool
 }
 
-// local is col as local time text ("YYYY-MM-DD HH:MM:SS") at off seconds
-// east of UTC.
-func (c timeCol) local(off int) string {
-	if c.ms {
-		// Whole seconds, floored before 1970 too (SQLite's division
-		// truncates).
-		return fmt.Sprintf("datetime(%s / 1000 - (%s %% 1000 < 0) %+d, 'unixepoch')", c.expr, c.expr, off)
-	}
-	if off == 0 {
-		// Stored times are FormatTime's, so UTC needs no date arithmetic.
-		return fmt.Sprintf("(substr(%s, 1, 10) || ' ' || substr(%s, 12, 8))", c.expr, c.expr)
-	}
-	return fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%S', %s, '%+d seconds')", c.expr, off)
-}
-
 // arg is t as a value compared with col.
 func (c timeCol) arg(t time.Time) any {
 	if c.ms {
@@ -835,7 +845,7 @@ func (c timeCol) arg(t time.Time) any {
 
 // localTimeSQL is col as local time text ("YYYY-MM-DD HH:MM:SS") in loc,
 // exact for every instant in [from, to).
-func localTimeSQL(col timeCol, loc *time.Location, from, to time.Time) (string, []any, error) {
+func localTimeSQL(d dialect, col timeCol, loc *time.Location, from, to time.Time) (string, []any, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
@@ -845,7 +855,7 @@ func localTimeSQL(col timeCol, loc *time.Location, from, to time.Time) (string, 
 	for {
 		_, off := t.In(loc).Zone()
 		_, end := t.In(loc).ZoneBounds()
-		shift := col.local(off)
+		shift := d.localTime(col, off)
 		if end.IsZero() || !end.Before(to) {
 			if len(whens) == 0 {
 				return shift, nil, nil

@@ -72,7 +72,7 @@ func (db *DB) Pageviews(ctx context.Context, site string, from, to time.Time) (i
 // descending, then name ascending.
 func (db *DB) EventCounts(ctx context.Context, site string, from, to time.Time) ([]NameCount, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT type, SUM(count) AS n FROM daily_events
-		WHERE site_id = ? AND day BETWEEN ? AND ? GROUP BY type HAVING n > 0 ORDER BY n DESC, type ASC`,
+		WHERE site_id = ? AND day BETWEEN ? AND ? GROUP BY type HAVING SUM(count) > 0 ORDER BY n DESC, type ASC`,
 		site, from.Format(dayLayout), to.Format(dayLayout))
 	if err != nil {
 		return nil, err
@@ -132,8 +132,8 @@ const timelineColumns = `e.seq, e.id, e.type, e.url, e.ts, e.anon_id, e.referrer
 // CROSS JOIN and INDEXED BY fix the plan: the user's links first, by the
 // (site_id, user_id) index, then each one's events. Left to itself, SQLite
 // walks every event of the site and looks each one's link up.
-func timelineEvents(l linkTables) string {
-	return `SELECT ` + timelineColumns + ` FROM ` + l.byUser("l") + ` CROSS JOIN events e
+func timelineEvents(d dialect, l linkTables) string {
+	return `SELECT ` + timelineColumns + ` FROM ` + l.byUser("l") + ` ` + d.crossJoin() + ` events e
 	ON e.site_id = l.site_id AND e.anon_id = l.anon_id WHERE l.site_id = ?1 AND l.user_id = ?2`
 }
 
@@ -145,9 +145,9 @@ func timelineEvents(l linkTables) string {
 // are ranked from that index alone (ts is in it, seq is its rowid), and
 // only the ?4 kept are read from the table: a user linked to 200 devices
 // reads 101 rows rather than every event of every device (README "Reads").
-func timelineNewest(l linkTables) string {
+func timelineNewest(d dialect, l linkTables) string {
 	return `SELECT ` + timelineColumns + ` FROM events e WHERE e.seq IN (
-	SELECT x.seq FROM ` + l.byUser("l") + ` CROSS JOIN events x INDEXED BY events_site_anon_ts
+	SELECT x.seq FROM ` + l.byUser("l") + ` ` + d.crossJoin() + ` events x` + d.indexedBy("events_site_anon_ts") + `
 	ON x.site_id = l.site_id AND x.anon_id = l.anon_id AND x.ts_ms < ?3 AND x.ts_ms >= COALESCE((SELECT ts_ms FROM events
 		WHERE site_id = l.site_id AND anon_id = l.anon_id AND ts_ms < ?3 ORDER BY ts_ms DESC LIMIT 1 OFFSET ?4 - 1), ` + minTSMS + `)
 	WHERE l.site_id = ?1 AND l.user_id = ?2 ORDER BY x.ts_ms DESC, x.seq DESC LIMIT ?4)
@@ -187,14 +187,14 @@ func (db *DB) Timeline(ctx context.Context, site, user string, limit int, before
 		return nil, nil, err
 	}
 	defer tx.Rollback()
-	var known int
+	var known bool
 	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+l.byUser("")+` WHERE site_id = ?1 AND user_id = ?2)`, site, user).Scan(&known); err != nil {
 		return nil, nil, err
 	}
-	if known == 0 {
+	if !known {
 		return nil, nil, fault.Errorf(fault.UserNotFound, "no user with that id has been seen on this site")
 	}
-	merged, err := timelineQuery(ctx, tx, timelineNewest(l), site, user, bound, limit+1)
+	merged, err := timelineQuery(ctx, tx, timelineNewest(db.d, l), site, user, bound, limit+1)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -212,18 +212,18 @@ func (db *DB) Timeline(ctx context.Context, site, user string, limit int, before
 	if err != nil {
 		return nil, nil, err
 	}
-	tied, err := timelineQuery(ctx, tx, timelineEvents(l)+` AND e.ts_ms = ?3`, site, user, edgeMS)
+	tied, err := timelineQuery(ctx, tx, timelineEvents(db.d, l)+` AND e.ts_ms = ?3`, site, user, edgeMS)
 	if err != nil {
 		return nil, nil, err
 	}
 	sortTimeline(tied)
 	page = append(page, tied...)
 	// More events exist when anything older than the edge remains.
-	var more int
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (`+timelineEvents(l)+` AND e.ts_ms < ?3)`, site, user, edgeMS).Scan(&more); err != nil {
+	var more bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (`+timelineEvents(db.d, l)+` AND e.ts_ms < ?3)`, site, user, edgeMS).Scan(&more); err != nil {
 		return nil, nil, err
 	}
-	if more == 0 {
+	if !more {
 		return page, nil, nil
 	}
 	return page, &edge, nil
@@ -328,8 +328,9 @@ type StoredEvent struct {
 
 // SiteEvents returns every stored event of site in arrival order.
 func (db *DB) SiteEvents(ctx context.Context, site string) ([]StoredEvent, error) {
+	rr := newRawRead(db.d)
 	rows, err := db.read.QueryContext(ctx, `SELECT id, site_id, type, anon_id, user_id, url, referrer, ts, country, city,
-		browser, os, device_type, `+rawSQL+`, `+receivedSQL+` FROM events WHERE site_id = ? ORDER BY seq`, site)
+		browser, os, device_type, `+rr.columns()+` FROM events WHERE site_id = ? ORDER BY seq`, site)
 	if err != nil {
 		return nil, err
 	}
@@ -337,12 +338,14 @@ func (db *DB) SiteEvents(ctx context.Context, site string) ([]StoredEvent, error
 	list := []StoredEvent{}
 	for rows.Next() {
 		var e StoredEvent
-		var raw string
-		if err := rows.Scan(&e.ID, &e.SiteID, &e.Type, &e.AnonID, &e.UserID, &e.URL, &e.Referrer, &e.TS, &e.Country, &e.City,
-			&e.Browser, &e.OS, &e.DeviceType, &raw, &e.ReceivedAt); err != nil {
+		if err := rows.Scan(append([]any{&e.ID, &e.SiteID, &e.Type, &e.AnonID, &e.UserID, &e.URL, &e.Referrer, &e.TS, &e.Country, &e.City,
+			&e.Browser, &e.OS, &e.DeviceType}, rr.targets()...)...); err != nil {
 			return nil, err
 		}
-		e.Raw = asJSON(raw)
+		if err := rr.decode(); err != nil {
+			return nil, err
+		}
+		e.Raw, e.ReceivedAt = asJSON(rr.Raw.String), rr.Received.String
 		list = append(list, e)
 	}
 	return list, rows.Err()

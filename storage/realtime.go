@@ -32,8 +32,9 @@ func (db *DB) RealtimeVisitors(ctx context.Context, site string, since time.Time
 	// than handing each row to Go.
 	cut := max(last-int64(maxRows), 0)
 	var older int64
-	err = tx.QueryRowContext(ctx, `SELECT seq FROM events WHERE seq > ? AND `+receivedSQL+` < ? ORDER BY seq DESC LIMIT 1`,
-		cut, FormatTime(since)).Scan(&older)
+	before, arg := db.d.receivedBefore(since)
+	err = tx.QueryRowContext(ctx, `SELECT seq FROM events WHERE seq > ? AND `+before+` ORDER BY seq DESC LIMIT 1`,
+		cut, arg).Scan(&older)
 	switch {
 	case err == nil:
 		cut = older
@@ -42,6 +43,6 @@ func (db *DB) RealtimeVisitors(ctx context.Context, site string, since time.Time
 	}
 	var n int
 	// +site_id: the rows after the cut, not the site's index.
-	err = tx.QueryRowContext(ctx, `SELECT COUNT(DISTINCT anon_id) FROM events WHERE seq > ? AND +site_id = ?`, cut, site).Scan(&n)
+	err = tx.QueryRowContext(ctx, `SELECT COUNT(DISTINCT anon_id) FROM events WHERE seq > ? AND `+db.d.noIndex("site_id")+` = ?`, cut, site).Scan(&n)
 	return n, err
 }

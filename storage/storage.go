@@ -102,6 +102,12 @@ type DB struct {
 	writer *writer
 	now    func() time.Time
 	ingest *ingestStmts
+	// slot is the rollup slot this instance writes on PostgreSQL (README
+	// "Storage", "On PostgreSQL"); 0 on SQLite.
+	slot int
+	// slotHold is the connection whose advisory lock claims slot, held
+	// until Close (slots_pg.go); nil on SQLite.
+	slotHold *sql.DB
 	// unroll are the erasure's rollup subtractions (erase.go).
 	unroll unrollStmts
 	// ckpt runs WAL checkpoints; nil for :memory:, which has no WAL.
@@ -243,7 +249,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		err = db.loadEventPagesReady(ctx)
 	}
 	if err == nil {
-		db.ingest, err = prepareIngest(ctx, write, old)
+		db.ingest, err = prepareIngest(ctx, write, db.d, 0, old)
 	}
 	if err == nil {
 		db.unroll, err = prepareUnroll(ctx, write)
@@ -486,6 +492,9 @@ func (db *DB) Close() error {
 		}
 		rerr := db.read.Close()
 		werr := db.write.Close()
+		if db.slotHold != nil {
+			cerr = errors.Join(cerr, db.slotHold.Close())
+		}
 		db.closeErr = errors.Join(werr, rerr, cerr)
 	})
 	return db.closeErr

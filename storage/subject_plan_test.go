@@ -34,8 +34,8 @@ func TestSubjectQueriesSearchBySubject(t *testing.T) {
 			`SELECT `+timelineColumns+` FROM `+l.byUser("l")+` CROSS JOIN events e
 		ON e.seq IN (SELECT seq FROM events WHERE site_id = l.site_id AND anon_id = l.anon_id AND ts_ms < ?3 ORDER BY ts_ms DESC, seq DESC LIMIT ?4)
 		WHERE l.site_id = ?1 AND l.user_id = ?2 ORDER BY e.ts DESC, e.seq DESC LIMIT ?4`,
-			`SELECT EXISTS (`+timelineEvents(l)+` AND e.ts_ms < ?3)`,
-			timelineEvents(l)+` AND e.ts_ms = ?3`)
+			`SELECT EXISTS (`+timelineEvents(sqliteDialect{}, l)+` AND e.ts_ms < ?3)`,
+			timelineEvents(sqliteDialect{}, l)+` AND e.ts_ms = ?3`)
 	}
 	siteOnly := regexp.MustCompile(`\(site_id=\?\)`)
 	// The union of both link tables is a co-routine of its two searches,

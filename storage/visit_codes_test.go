@@ -72,7 +72,8 @@ func TestAgentCodes(t *testing.T) {
 				}
 				var got [3]*string
 				var sqlCode *int64
-				err := db.read.QueryRow(`SELECT `+agentCodeSQL("?1", "?2", "?3"),
+				// Typed: PostgreSQL infers no type for a bare parameter.
+				err := db.read.QueryRow(`SELECT `+agentCodeSQL("CAST(?1 AS TEXT)", "CAST(?2 AS TEXT)", "CAST(?3 AS TEXT)"),
 					nullable(agentBrowsers[b]), nullable(agentOSes[o]), nullable(agentDevices[d])).Scan(&sqlCode)
 				if err != nil || sqlCode == nil || *sqlCode != code {
 					t.Fatalf("agentCodeSQL of %d: got %v (%v), want %d", code, sqlCode, err, code)

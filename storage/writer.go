@@ -127,6 +127,9 @@ type writer struct {
 
 	// pending counts the jobs queued or running, less those answered.
 	pending atomic.Int64
+	// retries counts merged units run again whole after losing a deadlock
+	// or a serialization conflict (PostgreSQL with several instances).
+	retries atomic.Int64
 
 	// health is the outcome of the latest commit that wrote something.
 	health writeHealth
@@ -416,14 +419,27 @@ func oneGroup(batch []*job) bool {
 // transaction back, if the unit failed: commit then runs the jobs one by
 // one.
 func (w *writer) commitAlone(batch []*job, start time.Time) bool {
-	sqlTx, seq, err := w.begin()
-	if err != nil {
-		return false // commit tries again and reports the error
-	}
-	tx := &writeTx{Tx: sqlTx, seq: seq, gens: w.gens}
-	if err := recovered(func() error { return batch[0].group.runMerged(tx, parts(batch), true) }); err != nil {
+	var sqlTx *sql.Tx
+	var tx *writeTx
+	for attempt := 0; ; attempt++ {
+		var seq uint64
+		var err error
+		sqlTx, seq, err = w.begin()
+		if err != nil {
+			return false // commit tries again and reports the error
+		}
+		tx = &writeTx{Tx: sqlTx, seq: seq, gens: w.gens}
+		err = recovered(func() error { return batch[0].group.runMerged(tx, parts(batch), true) })
+		if err == nil {
+			break
+		}
 		sqlTx.Rollback()
-		return false
+		// A lost deadlock or serialization conflict says nothing of the
+		// jobs: the whole unit runs again before they run one by one.
+		if attempt >= maxUnitRetries || w.d.classify(err) != errRetry {
+			return false
+		}
+		w.retries.Add(1)
 	}
 	errs := make([]error, len(batch))
 	txs := make([]*writeTx, len(batch))
@@ -437,6 +453,10 @@ func (w *writer) commitAlone(batch []*job, start time.Time) bool {
 	w.answer(batch, errs, txs, start)
 	return true
 }
+
+// maxUnitRetries is how many times commitAlone runs a merged unit again
+// after a deadlock or serialization failure.
+const maxUnitRetries = 3
 
 // parts returns the parts of jobs, which belong to one merge group.
 func parts(jobs []*job) []any {

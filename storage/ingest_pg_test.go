@@ -1,0 +1,160 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// twoInstancesInput is the same visitors' events, in a shuffled order
+// (timestamps out of order), each event twice (a redelivery), in batches.
+func twoInstancesInput() [][]IngestEvent {
+	r := rand.New(rand.NewPCG(17, 2))
+	at := time.Date(2026, 3, 1, 23, 0, 0, 0, time.UTC)
+	var events []IngestEvent
+	for v := range 12 {
+		for n := range 25 {
+			url := fmt.Sprintf("https://example.com/p%d?q=%d", n%4, n)
+			ts := at.Add(time.Duration(n*7+v) * time.Minute) // across midnight, with gaps of more than 30 minutes
+			if n%9 == 8 {
+				ts = ts.Add(3 * time.Hour)
+			}
+			e := IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-8000-%06d%06d", v, n), SiteID: "s", Type: "pageview",
+				AnonID: fmt.Sprintf("v%d", v), TS: ts, URL: &url, Raw: []byte(`{"properties":{"n":` + fmt.Sprint(n) + `}}`)}
+			if n%5 == 4 {
+				e.Type = "signup"
+			}
+			events = append(events, e, e)
+		}
+	}
+	r.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
+	var batches [][]IngestEvent
+	for len(events) > 0 {
+		n := min(1+r.IntN(6), len(events))
+		batches = append(batches, events[:n])
+		events = events[n:]
+	}
+	return batches
+}
+
+// twoInstancesAnswers is what the tables intake writes hold, as text.
+func twoInstancesAnswers(t *testing.T, db *DB) map[string]string {
+	t.Helper()
+	queries := map[string]string{
+		"events":     `SELECT count(*) FROM events`,
+		"event_ids":  `SELECT count(*) FROM event_ids`,
+		"sessions":   `SELECT site_id, anon_id, start_ms, duration_ms, event_count FROM sessions ORDER BY site_id, anon_id, start_ms`,
+		"daily":      `SELECT site_id, day, type, count FROM daily_events ORDER BY site_id, day, type`,
+		"visits":     `SELECT site_id, day, sessions, duration_ms, events, bounces FROM daily_sessions ORDER BY site_id, day`,
+		"dimensions": `SELECT site_id, day, dimension, value, count FROM daily_dimensions ORDER BY site_id, day, dimension, value`,
+		"usage":      `SELECT site_id, month, accepted FROM site_usage ORDER BY site_id, month`,
+	}
+	got := map[string]string{}
+	for name, q := range queries {
+		rows, err := db.read.Query(q)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cols, _ := rows.Columns()
+		var b strings.Builder
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range vals {
+				if s, ok := v.([]byte); ok {
+					vals[i] = string(s)
+				}
+			}
+			fmt.Fprintln(&b, vals...)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		got[name] = b.String()
+	}
+	return got
+}
+
+// Two instances (two DBs in one process) on one PostgreSQL database, the
+// same visitors' events split across both with redeliveries and
+// out-of-order timestamps, several senders each: the sessions, rollups,
+// usage and events equal a single SQLite run's, and no run lost a
+// deadlock (README "Storage", "On PostgreSQL").
+func TestConcurrentIngestTwoDBs(t *testing.T) {
+	onlyPostgres(t, "two instances on one database")
+	ctx := context.Background()
+	batches := twoInstancesInput()
+
+	lite := openSQLite(t, filepath.Join(t.TempDir(), "one.db"))
+	withSites(t, lite, "s")
+	for _, b := range batches {
+		if _, err := lite.Ingest(ctx, b, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := twoInstancesAnswers(t, lite)
+
+	opts := testOptions(t, Options{Path: ":memory:"})
+	a, err := Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	withSites(t, a, "s")
+	b, err := Open(ctx, opts) // after the site, which b loads at Open
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if a.slot == b.slot {
+		t.Fatalf("got slot %d for both instances, want two slots", a.slot)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(batches))
+	const senders = 3
+	for s := range 2 * senders {
+		db := []*DB{a, b}[s%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := s; i < len(batches); i += 2 * senders {
+				if _, err := db.Ingest(ctx, batches[i], nil, nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got := twoInstancesAnswers(t, a)
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if got[n] != want[n] {
+			t.Errorf("%s: got\n%s\nwant (SQLite, one instance)\n%s", n, got[n], want[n])
+		}
+	}
+	if n := a.writer.retries.Load() + b.writer.retries.Load(); n != 0 {
+		t.Errorf("got %d runs retried after a deadlock, want 0", n)
+	}
+}
