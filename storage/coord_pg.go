@@ -31,13 +31,15 @@ type pgCoord struct {
 	done   chan struct{}
 }
 
-// startPGCoord starts db's listener on the database at url.
-func startPGCoord(db *DB, url string, log *slog.Logger) *pgCoord {
+// startPGCoord sets db's coord and starts its listener on the database at
+// url. db.co is set before the listener starts: the listener's reloads
+// run on the writer, which reads db.co.
+func startPGCoord(db *DB, url string, log *slog.Logger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &pgCoord{db: db, url: url, log: log, cancel: cancel, done: make(chan struct{})}
 	c.downSince.Store(time.Now().UnixNano())
+	db.co = c
 	go c.listen(ctx)
-	return c
 }
 
 // listen keeps one connection LISTENing, reconnecting with backoff. Each

@@ -206,7 +206,7 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 	}
 	db.intake.db = db
 	db.writer = newWriter(write, db.d, opts.QueueSize, opts.Logger)
-	db.co = startPGCoord(db, readURL, opts.Logger)
+	startPGCoord(db, readURL, opts.Logger)
 	return db, nil
 }
 
