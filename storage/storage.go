@@ -110,6 +110,9 @@ type DB struct {
 	slotHold *sql.DB
 	// unroll are the erasure's rollup subtractions (erase.go).
 	unroll unrollStmts
+	// pgSize measures the database on PostgreSQL (diskusage_pg.go); nil
+	// on SQLite.
+	pgSize *pgDiskUsage
 	// ckpt runs WAL checkpoints; nil for :memory:, which has no WAL.
 	ckpt               *sql.DB
 	ckptStop, ckptDone chan struct{}
@@ -505,13 +508,17 @@ func (db *DB) Ping(ctx context.Context) error {
 	return db.read.PingContext(ctx)
 }
 
-// PoolStats reports the connection counts of both pools together.
+// PoolStats reports the connection counts of both pools together, with
+// the checkpointer's on SQLite and the slot's on PostgreSQL (README
+// "Monitoring").
 func (db *DB) PoolStats() (open, idle int) {
 	w, r := db.write.Stats(), db.read.Stats()
 	open, idle = w.OpenConnections+r.OpenConnections, w.Idle+r.Idle
-	if db.ckpt != nil {
-		c := db.ckpt.Stats()
-		open, idle = open+c.OpenConnections, idle+c.Idle
+	for _, other := range []*sql.DB{db.ckpt, db.slotHold} {
+		if other != nil {
+			c := other.Stats()
+			open, idle = open+c.OpenConnections, idle+c.Idle
+		}
 	}
 	return open, idle
 }
