@@ -73,7 +73,7 @@ func (c *pgCoord) listen(ctx context.Context) {
 func (c *pgCoord) session(ctx context.Context, connected func()) error {
 	conn, err := pgx.Connect(ctx, c.url)
 	if err != nil {
-		return err
+		return redactConnect(err) // logged by listen
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, `LISTEN `+notifyChannel); err != nil {

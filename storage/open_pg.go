@@ -32,13 +32,26 @@ func IsPostgresURL(s string) bool {
 }
 
 // DescribeDatabaseURL is the part of a DATABASE_URL that may be logged or
-// printed: "postgres host:port/database", never the user or password.
+// printed: "postgres host:port/database", never the user or password. A
+// socket folder given as ?host= stands for the host; with no host at all,
+// the driver's default.
 func DescribeDatabaseURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || !IsPostgresURL(s) {
 		return "postgres (unparsable URL)"
 	}
-	return "postgres " + u.Host + "/" + strings.TrimPrefix(u.Path, "/")
+	host := u.Host
+	if host == "" {
+		q := u.Query()
+		host = q.Get("host")
+		if host == "" {
+			host = "(default host)"
+		}
+		if port := q.Get("port"); port != "" {
+			host += ":" + port
+		}
+	}
+	return "postgres " + host + "/" + strings.TrimPrefix(u.Path, "/")
 }
 
 // pgURLs are the URLs of the write connection and of the read pool: the
@@ -117,7 +130,11 @@ func checkPostgres(ctx context.Context, db *sql.DB) (PostgresInfo, error) {
 	var encoding string
 	err := db.QueryRowContext(ctx, `SELECT current_setting('server_version'), current_setting('server_version_num')::int, current_setting('server_encoding')`).
 		Scan(&info.Version, &num, &encoding)
-	if err != nil {
+	var ce *connectError
+	switch {
+	case errors.As(err, &ce):
+		return info, err // says so already, without the user
+	case err != nil:
 		return info, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	if num < minPostgres {

@@ -37,7 +37,7 @@ func (d pgDriver) Open(name string) (driver.Conn, error) {
 func (d pgDriver) OpenConnector(name string) (driver.Connector, error) {
 	c, err := d.inner.OpenConnector(name)
 	if err != nil {
-		return nil, err
+		return nil, redactConnect(err)
 	}
 	return pgConnector{c, d}, nil
 }
@@ -50,7 +50,8 @@ type pgConnector struct {
 func (c pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.inner.Connect(ctx)
 	if err != nil {
-		return nil, err
+		// Logged and printed: the user is left out (connect_error_pg.go).
+		return nil, redactConnect(err)
 	}
 	return &pgConn{conn.(pgxConn)}, nil
 }
