@@ -18,8 +18,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -405,75 +403,6 @@ func randomHex(n int) string {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
 	return hex.EncodeToString(b)
-}
-
-// migrate applies every migration of files (migrations/*.sql) not yet
-// recorded, each in its own transaction together with its row in
-// schema_migrations, so that one that fails (a bad file, a full disk)
-// leaves the database at the version before it.
-func migrate(ctx context.Context, db *sql.DB, files fs.FS, now func() time.Time) error {
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
-	}
-	names, err := fs.Glob(files, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	var newest int
-	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&newest); err != nil {
-		return fmt.Errorf("read schema_migrations: %w", err)
-	}
-	known, current := 0, newest
-	for _, name := range names {
-		base := filepath.Base(name)
-		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: name must start with a number", base)
-		}
-		known = max(known, version)
-		var applied int
-		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&applied); err != nil {
-			return err
-		}
-		if applied > 0 {
-			continue
-		}
-		if err := applyMigration(ctx, db, files, name, version, now); err != nil {
-			return fmt.Errorf("migration %s failed and was rolled back; the database stays at schema version %d: %w", base, current, err)
-		}
-		current = max(current, version)
-	}
-	if newest > known {
-		return fmt.Errorf("database schema version %d is newer than this binary knows (%d); run a newer release", newest, known)
-	}
-	return nil
-}
-
-// applyMigration runs the migration file name and records it as version,
-// in one transaction.
-func applyMigration(ctx context.Context, db *sql.DB, files fs.FS, name string, version int, now func() time.Time) error {
-	body, err := fs.ReadFile(files, name)
-	if err != nil {
-		return err
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)`,
-		version, filepath.Base(name), FormatTime(now())); err != nil {
-		return fmt.Errorf("record the migration: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
 }
 
 // Close stops accepting writes, commits every queued job, and closes both
