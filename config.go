@@ -42,7 +42,7 @@ type config struct {
 	DevAllowRemote   bool
 	DebugFeedSize    int
 	Durability       storage.Durability
-	DatabasePool     int // the read pool's connections (README "Running N instances on PostgreSQL")
+	DatabasePool     int           // the read pool's connections (README "Running N instances on PostgreSQL")
 	ShutdownDrain    time.Duration // README "Behind a load balancer"
 
 	// Sourcemap uploads per minute per site, and what a site may store.
