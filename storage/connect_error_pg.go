@@ -1,10 +1,13 @@
 package storage
 
 import (
+	"database/sql/driver"
 	"errors"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tally-analytics/tally/fault"
 )
 
 // connectError is a failure to connect to PostgreSQL, or to read
@@ -55,4 +58,30 @@ func redactConnect(err error) error {
 		return &connectError{msg: "connection settings: " + why, err: err}
 	}
 	return err
+}
+
+// errReadUnreachable is what a request gets when PostgreSQL cannot be
+// reached (stopped, restarting, failing over): 503 with Retry-After, the
+// ordinary envelope, rather than a 500 (README "Running N instances on
+// PostgreSQL"). Writes get the writer's errUnreachable instead.
+var errReadUnreachable = &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
+	Message: "the database cannot be reached; retry later"}
+
+// unreachableError is an error of the "cannot be reached" class that
+// also reads as errReadUnreachable (fault.As), while errors.As and
+// errors.Is still find the driver's error.
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string   { return e.err.Error() }
+func (e *unreachableError) Unwrap() []error { return []error{e.err, errReadUnreachable} }
+
+// unreachable marks err when it means the server cannot be reached. It
+// leaves driver.ErrBadConn alone: database/sql retries on a new
+// connection for it, and a connection that cannot be made comes back
+// here marked.
+func unreachable(err error) error {
+	if err == nil || errors.Is(err, driver.ErrBadConn) || (pgDialect{}).classify(err) != errUnavailable {
+		return err
+	}
+	return &unreachableError{err}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/tally-analytics/tally/fault"
 )
 
 // TestPostgresConnectErrorsNameNoUser: a failed connection's error names
@@ -28,6 +30,10 @@ func TestPostgresConnectErrorsNameNoUser(t *testing.T) {
 		}
 		if got := (pgDialect{}).classify(err); got != tt.class {
 			t.Errorf("%q: got class %v, want %v", msg, got, tt.class)
+		}
+		// A request that meets it answers 503 unavailable, not 500.
+		if f := fault.As(err); (f != nil && f.Code == fault.Unavailable) != (tt.class == errUnavailable) {
+			t.Errorf("%q: got fault %v, want unavailable only for an unreachable server", msg, f)
 		}
 	}
 }

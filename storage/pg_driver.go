@@ -51,7 +51,7 @@ func (c pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.inner.Connect(ctx)
 	if err != nil {
 		// Logged and printed: the user is left out (connect_error_pg.go).
-		return nil, redactConnect(err)
+		return nil, unreachable(redactConnect(err))
 	}
 	return &pgConn{conn.(pgxConn)}, nil
 }
@@ -80,7 +80,8 @@ func (c *pgConn) Prepare(query string) (driver.Stmt, error) {
 }
 
 func (c *pgConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	return c.inner.PrepareContext(ctx, rebind(query))
+	st, err := c.inner.PrepareContext(ctx, rebind(query))
+	return st, unreachable(err)
 }
 
 func (c *pgConn) Close() error { return c.inner.Close() }
@@ -89,15 +90,18 @@ func (c *pgConn) Close() error { return c.inner.Close() }
 func (c *pgConn) Begin() (driver.Tx, error) { return c.inner.Begin() }
 
 func (c *pgConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return c.inner.BeginTx(ctx, opts)
+	tx, err := c.inner.BeginTx(ctx, opts)
+	return tx, unreachable(err)
 }
 
 func (c *pgConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	return c.inner.ExecContext(ctx, rebind(query), args)
+	r, err := c.inner.ExecContext(ctx, rebind(query), args)
+	return r, unreachable(err)
 }
 
 func (c *pgConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	return c.inner.QueryContext(ctx, rebind(query), args)
+	rows, err := c.inner.QueryContext(ctx, rebind(query), args)
+	return rows, unreachable(err)
 }
 
 func (c *pgConn) Ping(ctx context.Context) error { return c.inner.Ping(ctx) }
