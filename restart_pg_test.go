@@ -42,6 +42,17 @@ func TestPostgresRestartRecovers(t *testing.T) {
 	if code, out := pgCall(t, "POST", collector+"/v1/events", "site1", event(1)); code != 202 {
 		t.Fatalf("intake before: got %d %v, want 202", code, out)
 	}
+	code, key := pgCall(t, "POST", query+"/v1/workspaces/acme/keys", "tok", `{"label":"r","scopes":["query:read"]}`)
+	if code != 201 {
+		t.Fatalf("create key: got %d %v, want 201", code, key)
+	}
+	plaintext, _ := key["key"].(string)
+	if plaintext == "" {
+		plaintext, _ = key["plaintext"].(string)
+	}
+	if code, out := pgCall(t, "GET", query+"/v1/sites/site1", plaintext, ""); code != 200 {
+		t.Fatalf("a key's request: got %d %v, want 200", code, out)
+	}
 
 	pg.Stop()
 	for _, c := range []struct{ name, method, url, token, body string }{
@@ -61,6 +72,19 @@ func TestPostgresRestartRecovers(t *testing.T) {
 				t.Errorf("%s, database stopped: got %v, want the error envelope with code unavailable", c.name, out)
 			}
 		}
+	}
+
+	// Once its listener has been away 500 ms, an instance checks API keys
+	// in the database: a valid key is then answered 503, never 401.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		code, out := pgCall(t, "GET", query+"/v1/sites/site1", plaintext, "")
+		if code == 200 && time.Now().Before(deadline) {
+			continue // still within the listener's grace: the key is in memory
+		}
+		if e, _ := out["error"].(map[string]any); code != 503 || e == nil || e["code"] != "unavailable" {
+			t.Errorf("a key's request, database stopped: got %d %v, want 503 unavailable", code, out)
+		}
+		break
 	}
 
 	pg.Start()
