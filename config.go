@@ -42,6 +42,7 @@ type config struct {
 	DevAllowRemote   bool
 	DebugFeedSize    int
 	Durability       storage.Durability
+	DatabasePool     int           // the read pool's connections (README "Running N instances on PostgreSQL")
 	ShutdownDrain    time.Duration // README "Behind a load balancer"
 
 	// Sourcemap uploads per minute per site, and what a site may store.
@@ -64,6 +65,11 @@ type setting struct {
 	boolean bool // the flag may stand alone: --dev means --dev=true
 }
 
+// maxDatabasePool bounds DATABASE_POOL: past it, reads would wait on the
+// writer's one connection or the database's CPUs, not on the pool, and N
+// instances would exhaust a PostgreSQL server's max_connections.
+const maxDatabasePool = 64
+
 // settingGroups are the headings of `tally -h`, in order.
 var settingGroups = []string{"listeners", "storage", "auth", "privacy", "limits", "dev"}
 
@@ -83,6 +89,7 @@ var settings = []setting{
 
 	{env: "DATABASE_PATH", group: "storage", def: "./data/analytics.db", usage: "SQLite file (:memory: for a throw-away database)"},
 	{env: "DATABASE_URL", group: "storage", usage: "postgres://user:password@host/database: PostgreSQL 15+ instead of DATABASE_PATH (in progress)"},
+	{env: "DATABASE_POOL", group: "storage", def: "4", usage: "read connections of the instance, 1 to 64; each instance also holds the writer's and, on PostgreSQL, the listener's and the rollup slot's"},
 	{env: "DURABILITY", group: "storage", def: string(storage.DurabilityPower), usage: "what a 202 survives: power (fsync per commit: power loss and OS crash) or process (process crash only, faster single events)"},
 	{env: "RETENTION_DAYS", group: "storage", def: "0", usage: "UTC days of raw events kept, today included (rollups stay), 0 = keep everything"},
 	{env: "SCHEMA_BUNDLE_PATH", group: "storage", usage: "tracking plan file; unset disables schema validation"},
@@ -234,6 +241,9 @@ func loadConfig(args []string, getenv func(string) string, _ io.Writer) (config,
 	}
 	if c.DebugFeedSize, err = nonNegative("DEBUG_FEED_SIZE", feed); err != nil {
 		return c, err
+	}
+	if c.DatabasePool, err = strconv.Atoi(vals["DATABASE_POOL"]); err != nil || c.DatabasePool < 1 || c.DatabasePool > maxDatabasePool {
+		return c, fmt.Errorf("DATABASE_POOL must be a whole number from 1 to %d, not %q", maxDatabasePool, vals["DATABASE_POOL"])
 	}
 	if c.Durability, err = storage.ParseDurability(vals["DURABILITY"]); err != nil {
 		return c, err

@@ -225,3 +225,30 @@ func TestSecondSignalEndsDrain(t *testing.T) {
 		})
 	}
 }
+
+// DATABASE_POOL sizes the read pool of the database serve opens.
+func TestDatabasePoolSetting(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		env  string
+		want int
+		err  string
+	}{
+		{nil, "", 4, ""},
+		{nil, "12", 12, ""},
+		{[]string{"--database-pool", "2"}, "12", 2, ""},
+		{nil, "64", 64, ""},
+		{nil, "0", 0, "DATABASE_POOL must be a whole number from 1 to 64, not \"0\""},
+		{nil, "65", 0, "from 1 to 64"},
+		{nil, "-1", 0, "from 1 to 64"},
+		{nil, "four", 0, "from 1 to 64"},
+	} {
+		c, err := loadConfig(tt.args, func(k string) string { return map[string]string{"DATABASE_POOL": tt.env}[k] }, io.Discard)
+		switch {
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("args %v, DATABASE_POOL=%q: got %v, want %q", tt.args, tt.env, err, tt.err)
+		case tt.err == "" && (err != nil || c.storageOptions(nil).ReadConns != tt.want):
+			t.Errorf("args %v, DATABASE_POOL=%q: got %d (%v), want %d", tt.args, tt.env, c.storageOptions(nil).ReadConns, err, tt.want)
+		}
+	}
+}

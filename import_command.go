@@ -46,8 +46,8 @@ var importSources = map[string]importSource{
 // "Switching from Plausible / Umami / GoatCounter"). With a server
 // answering at QUERY_ADDR (or --url) the rows go to it; with none, the
 // command opens DATABASE_PATH itself, refusing when another process has it
-// open. Exit code 0 done, 1 not done (a bad file, a refusal), 2 bad
-// arguments.
+// open, and refusing with DATABASE_URL set. Exit code 0 done, 1 not done
+// (a bad file, a refusal), 2 bad arguments or no server for PostgreSQL.
 func importCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	env := func(name, def string) string {
 		if v := getenv(name); v != "" {
@@ -65,6 +65,7 @@ func importCommand(args []string, getenv func(string) string, stdout, stderr io.
 	from := fs.String("from", "", "the product the files come from: "+strings.Join(names, ", "))
 	website := fs.String("website", "", "with an Umami database URL: the Umami website id to read")
 	dbPath := fs.String("database-path", env("DATABASE_PATH", "./data/analytics.db"), "the database, when no server runs [DATABASE_PATH]")
+	databaseURL := fs.String("database-url", env("DATABASE_URL", ""), "the servers' PostgreSQL: the command then imports only through a running server [DATABASE_URL]")
 	queryAddr := fs.String("query-addr", env("QUERY_ADDR", ":8081"), "where the running server's query API listens [QUERY_ADDR]")
 	baseURL := fs.String("url", "", "the running server's query API base URL, instead of --query-addr (say https://stats.example.com)")
 	token := fs.String("admin-token", env("ADMIN_TOKEN", ""), "the running server's operator token or an admin key; prefer the environment variable [ADMIN_TOKEN]")
@@ -107,6 +108,15 @@ func importCommand(args []string, getenv func(string) string, stdout, stderr io.
 		base = serverURL(*queryAddr)
 	}
 	running := serverAnswers(ctx, base)
+	if !running && *databaseURL != "" {
+		// The command writes into a database itself only where it can
+		// tell that no server has it open: a SQLite file's lock. Other
+		// instances may be serving a PostgreSQL database while this one
+		// is stopped (README "Switching from Plausible / Umami /
+		// GoatCounter").
+		fmt.Fprintf(stderr, "tally import: DATABASE_URL is set and no server answered at %s: on PostgreSQL the command imports only through a running server; start one (or give another instance's query API with --url) and run the import again (nothing was imported)\n", base)
+		return 2
+	}
 
 	if src.rollups != nil {
 		if running {

@@ -5,10 +5,12 @@ import (
 	"compress/gzip"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -518,5 +520,46 @@ func TestImportUmamiDatabase(t *testing.T) {
 	}
 	if entries := auditImports(t, p); len(entries) != 2 || !strings.Contains(fmt.Sprint(entries[0]["metadata"]), "postgres://127.0.0.1") || strings.Contains(fmt.Sprint(entries), "umami@") {
 		t.Errorf("got audit entries %v, want two naming the database without its user", entries)
+	}
+}
+
+// With DATABASE_URL set (variable or flag) and no server answering, the
+// command refuses with exit 2 rather than write a SQLite file the servers
+// never read, for rows and rollups alike; it neither creates that file
+// nor repeats the URL's credentials.
+func TestImportRefusesPostgresWithoutServer(t *testing.T) {
+	bin := buildBinary(t)
+	const url = "postgres://owner:s3cret@127.0.0.1:1/analytics"
+	for _, tt := range []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		{"variable, rows", []string{"DATABASE_URL=" + url}, []string{"--from", "umami", filepath.Join("testdata", "import", "umami.csv")}},
+		{"flag, rows", nil, []string{"--database-url", url, "--from", "umami", filepath.Join("testdata", "import", "umami.csv")}},
+		{"variable, rollups", []string{"DATABASE_URL=" + url}, []string{"--from", "plausible", filepath.Join("testdata", "import", "plausible")}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dbPath := filepath.Join(t.TempDir(), "a.db")
+			cmd := exec.Command(bin, append([]string{"import", "--site", "web"}, tt.args...)...)
+			cmd.Env = append(os.Environ(), append(tt.env, "DATABASE_PATH="+dbPath, "QUERY_ADDR=127.0.0.1:1", "ADMIN_TOKEN=tok")...)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+				t.Fatalf("got %v, %q; want exit 2", err, stderr.String())
+			}
+			msg := stderr.String()
+			if !strings.Contains(msg, "DATABASE_URL is set and no server answered") || !strings.Contains(msg, "nothing was imported") {
+				t.Errorf("got %q, want the refusal", msg)
+			}
+			if strings.Contains(msg, "s3cret") || strings.Contains(msg, "owner") {
+				t.Errorf("got %q, want neither the password nor the user", msg)
+			}
+			if _, err := os.Stat(dbPath); !os.IsNotExist(err) {
+				t.Errorf("got %v, want no SQLite file created", err)
+			}
+		})
 	}
 }

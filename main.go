@@ -70,7 +70,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	db, err := storage.Open(ctx, storage.Options{Path: cfg.DatabasePath, DatabaseURL: cfg.DatabaseURL, Durability: cfg.Durability, Logger: log})
+	db, err := storage.Open(ctx, cfg.storageOptions(log))
 	if err != nil {
 		log.Error("cannot open the database", "database", cfg.database(), "err", err.Error())
 		return 1
@@ -171,6 +171,12 @@ func configOrExit(args []string, getenv func(string) string, stdout, stderr io.W
 		return cfg, 2, false
 	}
 	return cfg, 0, true
+}
+
+// storageOptions are the settings of the database serve opens.
+func (c config) storageOptions(log *slog.Logger) storage.Options {
+	return storage.Options{Path: c.DatabasePath, DatabaseURL: c.DatabaseURL, Durability: c.Durability,
+		ReadConns: c.DatabasePool, Logger: log}
 }
 
 // open reads the files the settings name: the tracking plan (nil when

@@ -303,13 +303,29 @@ func TestCheckConfigAndVersionOnPostgres(t *testing.T) {
 	if strings.Contains(stdout.String()+out+stderr.String(), password) {
 		t.Errorf("the password was printed")
 	}
-	stdout.Reset()
-	stderr.Reset()
-	bad := func(k string) string {
-		return map[string]string{"DATABASE_URL": "postgres://tally:" + password + "@127.0.0.1:1/tally?connect_timeout=5"}[k]
-	}
-	if code := run([]string{"check-config"}, bad, &stdout, &stderr); code != 1 || strings.Contains(stderr.String(), password) ||
-		!strings.Contains(stderr.String(), "DATABASE_URL (postgres 127.0.0.1:1/tally)") {
-		t.Errorf("check-config, no server: got exit %d, %q, want 1 naming the host without the password", code, stderr.String())
+	// A failed connection names the host, port and database, never the
+	// user or password, on one line (README "Configuration").
+	const user = "owner-" + "q7x"
+	host := url[strings.Index(url, "@")+1:]
+	host = host[:strings.Index(host, "/")]
+	for _, tt := range []struct{ name, url, want string }{
+		{"no server", "postgres://" + user + ":" + password + "@127.0.0.1:1/tally?connect_timeout=5",
+			"tally check-config: DATABASE_URL (postgres 127.0.0.1:1/tally): connect to PostgreSQL: 127.0.0.1:1 (127.0.0.1): dial error"},
+		{"unknown role", "postgres://" + user + ":" + password + "@" + host + "/tally?sslmode=disable",
+			"tally check-config: DATABASE_URL (postgres " + host + "/tally): connect to PostgreSQL: "},
+		{"bad setting", "postgres://" + user + ":" + password + "@" + host + "/tally?connect_timeout=soon",
+			"tally check-config: DATABASE_URL (postgres " + host + "/tally): connection settings: invalid connect_timeout"},
+	} {
+		stdout.Reset()
+		stderr.Reset()
+		env := func(k string) string { return map[string]string{"DATABASE_URL": tt.url}[k] }
+		code := run([]string{"check-config"}, env, &stdout, &stderr)
+		got := stderr.String()
+		if code != 1 || !strings.HasPrefix(got, tt.want) || strings.Count(got, "\n") != 1 {
+			t.Errorf("check-config, %s: got exit %d, %q, want 1 and one line starting %q", tt.name, code, got, tt.want)
+		}
+		if strings.Contains(got, user) || strings.Contains(got, password) {
+			t.Errorf("check-config, %s: got %q, want neither the user nor the password", tt.name, got)
+		}
 	}
 }

@@ -64,7 +64,11 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 	if s.admin.matches(token) {
 		return principal{admin: true}, nil
 	}
-	if k, ok := s.db.Authenticate(token); ok {
+	k, ok, err := s.db.Authenticate(token)
+	switch {
+	case err != nil:
+		return principal{}, err
+	case ok:
 		s.db.TouchKey(k)
 		return principal{key: k}, nil
 	}

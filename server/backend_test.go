@@ -16,18 +16,13 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // PostgreSQL database uses (harness.sqlDB).
 const pgTestDriver = "tally-postgres"
 
-// testOptions is opts for a test's storage: on PostgreSQL, a fresh
-// database per test and per opts.Path (a test that stops its server and
-// starts another on the same file finds its data); on SQLite, opts
-// unchanged.
+// testOptions is opts for a test's storage: on PostgreSQL a fresh
+// database per test and per opts.Path (dbtest.DatabaseFor), on SQLite
+// opts unchanged.
 func testOptions(t testing.TB, opts storage.Options) storage.Options {
 	t.Helper()
-	if dbtest.Postgres() {
-		key := opts.Path
-		if key == ":memory:" {
-			key = "" // every :memory: Open is a database of its own
-		}
-		opts.DatabaseURL = dbtest.Fresh(t, key, migrateTemplate)
+	if url := dbtest.DatabaseFor(t, opts.Path, migrateTemplate); url != "" {
+		opts.DatabaseURL = url
 	}
 	return opts
 }

@@ -49,7 +49,9 @@ func (s *Server) collectorCredential(r *http.Request) (*storage.Site, string, er
 		return site, credentialInternal, nil
 	}
 	if mode != KeyModeNone {
-		if k, ok := s.db.Authenticate(token); ok {
+		if k, ok, err := s.db.Authenticate(token); err != nil {
+			return nil, "", err
+		} else if ok {
 			return s.keySite(r, k)
 		}
 		if mode == KeyModeRequire {

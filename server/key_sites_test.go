@@ -200,7 +200,7 @@ func TestSiteRestrictedKeyRouteFamilies(t *testing.T) {
 // idOfPlaintext returns the id of the active key with that plaintext.
 func idOfPlaintext(t *testing.T, h *harness, plaintext string) string {
 	t.Helper()
-	k, ok := h.db.Authenticate(plaintext)
+	k, ok, _ := h.db.Authenticate(plaintext)
 	if !ok {
 		t.Fatal("key not active")
 	}

@@ -27,7 +27,9 @@ func (s *Server) writeKeyCredential(writeKey string) (*storage.Site, string, err
 	}
 	mode := s.cfg.RequireAPIKey
 	if mode != KeyModeNone {
-		if k, ok := s.db.Authenticate(writeKey); ok {
+		if k, ok, err := s.db.Authenticate(writeKey); err != nil {
+			return nil, "", err
+		} else if ok {
 			return s.keyWriteSite(k)
 		}
 	}

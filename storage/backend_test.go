@@ -11,17 +11,13 @@ import (
 // is set, again on PostgreSQL (README "Tests").
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-// testOptions is opts for a test's database: on PostgreSQL, a fresh
-// database per test and per opts.Path (so a test that closes its file and
-// opens it again finds its data); on SQLite, opts unchanged.
+// testOptions is opts for a test's storage: on PostgreSQL a fresh
+// database per test and per opts.Path (dbtest.DatabaseFor), on SQLite
+// opts unchanged.
 func testOptions(t testing.TB, opts Options) Options {
 	t.Helper()
-	if dbtest.Postgres() {
-		key := opts.Path
-		if key == ":memory:" {
-			key = "" // every :memory: Open is a database of its own
-		}
-		opts.DatabaseURL = dbtest.Fresh(t, key, migrateTemplate)
+	if url := dbtest.DatabaseFor(t, opts.Path, migrateTemplate); url != "" {
+		opts.DatabaseURL = url
 	}
 	return opts
 }

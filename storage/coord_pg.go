@@ -73,7 +73,7 @@ func (c *pgCoord) listen(ctx context.Context) {
 func (c *pgCoord) session(ctx context.Context, connected func()) error {
 	conn, err := pgx.Connect(ctx, c.url)
 	if err != nil {
-		return err
+		return redactConnect(err) // logged by listen
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, `LISTEN `+notifyChannel); err != nil {
@@ -141,23 +141,23 @@ func lockKey(name string) int64 {
 // authenticateInDB is Authenticate while the listener is down: the key
 // read from the database, so that a revocation made on another instance
 // meanwhile is not missed. Any error refuses the key.
-func (db *DB) authenticateInDB(sum []byte) (*APIKey, bool) {
+func (db *DB) authenticateInDB(sum []byte) (*APIKey, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	rows, err := db.read.QueryContext(ctx, keyColumns+` WHERE key_hash = ? AND revoked_at IS NULL`, hex.EncodeToString(sum))
 	if err != nil {
-		return nil, false
+		return nil, false, err
 	}
 	defer rows.Close()
 	if !rows.Next() {
-		return nil, false
+		return nil, false, rows.Err()
 	}
 	k, hash, err := scanKey(rows)
 	if err != nil {
-		return nil, false
+		return nil, false, err
 	}
 	k.hash, _ = hex.DecodeString(hash)
-	return k, true
+	return k, true, nil
 }
 
 func (c *pgCoord) hideSite(tx *writeTx, id string) error {

@@ -60,11 +60,11 @@ func TestRevocationAcrossInstances(t *testing.T) {
 	}
 	revoked := func(id, plaintext string) {
 		t.Helper()
-		within(t, "key created", func() bool { _, ok := b.Authenticate(plaintext); return ok })
+		within(t, "key created", func() bool { _, ok, _ := b.Authenticate(plaintext); return ok })
 		if err := a.RevokeKey(ctx, system, ws, id); err != nil {
 			t.Fatal(err)
 		}
-		within(t, "revocation", func() bool { _, ok := b.Authenticate(plaintext); return !ok })
+		within(t, "revocation", func() bool { _, ok, _ := b.Authenticate(plaintext); return !ok })
 	}
 	newKey := func() (string, string) {
 		t.Helper()
@@ -80,7 +80,7 @@ func TestRevocationAcrossInstances(t *testing.T) {
 	})
 	t.Run("listener killed", func(t *testing.T) {
 		id, plaintext := newKey()
-		within(t, "key created", func() bool { _, ok := b.Authenticate(plaintext); return ok })
+		within(t, "key created", func() bool { _, ok, _ := b.Authenticate(plaintext); return ok })
 		pid := b.co.(*pgCoord).pid.Load()
 		var ended bool
 		if err := a.read.QueryRowContext(ctx, `SELECT pg_terminate_backend(?)`, int64(pid)).Scan(&ended); err != nil || !ended {
@@ -89,24 +89,24 @@ func TestRevocationAcrossInstances(t *testing.T) {
 		if err := a.RevokeKey(ctx, system, ws, id); err != nil {
 			t.Fatal(err)
 		}
-		within(t, "revocation", func() bool { _, ok := b.Authenticate(plaintext); return !ok })
+		within(t, "revocation", func() bool { _, ok, _ := b.Authenticate(plaintext); return !ok })
 		within(t, "listener back", func() bool { return b.co.(*pgCoord).up.Load() })
 		revoked(newKey())
 	})
 	t.Run("listener stopped", func(t *testing.T) {
 		// Never back: only the fallback to the database can refuse it.
 		id, plaintext := newKey()
-		within(t, "key created", func() bool { _, ok := b.Authenticate(plaintext); return ok })
+		within(t, "key created", func() bool { _, ok, _ := b.Authenticate(plaintext); return ok })
 		b.co.close()
-		if _, ok := b.Authenticate(plaintext); !ok {
+		if _, ok, _ := b.Authenticate(plaintext); !ok {
 			t.Fatalf("with the listener down: got the active key refused, want accepted")
 		}
 		if err := a.RevokeKey(ctx, system, ws, id); err != nil {
 			t.Fatal(err)
 		}
-		within(t, "revocation", func() bool { _, ok := b.Authenticate(plaintext); return !ok })
+		within(t, "revocation", func() bool { _, ok, _ := b.Authenticate(plaintext); return !ok })
 		_, other := newKey()
-		if k, ok := b.Authenticate(other); !ok || k.WorkspaceID != ws.ID {
+		if k, ok, _ := b.Authenticate(other); !ok || k.WorkspaceID != ws.ID {
 			t.Fatalf("a key created while the listener is down: got %v, %v, want accepted from the database", k, ok)
 		}
 	})
@@ -148,7 +148,7 @@ func TestTenantChangesAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, "key restricted to a site", func() bool {
-		k, ok := b.Authenticate(plaintext)
+		k, ok, _ := b.Authenticate(plaintext)
 		return ok && len(k.Sites) == 1 && k.Sites[0] == "shop"
 	})
 	if err := a.DeleteSite(ctx, system, ws, "shop"); err != nil {
@@ -157,7 +157,7 @@ func TestTenantChangesAcrossInstances(t *testing.T) {
 	within(t, "site deleted", func() bool {
 		_, site := b.Site("shop")
 		_, alias := b.SiteNamed("shop.example")
-		k, _ := b.Authenticate(plaintext)
+		k, _, _ := b.Authenticate(plaintext)
 		return !site && !alias && k != nil && len(k.Sites) == 0
 	})
 }

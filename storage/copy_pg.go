@@ -76,7 +76,7 @@ func CopyToPostgres(ctx context.Context, path, databaseURL string, progress Copy
 	}
 	conn, err := pgx.Connect(ctx, databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", DescribeDatabaseURL(databaseURL), redactErr(err, databaseURL))
+		return nil, fmt.Errorf("connect to %s: %w", DescribeDatabaseURL(databaseURL), redactErr(redactConnect(err), databaseURL))
 	}
 	defer conn.Close(context.Background())
 	if err := requireEmpty(ctx, conn); err != nil {

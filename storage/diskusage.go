@@ -16,9 +16,13 @@ type DiskUsage struct {
 	FreeBytes int64
 }
 
-// DiskUsage measures the database's files now; all zero for :memory:.
+// DiskUsage measures the database's files now; all zero for :memory:. On
+// PostgreSQL it is the database's size on the server (diskusage_pg.go).
 func (db *DB) DiskUsage() DiskUsage {
-	if db.path == ":memory:" || db.path == "" { // "": PostgreSQL, no file of ours
+	if db.pgSize != nil {
+		return db.pgSize.usage()
+	}
+	if db.path == ":memory:" || db.path == "" {
 		return DiskUsage{}
 	}
 	size := func(p string) int64 {

@@ -18,10 +18,12 @@ const lastUsedEvery = time.Minute
 // longer than listenerGrace: then the database, so that another
 // instance's revocation is never missed (README "On PostgreSQL"). The map
 // lookup is by hash, and the final comparison of the hashes is
-// constant-time.
-func (db *DB) Authenticate(plaintext string) (*APIKey, bool) {
+// constant-time. err is set only when the database could not be asked
+// (503 unavailable when it cannot be reached, README "Running N instances
+// on PostgreSQL"): a valid key is never answered as unknown for that.
+func (db *DB) Authenticate(plaintext string) (*APIKey, bool, error) {
 	if !strings.HasPrefix(plaintext, "sk_") {
-		return nil, false
+		return nil, false, nil
 	}
 	sum := hashKey(plaintext)
 	var k *APIKey
@@ -31,12 +33,15 @@ func (db *DB) Authenticate(plaintext string) (*APIKey, bool) {
 		k, ok = db.keysByHash[hex.EncodeToString(sum)]
 		db.tenants.mu.RUnlock()
 	} else {
-		k, ok = db.authenticateInDB(sum)
+		var err error
+		if k, ok, err = db.authenticateInDB(sum); err != nil {
+			return nil, false, err
+		}
 	}
 	if !ok || subtle.ConstantTimeCompare(k.hash, sum) != 1 {
-		return nil, false
+		return nil, false, nil
 	}
-	return k, true
+	return k, true, nil
 }
 
 // keyUses holds when each key was last used, and when that was last

@@ -17,7 +17,7 @@ func TestTouchKeyLeavesTheTenantLockAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, ok := db.Authenticate(plaintext)
+	k, ok, _ := db.Authenticate(plaintext)
 	if !ok || k.ID != key.ID {
 		t.Fatalf("got %v, %v authenticating a new key, want it", k, ok)
 	}

@@ -29,7 +29,7 @@ func TestKeysFromBeforeSiteRestrictionsReachEverySite(t *testing.T) {
 	old.Close()
 
 	db := openTest(t, path)
-	k, ok := db.Authenticate(plaintext)
+	k, ok, _ := db.Authenticate(plaintext)
 	if !ok {
 		t.Fatal("the old key no longer authenticates")
 	}

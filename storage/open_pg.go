@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
-	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -32,13 +29,26 @@ func IsPostgresURL(s string) bool {
 }
 
 // DescribeDatabaseURL is the part of a DATABASE_URL that may be logged or
-// printed: "postgres host:port/database", never the user or password.
+// printed: "postgres host:port/database", never the user or password. A
+// socket folder given as ?host= stands for the host; with no host at all,
+// the driver's default.
 func DescribeDatabaseURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || !IsPostgresURL(s) {
 		return "postgres (unparsable URL)"
 	}
-	return "postgres " + u.Host + "/" + strings.TrimPrefix(u.Path, "/")
+	host := u.Host
+	if host == "" {
+		q := u.Query()
+		host = q.Get("host")
+		if host == "" {
+			host = "(default host)"
+		}
+		if port := q.Get("port"); port != "" {
+			host += ":" + port
+		}
+	}
+	return "postgres " + host + "/" + strings.TrimPrefix(u.Path, "/")
 }
 
 // pgURLs are the URLs of the write connection and of the read pool: the
@@ -117,7 +127,11 @@ func checkPostgres(ctx context.Context, db *sql.DB) (PostgresInfo, error) {
 	var encoding string
 	err := db.QueryRowContext(ctx, `SELECT current_setting('server_version'), current_setting('server_version_num')::int, current_setting('server_encoding')`).
 		Scan(&info.Version, &num, &encoding)
-	if err != nil {
+	var ce *connectError
+	switch {
+	case errors.As(err, &ce):
+		return info, err // says so already, without the user
+	case err != nil:
 		return info, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	if num < minPostgres {
@@ -170,6 +184,7 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 	read.SetConnMaxIdleTime(0)
 
 	db := &DB{d: pgDialect{}, write: write, read: read, now: opts.Now, exactVisitorsBelow: ExactVisitorsBelow, readConns: opts.ReadConns}
+	db.pgSize = &pgDiskUsage{db: read, now: time.Now} // the real clock: the cache saves real work
 	// Every event has its event_pages row from the start, and there never
 	// was an old links table.
 	db.eventPagesReady.Store(true)
@@ -221,109 +236,25 @@ func errNotPortedYet(what string) *fault.Error {
 // pgMigrationsGlob names the PostgreSQL migrations in their FS.
 const pgMigrationsGlob = "migrations_pg/*.sql"
 
-// migratePG applies every migration of files (migrations_pg/*.sql) not yet
-// recorded, as migrate does on SQLite: each in its own transaction with
-// its row in schema_migrations. Each transaction first takes
-// migrateLockKey, then looks whether the migration is recorded, so that
-// instances starting together apply it once.
+// pgMigrations are PostgreSQL's (migrations_pg/), each applied under
+// migrateLockKey.
+var pgMigrations = migrations{glob: pgMigrationsGlob, inTx: lockedTx}
+
+// migratePG applies PostgreSQL's migrations of files, as migrate does
+// SQLite's (migrate.go).
 func migratePG(ctx context.Context, db *sql.DB, files fs.FS, now func() time.Time) error {
-	err := lockedTx(ctx, db, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-			version integer PRIMARY KEY, name text NOT NULL, applied_at text NOT NULL)`)
-		return err
+	return pgMigrations.run(ctx, db, files, now)
+}
+
+// lockedTx runs step in a transaction that first takes migrateLockKey,
+// and commits it.
+func lockedTx(ctx context.Context, db *sql.DB, step func(*sql.Tx) error) error {
+	return plainTx(ctx, db, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, migrateLockKey); err != nil {
+			return err
+		}
+		return step(tx)
 	})
-	if err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
-	}
-	names, err := fs.Glob(files, pgMigrationsGlob)
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	var newest int
-	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&newest); err != nil {
-		return fmt.Errorf("read schema_migrations: %w", err)
-	}
-	known, current := 0, newest
-	for _, name := range names {
-		base := filepath.Base(name)
-		version, err := migrationVersion(base)
-		if err != nil {
-			return err
-		}
-		known = max(known, version)
-		body, err := fs.ReadFile(files, name)
-		if err != nil {
-			return err
-		}
-		err = lockedTx(ctx, db, func(tx *sql.Tx) error {
-			var applied int
-			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&applied); err != nil || applied > 0 {
-				return err
-			}
-			// No arguments: pgx sends the file as one simple query, so it
-			// may hold many statements.
-			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)`,
-				version, base, FormatTime(now())); err != nil {
-				return fmt.Errorf("record the migration: %w", err)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("migration %s failed and was rolled back; the database stays at schema version %d: %w", base, current, err)
-		}
-		current = max(current, version)
-	}
-	if newest > known {
-		return fmt.Errorf("database schema version %d is newer than this binary knows (%d); run a newer release", newest, known)
-	}
-	return nil
-}
-
-// lockedTx runs fn in a transaction that holds migrateLockKey, and
-// commits it.
-func lockedTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, migrateLockKey); err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
-// migrationVersion is the number a migration's file name starts with.
-func migrationVersion(base string) (int, error) {
-	version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-	if err != nil {
-		return 0, fmt.Errorf("migration %s: name must start with a number", base)
-	}
-	return version, nil
-}
-
-// newestMigration is the highest version among the files of glob.
-func newestMigration(files fs.FS, glob string) (int, error) {
-	names, err := fs.Glob(files, glob)
-	if err != nil {
-		return 0, err
-	}
-	newest := 0
-	for _, name := range names {
-		v, err := migrationVersion(filepath.Base(name))
-		if err != nil {
-			return 0, err
-		}
-		newest = max(newest, v)
-	}
-	return newest, nil
 }
 
 // PostgresVersion is the server_version of the database at databaseURL,

@@ -167,8 +167,10 @@ func TestPostgresStartupChecks(t *testing.T) {
 func TestDescribeDatabaseURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"postgres://tally:s3cret@db.example:5432/analytics?sslmode=require": "postgres db.example:5432/analytics",
-		"postgresql://u@h/d":     "postgres h/d",
-		"postgres://:pw@h:1/db?": "postgres h:1/db",
+		"postgresql://u@h/d":                         "postgres h/d",
+		"postgres://:pw@h:1/db?":                     "postgres h:1/db",
+		"postgres://u:pw@/db?host=/run/pg&port=5499": "postgres /run/pg:5499/db",
+		"postgres://u:pw@/db":                        "postgres (default host)/db",
 	} {
 		if got := DescribeDatabaseURL(in); got != want {
 			t.Errorf("%s: got %q, want %q", in, got, want)

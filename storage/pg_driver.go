@@ -37,7 +37,7 @@ func (d pgDriver) Open(name string) (driver.Conn, error) {
 func (d pgDriver) OpenConnector(name string) (driver.Connector, error) {
 	c, err := d.inner.OpenConnector(name)
 	if err != nil {
-		return nil, err
+		return nil, redactConnect(err)
 	}
 	return pgConnector{c, d}, nil
 }
@@ -50,7 +50,8 @@ type pgConnector struct {
 func (c pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.inner.Connect(ctx)
 	if err != nil {
-		return nil, err
+		// Logged and printed: the user is left out (connect_error_pg.go).
+		return nil, unreachable(redactConnect(err))
 	}
 	return &pgConn{conn.(pgxConn)}, nil
 }
@@ -79,7 +80,8 @@ func (c *pgConn) Prepare(query string) (driver.Stmt, error) {
 }
 
 func (c *pgConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	return c.inner.PrepareContext(ctx, rebind(query))
+	st, err := c.inner.PrepareContext(ctx, rebind(query))
+	return st, unreachable(err)
 }
 
 func (c *pgConn) Close() error { return c.inner.Close() }
@@ -88,15 +90,18 @@ func (c *pgConn) Close() error { return c.inner.Close() }
 func (c *pgConn) Begin() (driver.Tx, error) { return c.inner.Begin() }
 
 func (c *pgConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return c.inner.BeginTx(ctx, opts)
+	tx, err := c.inner.BeginTx(ctx, opts)
+	return tx, unreachable(err)
 }
 
 func (c *pgConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	return c.inner.ExecContext(ctx, rebind(query), args)
+	r, err := c.inner.ExecContext(ctx, rebind(query), args)
+	return r, unreachable(err)
 }
 
 func (c *pgConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	return c.inner.QueryContext(ctx, rebind(query), args)
+	rows, err := c.inner.QueryContext(ctx, rebind(query), args)
+	return rows, unreachable(err)
 }
 
 func (c *pgConn) Ping(ctx context.Context) error { return c.inner.Ping(ctx) }

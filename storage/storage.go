@@ -18,8 +18,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,6 +108,9 @@ type DB struct {
 	slotHold *sql.DB
 	// unroll are the erasure's rollup subtractions (erase.go).
 	unroll unrollStmts
+	// pgSize measures the database on PostgreSQL (diskusage_pg.go); nil
+	// on SQLite.
+	pgSize *pgDiskUsage
 	// ckpt runs WAL checkpoints; nil for :memory:, which has no WAL.
 	ckpt               *sql.DB
 	ckptStop, ckptDone chan struct{}
@@ -404,75 +405,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// migrate applies every migration of files (migrations/*.sql) not yet
-// recorded, each in its own transaction together with its row in
-// schema_migrations, so that one that fails (a bad file, a full disk)
-// leaves the database at the version before it.
-func migrate(ctx context.Context, db *sql.DB, files fs.FS, now func() time.Time) error {
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
-	}
-	names, err := fs.Glob(files, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	var newest int
-	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&newest); err != nil {
-		return fmt.Errorf("read schema_migrations: %w", err)
-	}
-	known, current := 0, newest
-	for _, name := range names {
-		base := filepath.Base(name)
-		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: name must start with a number", base)
-		}
-		known = max(known, version)
-		var applied int
-		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&applied); err != nil {
-			return err
-		}
-		if applied > 0 {
-			continue
-		}
-		if err := applyMigration(ctx, db, files, name, version, now); err != nil {
-			return fmt.Errorf("migration %s failed and was rolled back; the database stays at schema version %d: %w", base, current, err)
-		}
-		current = max(current, version)
-	}
-	if newest > known {
-		return fmt.Errorf("database schema version %d is newer than this binary knows (%d); run a newer release", newest, known)
-	}
-	return nil
-}
-
-// applyMigration runs the migration file name and records it as version,
-// in one transaction.
-func applyMigration(ctx context.Context, db *sql.DB, files fs.FS, name string, version int, now func() time.Time) error {
-	body, err := fs.ReadFile(files, name)
-	if err != nil {
-		return err
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)`,
-		version, filepath.Base(name), FormatTime(now())); err != nil {
-		return fmt.Errorf("record the migration: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
 // Close stops accepting writes, commits every queued job, and closes both
 // pools. Everything acknowledged before Close is durable after it.
 // A second Close does nothing and returns the first one's result.
@@ -505,13 +437,17 @@ func (db *DB) Ping(ctx context.Context) error {
 	return db.read.PingContext(ctx)
 }
 
-// PoolStats reports the connection counts of both pools together.
+// PoolStats reports the connection counts of both pools together, with
+// the checkpointer's on SQLite and the slot's on PostgreSQL (README
+// "Monitoring").
 func (db *DB) PoolStats() (open, idle int) {
 	w, r := db.write.Stats(), db.read.Stats()
 	open, idle = w.OpenConnections+r.OpenConnections, w.Idle+r.Idle
-	if db.ckpt != nil {
-		c := db.ckpt.Stats()
-		open, idle = open+c.OpenConnections, idle+c.Idle
+	for _, other := range []*sql.DB{db.ckpt, db.slotHold} {
+		if other != nil {
+			c := other.Stats()
+			open, idle = open+c.OpenConnections, idle+c.Idle
+		}
 	}
 	return open, idle
 }

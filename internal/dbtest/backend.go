@@ -4,11 +4,16 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/url"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -92,6 +97,22 @@ func DatabaseURL(name string) (string, error) {
 	return u.String(), nil
 }
 
+// DatabaseFor is the DATABASE_URL a test's storage at path opens: on
+// PostgreSQL a Fresh database per test and per path (a test that closes
+// its SQLite file and opens it again finds its data; every ":memory:" is
+// a database of its own), on SQLite "" (path is used as is).
+func DatabaseFor(t testing.TB, path string, migrate func(url string) error) string {
+	t.Helper()
+	if !Postgres() {
+		return ""
+	}
+	key := path
+	if key == ":memory:" {
+		key = ""
+	}
+	return Fresh(t, key, migrate)
+}
+
 // Fresh returns the URL of a new PostgreSQL database for t, dropped at
 // t's cleanup (its leftover connections terminated first). It is a copy
 // of a template that migrate (opening and closing storage on its URL)
@@ -113,7 +134,7 @@ func Fresh(t testing.TB, key string, migrate func(url string) error) string {
 	if err := ensureTemplate(migrate); err != nil {
 		t.Fatalf("dbtest: PostgreSQL template: %v", err)
 	}
-	name := "t_" + randomHex(8)
+	name := "t_" + processTag() + "_" + randomHex(6)
 	if _, err := cluster.admin.Exec(`CREATE DATABASE ` + name + ` TEMPLATE ` + cluster.template); err != nil {
 		t.Fatalf("dbtest: create database: %v", err)
 	}
@@ -156,7 +177,8 @@ func ensureTemplate(migrate func(url string) error) error {
 			db.SetMaxIdleConns(2)
 			cluster.admin = db
 		}
-		name := fmt.Sprintf("t_tpl_%d_%s", os.Getpid(), randomHex(4))
+		dropStale()
+		name := "t_tpl_" + processTag() + "_" + randomHex(4)
 		if _, err := cluster.admin.Exec(`CREATE DATABASE ` + name); err != nil {
 			return err
 		}
@@ -180,6 +202,66 @@ func ensureTemplate(migrate func(url string) error) error {
 		return nil
 	}()
 	return cluster.err
+}
+
+// processTag is in the name of every database this process creates: a
+// tag of the host and the process id, so that a later test binary can
+// tell which databases a dead one left behind (dropStale).
+func processTag() string {
+	return hostTag() + "_" + strconv.Itoa(os.Getpid())
+}
+
+// hostTag is 6 hex digits of the host's name: pids of other machines
+// sharing the server say nothing here.
+func hostTag() string {
+	host, _ := os.Hostname()
+	h := fnv.New32a()
+	h.Write([]byte(host))
+	return fmt.Sprintf("%06x", h.Sum32()&0xffffff)
+}
+
+// testDatabase matches the names processTag makes: host tag, pid.
+var testDatabase = regexp.MustCompile(`^t_(?:tpl_)?([0-9a-f]{6})_([0-9]+)_[0-9a-f]+$`)
+
+// dropStale drops the test databases and templates that test binaries of
+// this host left behind when they were killed mid-run (their cleanups
+// never ran): those whose process is gone. Databases of live processes,
+// of other hosts and of names it does not know are left alone. A failure
+// is reported and the run goes on: stale databases cost room, not
+// correctness.
+func dropStale() {
+	rows, err := cluster.admin.Query(`SELECT datname FROM pg_database WHERE datname LIKE 't\_%'`)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dbtest: listing stale test databases: %v\n", err)
+		return
+	}
+	var stale []string
+	for rows.Next() {
+		var name string
+		if rows.Scan(&name) != nil {
+			continue
+		}
+		m := testDatabase.FindStringSubmatch(name)
+		if m == nil || m[1] != hostTag() {
+			continue
+		}
+		if pid, err := strconv.Atoi(m[2]); err == nil && pid != os.Getpid() && !alive(pid) {
+			stale = append(stale, name)
+		}
+	}
+	rows.Close()
+	for _, name := range stale {
+		if err := drop(name); err != nil {
+			fmt.Fprintf(os.Stderr, "dbtest: dropping stale test database %s: %v\n", name, err)
+		}
+	}
+}
+
+// alive reports whether process pid exists (signal 0 checks, sends
+// nothing); one of another user's counts as alive.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // terminate ends the sessions still connected to database name.

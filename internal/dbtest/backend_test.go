@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -264,6 +265,67 @@ func TestPendingProblems(t *testing.T) {
 	for i, w := range want {
 		if !strings.Contains(got[i], " "+w+":") {
 			t.Errorf("got %q, want it to name %s", got[i], w)
+		}
+	}
+}
+
+// TestStaleDatabasesDropped: making its template, a test binary drops the
+// test databases and templates of this host's dead test binaries, and
+// leaves those of live ones, of other hosts and of unknown names.
+func TestStaleDatabasesDropped(t *testing.T) {
+	url := StartPostgres(t, "postgres")
+	t.Setenv(URLEnv, url)
+	t.Setenv(BackendEnv, "postgres")
+	resetCluster()
+	t.Cleanup(func() { dropTemplate(); resetCluster() })
+	admin, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead, live := strconv.Itoa(gone.Process.Pid), strconv.Itoa(os.Getppid())
+	otherHost := "000000"
+	if hostTag() == otherHost {
+		otherHost = "000001"
+	}
+	want := map[string]bool{
+		"t_" + hostTag() + "_" + dead + "_0a1b2c":     false,
+		"t_tpl_" + hostTag() + "_" + dead + "_0a1b":   false,
+		"t_" + hostTag() + "_" + live + "_0a1b2c":     true,
+		"t_tpl_" + hostTag() + "_" + live + "_0a1b":   true,
+		"t_" + otherHost + "_" + dead + "_0a1b2c":     true,
+		"t_0123456789abcdef":                          true, // made before names carried a pid
+		"t_" + hostTag() + "_" + dead + "_notours_xx": true,
+	}
+	for name := range want {
+		if _, err := admin.Exec(`CREATE DATABASE "` + name + `"`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A connection left open must not keep a stale database.
+	left, err := sql.Open("pgx", strings.Replace(url, "/postgres?", "/t_"+hostTag()+"_"+dead+"_0a1b2c?", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer left.Close()
+	if err := left.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	Fresh(t, "", func(string) error { return nil })
+	for name, kept := range want {
+		var n int
+		if err := admin.QueryRow(`SELECT COUNT(*) FROM pg_database WHERE datname = $1`, name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if (n == 1) != kept {
+			t.Errorf("%s: got %d databases, want kept %v", name, n, kept)
+		}
+		if kept {
+			admin.Exec(`DROP DATABASE "` + name + `" WITH (FORCE)`)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,6 +33,26 @@ const (
 // postgres.
 func StartPostgres(t testing.TB, user string) string {
 	t.Helper()
+	return StartPostgresServer(t, user).URL
+}
+
+// PostgresServer is a throw-away PostgreSQL cluster a test may stop and
+// start again (on the same port and data), to see what clients do while
+// their database is away.
+type PostgresServer struct {
+	// URL is the cluster's URL, database postgres.
+	URL  string
+	t    testing.TB
+	dir  string
+	args []string
+	mu   sync.Mutex
+	cmd  *exec.Cmd // nil while stopped
+	logf *os.File
+}
+
+// StartPostgresServer is StartPostgres, returning the server.
+func StartPostgresServer(t testing.TB, user string) *PostgresServer {
+	t.Helper()
 	need(t, pgBin+"/postgres")
 	dir := tempDir(t)
 	data := filepath.Join(dir, "data")
@@ -42,10 +63,48 @@ func StartPostgres(t testing.TB, user string) string {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
 	port := freePort(t)
-	start(t, dir, pgBin+"/postgres", "-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off")
-	url := fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", user, port)
-	waitFor(t, "pgx", url, dir)
-	return url
+	s := &PostgresServer{t: t, dir: dir,
+		args: []string{"-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"},
+		URL:  fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", user, port)}
+	t.Cleanup(s.Stop)
+	s.Start()
+	return s
+}
+
+// Start starts the stopped server and waits until it answers.
+func (s *PostgresServer) Start() {
+	s.t.Helper()
+	s.mu.Lock()
+	if s.cmd != nil {
+		s.mu.Unlock()
+		return
+	}
+	cmd := exec.Command(pgBin+"/postgres", s.args...)
+	logf, _ := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	unprivileged(cmd, s.dir)
+	if err := cmd.Start(); err != nil {
+		s.mu.Unlock()
+		s.t.Fatal(err)
+	}
+	s.cmd, s.logf = cmd, logf
+	s.mu.Unlock()
+	db := waitFor(s.t, "pgx", s.URL, s.dir)
+	db.Close()
+}
+
+// Stop stops the server in fast mode (PostgreSQL's SIGINT: its sessions
+// are ended, as when a primary goes away) and waits for it to exit.
+func (s *PostgresServer) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGINT)
+	s.cmd.Wait()
+	s.logf.Close()
+	s.cmd, s.logf = nil, nil
 }
 
 // StartMariaDB starts a MariaDB server (root without a password, no grant
