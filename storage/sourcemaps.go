@@ -57,7 +57,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 		size += int64(len(p))
 	}
 	if err := db.sourcemapJob(ctx, func(tx *writeTx) (int64, error) {
-		if err := db.checkSite(site); err != nil {
+		if err := db.holdSite(tx, site); err != nil {
 			return 0, err
 		}
 		return 0, checkSourcemapCaps(tx, site.ID, release, file, size, limits)
@@ -74,7 +74,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 	}
 	for seq, p := range parts {
 		if err := db.sourcemapJob(ctx, func(tx *writeTx) (int64, error) {
-			if err := db.checkSite(site); err != nil {
+			if err := db.holdSite(tx, site); err != nil {
 				return 0, err
 			}
 			_, err := tx.Exec(`INSERT INTO sourcemap_parts(site_id, upload, seq, created_at, data) VALUES (?, ?, ?, ?, ?)`,
@@ -89,7 +89,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 	ctx = context.WithoutCancel(ctx)
 	var replaced sql.NullString
 	err := db.sourcemapJob(ctx, func(tx *writeTx) (int64, error) {
-		if err := db.checkSite(site); err != nil {
+		if err := db.holdSite(tx, site); err != nil {
 			return 0, err
 		}
 		if err := checkSourcemapCaps(tx, site.ID, release, file, size, limits); err != nil {
@@ -184,7 +184,7 @@ func (db *DB) DeleteSourcemaps(ctx context.Context, actor Actor, site *Site, rel
 	ctx = context.WithoutCancel(ctx)
 	var uploads []string
 	err = db.sourcemapJob(ctx, func(tx *writeTx) (int64, error) {
-		if err := db.checkSite(site); err != nil {
+		if err := db.holdSite(tx, site); err != nil {
 			return 0, err
 		}
 		match := `site_id = ? AND release = ? AND (? = '' OR file = ?)`
