@@ -53,7 +53,7 @@ func (noCoord) sitesShown() string                   { return "" }
 func (noCoord) hiddenSite(context.Context, string, string) (*Site, error) {
 	return nil, nil
 }
-func (noCoord) holdSite(*writeTx, *Site) error { return nil }
+func (noCoord) holdSite(*writeTx, *Site) error                                { return nil }
 func (noCoord) exclusively(_ context.Context, _ string, f func() error) error { return f() }
 
 // listenerGrace is how long the listener may be down before Authenticate
