@@ -165,8 +165,8 @@ func (im *Import) Finish(ctx context.Context, rows int64, meta map[string]any) e
 		}
 		replaced = []int64{}
 		q, err := tx.Query(`SELECT id FROM imports WHERE site_id = ? AND id <> ? AND
-			(complete = 0 OR first_day IS NULL OR (? IS NOT NULL AND first_day <= ? AND last_day >= ?))`,
-			im.site.ID, im.id, nullable(im.first), im.last, im.first)
+			(complete = 0 OR first_day IS NULL OR (? <> '' AND first_day <= ? AND last_day >= ?))`,
+			im.site.ID, im.id, im.first, im.last, im.first)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -293,8 +294,10 @@ func (db *DB) freeParts(ctx context.Context, site, upload string, orphan bool) e
 // no row took them meanwhile.
 func (db *DB) pruneSourcemapParts(ctx context.Context) error {
 	cutoff := FormatTime(db.now().Add(-sourcemapOrphanAge))
+	// The hint is the dialect's: PostgreSQL takes none.
+	find := strings.Replace(orphanUploads, " INDEXED BY sourcemap_parts_age", db.d.indexedBy("sourcemap_parts_age"), 1)
 	for {
-		rows, err := db.read.QueryContext(ctx, orphanUploads, cutoff, orphanBatch)
+		rows, err := db.read.QueryContext(ctx, find, cutoff, orphanBatch)
 		if err != nil {
 			return fmt.Errorf("find orphan sourcemap parts: %w", err)
 		}
