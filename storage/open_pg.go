@@ -213,6 +213,7 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 	db.intake.db = db
 	db.writer = newWriter(write, db.d, opts.QueueSize, opts.Logger)
 	startPGCoord(db, readURL, opts.Logger)
+	db.qs.(*pgQuota).startReclaim()
 	return db, nil
 }
 

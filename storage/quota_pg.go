@@ -57,8 +57,9 @@ type pgQuota struct {
 }
 
 // startPGQuota sets db's quota share: it first drops the leases a gone
-// instance left under this instance's slot, then reclaims those of every
-// gone instance every leaseReclaimEvery, when it is the leader.
+// instance left under this instance's slot; startReclaim then reclaims
+// those of every gone instance every leaseReclaimEvery, when it is the
+// leader.
 func startPGQuota(ctx context.Context, db *DB, log *slog.Logger) error {
 	if db.slotHold != nil {
 		// Only while this session holds the slot's lock: with every slot
@@ -69,11 +70,16 @@ func startPGQuota(ctx context.Context, db *DB, log *slog.Logger) error {
 			return fmt.Errorf("drop leftover quota leases: %w", err)
 		}
 	}
-	loop, cancel := context.WithCancel(context.Background())
-	p := &pgQuota{db: db, leased: map[[2]string]int{}, log: log, cancel: cancel, done: make(chan struct{})}
-	db.qs = p
-	go p.reclaimLoop(loop)
+	db.qs = &pgQuota{db: db, leased: map[[2]string]int{}, log: log}
 	return nil
+}
+
+// startReclaim starts the reclaim loop; Open calls it once db's coord is
+// set, which the loop's Leader reads.
+func (p *pgQuota) startReclaim() {
+	loop, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done = cancel, make(chan struct{})
+	go p.reclaimLoop(loop)
 }
 
 func (p *pgQuota) reclaimLoop(ctx context.Context) {
@@ -257,8 +263,10 @@ func (p *pgQuota) accepted(site string) int {
 // close gives back what this instance still leases; a lease it cannot
 // give back (the database is gone) the leader reclaims.
 func (p *pgQuota) close() {
-	p.cancel()
-	<-p.done
+	if p.done != nil {
+		p.cancel()
+		<-p.done
+	}
 	q := &p.db.quota
 	q.mu.Lock()
 	held := map[[2]string]int{}
