@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/tally-analytics/tally/importer"
 	"github.com/tally-analytics/tally/privacy"
 	"github.com/tally-analytics/tally/server"
@@ -55,9 +57,11 @@ const sampleDir = "../testdata/import/plausible"
 // rig is a real server (collector and query API) over a real SQLite file
 // (or a PostgreSQL database: README "Tests").
 type rig struct {
-	t     *testing.T
-	db    *storage.DB
-	path  string
+	t    *testing.T
+	db   *storage.DB
+	path string
+	// url is the PostgreSQL database's, "" on SQLite.
+	url   string
 	query *httptest.Server
 	coll  *httptest.Server
 	mu    sync.Mutex
@@ -70,7 +74,9 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	r := &rig{t: t, path: filepath.Join(t.TempDir(), "test.db"), now: time.Date(2026, 1, 31, 9, 0, 0, 0, time.UTC)}
 	clock := func() time.Time { r.mu.Lock(); defer r.mu.Unlock(); return r.now }
-	db, err := storage.Open(context.Background(), testOptions(t, storage.Options{Path: r.path, Now: clock}))
+	opts := testOptions(t, storage.Options{Path: r.path, Now: clock})
+	r.url = opts.DatabaseURL
+	db, err := storage.Open(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,11 +396,15 @@ func TestPlausibleImportSkipReasons(t *testing.T) {
 	}
 }
 
-// count runs a COUNT(*) on the database file from a second connection, as
-// an operator's sqlite3 shell would.
+// count runs a COUNT(*) on the database from a second connection, as an
+// operator's sqlite3 shell (or psql) would.
 func (r *rig) count(query string) int {
 	r.t.Helper()
-	db, err := sql.Open("sqlite", storage.FileURI(r.path)+"?_pragma=busy_timeout(5000)")
+	driver, dsn := "sqlite", storage.FileURI(r.path)+"?_pragma=busy_timeout(5000)"
+	if r.url != "" {
+		driver, dsn = "pgx", r.url
+	}
+	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -369,7 +369,11 @@ func (p *intakePipeline) quota() error {
 	if quota <= 0 || len(p.kept) == 0 {
 		return nil
 	}
-	if !p.s.db.ReserveQuota(p.site.ID, len(p.kept), quota) {
+	ok, err := p.s.db.ReserveQuota(p.ctx, p.site.ID, len(p.kept), quota)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		p.dropKept(reasonQuota)
 		return &fault.Error{Code: fault.QuotaExceeded, Message: "this site has used its monthly event quota", RetryAfter: secondsToNextMonth(p.now)}
 	}

@@ -63,6 +63,8 @@ type collectorMetrics struct {
 	validation  map[string]*metrics.PrometheusHistogram
 	storage     map[string]*metrics.PrometheusHistogram
 	dlqSize     atomic.Int64
+	// retries mirrors the writer's count at each scrape.
+	retries *metrics.Counter
 }
 
 func newCollectorMetrics(pool func() (open, idle int), disk func() storage.DiskUsage) *collectorMetrics {
@@ -100,6 +102,7 @@ func newCollectorMetrics(pool func() (open, idle int), disk func() storage.DiskU
 	m.set.NewGauge("service_storage_wal_bytes", func() float64 { return float64(disk().WALBytes) })
 	m.set.NewGauge("service_storage_free_bytes", func() float64 { return float64(disk().FreeBytes) })
 	m.set.NewGauge("service_dlq_size", func() float64 { return float64(m.dlqSize.Load()) })
+	m.retries = m.set.NewCounter("service_storage_write_retries_total")
 	return m
 }
 
@@ -143,6 +146,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request, _ httprout
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return nil
 	}
+	m.retries.Set(uint64(s.db.WriterRetries()))
 	var buf bytes.Buffer
 	m.set.WritePrometheus(&buf)
 	w.WriteHeader(http.StatusOK)

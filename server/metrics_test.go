@@ -4,6 +4,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
 // metricValue returns the value of one exposition line.
@@ -40,6 +42,7 @@ func TestMetricsExposition(t *testing.T) {
 		"# TYPE service_storage_pool_open_connections gauge",
 		"# TYPE service_storage_pool_idle_connections gauge",
 		"# TYPE service_dlq_size gauge",
+		"# TYPE service_storage_write_retries_total counter",
 	}
 	for _, ep := range endpoints {
 		for _, name := range []string{"received", "accepted", "quarantined", "deduped"} {
@@ -59,7 +62,7 @@ func TestMetricsExposition(t *testing.T) {
 		}
 		want = append(want, `service_ingest_duration_seconds_count{endpoint="`+ep+`"} 0`)
 	}
-	want = append(want, "service_dlq_size 0")
+	want = append(want, "service_dlq_size 0", "service_storage_write_retries_total 0")
 	for _, w := range want {
 		if !strings.Contains(body, w+"\n") {
 			t.Errorf("exposition lacks %q", w)
@@ -100,5 +103,33 @@ func TestMetricsUninitialised(t *testing.T) {
 	}
 	if rec.Code != 503 || rec.Body.Len() != 0 || rec.Header().Get("Content-Type") != metricsContentType {
 		t.Fatalf("got %d %q body %q, want 503 with an empty body", rec.Code, rec.Header().Get("Content-Type"), rec.Body.String())
+	}
+}
+
+// A write transaction that loses a serialization conflict runs again, and
+// /metrics counts it (README "Metrics"). The conflict is raised by a
+// trigger on the first insert of an event.
+func TestWriterRetriesMetric(t *testing.T) {
+	dbtest.OnlyPostgres(t, "only PostgreSQL retries a transaction")
+	h := newHarness(t)
+	h.setupTenant("acme", "web")
+	if _, err := h.sqlDB().Exec(`CREATE SEQUENCE conflicts;
+		CREATE FUNCTION conflict_once() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			-- nextval outlives the rollback the exception causes.
+			IF nextval('conflicts') = 1 THEN
+				RAISE EXCEPTION 'conflict' USING ERRCODE = 'serialization_failure';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER conflict_once BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION conflict_once();`); err != nil {
+		t.Fatal(err)
+	}
+	intake(t, h.c("POST", "/v1/events", "web", ev("web", 1, nil), "User-Agent", chromeUA))
+	if got := metricValue(t, h, "service_storage_write_retries_total"); got != "1" {
+		t.Fatalf("got service_storage_write_retries_total %s, want 1", got)
+	}
+	if n := h.count(`SELECT count(*) FROM events`); n != 1 {
+		t.Fatalf("got %d events stored, want 1", n)
 	}
 }

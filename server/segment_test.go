@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tally-analytics/tally/internal/dbtest"
 	"github.com/tally-analytics/tally/privacy"
 	"github.com/tally-analytics/tally/schema"
 )
@@ -584,10 +585,7 @@ func TestSegmentWithoutWriteKey(t *testing.T) {
 func TestSegmentLaterJobFails(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 1000 })
 	h.setupTenant("acme", "shop")
-	if _, err := h.sqlDB().Exec(`CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.type = 'Refused'
-		BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`); err != nil {
-		t.Fatal(err)
-	}
+	lift := refuseEventType(t, h, "Refused")
 	n := maxJob + 10
 	parts := make([]string, n)
 	for i := range parts {
@@ -616,12 +614,34 @@ func TestSegmentLaterJobFails(t *testing.T) {
 	if len(list.Decisions) != maxJob {
 		t.Errorf("got %d accepted decisions, want %d", len(list.Decisions), maxJob)
 	}
-	if _, err := h.sqlDB().Exec(`DROP TRIGGER refuse`); err != nil {
-		t.Fatal(err)
-	}
+	lift()
 	a := segmentOKAnswer(t, h.segmentPost("/v1/batch", "shop", body))
 	if a.Accepted != 10 || a.Duplicates != maxJob {
 		t.Errorf("retry: got %+v, want 10 accepted, %d duplicates", a, maxJob)
+	}
+}
+
+// refuseEventType makes the database refuse every event of type typ with a
+// trigger, in each backend's own syntax, and returns what lifts it.
+func refuseEventType(t *testing.T, h *harness, typ string) (lift func()) {
+	t.Helper()
+	create := `CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.type = '` + typ + `'
+		BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`
+	drop := `DROP TRIGGER refuse`
+	if dbtest.Postgres() {
+		create = `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+			CREATE TRIGGER refuse BEFORE INSERT ON events FOR EACH ROW WHEN (NEW.type = '` + typ + `') EXECUTE FUNCTION refuse()`
+		drop = `DROP TRIGGER refuse ON events`
+	}
+	if _, err := h.sqlDB().Exec(create); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if _, err := h.sqlDB().Exec(drop); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -28,6 +28,9 @@ type coord interface {
 	hideSite(tx *writeTx, id string) error
 	sitesShown() string
 	hiddenSite(ctx context.Context, wsID, id string) (*Site, error)
+	// holdSite holds site, until tx ends, against a delete on another
+	// instance, and refuses it if that began (site_hold.go).
+	holdSite(tx *writeTx, site *Site) error
 	// exclusively runs f while holding the lock of name, waiting for
 	// another instance that holds it.
 	exclusively(ctx context.Context, name string, f func() error) error
@@ -50,6 +53,7 @@ func (noCoord) sitesShown() string                   { return "" }
 func (noCoord) hiddenSite(context.Context, string, string) (*Site, error) {
 	return nil, nil
 }
+func (noCoord) holdSite(*writeTx, *Site) error                                { return nil }
 func (noCoord) exclusively(_ context.Context, _ string, f func() error) error { return f() }
 
 // listenerGrace is how long the listener may be down before Authenticate

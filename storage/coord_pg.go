@@ -161,6 +161,10 @@ func (db *DB) authenticateInDB(sum []byte) (*APIKey, bool, error) {
 }
 
 func (c *pgCoord) hideSite(tx *writeTx, id string) error {
+	// Exclusive: writes that hold the site (holdSite) commit first.
+	if _, err := tx.Exec(`SELECT pg_advisory_xact_lock(?)`, siteLock(id)); err != nil {
+		return err
+	}
 	if _, err := tx.Exec(`UPDATE sites SET deleting_since = ? WHERE id = ? AND deleting_since IS NULL`,
 		FormatTime(c.db.now()), id); err != nil {
 		return err

@@ -126,6 +126,7 @@ func eventPagesMismatch(t *testing.T, db *DB) int {
 // with events through intake, an erasure, a retention purge, a site's
 // deletion, and plain SQL updates and deletes (as from a shell).
 func TestEventPagesFollowEveryWrite(t *testing.T) {
+	onlySQLite(t, "SQLite's triggers keep event_pages in step; on PostgreSQL the event's insert writes its row and a foreign key deletes it")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	ws := withSites(t, db, "s")
 	if _, err := db.CreateSite(context.Background(), Actor{Kind: ActorSystem}, ws, "t", "t"); err != nil {

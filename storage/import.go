@@ -59,7 +59,7 @@ func (db *DB) RecordImport(ctx context.Context, actor Actor, site *Site, s Impor
 		files = []string{}
 	}
 	return db.writer.do(ctx, func(tx *writeTx) error {
-		if err := db.checkSite(site); err != nil {
+		if err := db.holdSite(tx, site); err != nil {
 			return err
 		}
 		return db.audit(tx, site.WorkspaceID, actor, "site.import", site.ID, map[string]any{

@@ -80,7 +80,7 @@ func (db *DB) BeginImport(ctx context.Context, site, source string, files []stri
 	}
 	im := &Import{db: db, site: s, source: source, files: files}
 	err = db.writer.do(ctx, func(tx *writeTx) error {
-		if err := db.checkSite(s); err != nil {
+		if err := db.holdSite(tx, s); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(`INSERT INTO imports(site_id, source, files, created_at) VALUES (?, ?, ?, ?) RETURNING id`,
@@ -113,7 +113,7 @@ func (im *Import) Add(ctx context.Context, rows []ImportedRow) error {
 		}
 	}
 	err := im.db.writer.do(ctx, func(tx *writeTx) error {
-		if err := im.db.checkSite(im.site); err != nil {
+		if err := im.db.holdSite(tx, im.site); err != nil {
 			return err
 		}
 		stmt, err := tx.Prepare(`INSERT INTO imported_rows(site_id, import_id, dim, day, value,
@@ -160,13 +160,13 @@ func (im *Import) Finish(ctx context.Context, rows int64, meta map[string]any) e
 	db := im.db
 	var replaced []int64
 	err := db.writer.do(ctx, func(tx *writeTx) error {
-		if err := db.checkSite(im.site); err != nil {
+		if err := db.holdSite(tx, im.site); err != nil {
 			return err
 		}
 		replaced = []int64{}
 		q, err := tx.Query(`SELECT id FROM imports WHERE site_id = ? AND id <> ? AND
-			(complete = 0 OR first_day IS NULL OR (? IS NOT NULL AND first_day <= ? AND last_day >= ?))`,
-			im.site.ID, im.id, nullable(im.first), im.last, im.first)
+			(complete = 0 OR first_day IS NULL OR (? <> '' AND first_day <= ? AND last_day >= ?))`,
+			im.site.ID, im.id, im.first, im.last, im.first)
 		if err != nil {
 			return err
 		}

@@ -234,27 +234,40 @@ var ErrSiteGone = &fault.Error{Code: fault.NotFound, Message: "the site was dele
 // checkSites refuses a work whose site is no longer known. A request checks
 // its credential before it hands its events to the writer; a site deleted
 // in between (DeleteSite hides it first) must not get rows again, or a
-// later site with the same id would not start empty.
-func (db *DB) checkSites(w *ingestWork) error {
+// later site with the same id would not start empty. Each site is also
+// held for the run's transaction against a delete on another instance
+// (holdSite), once a run.
+func (j *ingestRun) checkSites(w *ingestWork) error {
+	db := j.db
 	checked := ""
-	known := func(site string) bool {
-		if site == checked { // a request's events share their site
-			return true
+	known := func(id string) error {
+		if id == checked { // a request's events share their site
+			return nil
 		}
-		if _, ok := db.Site(site); !ok {
-			return false
+		s, ok := db.Site(id)
+		if !ok {
+			return ErrSiteGone
 		}
-		checked = site
-		return true
+		if !j.held[id] {
+			if err := db.coord().holdSite(j.tx, s); err != nil {
+				return err
+			}
+			if j.held == nil {
+				j.held = map[string]bool{}
+			}
+			j.held[id] = true
+		}
+		checked = id
+		return nil
 	}
 	for _, e := range w.events {
-		if !known(e.SiteID) {
-			return ErrSiteGone
+		if err := known(e.SiteID); err != nil {
+			return err
 		}
 	}
 	for _, q := range w.dlq {
-		if !known(q.SiteID) {
-			return ErrSiteGone
+		if err := known(q.SiteID); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -285,6 +298,8 @@ type ingestRun struct {
 	linked   map[[3]string]bool
 	// hours are the (site, UTC hour) whose day partials the run changes.
 	hours map[[2]string]bool
+	// held are the sites the run's transaction holds (checkSites).
+	held map[string]bool
 	// credentials memoises credentialCode for the run (its transaction).
 	credentials map[string]string
 	// inserts are the new sessions not inserted yet, and memoNew the
@@ -345,7 +360,7 @@ func (j *ingestRun) add(w *ingestWork) error {
 	recv := FormatTime(w.received)
 	recvMS := w.received.UnixMilli()
 	month := w.received.Format(monthLayout)
-	if err := j.db.checkSites(w); err != nil {
+	if err := j.checkSites(w); err != nil {
 		return err
 	}
 	dedup, insert, link := j.stmt(st.dedup), j.stmt(st.insertEvent), j.stmt(st.link)

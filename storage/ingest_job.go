@@ -118,12 +118,7 @@ func (in *intake) runMerged(tx *writeTx, parts []any, alone bool) error {
 		latest, seq := run.latest, tx.seq
 		tx.onCommit(func() { in.memo.put(latest, seq) })
 	}
-	for _, p := range parts {
-		w := p.(*ingestWork)
-		received, usage := w.received, w.usage
-		tx.onCommit(func() { db.quota.commit(received, usage) })
-	}
-	return nil
+	return db.share().spend(tx, works)
 }
 
 // latestSessions remembers each recent visitor's newest session as last

@@ -205,6 +205,12 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 		write.Close()
 		return nil, err
 	}
+	if err := startPGQuota(ctx, db, opts.Logger); err != nil {
+		db.slotHold.Close()
+		read.Close()
+		write.Close()
+		return nil, err
+	}
 	var notYet []string
 	if db.ingest, err = prepareIngest(ctx, write, db.d, db.slot, false); err == nil {
 		// pgx has no LastInsertId: new sessions' ids come back by RETURNING.
@@ -222,6 +228,7 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 	db.intake.db = db
 	db.writer = newWriter(write, db.d, opts.QueueSize, opts.Logger)
 	startPGCoord(db, readURL, opts.Logger)
+	db.qs.(*pgQuota).startReclaim()
 	return db, nil
 }
 

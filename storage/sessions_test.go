@@ -121,7 +121,7 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						errs <- db.writer.do(ctx, func(tx *writeTx) error {
-							_, err := tx.Exec(`INSERT OR IGNORE INTO daily_salts(day, salt) VALUES ('2000-01-01', x'00')`)
+							_, err := tx.Exec(`INSERT INTO daily_salts(day, salt) VALUES ('2000-01-01', ?) ON CONFLICT DO NOTHING`, []byte{0})
 							return err
 						})
 					}()
@@ -192,15 +192,39 @@ func TestSessionsOfAVisitorWithManySessions(t *testing.T) {
 	// Sessions of one event each, 50 minutes apart, and their rollup,
 	// written directly: intake of 100,000 events would take far longer.
 	err := db.writer.do(ctx, func(tx *writeTx) error {
+		// Portable SQL: the times computed in Go, the rollup written by
+		// the dialect's upsert (PostgreSQL's goes to this instance's slot).
 		if _, err := tx.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?)
 			INSERT INTO sessions(site_id, anon_id, start_text, end_text, start_ms, duration_ms, event_count)
-			SELECT 's', 'v', '', '', ms, 0, 1 FROM (SELECT (unixepoch(?) + n * ? * 60) * 1000 AS ms FROM k)`,
-			stored, base.Format("2006-01-02 15:04:05"), int(spacing/time.Minute)); err != nil {
+			SELECT 's', 'v', '', '', CAST(? AS BIGINT) + n * CAST(? AS BIGINT), 0, 1 FROM k`,
+			stored, base.UnixMilli(), spacing.Milliseconds()); err != nil {
 			return err
 		}
-		_, err := tx.Exec(`INSERT INTO daily_sessions(site_id, day, sessions, duration_ms, events, bounces)
-			SELECT site_id, substr(started_at, 1, 10), COUNT(*), 0, COUNT(*), COUNT(*) FROM sessions GROUP BY 1, 2`)
-		return err
+		rows, err := tx.Query(`SELECT substr(started_at, 1, 10), COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1`)
+		if err != nil {
+			return err
+		}
+		days := map[string]int{}
+		for rows.Next() {
+			var day string
+			var n int
+			if err := rows.Scan(&day, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			days[day] = n
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		upsert := db.d.rollupUpsertSQL("daily_sessions", []string{"site_id", "day"}, []string{"sessions", "duration_ms", "events", "bounces"}, db.slot)
+		for day, n := range days {
+			if _, err := tx.Exec(upsert, "s", day, n, 0, n, n); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

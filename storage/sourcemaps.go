@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,7 +58,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 		size += int64(len(p))
 	}
 	if err := db.sourcemapJob(ctx, func(tx *writeTx) (int64, error) {
-		if err := db.checkSite(site); err != nil {
+		if err := db.holdSite(tx, site); err != nil {
 			return 0, err
 		}
 		return 0, checkSourcemapCaps(tx, site.ID, release, file, size, limits)
@@ -74,7 +75,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 	}
 	for seq, p := range parts {
 		if err := db.sourcemapJob(ctx, func(tx *writeTx) (int64, error) {
-			if err := db.checkSite(site); err != nil {
+			if err := db.holdSite(tx, site); err != nil {
 				return 0, err
 			}
 			_, err := tx.Exec(`INSERT INTO sourcemap_parts(site_id, upload, seq, created_at, data) VALUES (?, ?, ?, ?, ?)`,
@@ -89,7 +90,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 	ctx = context.WithoutCancel(ctx)
 	var replaced sql.NullString
 	err := db.sourcemapJob(ctx, func(tx *writeTx) (int64, error) {
-		if err := db.checkSite(site); err != nil {
+		if err := db.holdSite(tx, site); err != nil {
 			return 0, err
 		}
 		if err := checkSourcemapCaps(tx, site.ID, release, file, size, limits); err != nil {
@@ -184,7 +185,7 @@ func (db *DB) DeleteSourcemaps(ctx context.Context, actor Actor, site *Site, rel
 	ctx = context.WithoutCancel(ctx)
 	var uploads []string
 	err = db.sourcemapJob(ctx, func(tx *writeTx) (int64, error) {
-		if err := db.checkSite(site); err != nil {
+		if err := db.holdSite(tx, site); err != nil {
 			return 0, err
 		}
 		match := `site_id = ? AND release = ? AND (? = '' OR file = ?)`
@@ -293,8 +294,10 @@ func (db *DB) freeParts(ctx context.Context, site, upload string, orphan bool) e
 // no row took them meanwhile.
 func (db *DB) pruneSourcemapParts(ctx context.Context) error {
 	cutoff := FormatTime(db.now().Add(-sourcemapOrphanAge))
+	// The hint is the dialect's: PostgreSQL takes none.
+	find := strings.Replace(orphanUploads, " INDEXED BY sourcemap_parts_age", db.d.indexedBy("sourcemap_parts_age"), 1)
 	for {
-		rows, err := db.read.QueryContext(ctx, orphanUploads, cutoff, orphanBatch)
+		rows, err := db.read.QueryContext(ctx, find, cutoff, orphanBatch)
 		if err != nil {
 			return fmt.Errorf("find orphan sourcemap parts: %w", err)
 		}

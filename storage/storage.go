@@ -128,6 +128,9 @@ type DB struct {
 	// the old table (links.go).
 	oldLinks atomic.Bool
 	quota    quotaBook
+	// qs is where the quota book's share comes from (quota.go); nil is
+	// SQLite's, the whole quota.
+	qs quotaShare
 	// intake merges the writer's intake jobs and keeps their memo of
 	// sessions (ingest_job.go).
 	intake intake
@@ -416,6 +419,7 @@ func (db *DB) Close() error {
 		}
 		db.coord().close()
 		db.writer.close()
+		db.share().close()
 		var cerr error
 		if db.ckpt != nil {
 			close(db.ckptStop)

@@ -563,3 +563,8 @@ func runJob(sqlTx *sql.Tx, seq uint64, gens *partialGens, fn func(*writeTx) erro
 	}
 	return tx, nil
 }
+
+// WriterRetries is how many merged write transactions ran again whole
+// after losing a deadlock or a serialization conflict since Open (README
+// "Metrics"); always 0 on SQLite, where the writer is the only one.
+func (db *DB) WriterRetries() int64 { return db.writer.retries.Load() }
