@@ -127,6 +127,8 @@ type DB struct {
 	// the old table (links.go).
 	oldLinks atomic.Bool
 	quota    quotaBook
+	// replays are the DLQ entries this process is replaying (ClaimReplay).
+	replays replayClaims
 	// intake merges the writer's intake jobs and keeps their memo of
 	// sessions (ingest_job.go).
 	intake intake
