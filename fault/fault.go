@@ -104,6 +104,9 @@ const (
 	// is not one, naming its line (README "Switching from Plausible / Umami
 	// / GoatCounter").
 	InvalidImport = "invalid_import"
+	// ReplayInProgress: another request, on this instance or another,
+	// is replaying that DLQ entry (README "Dead-letter queue").
+	ReplayInProgress = "replay_in_progress"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

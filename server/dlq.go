@@ -39,7 +39,9 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request, ps httprouter.P
 // (audit dlq.replay, same transaction) and the answer is 200 {id,
 // replayed_at}. 202 dropping the event (bot, consent) or any other status:
 // 502 collector_rejected naming the reason, row kept; a network error or
-// timeout: 502 collector_unreachable, row kept.
+// timeout: 502 collector_unreachable, row kept. A replay of the entry
+// under way in another request (on any instance) is 409
+// replay_in_progress, and sends nothing.
 //
 // POST /sites/:siteId/dlq/:eventId/replay
 func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
@@ -51,6 +53,11 @@ func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request, ps httprouter
 	if err != nil {
 		return err
 	}
+	release, err := s.db.ClaimReplay(r.Context(), site.ID, entry)
+	if err != nil {
+		return err
+	}
+	defer release()
 	path, userAgent, payload, ok := pathEvents, entry.UserAgent, []byte(entry.Payload), http.StatusAccepted
 	switch entry.Endpoint {
 	case endpointS2S:

@@ -79,6 +79,8 @@ var statusOf = map[string]int{
 
 	fault.InvalidAliases: http.StatusBadRequest,
 	fault.AliasTaken:     http.StatusConflict,
+
+	fault.ReplayInProgress: http.StatusConflict,
 }
 
 // writeError writes err as the error envelope. Application errors show

@@ -34,6 +34,12 @@ type coord interface {
 	// exclusively runs f while holding the lock of name, waiting for
 	// another instance that holds it.
 	exclusively(ctx context.Context, name string, f func() error) error
+	// claimReplay claims the DLQ entry (site, id) as read (receivedAt)
+	// for a replay until now + replayClaim, unless another instance's
+	// claim holds; releaseReplay ends the claim it returned. On SQLite the
+	// process's own claims (ClaimReplay) are all there are.
+	claimReplay(ctx context.Context, site, id, receivedAt string, now time.Time) (claimed bool, until string, err error)
+	releaseReplay(ctx context.Context, site, id, until string) error
 	// close stops what the coordination runs in the background.
 	close()
 }
@@ -55,6 +61,10 @@ func (noCoord) hiddenSite(context.Context, string, string) (*Site, error) {
 }
 func (noCoord) holdSite(*writeTx, *Site) error                                { return nil }
 func (noCoord) exclusively(_ context.Context, _ string, f func() error) error { return f() }
+func (noCoord) claimReplay(context.Context, string, string, string, time.Time) (bool, string, error) {
+	return true, "", nil
+}
+func (noCoord) releaseReplay(context.Context, string, string, string) error { return nil }
 
 // listenerGrace is how long the listener may be down before Authenticate
 // stops trusting the cached keys: a revocation on another instance is

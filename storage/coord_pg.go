@@ -2,7 +2,9 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"encoding/hex"
+	"errors"
 	"hash/fnv"
 	"log/slog"
 	"sync/atomic"
@@ -201,4 +203,33 @@ func (c *pgCoord) exclusively(ctx context.Context, name string, f func() error) 
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?)`, key)
 	return f()
+}
+
+// claimReplay sets the entry's replay_until, in one statement, only where
+// no unexpired claim is: of two instances at once, one updates the row and
+// the other finds it claimed.
+func (c *pgCoord) claimReplay(ctx context.Context, site, id, receivedAt string, now time.Time) (claimed bool, until string, err error) {
+	until = FormatTime(now.Add(replayClaim))
+	err = c.db.writer.do(ctx, func(tx *writeTx) error {
+		claimed = false
+		var got string
+		err := tx.QueryRow(`UPDATE dlq SET replay_until = ? WHERE site_id = ? AND id = ? AND received_at = ?
+			AND (replay_until IS NULL OR replay_until < ?) RETURNING id`,
+			until, site, id, receivedAt, FormatTime(now)).Scan(&got)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		claimed = err == nil
+		return err
+	})
+	return claimed, until, err
+}
+
+// releaseReplay clears the claim it made, and no later one (the row may
+// have been quarantined again meanwhile, and claimed again after expiry).
+func (c *pgCoord) releaseReplay(ctx context.Context, site, id, until string) error {
+	return c.db.writer.do(ctx, func(tx *writeTx) error {
+		_, err := tx.Exec(`UPDATE dlq SET replay_until = NULL WHERE site_id = ? AND id = ? AND replay_until = ?`, site, id, until)
+		return err
+	})
 }

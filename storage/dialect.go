@@ -30,6 +30,9 @@ type dialect interface {
 	// pages and erasure floors: SQLite's rowid, PostgreSQL's dlq.seq
 	// (ctid is neither stable nor ordered).
 	dlqSeq() string
+	// agentText is a User-Agent as a text column holds it: an s2s event's
+	// user_agent field may carry NUL, which PostgreSQL's text refuses.
+	agentText(ua string) string
 	// stored is the table that holds the rows read as table: on
 	// PostgreSQL the rollups are views over per-instance slot rows.
 	stored(table string) string
@@ -104,6 +107,8 @@ func (sqliteDialect) fileCopies() error { return nil }
 func (sqliteDialect) rowHandle() string { return "rowid" }
 
 func (sqliteDialect) dlqSeq() string { return "rowid" }
+
+func (sqliteDialect) agentText(ua string) string { return ua }
 
 func (sqliteDialect) stored(table string) string { return table }
 

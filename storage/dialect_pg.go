@@ -33,6 +33,11 @@ func (pgDialect) rowHandle() string { return "ctid" }
 
 func (pgDialect) dlqSeq() string { return "seq" }
 
+// agentText replaces NUL with U+FFFD: the column is re-sent only as the
+// header of an /events replay, which can never carry NUL, so an s2s row
+// (replayed with its payload, verbatim) loses nothing.
+func (pgDialect) agentText(ua string) string { return strings.ReplaceAll(ua, "\x00", "\uFFFD") }
+
 func (pgDialect) stored(table string) string {
 	switch table {
 	case "daily_events", "daily_dimensions", "daily_sessions", "site_usage":

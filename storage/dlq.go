@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/tally-analytics/tally/fault"
@@ -140,6 +141,68 @@ func (db *DB) CookielessQuarantine(ctx context.Context, site, id, anon string) (
 		return *p
 	}
 	return QuarantinedAgent{Browser: deref(browser), OS: deref(os), DeviceType: deref(device)}, true, nil
+}
+
+// replayClaim is how long a replay's claim on a DLQ entry holds on
+// PostgreSQL should its instance stop without releasing it: three times
+// the longest a replay waits for the collector (10 s).
+const replayClaim = 30 * time.Second
+
+// replayClaims are the DLQ entries (site, id) this process is replaying.
+type replayClaims struct {
+	mu sync.Mutex
+	on map[[2]string]bool
+}
+
+// errReplayInProgress answers a replay of an entry another request is
+// replaying.
+var errReplayInProgress = &fault.Error{Code: fault.ReplayInProgress, RetryAfter: 1,
+	Message: "another request is replaying this event; it stays in the DLQ until that replay ends"}
+
+// ClaimReplay claims e, as read, for one replay, and returns the release to
+// call once the replay ended, whatever its outcome. A replay of the entry
+// under way elsewhere, in this process or (on PostgreSQL) in another
+// instance, is replay_in_progress; an entry gone meanwhile is not_found. On
+// PostgreSQL a claim its instance never released expires after
+// replayClaim (README "Dead-letter queue").
+func (db *DB) ClaimReplay(ctx context.Context, site string, e *DLQEntry) (release func(), err error) {
+	key := [2]string{site, e.ID}
+	rc := &db.replays
+	rc.mu.Lock()
+	if rc.on[key] {
+		rc.mu.Unlock()
+		return nil, errReplayInProgress
+	}
+	if rc.on == nil {
+		rc.on = map[[2]string]bool{}
+	}
+	rc.on[key] = true
+	rc.mu.Unlock()
+	local := func() {
+		rc.mu.Lock()
+		delete(rc.on, key)
+		rc.mu.Unlock()
+	}
+	claimed, until, err := db.coord().claimReplay(ctx, site, e.ID, e.ReceivedAt, db.now())
+	if err != nil || !claimed {
+		local()
+		if err != nil {
+			return nil, err
+		}
+		var n int
+		if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM dlq WHERE site_id = ? AND id = ?`, site, e.ID).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, fault.Errorf(fault.NotFound, "no quarantined event with that id on this site")
+		}
+		return nil, errReplayInProgress
+	}
+	return func() {
+		// A release that fails leaves the claim to expire.
+		db.coord().releaseReplay(context.WithoutCancel(ctx), site, e.ID, until)
+		local()
+	}, nil
 }
 
 // FinishReplay records a replay the collector accepted, audited as

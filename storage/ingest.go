@@ -445,7 +445,7 @@ func (j *ingestRun) add(w *ingestWork) error {
 			if q.Cookieless {
 				cookieless = 1
 			}
-			if _, err := ins.Exec(q.ID, q.SiteID, string(q.Payload), q.Errors, recv, q.AnonID, q.UserID, q.Endpoint, nullable(q.UserAgent),
+			if _, err := ins.Exec(q.ID, q.SiteID, string(q.Payload), q.Errors, recv, q.AnonID, q.UserID, q.Endpoint, nullable(j.db.d.agentText(q.UserAgent)),
 				cookieless, nullable(q.Agent.Browser), nullable(q.Agent.OS), nullable(q.Agent.DeviceType)); err != nil {
 				return fmt.Errorf("insert dlq: %w", err)
 			}

@@ -51,6 +51,13 @@ func (db *DB) Prune(ctx context.Context) error {
 	return db.pruneSourcemapParts(ctx)
 }
 
+// pruneRound is one round of PruneLoop: one instance at a time on
+// PostgreSQL, the others skip it (README "On PostgreSQL").
+func (db *DB) pruneRound(ctx context.Context) error {
+	_, err := db.Leader(ctx, "prune", func() error { return db.Prune(ctx) })
+	return err
+}
+
 // PruneLoop runs Prune every pruneEvery until ctx ends.
 func (db *DB) PruneLoop(ctx context.Context, onError func(error)) {
 	t := time.NewTicker(pruneEvery)
@@ -60,8 +67,7 @@ func (db *DB) PruneLoop(ctx context.Context, onError func(error)) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			// One instance at a time on PostgreSQL (README "On PostgreSQL").
-			if _, err := db.Leader(ctx, "prune", func() error { return db.Prune(ctx) }); err != nil && ctx.Err() == nil {
+			if err := db.pruneRound(ctx); err != nil && ctx.Err() == nil {
 				onError(err)
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -61,7 +60,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 		if err := db.holdSite(tx, site); err != nil {
 			return 0, err
 		}
-		return 0, checkSourcemapCaps(tx, site.ID, release, file, size, limits)
+		return 0, checkSourcemapCaps(tx, db.d, site.ID, release, file, size, limits)
 	}); err != nil {
 		return err
 	}
@@ -93,7 +92,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 		if err := db.holdSite(tx, site); err != nil {
 			return 0, err
 		}
-		if err := checkSourcemapCaps(tx, site.ID, release, file, size, limits); err != nil {
+		if err := checkSourcemapCaps(tx, db.d, site.ID, release, file, size, limits); err != nil {
 			return 0, err
 		}
 		var stored int
@@ -108,7 +107,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 		// update below, in this job: once per such row.
 		var inline int64
 		err := tx.QueryRow(`SELECT upload, CASE WHEN upload IS NULL THEN size ELSE 0 END
-				FROM sourcemaps INDEXED BY sourcemaps_usage WHERE site_id = ? AND release = ? AND file = ?`,
+				FROM sourcemaps`+db.d.indexedBy("sourcemaps_usage")+` WHERE site_id = ? AND release = ? AND file = ?`,
 			site.ID, release, file).Scan(&replaced, &inline)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return 0, fmt.Errorf("replaced sourcemap: %w", err)
@@ -150,12 +149,12 @@ func splitParts(pieces [][]byte) [][]byte {
 // if the site's usage would then exceed limits; a replacement counts with
 // its new size instead of the old one. It reads the sourcemaps_usage index
 // only: the maps stay on disk.
-func checkSourcemapCaps(tx *writeTx, site, release, file string, size int64, limits SourcemapLimits) error {
+func checkSourcemapCaps(tx *writeTx, d dialect, site, release, file string, size int64, limits SourcemapLimits) error {
 	var files, replaced int
 	var bytes, replacedBytes int64
 	if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(SUM(size), 0),
 			COUNT(CASE WHEN release = ? AND file = ? THEN 1 END), COALESCE(SUM(CASE WHEN release = ? AND file = ? THEN size END), 0)
-			FROM sourcemaps INDEXED BY sourcemaps_usage WHERE site_id = ?`,
+			FROM sourcemaps`+d.indexedBy("sourcemaps_usage")+` WHERE site_id = ?`,
 		release, file, release, file, site).Scan(&files, &bytes, &replaced, &replacedBytes); err != nil {
 		return fmt.Errorf("sourcemap usage: %w", err)
 	}
@@ -192,14 +191,14 @@ func (db *DB) DeleteSourcemaps(ctx context.Context, actor Actor, site *Site, rel
 		args := []any{site.ID, release, file, file}
 		var inline int64
 		if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(SUM(CASE WHEN upload IS NULL THEN size END), 0)
-				FROM sourcemaps INDEXED BY sourcemaps_usage WHERE `+match,
+				FROM sourcemaps`+db.d.indexedBy("sourcemaps_usage")+` WHERE `+match,
 			args...).Scan(&files, &bytes, &inline); err != nil {
 			return 0, fmt.Errorf("sourcemaps to delete: %w", err)
 		}
 		if files == 0 {
 			return 0, fault.Errorf(fault.NotFound, "no sourcemap of that release (and file) on this site")
 		}
-		rows, err := tx.Query(`SELECT upload FROM sourcemaps INDEXED BY sourcemaps_usage WHERE `+match+` AND upload IS NOT NULL`, args...)
+		rows, err := tx.Query(`SELECT upload FROM sourcemaps`+db.d.indexedBy("sourcemaps_usage")+` WHERE `+match+` AND upload IS NOT NULL`, args...)
 		if err != nil {
 			return 0, fmt.Errorf("sourcemap uploads to delete: %w", err)
 		}
@@ -242,14 +241,18 @@ func (db *DB) DeleteSourcemaps(ctx context.Context, actor Actor, site *Site, rel
 const (
 	// uploadInUse counts the sourcemap rows pointing at an upload.
 	uploadInUse = `SELECT COUNT(*) FROM sourcemaps WHERE upload = ?`
-	// nextPart finds a part of (site, upload) to delete, and its size.
-	nextPart = `SELECT rowid, length(data) FROM sourcemap_parts WHERE site_id = ? AND upload = ? LIMIT 1`
-	// orphanUploads lists uploads with parts older than a cutoff that no
-	// sourcemap row points at.
-	orphanUploads = `SELECT DISTINCT site_id, upload FROM sourcemap_parts INDEXED BY sourcemap_parts_age
+	// nextPart finds a part of (site, upload) to delete, by its key (the
+	// same on both backends), and its size.
+	nextPart = `SELECT seq, length(data) FROM sourcemap_parts WHERE site_id = ? AND upload = ? LIMIT 1`
+)
+
+// orphanUploads lists uploads with parts older than a cutoff that no
+// sourcemap row points at.
+func orphanUploads(d dialect) string {
+	return `SELECT DISTINCT site_id, upload FROM sourcemap_parts` + d.indexedBy("sourcemap_parts_age") + `
 		WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM sourcemaps WHERE sourcemaps.upload = sourcemap_parts.upload)
 		LIMIT ?`
-)
+}
 
 // orphanBatch is how many orphan uploads one read of Prune lists.
 const orphanBatch = 100
@@ -269,8 +272,8 @@ func (db *DB) freeParts(ctx context.Context, site, upload string, orphan bool) e
 					return 0, err
 				}
 			}
-			var rowid int64
-			err := tx.QueryRow(nextPart, site, upload).Scan(&rowid, &freed)
+			var seq int64
+			err := tx.QueryRow(nextPart, site, upload).Scan(&seq, &freed)
 			if errors.Is(err, sql.ErrNoRows) {
 				return 0, nil
 			}
@@ -278,7 +281,7 @@ func (db *DB) freeParts(ctx context.Context, site, upload string, orphan bool) e
 				return 0, err
 			}
 			found = true
-			_, err = tx.Exec(`DELETE FROM sourcemap_parts WHERE rowid = ?`, rowid)
+			_, err = tx.Exec(`DELETE FROM sourcemap_parts WHERE site_id = ? AND upload = ? AND seq = ?`, site, upload, seq)
 			return freed, err
 		})
 		if err != nil || !found {
@@ -294,10 +297,8 @@ func (db *DB) freeParts(ctx context.Context, site, upload string, orphan bool) e
 // no row took them meanwhile.
 func (db *DB) pruneSourcemapParts(ctx context.Context) error {
 	cutoff := FormatTime(db.now().Add(-sourcemapOrphanAge))
-	// The hint is the dialect's: PostgreSQL takes none.
-	find := strings.Replace(orphanUploads, " INDEXED BY sourcemap_parts_age", db.d.indexedBy("sourcemap_parts_age"), 1)
 	for {
-		rows, err := db.read.QueryContext(ctx, find, cutoff, orphanBatch)
+		rows, err := db.read.QueryContext(ctx, orphanUploads(db.d), cutoff, orphanBatch)
 		if err != nil {
 			return fmt.Errorf("find orphan sourcemap parts: %w", err)
 		}

@@ -131,6 +131,8 @@ type DB struct {
 	// qs is where the quota book's share comes from (quota.go); nil is
 	// SQLite's, the whole quota.
 	qs quotaShare
+	// replays are the DLQ entries this process is replaying (ClaimReplay).
+	replays replayClaims
 	// intake merges the writer's intake jobs and keeps their memo of
 	// sessions (ingest_job.go).
 	intake intake

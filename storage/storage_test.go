@@ -346,26 +346,42 @@ func siteRowCounts(t *testing.T, db *DB, site string) map[string]int {
 // before migration 0008, and in parts) and webhook secrets.
 func fillSite(t *testing.T, db *DB, site string, urls, types, days int) {
 	t.Helper()
+	// Rows made in Go and the rollups written as intake writes them (into
+	// the instance's slot on PostgreSQL), so the same SQL runs on both
+	// backends.
+	day0 := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	err := db.writer.do(context.Background(), func(tx *writeTx) error {
 		for _, q := range []struct {
 			sql  string
-			args []any
+			n    int
+			args func(n int) []any
 		}{
-			{`INSERT INTO daily_dimensions(site_id, day, dimension, value, count)
-				SELECT ?, '2026-03-01', 'url', 'https://example.com/' || printf('%0400d', n), 1 FROM k`, []any{site, urls}},
-			{`INSERT INTO daily_events(site_id, day, type, count) SELECT ?, '2026-03-01', 'type-' || n, 1 FROM k`, []any{site, types}},
-			{`INSERT INTO daily_sessions(site_id, day, sessions, duration_ms, events, bounces)
-				SELECT ?, date('2000-01-01', '+' || n || ' days'), 1, 0, 1, 1 FROM k`, []any{site, days}},
-			{`INSERT INTO sourcemaps(site_id, release, file, map, size, created_at, updated_at)
-				SELECT ?, 'r1', 'f' || n || '.js', zeroblob(1000), 1000, '', '' FROM k`, []any{site, 3}},
-			{`INSERT INTO sourcemap_parts(site_id, upload, seq, created_at, data)
-				SELECT ?, 'u1', n, '', zeroblob(1000) FROM k`, []any{site, 4}},
-			{`INSERT INTO webhook_secrets(site_id, adapter, secret) SELECT ?, 'stripe', 's' || n FROM k`, []any{site, 2}},
+			{db.d.rollupUpsertSQL("daily_dimensions", []string{"site_id", "day", "dimension", "value"}, []string{"count"}, db.slot), urls,
+				func(n int) []any {
+					return []any{site, "2026-03-01", "url", fmt.Sprintf("https://example.com/%0400d", n), 1}
+				}},
+			{db.d.rollupUpsertSQL("daily_events", []string{"site_id", "day", "type"}, []string{"count"}, db.slot), types,
+				func(n int) []any { return []any{site, "2026-03-01", fmt.Sprintf("type-%d", n), 1} }},
+			{db.d.rollupUpsertSQL("daily_sessions", []string{"site_id", "day"}, []string{"sessions", "duration_ms", "events", "bounces"}, db.slot), days,
+				func(n int) []any { return []any{site, day0.AddDate(0, 0, n).Format("2006-01-02"), 1, 0, 1, 1} }},
+			{`INSERT INTO sourcemaps(site_id, release, file, map, size, created_at, updated_at) VALUES (?, 'r1', ?, ?, 1000, '', '')`, 3,
+				func(n int) []any { return []any{site, fmt.Sprintf("f%d.js", n), make([]byte, 1000)} }},
+			{`INSERT INTO sourcemap_parts(site_id, upload, seq, created_at, data) VALUES (?, 'u1', ?, '', ?)`, 4,
+				func(n int) []any { return []any{site, n, make([]byte, 1000)} }},
+			{`INSERT INTO webhook_secrets(site_id, adapter, secret) VALUES (?, 'stripe', ?)`, 2,
+				func(n int) []any { return []any{site, fmt.Sprintf("s%d", n)} }},
 		} {
-			if _, err := tx.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?) `+q.sql,
-				q.args[1], q.args[0]); err != nil {
+			stmt, err := tx.Prepare(q.sql)
+			if err != nil {
 				return err
 			}
+			for n := range q.n {
+				if _, err := stmt.Exec(q.args(n)...); err != nil {
+					stmt.Close()
+					return err
+				}
+			}
+			stmt.Close()
 		}
 		return nil
 	})
@@ -421,9 +437,13 @@ func TestDeleteSiteBoundsEveryJob(t *testing.T) {
 		if table == last && rows == 0 && !injected {
 			injected = true
 			err := db.writer.do(ctx, func(tx *writeTx) error {
-				_, err := tx.Exec(`WITH RECURSIVE k(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM k WHERE n + 1 < ?)
-					INSERT INTO daily_events(site_id, day, type, count) SELECT 'big', '2026-03-02', 'late-' || n, 1 FROM k`, late)
-				return err
+				upsert := db.d.rollupUpsertSQL("daily_events", []string{"site_id", "day", "type"}, []string{"count"}, db.slot)
+				for n := range late {
+					if _, err := tx.Exec(upsert, "big", "2026-03-02", fmt.Sprintf("late-%d", n), 1); err != nil {
+						return err
+					}
+				}
+				return nil
 			})
 			if err != nil {
 				t.Error(err)
