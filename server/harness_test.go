@@ -281,3 +281,26 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// events reads every event intake stored for site ("" for every site)
+// in arrival order, wire text decoded, through storage on either backend
+// (README "On PostgreSQL": a test's own SQL cannot call event_raw there).
+func (h *harness) events(site string) []storage.EventRecord {
+	h.t.Helper()
+	list, err := h.db.EventRecords(context.Background(), site)
+	if err != nil {
+		h.t.Fatalf("read stored events: %v", err)
+	}
+	return list
+}
+
+// eventByID is the stored event with id; ok is false when there is none.
+func (h *harness) eventByID(id string) (e storage.EventRecord, ok bool) {
+	h.t.Helper()
+	for _, e := range h.events("") {
+		if e.ID == id {
+			return e, true
+		}
+	}
+	return e, false
+}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"database/sql"
 )
 
@@ -71,4 +72,52 @@ func (r *rawRead) decode() error {
 	}
 	r.Received = sql.NullString{String: received, Valid: true}
 	return nil
+}
+
+// EventRecord is one events row as intake stored it: its columns, its wire
+// text exactly as received and the credential that sent it. Tests and dev
+// tools read it to check what was stored, the same way on both backends.
+type EventRecord struct {
+	Seq                                                           int64
+	ID, SiteID, Type, AnonID, TS                                  string
+	UserID, URL, Referrer, Country, City, Browser, OS, DeviceType sql.NullString
+	// Raw is the wire text (not valid for a row stored without one).
+	Raw        sql.NullString
+	ReceivedAt string
+	// Credential is the credential's text (event_credentials), not valid
+	// for an event sent without one.
+	Credential sql.NullString
+}
+
+// EventRecords returns the stored events of site, or of every site when
+// site is empty, in arrival order. The wire text is decoded by the code
+// SQLite's event_raw runs (rawRead), so both backends give the same bytes.
+func (db *DB) EventRecords(ctx context.Context, site string) ([]EventRecord, error) {
+	rr := newRawRead(db.d)
+	q := `SELECT seq, id, site_id, type, anon_id, ts, user_id, url, referrer, country, city, browser, os, device_type,
+		(SELECT c.credential FROM event_credentials c WHERE c.seq = events.seq), ` + rr.columns() + ` FROM events`
+	var args []any
+	if site != "" {
+		q += ` WHERE site_id = ?`
+		args = append(args, site)
+	}
+	rows, err := db.read.QueryContext(ctx, q+` ORDER BY seq`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []EventRecord
+	for rows.Next() {
+		var e EventRecord
+		if err := rows.Scan(append([]any{&e.Seq, &e.ID, &e.SiteID, &e.Type, &e.AnonID, &e.TS, &e.UserID, &e.URL, &e.Referrer,
+			&e.Country, &e.City, &e.Browser, &e.OS, &e.DeviceType, &e.Credential}, rr.targets()...)...); err != nil {
+			return nil, err
+		}
+		if err := rr.decode(); err != nil {
+			return nil, err
+		}
+		e.Raw, e.ReceivedAt = rr.Raw, rr.Received.String
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }
