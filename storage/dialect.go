@@ -26,6 +26,10 @@ type dialect interface {
 	// rowHandle is the column that names a row for as long as a
 	// transaction holds it: rowid, or PostgreSQL's ctid.
 	rowHandle() string
+	// dlqSeq is the DLQ column that numbers rows in insertion order, for
+	// pages and erasure floors: SQLite's rowid, PostgreSQL's dlq.seq
+	// (ctid is neither stable nor ordered).
+	dlqSeq() string
 	// stored is the table that holds the rows read as table: on
 	// PostgreSQL the rollups are views over per-instance slot rows.
 	stored(table string) string
@@ -98,6 +102,8 @@ func (sqliteDialect) name() string { return "sqlite" }
 func (sqliteDialect) fileCopies() error { return nil }
 
 func (sqliteDialect) rowHandle() string { return "rowid" }
+
+func (sqliteDialect) dlqSeq() string { return "rowid" }
 
 func (sqliteDialect) stored(table string) string { return table }
 

@@ -31,6 +31,8 @@ func (pgDialect) fileCopies() error { return ErrPostgresBackup }
 
 func (pgDialect) rowHandle() string { return "ctid" }
 
+func (pgDialect) dlqSeq() string { return "seq" }
+
 func (pgDialect) stored(table string) string {
 	switch table {
 	case "daily_events", "daily_dimensions", "daily_sessions", "site_usage":

@@ -67,7 +67,7 @@ func (db *DB) DLQ(ctx context.Context, site string, limit int, before time.Time)
 	if !before.IsZero() {
 		bound = FormatTime(ceilMillisecond(before))
 	}
-	rows, err := db.dlqQuery(ctx, dlqColumns+` WHERE site_id = ? AND received_at < ? ORDER BY received_at DESC, rowid DESC LIMIT ?`,
+	rows, err := db.dlqQuery(ctx, dlqColumns+` WHERE site_id = ? AND received_at < ? ORDER BY received_at DESC, `+db.d.dlqSeq()+` DESC LIMIT ?`,
 		site, bound, limit+1)
 	if err != nil || len(rows) <= limit {
 		return rows, nil, err
@@ -79,16 +79,17 @@ func (db *DB) DLQ(ctx context.Context, site string, limit int, before time.Time)
 			page = append(page, r)
 		}
 	}
-	tied, err := db.dlqQuery(ctx, dlqColumns+` WHERE site_id = ? AND received_at = ? ORDER BY rowid DESC`, site, edge)
+	tied, err := db.dlqQuery(ctx, dlqColumns+` WHERE site_id = ? AND received_at = ? ORDER BY `+db.d.dlqSeq()+` DESC`, site, edge)
 	if err != nil {
 		return nil, nil, err
 	}
 	page = append(page, tied...)
-	var more int
+	// A bool scans SQLite's 0/1 and PostgreSQL's boolean alike.
+	var more bool
 	if err := db.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM dlq WHERE site_id = ? AND received_at < ?)`, site, edge).Scan(&more); err != nil {
 		return nil, nil, err
 	}
-	if more == 0 {
+	if !more {
 		return page, nil, nil
 	}
 	return page, &edge, nil

@@ -424,8 +424,14 @@ func (j *ingestRun) add(w *ingestWork) error {
 	if len(w.dlq) > 0 {
 		ins := j.stmt(st.dlq)
 		for _, q := range w.dlq {
+			// cookieless is an integer column: SQLite's driver turns a Go
+			// bool into 0/1, pgx refuses to.
+			cookieless := 0
+			if q.Cookieless {
+				cookieless = 1
+			}
 			if _, err := ins.Exec(q.ID, q.SiteID, string(q.Payload), q.Errors, recv, q.AnonID, q.UserID, q.Endpoint, nullable(q.UserAgent),
-				q.Cookieless, nullable(q.Agent.Browser), nullable(q.Agent.OS), nullable(q.Agent.DeviceType)); err != nil {
+				cookieless, nullable(q.Agent.Browser), nullable(q.Agent.OS), nullable(q.Agent.DeviceType)); err != nil {
 				return fmt.Errorf("insert dlq: %w", err)
 			}
 		}

@@ -92,13 +92,14 @@ func (db *DB) Purge(ctx context.Context, defaultDays int) (PurgeResult, error) {
 				return res, err
 			}
 		}
+		h := db.d.rowHandle()
 		for site, ts := range cutTS {
 			cutMS, _ := time.Parse(timeLayout, ts)
 			for _, q := range []struct{ table, sql string }{
 				{"event_ids", `DELETE FROM event_ids WHERE (site_id, id) IN
 					(SELECT site_id, id FROM event_ids WHERE site_id = ?1 AND received_ms < ?2 LIMIT ?3)`},
-				{"dlq", `DELETE FROM dlq WHERE rowid IN
-					(SELECT rowid FROM dlq WHERE site_id = ?1 AND received_at < ?2 LIMIT ?3)`},
+				{"dlq", `DELETE FROM dlq WHERE ` + h + ` IN
+					(SELECT ` + h + ` FROM dlq WHERE site_id = ?1 AND received_at < ?2 LIMIT ?3)`},
 			} {
 				cut := any(ts)
 				if q.table == "event_ids" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,20 +60,44 @@ func loadDays(t *testing.T, db *DB, clk *testClock, sites []string, first time.T
 func rollups(t *testing.T, db *DB, site string) string {
 	t.Helper()
 	var out string
+	// Rows are joined in Go (group_concat is SQLite's), in key order.
 	for _, q := range []string{
-		`SELECT group_concat(day || type || count, ';') FROM daily_events WHERE site_id = ?`,
-		`SELECT group_concat(day || sessions || duration_ms || events || bounces, ';') FROM daily_sessions WHERE site_id = ?`,
-		`SELECT group_concat(day || dimension || value || count, ';') FROM daily_dimensions WHERE site_id = ?`,
-		`SELECT group_concat(month || accepted, ';') FROM site_usage WHERE site_id = ?`,
+		`SELECT day, type, count FROM daily_events WHERE site_id = ? ORDER BY day, type`,
+		`SELECT day, sessions, duration_ms, events, bounces FROM daily_sessions WHERE site_id = ? ORDER BY day`,
+		`SELECT day, dimension, value, count FROM daily_dimensions WHERE site_id = ? ORDER BY day, dimension, value`,
+		`SELECT month, accepted FROM site_usage WHERE site_id = ? ORDER BY month`,
 	} {
-		var s *string
-		if err := db.read.QueryRow(q, site).Scan(&s); err != nil {
+		rows, err := db.read.Query(q, site)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if s == nil || *s == "" {
+		cols, _ := rows.Columns()
+		var lines []string
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			var line string
+			for _, v := range vals {
+				if b, ok := v.([]byte); ok {
+					v = string(b)
+				}
+				line += fmt.Sprint(v)
+			}
+			lines = append(lines, line)
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(lines) == 0 {
 			t.Fatalf("got no rows from %s for %s, so the test cannot show they are kept", q, site)
 		}
-		out += *s + "\n"
+		out += strings.Join(lines, ";") + "\n"
 	}
 	return out
 }
@@ -166,10 +191,15 @@ func TestPurgeDeletesRawRowsOlderThanTheCut(t *testing.T) {
 			{"events", `ts < ?2`, `ts >= ?2`},
 			{"sessions", `ended_at < ?2`, `ended_at >= ?2`},
 			{"dlq", `received_at < ?2`, `received_at >= ?2`},
-			{"event_ids", `received_ms < ?3`, `received_ms >= ?3`},
+			{"event_ids", `received_ms < ?2`, `received_ms >= ?2`},
 		} {
-			old := count(t, db, `SELECT COUNT(*) FROM `+q.table+` WHERE site_id = ?1 AND `+q.old, site, cutTS, cutMS.UnixMilli())
-			young := count(t, db, `SELECT COUNT(*) FROM `+q.table+` WHERE site_id = ?1 AND `+q.young, site, cutTS, cutMS.UnixMilli())
+			// PostgreSQL wants every argument used, so each query gets its own.
+			cutArg := any(cutTS)
+			if q.table == "event_ids" {
+				cutArg = cutMS.UnixMilli()
+			}
+			old := count(t, db, `SELECT COUNT(*) FROM `+q.table+` WHERE site_id = ?1 AND `+q.old, site, cutArg)
+			young := count(t, db, `SELECT COUNT(*) FROM `+q.table+` WHERE site_id = ?1 AND `+q.young, site, cutArg)
 			if old != 0 {
 				t.Errorf("got %d rows of %s of %s before its cut %q, want none", old, q.table, site, cut)
 			}
