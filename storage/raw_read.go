@@ -48,6 +48,48 @@ func (r *rawRead) decode() error {
 	if !r.pg {
 		return nil
 	}
+	stored, err := r.decodeRaw()
+	if err != nil {
+		return err
+	}
+	received, err := receivedOf(r.column.String, stored, r.ts.String)
+	if err != nil {
+		return err
+	}
+	r.Received = sql.NullString{String: received, Valid: true}
+	return nil
+}
+
+// rawWhen is a select list that gives the wire text of the rows where cond
+// holds, NULL elsewhere (no received time). Use with rawTargets and
+// rawDecode. On PostgreSQL only those rows' stored raw is read.
+func (r *rawRead) rawWhen(cond string) string {
+	if !r.pg {
+		return "CASE WHEN " + cond + " THEN " + rawSQL + " END"
+	}
+	return "CASE WHEN " + cond + " THEN raw END, id, site_id, type, anon_id, user_id, url, referrer"
+}
+
+// rawTargets are the Scan destinations of rawWhen.
+func (r *rawRead) rawTargets() []any {
+	if !r.pg {
+		return []any{&r.Raw}
+	}
+	return r.targets()[:1+len(r.fields)]
+}
+
+// rawDecode sets Raw from a row scanned with rawTargets.
+func (r *rawRead) rawDecode() error {
+	if !r.pg {
+		return nil
+	}
+	_, err := r.decodeRaw()
+	return err
+}
+
+// decodeRaw sets Raw from the scanned stored raw and fields (PostgreSQL)
+// and returns the stored value as SQLite's function would see it.
+func (r *rawRead) decodeRaw() (any, error) {
 	var f rawFields
 	for i, v := range r.fields {
 		f[i] = v.String
@@ -63,15 +105,10 @@ func (r *rawRead) decode() error {
 	}
 	raw, err := decodeRaw(stored, f)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.Raw = sql.NullString{String: string(raw), Valid: raw != nil}
-	received, err := receivedOf(r.column.String, stored, r.ts.String)
-	if err != nil {
-		return err
-	}
-	r.Received = sql.NullString{String: received, Valid: true}
-	return nil
+	return stored, nil
 }
 
 // EventRecord is one events row as intake stored it: its columns, its wire
