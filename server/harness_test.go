@@ -88,10 +88,17 @@ func newHarnessAt(t *testing.T, path string, opts ...harnessOption) *harness {
 // is the harness clock).
 func newHarnessStorage(t *testing.T, sopts storage.Options, opts ...harnessOption) *harness {
 	t.Helper()
+	return newHarnessOn(t, testOptions(t, sopts), opts...)
+}
+
+// newHarnessOn is newHarnessStorage on the backend sopts names, whatever
+// the test run's: SQLite unless sopts.DatabaseURL is set (a test comparing
+// the backends opens one of each).
+func newHarnessOn(t *testing.T, sopts storage.Options, opts ...harnessOption) *harness {
+	t.Helper()
 	path := sopts.Path
 	clk := newClock(time.Date(2026, 1, 31, 9, 5, 0, 120e6, time.UTC))
 	sopts.Now = clk.Now
-	sopts = testOptions(t, sopts)
 	db, err := storage.Open(context.Background(), sopts)
 	if err != nil {
 		t.Fatalf("open storage: %v", err)
