@@ -87,6 +87,49 @@ func (r *rawRead) rawDecode() error {
 	return err
 }
 
+// receivedColumns is a select list of the row's received_at text alone.
+// Use with receivedTargets and receivedDecode.
+func (r *rawRead) receivedColumns() string {
+	if !r.pg {
+		return receivedSQL
+	}
+	return "received_at, raw, ts"
+}
+
+// receivedTargets are the Scan destinations of receivedColumns.
+func (r *rawRead) receivedTargets() []any {
+	if !r.pg {
+		return []any{&r.Received}
+	}
+	return []any{&r.column, &r.stored, &r.ts}
+}
+
+// receivedDecode sets Received from a row scanned with receivedTargets.
+func (r *rawRead) receivedDecode() error {
+	if !r.pg {
+		return nil
+	}
+	received, err := receivedOf(r.column.String, r.storedValue(), r.ts.String)
+	if err != nil {
+		return err
+	}
+	r.Received = sql.NullString{String: received, Valid: true}
+	return nil
+}
+
+// storedValue is the scanned stored raw as SQLite's functions see it.
+func (r *rawRead) storedValue() any {
+	switch {
+	case len(r.stored) > 0 && r.stored[0] > rawFormatV3:
+		// The wire text as is, which SQLite keeps as TEXT where the
+		// compressed form cannot take it (encodeRaw).
+		return string(r.stored)
+	case r.stored != nil:
+		return r.stored
+	}
+	return nil
+}
+
 // decodeRaw sets Raw from the scanned stored raw and fields (PostgreSQL)
 // and returns the stored value as SQLite's function would see it.
 func (r *rawRead) decodeRaw() (any, error) {
@@ -94,15 +137,7 @@ func (r *rawRead) decodeRaw() (any, error) {
 	for i, v := range r.fields {
 		f[i] = v.String
 	}
-	var stored any
-	switch {
-	case len(r.stored) > 0 && r.stored[0] > rawFormatV3:
-		// The wire text as is, which SQLite keeps as TEXT where the
-		// compressed form cannot take it (encodeRaw).
-		stored = string(r.stored)
-	case r.stored != nil:
-		stored = r.stored
-	}
+	stored := r.storedValue()
 	raw, err := decodeRaw(stored, f)
 	if err != nil {
 		return nil, err
