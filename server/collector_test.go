@@ -113,11 +113,11 @@ func TestCollectorWireFormat(t *testing.T) {
 	if a := intake(t, post(single)); a != (intakeAnswer{Accepted: 1}) {
 		t.Fatalf("got %+v, want one accepted", a)
 	}
-	var raw string
-	if err := h.sqlDB().QueryRow(`SELECT event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer) FROM events WHERE id = ?`, eventID(1)).Scan(&raw); err != nil {
-		t.Fatalf("a 202 event is not in the database at once: %v", err)
+	stored, ok := h.eventByID(eventID(1))
+	if !ok {
+		t.Fatalf("a 202 event is not in the database at once")
 	}
-	if raw != single {
+	if raw := stored.Raw.String; raw != single {
 		t.Fatalf("got raw %s, want the exact wire bytes %s", raw, single)
 	}
 
@@ -127,8 +127,8 @@ func TestCollectorWireFormat(t *testing.T) {
 		t.Fatalf("got %+v, want two accepted", a)
 	}
 	for id, want := range map[string]string{eventID(2): e2, eventID(3): e3} {
-		if err := h.sqlDB().QueryRow(`SELECT event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer) FROM events WHERE id = ?`, id).Scan(&raw); err != nil || raw != want {
-			t.Errorf("batch element %s: got raw %q (%v), want its own bytes %q", id, raw, err, want)
+		if e, ok := h.eventByID(id); !ok || e.Raw.String != want {
+			t.Errorf("batch element %s: got raw %q (stored %v), want its own bytes %q", id, e.Raw.String, ok, want)
 		}
 	}
 
@@ -267,13 +267,14 @@ func TestCollectorConsent(t *testing.T) {
 		if a.Accepted != 1 {
 			t.Fatalf("got %+v, want accepted", a)
 		}
-		var anon, url, ref, raw string
-		var user *string
-		if err := h.sqlDB().QueryRow(`SELECT anon_id, user_id, url, referrer, event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer) FROM events`).Scan(&anon, &user, &url, &ref, &raw); err != nil {
-			t.Fatal(err)
+		list := h.events("")
+		if len(list) != 1 {
+			t.Fatalf("got %d stored events, want 1", len(list))
 		}
-		if !strings.HasPrefix(anon, privacy.CookielessPrefix) || user != nil || url != "https://example.test/p" || ref != "https://r.test/" {
-			t.Fatalf("got anon %s user %v url %s referrer %s, want the cookieless form", anon, user, url, ref)
+		e := list[0]
+		anon, url, ref, raw := e.AnonID, e.URL.String, e.Referrer.String, e.Raw.String
+		if !strings.HasPrefix(anon, privacy.CookielessPrefix) || e.UserID.Valid || url != "https://example.test/p" || ref != "https://r.test/" {
+			t.Fatalf("got anon %s user %v url %s referrer %s, want the cookieless form", anon, nullStr(e.UserID), url, ref)
 		}
 		for _, secret := range []string{"alice", "a@x", "anon-1"} {
 			if strings.Contains(raw, secret) {

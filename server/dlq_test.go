@@ -129,10 +129,11 @@ func TestDLQReplay(t *testing.T) {
 			if n := h.count(`SELECT COUNT(*) FROM dlq`); n != 0 {
 				t.Fatalf("got %d DLQ rows after a successful replay, want 0", n)
 			}
-			var raw, browser string
-			if err := h.sqlDB().QueryRow(`SELECT event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer), browser FROM events WHERE id = ?`, id).Scan(&raw, &browser); err != nil {
-				t.Fatalf("replayed event not stored: %v", err)
+			e, ok := h.eventByID(id)
+			if !ok {
+				t.Fatalf("replayed event not stored")
 			}
+			raw, browser := e.Raw.String, e.Browser.String
 			var payload map[string]any
 			json.Unmarshal([]byte(raw), &payload)
 			if payload["extra"] != "kept" || browser != "Mobile Safari" {
@@ -239,14 +240,13 @@ func TestDLQConsentDeniedIsCookieless(t *testing.T) {
 			fix()
 			r = h.q("POST", "/v1/sites/web/dlq/"+eventID(1)+"/replay", tn.adminKey, nil)
 			mustStatus(t, r, 200, "")
-			var raw string
-			var stored string
-			var storedUser *string
-			if err := op.QueryRow(`SELECT anon_id, user_id, event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer), browser FROM events WHERE id = ?`, eventID(1)).Scan(&anon, &storedUser, &raw, &stored); err != nil {
-				t.Fatalf("replayed event not stored: %v", err)
+			e, ok := h.eventByID(eventID(1))
+			if !ok {
+				t.Fatalf("replayed event not stored")
 			}
-			if anon != twinAnon || storedUser != nil || raw != payload || stored != "Chrome" {
-				t.Errorf("got anon_id %s user_id %v browser %s raw %s, want anon_id %s, no user_id, Chrome and raw %s", anon, storedUser, stored, raw, twinAnon, payload)
+			anon, raw, stored := e.AnonID, e.Raw.String, e.Browser.String
+			if anon != twinAnon || e.UserID.Valid || raw != payload || stored != "Chrome" {
+				t.Errorf("got anon_id %s user_id %s browser %s raw %s, want anon_id %s, no user_id, Chrome and raw %s", anon, nullStr(e.UserID), stored, raw, twinAnon, payload)
 			}
 		})
 	}
@@ -298,10 +298,11 @@ func TestDLQReplayS2SControlCharacters(t *testing.T) {
 			fix()
 			r := h.q("POST", "/v1/sites/web/dlq/"+eventID(1)+"/replay", tn.adminKey, nil)
 			mustStatus(t, r, 200, "")
-			var raw, browser string
-			if err := h.sqlDB().QueryRow(`SELECT event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer), browser FROM events WHERE id = ?`, eventID(1)).Scan(&raw, &browser); err != nil {
-				t.Fatalf("replayed event not stored: %v", err)
+			e, ok := h.eventByID(eventID(1))
+			if !ok {
+				t.Fatalf("replayed event not stored")
 			}
+			raw, browser := e.Raw.String, e.Browser.String
 			if raw != body {
 				t.Errorf("got raw %q, want the payload byte for byte %q", raw, body)
 			}

@@ -88,10 +88,17 @@ func newHarnessAt(t *testing.T, path string, opts ...harnessOption) *harness {
 // is the harness clock).
 func newHarnessStorage(t *testing.T, sopts storage.Options, opts ...harnessOption) *harness {
 	t.Helper()
+	return newHarnessOn(t, testOptions(t, sopts), opts...)
+}
+
+// newHarnessOn is newHarnessStorage on the backend sopts names, whatever
+// the test run's: SQLite unless sopts.DatabaseURL is set (a test comparing
+// the backends opens one of each).
+func newHarnessOn(t *testing.T, sopts storage.Options, opts ...harnessOption) *harness {
+	t.Helper()
 	path := sopts.Path
 	clk := newClock(time.Date(2026, 1, 31, 9, 5, 0, 120e6, time.UTC))
 	sopts.Now = clk.Now
-	sopts = testOptions(t, sopts)
 	db, err := storage.Open(context.Background(), sopts)
 	if err != nil {
 		t.Fatalf("open storage: %v", err)
@@ -280,4 +287,27 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// events reads every event intake stored for site ("" for every site)
+// in arrival order, wire text decoded, through storage on either backend
+// (README "On PostgreSQL": a test's own SQL cannot call event_raw there).
+func (h *harness) events(site string) []storage.EventRecord {
+	h.t.Helper()
+	list, err := h.db.EventRecords(context.Background(), site)
+	if err != nil {
+		h.t.Fatalf("read stored events: %v", err)
+	}
+	return list
+}
+
+// eventByID is the stored event with id; ok is false when there is none.
+func (h *harness) eventByID(id string) (e storage.EventRecord, ok bool) {
+	h.t.Helper()
+	for _, e := range h.events("") {
+		if e.ID == id {
+			return e, true
+		}
+	}
+	return e, false
 }

@@ -47,22 +47,13 @@ type storedEvent struct {
 	country, city, credential sql.NullString
 }
 
-// segmentEvents reads every stored event of site in rowid order.
+// segmentEvents reads every stored event of site in arrival order.
 func (h *harness) segmentEvents(site string) []storedEvent {
 	h.t.Helper()
-	rows, err := h.sqlDB().Query(`SELECT id, type, anon_id, event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer), ts, user_id, url, referrer, browser, country, city, (SELECT c.credential FROM event_credentials c WHERE c.seq = events.seq)
-		FROM events WHERE site_id = ? ORDER BY rowid`, site)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer rows.Close()
 	var out []storedEvent
-	for rows.Next() {
-		var e storedEvent
-		if err := rows.Scan(&e.id, &e.typ, &e.anon, &e.raw, &e.ts, &e.user, &e.url, &e.ref, &e.browser, &e.country, &e.city, &e.credential); err != nil {
-			h.t.Fatal(err)
-		}
-		out = append(out, e)
+	for _, r := range h.events(site) {
+		out = append(out, storedEvent{id: r.ID, typ: r.Type, anon: r.AnonID, raw: r.Raw.String, ts: r.TS, user: r.UserID, url: r.URL,
+			ref: r.Referrer, browser: r.Browser, country: r.Country, city: r.City, credential: r.Credential})
 	}
 	return out
 }

@@ -61,10 +61,11 @@ func TestPaymentsWebhook(t *testing.T) {
 	if got := r.json(t); got["ok"] != true || got["forwarded"] != float64(1) {
 		t.Fatalf("got %v", got)
 	}
-	var typ, anon, user, raw string
-	if err := op.QueryRow(`SELECT type, anon_id, user_id, event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer) FROM events`).Scan(&typ, &anon, &user, &raw); err != nil {
-		t.Fatal(err)
+	stored := h.events("")
+	if len(stored) != 1 {
+		t.Fatalf("got %d stored events, want 1", len(stored))
 	}
+	typ, anon, user, raw := stored[0].Type, stored[0].AnonID, stored[0].UserID.String, stored[0].Raw.String
 	var ev map[string]any
 	json.Unmarshal([]byte(raw), &ev)
 	props := ev["properties"].(map[string]any)
@@ -81,8 +82,14 @@ func TestPaymentsWebhook(t *testing.T) {
 	sub, _ := json.Marshal(map[string]any{"id": "evt_2", "type": "customer.subscription.created", "data": map[string]any{"object": map[string]any{
 		"id": "sub_1", "customer": "cus_42", "status": "active", "items": map[string]any{"data": []any{map[string]any{"price": map[string]any{"unit_amount": 900, "currency": "usd"}}}}}}})
 	mustStatus(t, h.hook(path, sub, signed(sub, "whsec_old", h.clock.Now())), 200, "")
-	if err := op.QueryRow(`SELECT type, anon_id, event_raw(raw, id, site_id, type, anon_id, user_id, url, referrer) FROM events WHERE type = 'subscription_created'`).Scan(&typ, &anon, &raw); err != nil || anon != "cus_42" {
-		t.Fatalf("got %s %s %v", anon, raw, err)
+	anon, raw = "", ""
+	for _, e := range h.events("") {
+		if e.Type == "subscription_created" {
+			anon, raw = e.AnonID, e.Raw.String
+		}
+	}
+	if anon != "cus_42" {
+		t.Fatalf("got anon_id %q raw %s, want cus_42", anon, raw)
 	}
 	// Unmapped types are acknowledged with zero forwards.
 	other := []byte(`{"id":"evt_3","type":"invoice.created","data":{"object":{"id":"in_1"}}}`)

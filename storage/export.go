@@ -77,20 +77,13 @@ func (db *DB) firstReceived(ctx context.Context, at time.Time, last int64) (int6
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		var seq int64
-		var received string
-		var err error
-		if db.d.name() == "postgres" {
-			rr := newRawRead(db.d)
-			err = db.read.QueryRowContext(ctx, `SELECT seq, `+rr.columns()+` FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT 1`,
-				mid, last).Scan(append([]any{&seq}, rr.targets()...)...)
-			if err == nil {
-				err = rr.decode()
-				received = rr.Received.String
-			}
-		} else {
-			err = db.read.QueryRowContext(ctx, `SELECT seq, `+receivedSQL+` FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT 1`,
-				mid, last).Scan(&seq, &received)
+		rr := newRawRead(db.d)
+		err := db.read.QueryRowContext(ctx, `SELECT seq, `+rr.receivedColumns()+` FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT 1`,
+			mid, last).Scan(append([]any{&seq}, rr.receivedTargets()...)...)
+		if err == nil {
+			err = rr.receivedDecode()
 		}
+		received := rr.Received.String
 		switch {
 		case errors.Is(err, sql.ErrNoRows), err == nil && received >= cut:
 			hi = mid

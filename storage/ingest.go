@@ -717,7 +717,7 @@ func (j *ingestRun) ready(site, anon string, s *session) error {
 	if s.visit.ready {
 		return nil
 	}
-	v, err := visitOfEvents(context.Background(), j.tx, site, anon, s.start, s.end, j.firstSeq)
+	v, err := visitOfEvents(context.Background(), j.db.d, j.tx, site, anon, s.start, s.end, j.firstSeq)
 	if err != nil {
 		return err
 	}

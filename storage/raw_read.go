@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"database/sql"
 )
 
@@ -47,28 +48,148 @@ func (r *rawRead) decode() error {
 	if !r.pg {
 		return nil
 	}
-	var f rawFields
-	for i, v := range r.fields {
-		f[i] = v.String
-	}
-	var stored any
-	switch {
-	case len(r.stored) > 0 && r.stored[0] > rawFormatV3:
-		// The wire text as is, which SQLite keeps as TEXT where the
-		// compressed form cannot take it (encodeRaw).
-		stored = string(r.stored)
-	case r.stored != nil:
-		stored = r.stored
-	}
-	raw, err := decodeRaw(stored, f)
+	stored, err := r.decodeRaw()
 	if err != nil {
 		return err
 	}
-	r.Raw = sql.NullString{String: string(raw), Valid: raw != nil}
 	received, err := receivedOf(r.column.String, stored, r.ts.String)
 	if err != nil {
 		return err
 	}
 	r.Received = sql.NullString{String: received, Valid: true}
 	return nil
+}
+
+// rawWhen is a select list that gives the wire text of the rows where cond
+// holds, NULL elsewhere (no received time). Use with rawTargets and
+// rawDecode. On PostgreSQL only those rows' stored raw is read.
+func (r *rawRead) rawWhen(cond string) string {
+	if !r.pg {
+		return "CASE WHEN " + cond + " THEN " + rawSQL + " END"
+	}
+	return "CASE WHEN " + cond + " THEN raw END, id, site_id, type, anon_id, user_id, url, referrer"
+}
+
+// rawTargets are the Scan destinations of rawWhen.
+func (r *rawRead) rawTargets() []any {
+	if !r.pg {
+		return []any{&r.Raw}
+	}
+	return r.targets()[:1+len(r.fields)]
+}
+
+// rawDecode sets Raw from a row scanned with rawTargets.
+func (r *rawRead) rawDecode() error {
+	if !r.pg {
+		return nil
+	}
+	_, err := r.decodeRaw()
+	return err
+}
+
+// receivedColumns is a select list of the row's received_at text alone.
+// Use with receivedTargets and receivedDecode.
+func (r *rawRead) receivedColumns() string {
+	if !r.pg {
+		return receivedSQL
+	}
+	return "received_at, raw, ts"
+}
+
+// receivedTargets are the Scan destinations of receivedColumns.
+func (r *rawRead) receivedTargets() []any {
+	if !r.pg {
+		return []any{&r.Received}
+	}
+	return []any{&r.column, &r.stored, &r.ts}
+}
+
+// receivedDecode sets Received from a row scanned with receivedTargets.
+func (r *rawRead) receivedDecode() error {
+	if !r.pg {
+		return nil
+	}
+	received, err := receivedOf(r.column.String, r.storedValue(), r.ts.String)
+	if err != nil {
+		return err
+	}
+	r.Received = sql.NullString{String: received, Valid: true}
+	return nil
+}
+
+// storedValue is the scanned stored raw as SQLite's functions see it.
+func (r *rawRead) storedValue() any {
+	switch {
+	case len(r.stored) > 0 && r.stored[0] > rawFormatV3:
+		// The wire text as is, which SQLite keeps as TEXT where the
+		// compressed form cannot take it (encodeRaw).
+		return string(r.stored)
+	case r.stored != nil:
+		return r.stored
+	}
+	return nil
+}
+
+// decodeRaw sets Raw from the scanned stored raw and fields (PostgreSQL)
+// and returns the stored value as SQLite's function would see it.
+func (r *rawRead) decodeRaw() (any, error) {
+	var f rawFields
+	for i, v := range r.fields {
+		f[i] = v.String
+	}
+	stored := r.storedValue()
+	raw, err := decodeRaw(stored, f)
+	if err != nil {
+		return nil, err
+	}
+	r.Raw = sql.NullString{String: string(raw), Valid: raw != nil}
+	return stored, nil
+}
+
+// EventRecord is one events row as intake stored it: its columns, its wire
+// text exactly as received and the credential that sent it. Tests and dev
+// tools read it to check what was stored, the same way on both backends.
+type EventRecord struct {
+	Seq                                                           int64
+	ID, SiteID, Type, AnonID, TS                                  string
+	UserID, URL, Referrer, Country, City, Browser, OS, DeviceType sql.NullString
+	// Raw is the wire text (not valid for a row stored without one).
+	Raw        sql.NullString
+	ReceivedAt string
+	// Credential is the credential's text (event_credentials), not valid
+	// for an event sent without one.
+	Credential sql.NullString
+}
+
+// EventRecords returns the stored events of site, or of every site when
+// site is empty, in arrival order. The wire text is decoded by the code
+// SQLite's event_raw runs (rawRead), so both backends give the same bytes.
+func (db *DB) EventRecords(ctx context.Context, site string) ([]EventRecord, error) {
+	rr := newRawRead(db.d)
+	q := `SELECT seq, id, site_id, type, anon_id, ts, user_id, url, referrer, country, city, browser, os, device_type,
+		(SELECT c.credential FROM event_credentials c WHERE c.seq = events.seq), ` + rr.columns() + ` FROM events`
+	var args []any
+	if site != "" {
+		q += ` WHERE site_id = ?`
+		args = append(args, site)
+	}
+	rows, err := db.read.QueryContext(ctx, q+` ORDER BY seq`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []EventRecord
+	for rows.Next() {
+		var e EventRecord
+		if err := rows.Scan(append([]any{&e.Seq, &e.ID, &e.SiteID, &e.Type, &e.AnonID, &e.TS, &e.UserID, &e.URL, &e.Referrer,
+			&e.Country, &e.City, &e.Browser, &e.OS, &e.DeviceType, &e.Credential}, rr.targets()...)...); err != nil {
+			return nil, err
+		}
+		if err := rr.decode(); err != nil {
+			return nil, err
+		}
+		e.Raw, e.ReceivedAt = rr.Raw, rr.Received.String
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }

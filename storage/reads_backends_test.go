@@ -182,6 +182,137 @@ func TestReadsMatchAcrossBackends(t *testing.T) {
 	}
 }
 
+// seedVisitRows stores visits of site w through intake (README "Visits"):
+// entry and exit pages, referrers and their sources, campaigns from URLs
+// and from Segment's context.campaign, locations and devices, sessions
+// across midnight in several zones, an identified user.
+func seedVisitRows(t *testing.T, db *DB) {
+	t.Helper()
+	withSites(t, db, "w")
+	at := func(s string) time.Time {
+		tm, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	type e struct {
+		anon, typ, url, ref, ts, country, city, browser, os, device, user, campaign string
+	}
+	list := []e{
+		{"a", "pageview", "https://acme.example/?utm_source=news&utm_medium=mail&utm_campaign=spring", "https://www.google.com/search?q=x", "2026-01-05T09:05:00.120Z", "DE", "Berlin", "Chrome", "Windows", "desktop", "", ""},
+		{"a", "pageview", "https://acme.example/pricing", "https://acme.example/", "2026-01-05T09:06:00.000Z", "DE", "Berlin", "Chrome", "Windows", "desktop", "", ""},
+		{"a", "signup", "https://acme.example/pricing", "", "2026-01-05T09:07:30.999Z", "DE", "Berlin", "Chrome", "Windows", "desktop", "u1", ""},
+		{"a", "pageview", "https://acme.example/blog/ü", "https://news.ycombinator.com/item?id=1", "2026-01-09T18:00:00.000Z", "DE", "Hamburg", "Chrome", "Windows", "desktop", "u1", ""},
+		{"b", "pageview", "https://acme.example/Docs", "", "2026-01-06T23:59:59.500Z", "FR", "Paris", "Safari", "iOS", "mobile", "", `{"name":"winter","source":"ads","medium":"cpc","term":"café","content":"banner"}`},
+		{"b", "pageview", "https://acme.example/", "", "2026-01-07T00:10:00.000Z", "FR", "Paris", "Safari", "iOS", "mobile", "", ""},
+		{"c", "click", "", "", "2026-01-12T12:00:05.000Z", "", "", "", "", "", "", ""},
+		{"c", "pageview", "https://acme.example/Docs?ref=producthunt", "https://t.co/abc", "2026-01-12T12:00:00.000Z", "US", "", "Firefox", "Linux", "desktop", "", ""},
+		{"d", "pageview", "https://acme.example/", "android-app://com.slack", "2026-01-31T23:30:00.000Z", "IN", "Mumbai", "Chrome", "Android", "mobile", "", ""},
+		{"d", "pageview", "https://acme.example/pricing", "", "2026-02-01T00:20:00.000Z", "IN", "Mumbai", "Chrome", "Android", "mobile", "", ""},
+	}
+	var events []IngestEvent
+	for i, x := range list {
+		ev := IngestEvent{ID: fmt.Sprintf("w-%d", i+1), SiteID: "w", Type: x.typ, AnonID: x.anon, TS: at(x.ts),
+			Country: x.country, City: x.city, Browser: x.browser, OS: x.os, DeviceType: x.device, Credential: "site",
+			ReceivedAt: at(x.ts).Add(20 * time.Millisecond)}
+		ev.Raw = []byte(fmt.Sprintf(`{"type":%q,"anon_id":%q}`, x.typ, x.anon))
+		if x.campaign != "" {
+			ev.Raw = []byte(fmt.Sprintf(`{"type":"page","anonymousId":%q,"context":{"campaign":%s}}`, x.anon, x.campaign))
+			ev.Campaign = ParseCampaign([]byte(x.campaign))
+		}
+		if x.url != "" {
+			ev.URL = &x.url
+		}
+		if x.ref != "" {
+			ev.Referrer = &x.ref
+		}
+		if x.user != "" {
+			ev.UserID = &x.user
+		}
+		events = append(events, ev)
+	}
+	// Out of order, in two runs: the visits must not depend on arrival.
+	ingestAll(t, db, events[5:]...)
+	ingestAll(t, db, events[:5]...)
+}
+
+// TestVisitReadsMatchAcrossBackends reads visits stored through intake
+// from SQLite and from PostgreSQL: every visit dimension, as breakdown and
+// as filter, visit metrics by time in several zones, sessions, timeline
+// and first visit (README "Visits", "Query API").
+func TestVisitReadsMatchAcrossBackends(t *testing.T) {
+	dbtest.OnlyPostgres(t, "compares SQLite with the run's PostgreSQL")
+	ctx := context.Background()
+	pg, err := openTestDB(t, ctx, Options{Path: filepath.Join(t.TempDir(), "pg.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	lite := openSQLite(t, filepath.Join(t.TempDir(), "lite.db"))
+	seedVisitRows(t, lite)
+	seedVisitRows(t, pg)
+
+	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	to := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	la, _ := time.LoadLocation("America/Los_Angeles")
+	kolkata, _ := time.LoadLocation("Asia/Kolkata")
+	all := []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents, MetricBounceRate, MetricVisitDuration}
+	queries := map[string]StatsQuery{"aggregate": {Metrics: all}}
+	for _, dim := range []string{"visit:entry_page", "visit:exit_page", "visit:source", "visit:referrer", "visit:utm_source", "visit:utm_medium",
+		"visit:utm_campaign", "visit:utm_term", "visit:utm_content", "visit:country", "visit:city", "visit:browser", "visit:os", "visit:device"} {
+		queries["by "+dim] = StatsQuery{Metrics: all, Dimensions: []string{dim}}
+		queries["by "+dim+" and page"] = StatsQuery{Metrics: all[:4], Dimensions: []string{dim, "event:page"}}
+		queries["is "+dim] = StatsQuery{Metrics: all, Filters: []QueryFilter{{Op: "is", Dim: dim, Values: []string{"Berlin", "news", "/", "Google", "mobile", "DE"}}}}
+		queries["is not "+dim] = StatsQuery{Metrics: all, Filters: []QueryFilter{{Op: "is_not", Dim: dim, Values: []string{"Berlin", "news", "/", "Google", "mobile", "DE"}}}}
+		queries["contains "+dim] = StatsQuery{Metrics: all, Dimensions: []string{dim}, Filters: []QueryFilter{{Op: "contains", Dim: dim, Values: []string{"E", "o"}, Fold: true}}}
+		queries["matches "+dim] = StatsQuery{Metrics: all, Filters: []QueryFilter{{Op: "matches", Dim: dim, Values: []string{`^[A-Z]`, `^/p`}}}}
+	}
+	for _, unit := range []string{"hour", "day", "week", "month"} {
+		for _, zone := range []*time.Location{time.UTC, berlin, la, kolkata} {
+			queries["time by "+unit+" in "+zone.String()] = StatsQuery{Metrics: all, Dimensions: []string{"time"}, TimeUnit: unit, Zone: zone}
+			queries["sources by "+unit+" in "+zone.String()] = StatsQuery{Metrics: all, Dimensions: []string{"time", "visit:source"}, TimeUnit: unit, Zone: zone}
+		}
+	}
+	for name, q := range queries {
+		t.Run(name, func(t *testing.T) {
+			q.Site, q.From, q.To = "w", from, to
+			want := answerJSON(t, func() (any, error) { return lite.Stats(ctx, q) })
+			got := answerJSON(t, func() (any, error) { return pg.Stats(ctx, q) })
+			if got != want {
+				t.Errorf("got %s, want %s", got, want)
+			}
+		})
+	}
+	reads := map[string]func(db *DB) (any, error){
+		"sessions": func(db *DB) (any, error) { return db.Sessions(ctx, "w", from, to) },
+		"timeline": func(db *DB) (any, error) {
+			list, next, err := db.Timeline(ctx, "w", "u1", 100, time.Time{})
+			return []any{list, next}, err
+		},
+		"first visit": func(db *DB) (any, error) {
+			at, ok, err := db.FirstVisit(ctx, "w")
+			return []any{at, ok}, err
+		},
+		"estimate": func(db *DB) (any, error) {
+			rows, exact, err := db.StatsEstimate(ctx, StatsQuery{Site: "w", From: from, To: to, Metrics: all, Dimensions: []string{"visit:source"}})
+			return []any{rows, exact}, err
+		},
+		"stored events": func(db *DB) (any, error) { return db.EventRecords(ctx, "w") },
+		"site events":   func(db *DB) (any, error) { return db.SiteEvents(ctx, "w") },
+	}
+	for name, read := range reads {
+		t.Run(name, func(t *testing.T) {
+			want := answerJSON(t, func() (any, error) { return read(lite) })
+			got := answerJSON(t, func() (any, error) { return read(pg) })
+			if got != want {
+				t.Errorf("got %s, want %s", got, want)
+			}
+		})
+	}
+}
+
 func answerJSON(t *testing.T, read func() (any, error)) string {
 	t.Helper()
 	v, err := read()

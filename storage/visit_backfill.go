@@ -98,7 +98,7 @@ func (db *DB) readVisitChunk(ctx context.Context, chunk int) (*visitChunk, error
 			continue
 		}
 		start, end := msTime(p.start), msTime(p.end)
-		v, err := visitOfEvents(ctx, tx, p.site, p.anon, start, end, 0)
+		v, err := visitOfEvents(ctx, db.d, tx, p.site, p.anon, start, end, 0)
 		if err != nil {
 			return nil, fmt.Errorf("visit backfill: %w", err)
 		}

@@ -346,15 +346,16 @@ type queryer interface {
 // start to end from its stored events with seq below beforeSeq (0: all):
 // for a row of before migration 0013. The landing events' raw is read for
 // a campaign (campaignOfRaw).
-func visitOfEvents(ctx context.Context, q queryer, site, anon string, start, end time.Time, beforeSeq int64) (visit, error) {
+func visitOfEvents(ctx context.Context, d dialect, q queryer, site, anon string, start, end time.Time, beforeSeq int64) (visit, error) {
 	if beforeSeq <= 0 {
 		beforeSeq = 1 << 62
 	}
 	from := FormatTime(start)
+	rr := newRawRead(d)
 	rows, err := q.QueryContext(ctx, `SELECT type, url, referrer, ts, country, city, browser, os, device_type,
-		CASE WHEN ts = ?3 THEN `+rawSQL+` END
-		FROM events WHERE site_id = ?1 AND anon_id = ?2 AND ts_ms >= ?6 AND ts_ms <= ?7 AND seq < ?5`,
-		site, anon, from, FormatTime(end), beforeSeq, start.UnixMilli(), end.UnixMilli())
+		`+rr.rawWhen("ts = ?3")+`
+		FROM events WHERE site_id = ?1 AND anon_id = ?2 AND ts_ms >= ?5 AND ts_ms <= ?6 AND seq < ?4`,
+		site, anon, from, beforeSeq, start.UnixMilli(), end.UnixMilli())
 	if err != nil {
 		return visit{}, fmt.Errorf("visit of events: %w", err)
 	}
@@ -363,10 +364,14 @@ func visitOfEvents(ctx context.Context, q queryer, site, anon string, start, end
 	for rows.Next() {
 		var e IngestEvent
 		var ts string
-		var country, city, browser, os, device, raw sql.NullString
-		if err := rows.Scan(&e.Type, &e.URL, &e.Referrer, &ts, &country, &city, &browser, &os, &device, &raw); err != nil {
+		var country, city, browser, os, device sql.NullString
+		if err := rows.Scan(append([]any{&e.Type, &e.URL, &e.Referrer, &ts, &country, &city, &browser, &os, &device}, rr.rawTargets()...)...); err != nil {
 			return visit{}, fmt.Errorf("visit of events: %w", err)
 		}
+		if err := rr.rawDecode(); err != nil {
+			return visit{}, fmt.Errorf("visit of events: %w", err)
+		}
+		raw := rr.Raw
 		at, err := time.Parse(timeLayout, ts)
 		if err != nil {
 			return visit{}, fmt.Errorf("visit of events: ts %q: %w", ts, err)

@@ -418,3 +418,34 @@ func TestCapText(t *testing.T) {
 		}
 	}
 }
+
+// A session of before migration 0013 gets its visit from its stored
+// events (visitOfEvents), the landing's campaign from its wire text: read
+// by SQLite's event_raw there and decoded in Go on PostgreSQL, the same
+// visit as intake computed.
+func TestVisitOfEventsReadsTheLandingsCampaign(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	withSites(t, db, "s")
+	landing := ev("c1", "v", "pageview", 0, "https://shop.test/a", "")
+	landing.Raw = []byte(`{"type":"page","anonymousId":"v","context":{"campaign":{"name":"spring","source":"news","medium":"mail"}}}`)
+	landing.Campaign = ParseCampaign([]byte(`{"name":"spring","source":"news","medium":"mail"}`))
+	later := ev("c2", "v", "pageview", 1, "https://shop.test/b", "")
+	later.Raw = []byte(`{"type":"page","anonymousId":"v","context":{"campaign":{"name":"other","source":"later"}}}`)
+	ingestAll(t, db, landing, later)
+
+	start, end := landing.TS.Truncate(time.Millisecond), later.TS.Truncate(time.Millisecond)
+	v, err := visitOfEvents(context.Background(), db.d, db.read, "s", "v", start, end, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := v.landing.utm, [5]string{"news", "mail", "spring", "", ""}; got != want {
+		t.Errorf("landing utm: got %q, want %q", got, want)
+	}
+	if v.entry != "/a" || v.exit != "/b" || v.pageviews != 2 || !v.ready {
+		t.Errorf("got entry %q exit %q pageviews %d ready %v, want /a /b 2 true", v.entry, v.exit, v.pageviews, v.ready)
+	}
+	stored := visitAttrs(t, db, "s", "v")
+	if len(stored) != 1 || !strings.Contains(stored[0], " news mail spring - - ") {
+		t.Errorf("stored visit: got %q, want the same campaign", stored)
+	}
+}
