@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
 // Writes of the admin API that name a site re-check it when they commit.
@@ -35,7 +37,9 @@ func TestWebhookSecretCreateSiteDeletedMidRequest(t *testing.T) {
 }
 
 // A revoke whose site is deleted and created again in another workspace
-// meanwhile leaves the new site's secret (with the same id) alone.
+// meanwhile leaves the new site's secret alone. On SQLite the new secret
+// takes the same id (a rowid is reused once its table is empty); on
+// PostgreSQL an identity never repeats, so the revoke's id names nothing.
 func TestWebhookSecretRevokeSiteRecreatedMidRequest(t *testing.T) {
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
@@ -47,8 +51,10 @@ func TestWebhookSecretRevokeSiteRecreatedMidRequest(t *testing.T) {
 		mustStatus(t, h.q("POST", "/v1/workspaces/bravo/sites", testAdminToken, map[string]any{"id": "web", "name": "bravo's"}), 201, "")
 		r := h.q("POST", "/v1/sites/web/webhook-secrets", testAdminToken, nil)
 		mustStatus(t, r, 201, "")
-		if r.json(t)["id"] != float64(1) {
-			t.Fatalf("got %s, want the new site's secret to take id 1", r.body)
+		if !dbtest.Postgres() && r.json(t)["id"] != float64(1) {
+			// Errorf: this runs on the server's goroutine, where Fatal
+			// would cut the request short.
+			t.Errorf("got %s, want the new site's secret to take id 1", r.body)
 		}
 		secret = r.json(t)["secret"].(string)
 	})

@@ -364,7 +364,7 @@ func (c *pgCopy) copyTable(ctx context.Context, tx pgx.Tx, table string) (*Table
 			expr = rawSQL
 		case table == "events" && col.name == "received_ms":
 			expr = receivedSQL
-		case table == "dlq" && col.name == "seq":
+		case table == "dlq" && col.name == "seq", table == "webhook_secrets" && col.name == "rowid":
 			expr = "rowid"
 		case col.name == "slot" && table != source:
 			expr = "0"

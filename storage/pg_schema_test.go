@@ -140,16 +140,18 @@ var (
 	}
 	// Columns PostgreSQL adds, as table.column.
 	pgOnlyColumns = map[string]string{
-		"events.path":          "the page path, computed in Go at ingest (tally_page_path on SQLite)",
-		"events.props":         "the properties as sent, written in Go at ingest (tally_prop on SQLite)",
-		"events.received_ms":   "the arrival time, written at ingest (event_received_at on SQLite)",
-		"sites.deleting_since": "a site being deleted stays hidden on every instance",
-		"dlq.seq":              "the erasure sweep's row handle (the rowid on SQLite)",
-		"dlq.replay_until":     "a replay's claim, so two instances do not both send it",
+		"events.path":           "the page path, computed in Go at ingest (tally_page_path on SQLite)",
+		"events.props":          "the properties as sent, written in Go at ingest (tally_prop on SQLite)",
+		"events.received_ms":    "the arrival time, written at ingest (event_received_at on SQLite)",
+		"sites.deleting_since":  "a site being deleted stays hidden on every instance",
+		"dlq.seq":               "the erasure sweep's row handle (the rowid on SQLite)",
+		"dlq.replay_until":      "a replay's claim, so two instances do not both send it",
+		"webhook_secrets.rowid": "the secret's id, SQLite's rowid of the table",
 	}
 	// Unique constraints and foreign keys PostgreSQL adds.
 	pgOnlyUniques = map[string]string{
-		"dlq(seq)": "the erasure sweep's row handle names one row",
+		"dlq(seq)":               "the erasure sweep's row handle names one row",
+		"webhook_secrets(rowid)": "the secret's id names one row",
 	}
 	pgOnlyForeignKeys = map[string]string{
 		"event_pages(seq) -> events(seq) ON DELETE CASCADE": "what SQLite's delete trigger does",
