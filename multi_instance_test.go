@@ -565,7 +565,7 @@ func multiDrop(v any, drop []string) {
 }
 
 // multiCall sends a request and returns the status and body.
-func multiCall(t *testing.T, method, url, token, body string, headers map[string]string) (int, string) {
+func multiCall(t testing.TB, method, url, token, body string, headers map[string]string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -592,7 +592,7 @@ func multiCall(t *testing.T, method, url, token, body string, headers map[string
 var multiCounterLine = regexp.MustCompile(`^([a-z_]+)(\{[^}]*\})? ([0-9.e+]+)$`)
 
 // multiCounter sums the series of the metric name on p's /metrics.
-func multiCounter(t *testing.T, p *process, name string) float64 {
+func multiCounter(t testing.TB, p *process, name string) float64 {
 	t.Helper()
 	_, body := multiCall(t, "GET", p.collector+"/metrics", "", "", nil)
 	sum := 0.0

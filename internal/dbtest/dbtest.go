@@ -32,6 +32,14 @@ const (
 // postgres.
 func StartPostgres(t testing.TB, user string) string {
 	t.Helper()
+	return StartPostgresWith(t, user)
+}
+
+// StartPostgresWith is StartPostgres with settings (name=value) given to
+// the server after fsync=off, so "fsync=on" makes a cluster that flushes
+// as a user's does (the benchmarks' durable run).
+func StartPostgresWith(t testing.TB, user string, settings ...string) string {
+	t.Helper()
 	need(t, pgBin+"/postgres")
 	dir := tempDir(t)
 	data := filepath.Join(dir, "data")
@@ -42,7 +50,11 @@ func StartPostgres(t testing.TB, user string) string {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
 	port := freePort(t)
-	start(t, dir, pgBin+"/postgres", "-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off")
+	args := []string{"-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"}
+	for _, s := range settings {
+		args = append(args, "-c", s)
+	}
+	start(t, dir, pgBin+"/postgres", args...)
 	url := fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", user, port)
 	waitFor(t, "pgx", url, dir)
 	return url
