@@ -40,7 +40,9 @@ import (
 // process of the PostgreSQL cluster (pg-us/event: the postmaster, its
 // children and the children it reaped), the WAL it wrote per event
 // (wal-B/event, pg_current_wal_lsn) and, with fsync on, how many WAL
-// flushes it made per event (wal-syncs/event, pg_stat_wal). CPU per event does not
+// flushes it made per event (wal-syncs/event, pg_stat_wal); the mean
+// number of the database's sessions waiting on a row lock and on an
+// advisory lock (sampled every 50 ms), and its deadlocks. CPU per event does not
 // depend on what else the shared machine runs, events/s does.
 func BenchmarkInstances(b *testing.B) {
 	bin := buildBinary(b)
@@ -97,11 +99,39 @@ func BenchmarkInstances(b *testing.B) {
 
 				before := benchSnapshot(b, procs, admin, postmaster, db != "")
 				requests := max(1, b.N/shape.per)
+				// What the database's sessions wait for meanwhile, sampled
+				// every 50 ms: row locks (transactionid, tuple: two
+				// writers on one row) and advisory locks (one visitor's
+				// or id's events on two instances at once).
+				var samples, rowWaits, advisoryWaits int
+				stopSampling, sampled := make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(sampled)
+					for {
+						select {
+						case <-stopSampling:
+							return
+						case <-time.After(50 * time.Millisecond):
+						}
+						if db == "" {
+							continue
+						}
+						var row, adv int
+						if admin.QueryRow(`SELECT count(*) FILTER (WHERE wait_event IN ('transactionid', 'tuple')),
+							count(*) FILTER (WHERE wait_event = 'advisory') FROM pg_stat_activity WHERE datname = $1`, db).Scan(&row, &adv) == nil {
+							samples++
+							rowWaits += row
+							advisoryWaits += adv
+						}
+					}
+				}()
 				b.ResetTimer()
 				t0 := time.Now()
 				benchSend(b, procs, requests, shape.per, 1)
 				elapsed := time.Since(t0)
 				b.StopTimer()
+				close(stopSampling)
+				<-sampled
 				after := benchSnapshot(b, procs, admin, postmaster, db != "")
 				events := float64(requests * shape.per)
 				b.ReportMetric(events/elapsed.Seconds(), "events/s")
@@ -112,6 +142,10 @@ func BenchmarkInstances(b *testing.B) {
 				if db != "" {
 					b.ReportMetric(float64(after.pg-before.pg)/float64(time.Microsecond)/events, "pg-us/event")
 					b.ReportMetric(float64(after.wal-before.wal)/events, "wal-B/event")
+					if samples > 0 {
+						b.ReportMetric(float64(rowWaits)/float64(samples), "rowlock-waiters")
+						b.ReportMetric(float64(advisoryWaits)/float64(samples), "advisory-waiters")
+					}
 				}
 				load, _ := os.ReadFile("/proc/loadavg")
 				b.Logf("%s %s durability=%s fsync=%s: %.0f events in %s; load average %s", backend, shape.name, durability,
@@ -131,6 +165,13 @@ func BenchmarkInstances(b *testing.B) {
 						b.Fatal(err)
 					}
 					b.ReportMetric((syncs-before.syncs)/events, "wal-syncs/event")
+				}
+				if db != "" {
+					var deadlocks float64
+					if err := admin.QueryRow(`SELECT deadlocks::float8 FROM pg_stat_database WHERE datname = $1`, db).Scan(&deadlocks); err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(deadlocks, "deadlocks")
 				}
 				if db != "" {
 					if _, err := admin.Exec(`DROP DATABASE ` + db + ` WITH (FORCE)`); err != nil {
