@@ -88,7 +88,11 @@ func BenchmarkInstances(b *testing.B) {
 					}
 				}
 				for _, p := range procs[1:] {
+					deadline := time.Now().Add(30 * time.Second)
 					for code := 0; code != 200; {
+						if time.Now().After(deadline) {
+							b.Fatalf("the second instance does not see the site: got %d, want 200 within 30 s", code)
+						}
 						code, _ = multiCall(b, "GET", p.query+"/v1/sites/bench", "tok", "", nil)
 						time.Sleep(10 * time.Millisecond) // polling for the other instance to see the site
 					}
