@@ -22,7 +22,7 @@ import (
 )
 
 // buildBinary builds the server once per test binary run, without cgo.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "tally")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
@@ -41,13 +41,13 @@ type process struct {
 	logs             chan map[string]any
 }
 
-func start(t *testing.T, bin string, env ...string) *process {
+func start(t testing.TB, bin string, env ...string) *process {
 	t.Helper()
 	return startArgs(t, bin, nil, env...)
 }
 
 // startArgs is start with command-line arguments.
-func startArgs(t *testing.T, bin string, args []string, env ...string) *process {
+func startArgs(t testing.TB, bin string, args []string, env ...string) *process {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), append([]string{"COLLECTOR_ADDR=127.0.0.1:0", "QUERY_ADDR=127.0.0.1:0"}, env...)...)

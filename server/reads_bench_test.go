@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tally-analytics/tally/internal/dbtest"
 	"github.com/tally-analytics/tally/storage"
 )
 
@@ -40,10 +41,25 @@ import (
 // load found beside it (PATH.fixture.json); a later run of the same size
 // reuses the file instead of loading again (the erasure benchmarks will
 // have erased some of its users).
+//
+// On PostgreSQL (TALLY_TEST_BACKEND=postgres), TALLY_BENCH_DATABASE_URL
+// names a database that `tally migrate-to` filled from the kept file of
+// TALLY_BENCH_KEEP_DB, so that both backends read the same rows (README
+// "Benchmarks", PostgreSQL; .ci/bench-pg does it).
 var (
-	benchEvents = benchEventsFromEnv()
-	benchPages  = map[bool]int{false: 200, true: 300}[benchEvents > 1_000_000]
+	benchDatabaseURL = os.Getenv("TALLY_BENCH_DATABASE_URL")
+	benchEvents      = benchEventsFromEnv()
+	benchPages       = map[bool]int{false: 200, true: 300}[benchEvents > 1_000_000]
 )
+
+// pgBenchDatabaseURL is TALLY_BENCH_DATABASE_URL in the PostgreSQL run,
+// else "" (the SQLite run reads the kept file).
+func pgBenchDatabaseURL() string {
+	if !dbtest.Postgres() {
+		return ""
+	}
+	return benchDatabaseURL
+}
 
 func benchEventsFromEnv() int {
 	if n, err := strconv.Atoi(os.Getenv("TALLY_BENCH_EVENTS")); err == nil && n > 0 {
@@ -242,7 +258,16 @@ func BenchmarkReads(b *testing.B) {
 	clock := &benchClock{}
 	clock.ms.Store(benchEnd.AddDate(0, 0, -benchDays).UnixMilli())
 	f, reused := keptFixture(b, keep)
-	db, err := openTestDB(b, context.Background(), storage.Options{Path: path, Now: clock.now})
+	opts := storage.Options{Path: path, Now: clock.now}
+	if url := pgBenchDatabaseURL(); url != "" {
+		if !reused {
+			b.Fatalf("TALLY_BENCH_DATABASE_URL needs TALLY_BENCH_KEEP_DB naming the SQLite file it was copied from")
+		}
+		opts.DatabaseURL = url
+	} else {
+		opts = testOptions(b, opts)
+	}
+	db, err := storage.Open(context.Background(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -514,10 +539,16 @@ func saveFixture(b *testing.B, path string, f readsFixture) {
 	}
 }
 
-// keptPartials counts the day partials kept in the database at path.
+// keptPartials counts the day partials kept in the database at path (on
+// PostgreSQL, the test's database for path).
 func keptPartials(b *testing.B, path string) int {
-	onlySQLite(b, "counts the partials through a SQLite connection of its own")
-	db, err := sql.Open("sqlite", storage.FileURI(path)+"?_pragma=busy_timeout(5000)")
+	driver, dsn := "sqlite", storage.FileURI(path)+"?_pragma=busy_timeout(5000)"
+	if url := pgBenchDatabaseURL(); url != "" {
+		driver, dsn = pgTestDriver, url
+	} else if url := testOptions(b, storage.Options{Path: path}).DatabaseURL; url != "" {
+		driver, dsn = pgTestDriver, url
+	}
+	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		b.Fatal(err)
 	}

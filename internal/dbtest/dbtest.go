@@ -50,8 +50,16 @@ type PostgresServer struct {
 	logf *os.File
 }
 
-// StartPostgresServer is StartPostgres, returning the server.
-func StartPostgresServer(t testing.TB, user string) *PostgresServer {
+// StartPostgresWith is StartPostgres with settings (name=value) given to
+// the server after fsync=off, so "fsync=on" makes a cluster that flushes
+// as a user's does (the benchmarks' durable run).
+func StartPostgresWith(t testing.TB, user string, settings ...string) string {
+	t.Helper()
+	return StartPostgresServer(t, user, settings...).URL
+}
+
+// StartPostgresServer is StartPostgresWith, returning the server.
+func StartPostgresServer(t testing.TB, user string, settings ...string) *PostgresServer {
 	t.Helper()
 	need(t, pgBin+"/postgres")
 	dir := tempDir(t)
@@ -63,9 +71,12 @@ func StartPostgresServer(t testing.TB, user string) *PostgresServer {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
 	port := freePort(t)
-	s := &PostgresServer{t: t, dir: dir,
-		args: []string{"-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"},
-		URL:  fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", user, port)}
+	args := []string{"-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"}
+	for _, setting := range settings {
+		args = append(args, "-c", setting)
+	}
+	s := &PostgresServer{t: t, dir: dir, args: args,
+		URL: fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", user, port)}
 	t.Cleanup(s.Stop)
 	s.Start()
 	return s
