@@ -629,7 +629,7 @@ func (b *sqlBuilder) where() (string, error) {
 			}
 			fmt.Fprintf(&sb, " WHEN %d THEN %s", i, f)
 		}
-		sb.WriteString(" ELSE 0 END")
+		sb.WriteString(" ELSE " + b.q.dialect().boolLit(false) + " END")
 		sql += sb.String()
 	}
 	return sql, nil
