@@ -50,6 +50,9 @@ type dialect interface {
 	indexedBy(index string) string
 	boolLit(v bool) string
 	matchList(expr string) string
+	// fold is expr with ASCII letters in lower case, others as they are
+	// (case-insensitive filters, README "Query API").
+	fold(expr string) string
 	// lastChar is the code point of the text col's last character (NULL
 	// or 0 for an empty text).
 	lastChar(col string) string
@@ -208,6 +211,9 @@ func (sqliteDialect) boolLit(v bool) string {
 // next argument, on a backend where a matches filter's values were read
 // and matched in Go (resolveMatches); "" where SQLite matches in SQL.
 func (sqliteDialect) matchList(expr string) string { return "" }
+
+// fold: SQLite's lower() folds ASCII letters only.
+func (sqliteDialect) fold(expr string) string { return "lower(" + expr + ")" }
 
 func (sqliteDialect) lastChar(col string) string { return "unicode(substr(" + col + ", -1))" }
 
