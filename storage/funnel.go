@@ -86,7 +86,10 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, gen, keep := db.funnelKey(&q, lo)
+	key, gen, keep, err := db.funnelKey(ctx, &q, lo)
+	if err != nil {
+		return nil, err
+	}
 	if keep {
 		if r, ok := db.reports.get(key, gen); ok && r.funnel != nil {
 			return slices.Clone(r.funnel), nil
