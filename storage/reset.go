@@ -17,7 +17,8 @@ func (db *DB) ResetData(ctx context.Context) (map[string]int64, error) {
 	deleted := map[string]int64{}
 	err := db.writer.do(ctx, func(tx *writeTx) error {
 		for _, table := range resetTables {
-			res, err := tx.Exec(`DELETE FROM ` + table)
+			// On PostgreSQL the rollups are views over slot rows.
+			res, err := tx.Exec(`DELETE FROM ` + db.d.stored(table))
 			if err != nil {
 				return fmt.Errorf("reset %s: %w", table, err)
 			}
