@@ -187,6 +187,11 @@ func TestReadsMatchAcrossBackends(t *testing.T) {
 	for name, read := range funnelAndGoalReads(t, ctx) {
 		reads[name] = read
 	}
+	seedImportedRows(t, lite)
+	seedImportedRows(t, pg)
+	for name, read := range importedReads(ctx) {
+		reads[name] = read
+	}
 	for name, read := range reads {
 		t.Run(name, func(t *testing.T) {
 			want := answerJSON(t, func() (any, error) { return read(lite) })
@@ -439,6 +444,85 @@ func funnelAndGoalReads(t *testing.T, ctx context.Context) map[string]func(db *D
 			slices.SortFunc(rows, func(a, b StatsRow) int { return slices.Compare(a.Dims, b.Dims) })
 			return rows, err
 		}
+	}
+	return reads
+}
+
+// seedImportedRows writes two complete imports of site s (December 2025
+// and the first days of January 2026, which overlap its events) and one
+// not complete, with rollups of the whole site, sources, pages and
+// countries, as an import stores them (README "Switching from Plausible /
+// Umami / GoatCounter").
+func seedImportedRows(t *testing.T, db *DB) {
+	t.Helper()
+	ctx := context.Background()
+	imports := []struct {
+		id          int
+		first, last string
+		complete    int
+	}{{101, "2025-12-01", "2025-12-31", 1}, {102, "2026-01-01", "2026-01-04", 1}, {103, "2025-11-01", "2026-01-31", 0}}
+	for _, im := range imports {
+		if _, err := db.write.ExecContext(ctx, `INSERT INTO imports(id, site_id, source, files, first_day, last_day, rows, complete, created_at)
+			VALUES (?, 's', 'plausible', '[]', ?, ?, 0, ?, '2026-02-01T00:00:00.000Z')`, im.id, im.first, im.last, im.complete); err != nil {
+			t.Fatal(err)
+		}
+		first, _ := time.Parse(time.DateOnly, im.first)
+		last, _ := time.Parse(time.DateOnly, im.last)
+		for d, i := first, 0; !d.After(last); d, i = d.AddDate(0, 0, 1), i+1 {
+			for _, r := range []struct{ dim, value string }{{"", ""}, {"visit:source", "Google"}, {"visit:source", "Dïrect ✓"},
+				{"event:page", "/"}, {"event:page", "/blog/ü"}, {"visit:country", "DE"}} {
+				n := 1 + (i*7+len(r.value))%5
+				if _, err := db.write.ExecContext(ctx, `INSERT INTO imported_rows(site_id, import_id, dim, day, value, visitors, visits, pageviews, events, bounces, duration)
+					VALUES ('s', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, im.id, r.dim, d.Format(time.DateOnly), r.value, n, n+1, 2*n, 2*n+1, n/2, 60*n); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// importedReads are the reads of site s with its imported days included
+// that TestReadsMatchAcrossBackends compares: by nothing, by day, week
+// and month (in UTC and Berlin), by source, page and country, filtered,
+// and what a query says of the imports.
+func importedReads(ctx context.Context) map[string]func(db *DB) (any, error) {
+	from := time.Date(2025, 11, 15, 0, 0, 0, 0, time.UTC)
+	to := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	all := []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents, MetricBounceRate, MetricVisitDuration}
+	queries := map[string]StatsQuery{
+		"imported aggregate":        {Metrics: all},
+		"imported by day":           {Metrics: all, Dimensions: []string{"time:day"}},
+		"imported by week":          {Metrics: all, Dimensions: []string{"time:week"}},
+		"imported by month":         {Metrics: all, Dimensions: []string{"time:month"}},
+		"imported by week, Berlin":  {Metrics: all, Dimensions: []string{"time:week"}, Zone: berlin},
+		"imported by source":        {Metrics: all, Dimensions: []string{"visit:source"}},
+		"imported by page and day":  {Metrics: all[:4], Dimensions: []string{"time:day", "event:page"}},
+		"imported by country":       {Metrics: all, Dimensions: []string{"visit:country"}},
+		"imported, filtered source": {Metrics: all, Filters: []QueryFilter{{Op: "contains", Dim: "visit:source", Values: []string{"ï"}}}},
+		"imported, not by hour":     {Metrics: all, Dimensions: []string{"time:hour"}},
+	}
+	reads := map[string]func(db *DB) (any, error){}
+	for name, q := range queries {
+		reads[name] = func(db *DB) (any, error) {
+			q.Site, q.From, q.To, q.Imports = "s", from, to, true
+			if q.Zone == nil {
+				q.Zone = time.UTC
+			}
+			rows, err := db.Stats(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			in, err := db.ImportedInclusion(ctx, q)
+			return struct {
+				Rows []StatsRow
+				In   ImportedInclusion
+			}{rows, in}, err
+		}
+	}
+	reads["first imported day"] = func(db *DB) (any, error) {
+		day, ok, err := db.FirstImportedDay(ctx, "s")
+		return fmt.Sprint(day, ok), err
 	}
 	return reads
 }
