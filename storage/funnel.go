@@ -31,6 +31,9 @@ type FunnelQuery struct {
 	Filters  []QueryFilter
 	Steps    []Goal
 
+	// matched is what resolveMatches read for Filters.
+	matched map[string][]string
+
 	// visitKey, when set, is the SQL expression (on the visit s) a visit's
 	// furthest step is kept under instead of its visitor's id: funnel
 	// partials key it by its start day too (funnel_partials.go).
@@ -82,6 +85,13 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Where matches filters are matched in Go (PostgreSQL), their values
+	// are read once for every part of the funnel.
+	mq := &StatsQuery{Site: q.Site, Filters: q.Filters, d: db.d}
+	if err := db.resolveMatches(ctx, mq); err != nil {
+		return nil, err
+	}
+	q.matched = mq.matched
 	lo, err := db.visitLookback(ctx, q.Site, q.From)
 	if err != nil {
 		return nil, err
@@ -171,10 +181,7 @@ func (db *DB) funnelBests(ctx context.Context, q *FunnelQuery, m *funnelMatcher,
 // funnelPart returns the furthest step of each visitor of one part (part:
 // its condition on the visit) who reached one.
 func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, lo time.Time, part string) (map[string]int, error) {
-	sq := &StatsQuery{Site: q.Site, From: q.From, To: q.To, Zone: q.Zone, Filters: q.Filters, pages: m.paths, d: db.d}
-	if err := db.resolveMatches(ctx, sq); err != nil {
-		return nil, err
-	}
+	sq := &StatsQuery{Site: q.Site, From: q.From, To: q.To, Zone: q.Zone, Filters: q.Filters, pages: m.paths, d: db.d, matched: q.matched}
 	fb := &sqlBuilder{q: sq, pages: m.paths}
 	where, err := fb.where()
 	if err != nil {
