@@ -1,8 +1,10 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"slices"
 	"time"
 )
 
@@ -94,12 +96,17 @@ func (c *pgChanges) sum(ctx context.Context, site string, from, to time.Time) (u
 func (c *pgChanges) dayGens(ctx context.Context, site string, days []localDay) ([]uint64, error) {
 	gens := make([]uint64, len(days))
 	err := c.changeRows(ctx, site, days[0].start, days[len(days)-1].end, func(h int64, gen uint64) {
-		for i, d := range days {
-			// Every day that overlaps the hour: a local day need not
-			// start on a UTC hour.
-			if h == wideHour || h*hourMS < d.end.UnixMilli() && (h+1)*hourMS > d.start.UnixMilli() {
+		if h == wideHour {
+			for i := range gens {
 				gens[i] += gen
 			}
+			return
+		}
+		// Every day that overlaps the hour (a local day need not start on
+		// a UTC hour); days are in order.
+		i, _ := slices.BinarySearchFunc(days, h*hourMS, func(d localDay, ms int64) int { return cmp.Compare(d.end.UnixMilli(), ms+1) })
+		for ; i < len(days) && days[i].start.UnixMilli() < (h+1)*hourMS; i++ {
+			gens[i] += gen
 		}
 	})
 	return gens, err

@@ -154,6 +154,30 @@ func TestKeptPartialOfADayAnotherInstanceChanged(t *testing.T) {
 	if n := read(); n != 0 {
 		t.Errorf("got %d days computed once day 2 was kept again, want 0", n)
 	}
+
+	// In Kolkata (UTC+5:30) a local day starts at 18:30 UTC: a change of
+	// the hour from 18:00 UTC is in two local days.
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Zone = kolkata
+	q.From = time.Date(2026, 3, 1, 0, 0, 0, 0, kolkata)
+	q.To = q.From.AddDate(0, 0, 4)
+	read()
+	if n := read(); n != 0 {
+		t.Fatalf("got %d Kolkata days computed with all kept, want 0", n)
+	}
+	err = b.writer.do(ctx, func(tx *writeTx) error {
+		tx.partialDaysChanged("s", time.Date(2026, 3, 2, 18, 0, 0, 0, time.UTC).Format(hourKeyLayout))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := read(); n != 2 {
+		t.Errorf("got %d Kolkata days computed after a change of an hour across their midnight, want 2", n)
+	}
 }
 
 // TestTodaysIntakeCountsNoChange: where several instances write, intake
