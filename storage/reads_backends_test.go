@@ -145,6 +145,7 @@ func TestReadsMatchAcrossBackends(t *testing.T) {
 		"is":              {Metrics: all[:4], Filters: []QueryFilter{{Op: "is", Dim: "event:page", Values: []string{"/"}}}},
 		"matches page":    {Metrics: all[:4], Filters: []QueryFilter{{Op: "matches", Dim: "event:page", Values: []string{`^/(pri|blog/\pL)`}}}},
 		"matches plan":    {Metrics: all[:4], Dimensions: []string{PropPrefix + "plan"}, Filters: []QueryFilter{{Op: "matches", Dim: PropPrefix + "plan", Values: []string{`(?i)^pro$`, `^\z`}}}},
+		"matches folded":  {Metrics: all[:4], Filters: []QueryFilter{{Op: "matches", Dim: "event:page", Values: []string{`^/docs$`}, Fold: true}}},
 		"matches not":     {Metrics: all[:4], Dimensions: []string{"event:page"}, Filters: []QueryFilter{{Op: "matches_not", Dim: "event:page", Values: []string{`^/$`}}}},
 		"matches visit":   {Metrics: all, Filters: []QueryFilter{{Op: "matches", Dim: "visit:country", Values: []string{`^D.$`}}}},
 		"or of matches":   {Metrics: all[:4], Filters: []QueryFilter{{Op: "or", Children: []QueryFilter{{Op: "matches", Dim: "event:name", Values: []string{`^sign`}}, {Op: "contains", Dim: "event:page", Values: []string{"Docs"}}}}}},
