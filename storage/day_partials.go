@@ -63,6 +63,9 @@ type partialGens struct {
 	days map[string]map[string]uint64
 	// hours: per site, per UTC hour (ms since the epoch / hourMS).
 	hours map[string]map[int64]uint64
+	// stored counts the changes in the database too, where several
+	// instances write it (partial_changes.go); nil on SQLite.
+	stored storedChanges
 }
 
 // bump counts a change of site's partials of the UTC date or hour (""
@@ -184,6 +187,11 @@ func (tx *writeTx) partialsChanged(site string) {
 // refuses a partial read before and stored later in the same transaction,
 // and again on commit, which refuses one whose reads began before the
 // commit.
+//
+// Where several instances write (g.stored), the change is also counted in
+// the transaction for the others to see. A failed count fails the
+// transaction: PostgreSQL refuses every later statement of a transaction
+// with an error, and so its savepoint's release or its commit.
 func (tx *writeTx) partialDaysChanged(site, date string) {
 	if tx.gens == nil {
 		return
@@ -191,6 +199,9 @@ func (tx *writeTx) partialDaysChanged(site, date string) {
 	g := tx.gens
 	g.bump(site, date)
 	tx.onCommit(func() { g.bump(site, date) })
+	if g.stored != nil {
+		_ = g.stored.bump(tx, site, date)
+	}
 }
 
 // dropPartialsSQL deletes a site's partials of every local day that
@@ -736,7 +747,10 @@ func (db *DB) basisAnswer(ctx context.Context, site string, loc *time.Location, 
 	var gen uint64
 	if cacheable {
 		key = reportKey(site, loc.String(), lay, basis, days)
-		gen = db.writer.gens.daysGen(site, days[0].start, days[len(days)-1].end)
+		var err error
+		if gen, err = db.changesGen(ctx, site, days[0].start, days[len(days)-1].end); err != nil {
+			return nil, err
+		}
 		if r, ok := db.reports.get(key, gen); ok {
 			return r.answer, nil
 		}
@@ -822,6 +836,10 @@ func (db *DB) keptPartials(ctx context.Context, site string, loc *time.Location,
 	// after it refuses the store (partialGens). Changes to other days do
 	// not: a live site's intake of today leaves the past days' stores be.
 	gen := db.writer.gens.daysGen(site, days[0].start, days[len(days)-1].end)
+	dayGens, err := db.storedDayGens(ctx, site, days)
+	if err != nil {
+		return nil, err
+	}
 	out := make([][]byte, len(days))
 	at := make(map[int64]int, len(days))
 	for i, d := range days {
@@ -841,6 +859,12 @@ func (db *DB) keptPartials(ctx context.Context, site string, loc *time.Location,
 			return nil, err
 		}
 		if i, ok := at[start]; ok && days[i].end.UnixMilli() == end {
+			if dayGens != nil {
+				var ok bool
+				if data, ok = openPartial(data, dayGens[i]); !ok {
+					continue // another instance changed its day since
+				}
+			}
 			out[i] = data
 		}
 	}
@@ -877,6 +901,9 @@ func (db *DB) keptPartials(ctx context.Context, site string, loc *time.Location,
 			}
 			out[i] = b
 			if !days[i].end.Add(partialMargin).After(now) && keepPartial(dim, b) {
+				if dayGens != nil {
+					b = sealPartial(b, dayGens[i])
+				}
 				store = append(store, stored{days[i], b})
 			}
 		}

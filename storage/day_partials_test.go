@@ -529,7 +529,13 @@ func TestDamagedPartialFallsBackToTheScan(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	execInWriter(t, db, `UPDATE day_partials SET data = x'ff' WHERE site_id = 's'`)
+	err := db.writer.do(context.Background(), func(tx *writeTx) error {
+		_, err := tx.Exec(`UPDATE day_partials SET data = ? WHERE site_id = 's'`, []byte{0xff})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rows, err := db.Stats(context.Background(), q)
 	if err != nil {
 		t.Fatalf("got %v, want the scan's answer", err)

@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -51,6 +53,15 @@ type dialect interface {
 	indexedBy(index string) string
 	boolLit(v bool) string
 	matchList(expr string) string
+	// fold is expr with ASCII letters in lower case, others as they are
+	// (case-insensitive filters, README "Query API").
+	fold(expr string) string
+	// lastChar is the code point of the text col's last character (NULL
+	// or 0 for an empty text).
+	lastChar(col string) string
+	// walkFunnel reads a funnel's events (r) and hands each visit's to w
+	// (funnel.go, funnel_pg.go).
+	walkFunnel(ctx context.Context, read *sql.DB, w *funnelWalk, r *funnelRead) error
 	// insertEventSQL stores one event (insertEventSQL's arguments, then
 	// eventArgs'), returning its seq when returning is set.
 	insertEventSQL(returning bool) string
@@ -205,6 +216,11 @@ func (sqliteDialect) boolLit(v bool) string {
 // next argument, on a backend where a matches filter's values were read
 // and matched in Go (resolveMatches); "" where SQLite matches in SQL.
 func (sqliteDialect) matchList(expr string) string { return "" }
+
+// fold: SQLite's lower() folds ASCII letters only.
+func (sqliteDialect) fold(expr string) string { return "lower(" + expr + ")" }
+
+func (sqliteDialect) lastChar(col string) string { return "unicode(substr(" + col + ", -1))" }
 
 // insertEventSQL: SQLite's triggers write event_pages, and its generated
 // columns path, props and received_ms.

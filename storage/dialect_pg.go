@@ -124,6 +124,11 @@ func (pgDialect) receivedBefore(t time.Time) (string, any) {
 	return "received_ms < ?", t.UnixMilli()
 }
 
+// fold: lower() under the "C" collation folds ASCII letters only, as
+// SQLite's; an argument or a property (->>) would otherwise take the
+// database's collation, which folds Ü too.
+func (pgDialect) fold(expr string) string { return "lower((" + expr + ") COLLATE \"C\")" }
+
 func (pgDialect) noIndex(col string) string { return col }
 
 func (pgDialect) crossJoin() string { return "JOIN" }

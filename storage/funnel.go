@@ -3,6 +3,7 @@ package storage
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -29,6 +30,9 @@ type FunnelQuery struct {
 	Zone     *time.Location
 	Filters  []QueryFilter
 	Steps    []Goal
+
+	// matched is what resolveMatches read for Filters.
+	matched map[string][]string
 
 	// visitKey, when set, is the SQL expression (on the visit s) a visit's
 	// furthest step is kept under instead of its visitor's id: funnel
@@ -81,11 +85,21 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Where matches filters are matched in Go (PostgreSQL), their values
+	// are read once for every part of the funnel.
+	mq := &StatsQuery{Site: q.Site, Filters: q.Filters, d: db.d}
+	if err := db.resolveMatches(ctx, mq); err != nil {
+		return nil, err
+	}
+	q.matched = mq.matched
 	lo, err := db.visitLookback(ctx, q.Site, q.From)
 	if err != nil {
 		return nil, err
 	}
-	key, gen, keep := db.funnelKey(&q, lo)
+	key, gen, keep, err := db.funnelKey(ctx, &q, lo)
+	if err != nil {
+		return nil, err
+	}
 	if keep {
 		if r, ok := db.reports.get(key, gen); ok && r.funnel != nil {
 			return slices.Clone(r.funnel), nil
@@ -135,7 +149,8 @@ func (db *DB) funnelMatcher(q *FunnelQuery) (*funnelMatcher, error) {
 func (db *DB) funnelBests(ctx context.Context, q *FunnelQuery, m *funnelMatcher, lo time.Time, extra string) (map[string]int, error) {
 	parts := []string{""}
 	if db.readConns >= 2 {
-		parts = []string{" AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 0", " AND COALESCE(unicode(substr(s.anon_id, -1)), 0) % 2 = 1"}
+		last := db.d.lastChar("s.anon_id")
+		parts = []string{" AND COALESCE(" + last + ", 0) % 2 = 0", " AND COALESCE(" + last + ", 0) % 2 = 1"}
 	}
 	// Each part runs on its own connection of the read pool; neither holds
 	// one while waiting for another, so two funnels cannot wait on each
@@ -166,22 +181,17 @@ func (db *DB) funnelBests(ctx context.Context, q *FunnelQuery, m *funnelMatcher,
 // funnelPart returns the furthest step of each visitor of one part (part:
 // its condition on the visit) who reached one.
 func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, lo time.Time, part string) (map[string]int, error) {
-	sq := &StatsQuery{Site: q.Site, From: q.From, To: q.To, Zone: q.Zone, Filters: q.Filters, pages: m.paths}
+	sq := &StatsQuery{Site: q.Site, From: q.From, To: q.To, Zone: q.Zone, Filters: q.Filters, pages: m.paths, d: db.d, matched: q.matched}
 	fb := &sqlBuilder{q: sq, pages: m.paths}
 	where, err := fb.where()
 	if err != nil {
 		return nil, err
 	}
-	raw := ""
-	if m.props {
-		raw = ` || COALESCE(octet_length(` + eventRawSQL + `) || ',' || ` + eventRawSQL + `, '-')`
-	}
-	event, from := strings.Replace(funnelEvent, "{raw}", raw, 1), funnelEvents
+	from := funnelEvents
 	var typeArgs []any
 	var typeCond string
 	if m.paths {
-		// A pageview's name is NULL in event_pages.
-		event, from = funnelPageEvent, funnelPageEvents
+		from = funnelPageEvents
 	}
 	// The types as a chain of ORs, not IN: SQLite tests an IN list of a
 	// column without an index by a seek in a temporary B-tree, a seek per
@@ -192,6 +202,7 @@ func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, 
 		case !m.paths:
 			conds[i] = "e.type = ?"
 		case t == "pageview":
+			// A pageview's name is NULL in event_pages.
 			conds[i] = "p.name IS NULL"
 			continue
 		default:
@@ -207,29 +218,58 @@ func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, 
 	if q.visitKey != "" {
 		key = q.visitKey
 	}
-	w := &funnelWalk{m: m, best: map[string]int{}}
-	id := funnelIDs.Add(1)
-	funnelWalks.Store(id, w)
-	defer funnelWalks.Delete(id)
-	query := `SELECT COUNT(v) FROM (
-		SELECT tally_funnel_visit(?, ` + key + `, group_concat(` + event + `, '')) AS v
-		` + from + `
+	r := &funnelRead{key: key, pages: m.paths, props: m.props,
+		body: from + `
 		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?` + part + `
 		AND e.site_id = s.site_id AND e.anon_id = s.anon_id
-		AND e.ts_ms >= max(?, ` + visitStartMS("s") + `) AND e.ts_ms <= min(?, ` + visitEndMS("s") + `)
-		AND ` + typeCond + where + `
-		GROUP BY s.started_ms, s.id)`
-	args := []any{id, q.Site, visitTimeArg(lo), visitTimeArg(q.To), visitTimeArg(q.From), q.From.UnixMilli(), q.To.UnixMilli() - 1}
-	args = append(args, typeArgs...)
-	args = append(args, fb.whereArgs...)
-	var visits int64
-	if err := db.read.QueryRowContext(ctx, query, args...).Scan(&visits); err != nil {
+		AND e.ts_ms >= ` + db.d.greatest("?", visitStartMS("s")) + ` AND e.ts_ms <= ` + db.d.least("?", visitEndMS("s")) + `
+		AND ` + typeCond + where}
+	r.args = []any{q.Site, visitTimeArg(lo), visitTimeArg(q.To), visitTimeArg(q.From), q.From.UnixMilli(), q.To.UnixMilli() - 1}
+	r.args = append(r.args, typeArgs...)
+	r.args = append(r.args, fb.whereArgs...)
+	w := &funnelWalk{m: m, best: map[string]int{}}
+	if err := db.d.walkFunnel(ctx, db.read, w, r); err != nil {
 		return nil, err
 	}
 	if w.err != nil {
 		return nil, w.err
 	}
 	return w.best, nil
+}
+
+// funnelRead is one part's read of a funnel's events, for a backend's
+// walkFunnel: body is the read from FROM on (the visits s, their events
+// e, event_pages p when pages), args its arguments; key is the SQL
+// expression a visit's furthest step is kept under; props: the walk needs
+// each event's properties.
+type funnelRead struct {
+	key, body    string
+	args         []any
+	pages, props bool
+}
+
+// walkFunnel is SQLite's funnel read: no event row leaves SQLite. It
+// strings each visit's events together (funnelEvent; the grouping follows
+// the visits' index, so it sorts nothing) and hands them to w in one Go
+// call a visit (tally_funnel_visit).
+func (sqliteDialect) walkFunnel(ctx context.Context, read *sql.DB, w *funnelWalk, r *funnelRead) error {
+	raw := ""
+	if r.props {
+		raw = ` || COALESCE(octet_length(` + eventRawSQL + `) || ',' || ` + eventRawSQL + `, '-')`
+	}
+	event := strings.Replace(funnelEvent, "{raw}", raw, 1)
+	if r.pages {
+		event = funnelPageEvent
+	}
+	id := funnelIDs.Add(1)
+	funnelWalks.Store(id, w)
+	defer funnelWalks.Delete(id)
+	query := `SELECT COUNT(v) FROM (
+		SELECT tally_funnel_visit(?, ` + r.key + `, group_concat(` + event + `, '')) AS v
+		` + r.body + `
+		GROUP BY s.started_ms, s.id)`
+	var visits int64
+	return read.QueryRowContext(ctx, query, append([]any{id}, r.args...)...).Scan(&visits)
 }
 
 // funnelWalk is one funnel read's walk of its visits.
@@ -256,6 +296,12 @@ func (w *funnelWalk) visit(anon, events string) {
 		w.err = err
 		return
 	}
+	w.walk(anon, evs)
+}
+
+// walk walks one visit of visitor anon, its events in any order; anon's
+// furthest step becomes the visit's when it is further.
+func (w *funnelWalk) walk(anon string, evs []funnelEventRow) {
 	slices.SortFunc(evs, func(a, b funnelEventRow) int {
 		if c := cmp.Compare(a.ts, b.ts); c != 0 {
 			return c

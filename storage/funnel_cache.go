@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 )
@@ -18,13 +19,16 @@ import (
 // funnelKey returns how a funnel q whose visits start from lo is kept: its
 // cache key and the change count of its days, taken before any read, and
 // false when its range is not closed yet (or ReadWideEvents is on).
-func (db *DB) funnelKey(q *FunnelQuery, lo time.Time) (string, uint64, bool) {
+func (db *DB) funnelKey(ctx context.Context, q *FunnelQuery, lo time.Time) (string, uint64, bool, error) {
 	if q.To.Add(partialMargin).After(db.now()) || db.wideReads.Load() {
 		// Tests that read the wide rows compare them with the narrow
 		// read: neither may answer the other.
-		return "", 0, false
+		return "", 0, false, nil
 	}
-	gen := db.writer.gens.daysGen(q.Site, lo, q.To)
+	gen, err := db.changesGen(ctx, q.Site, lo, q.To)
+	if err != nil {
+		return "", 0, false, err
+	}
 	zone := "UTC"
 	if q.Zone != nil {
 		zone = q.Zone.String()
@@ -40,7 +44,7 @@ func (db *DB) funnelKey(q *FunnelQuery, lo time.Time) (string, uint64, bool) {
 		From, To int64
 	}{steps, q.Filters, q.From.UnixMilli(), q.To.UnixMilli()})
 	if err != nil {
-		return "", 0, false
+		return "", 0, false, err
 	}
-	return "funnel\x00" + q.Site + "\x00" + zone + "\x00" + string(shape), gen, true
+	return "funnel\x00" + q.Site + "\x00" + zone + "\x00" + string(shape), gen, true, nil
 }

@@ -4,8 +4,14 @@ import (
 	"context"
 )
 
-// matchKey names a matches filter's pattern on a dimension.
-func matchKey(dim, pattern string) string { return dim + "\x00" + pattern }
+// matchKey names a matches filter's pattern on a dimension, folded or
+// not.
+func matchKey(dim, pattern string, fold bool) string {
+	if fold {
+		return dim + "\x00lower\x00" + pattern
+	}
+	return dim + "\x00" + pattern
+}
 
 // resolveMatches reads, on a backend without RE2 in SQL (PostgreSQL), the
 // distinct values of each matches filter's dimension among the site's
@@ -28,7 +34,7 @@ func (db *DB) resolveMatches(ctx context.Context, q *StatsQuery) error {
 				continue
 			}
 			for _, v := range f.Values {
-				if _, ok := q.matched[matchKey(f.Dim, v)]; ok {
+				if _, ok := q.matched[matchKey(f.Dim, v, f.Fold)]; ok {
 					continue
 				}
 				re, err := compilePattern(v)
@@ -39,6 +45,11 @@ func (db *DB) resolveMatches(ctx context.Context, q *StatsQuery) error {
 				expr, args, err := b.dimExpr(f.Dim)
 				if err != nil {
 					return err
+				}
+				if f.Fold {
+					// The pattern is matched against the folded value, as
+					// SQLite's tally_match(?, lower(expr)).
+					expr = db.d.fold(expr)
 				}
 				rows, err := db.read.QueryContext(ctx, `SELECT DISTINCT `+expr+` FROM events e LEFT JOIN sessions s ON `+eventVisitJoin+
 					` WHERE e.site_id = ?`, append(args, q.Site)...)
@@ -63,7 +74,7 @@ func (db *DB) resolveMatches(ctx context.Context, q *StatsQuery) error {
 				if q.matched == nil {
 					q.matched = map[string][]string{}
 				}
-				q.matched[matchKey(f.Dim, v)] = list
+				q.matched[matchKey(f.Dim, v, f.Fold)] = list
 			}
 		}
 		return nil

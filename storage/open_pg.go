@@ -227,6 +227,7 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 	}
 	db.intake.db = db
 	db.writer = newWriter(write, db.d, opts.QueueSize, opts.Logger)
+	db.writer.gens.stored = &pgChanges{read: read, slot: int64(db.slot), now: db.now}
 	startPGCoord(db, readURL, opts.Logger)
 	db.qs.(*pgQuota).startReclaim()
 	return db, nil

@@ -629,7 +629,7 @@ func (b *sqlBuilder) where() (string, error) {
 			}
 			fmt.Fprintf(&sb, " WHEN %d THEN %s", i, f)
 		}
-		sb.WriteString(" ELSE 0 END")
+		sb.WriteString(" ELSE " + b.q.dialect().boolLit(false) + " END")
 		sql += sb.String()
 	}
 	return sql, nil
@@ -709,7 +709,7 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 	}
 	value := "?"
 	if f.Fold {
-		expr, value = "lower("+expr+")", "lower(?)"
+		expr, value = b.q.dialect().fold(expr), b.q.dialect().fold("?")
 	}
 	var each []string
 	for _, v := range f.Values {
@@ -726,7 +726,7 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 			}
 			if list := b.q.dialect().matchList(expr); list != "" {
 				each = append(each, list)
-				b.whereArgs = append(append(b.whereArgs, args...), b.q.matched[matchKey(f.Dim, v)])
+				b.whereArgs = append(append(b.whereArgs, args...), b.q.matched[matchKey(f.Dim, v, f.Fold)])
 				continue
 			}
 			each = append(each, "tally_match(?, "+expr+")")

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -97,6 +99,15 @@ func seedReadRows(t *testing.T, db *DB) {
 			t.Fatalf("event %d: %v", i+1, err)
 		}
 	}
+	if pg {
+		// The ids were given: the identities go on after them, so that
+		// the writer's rows (seedFunnelRows) follow.
+		for _, c := range [][2]string{{"events", "seq"}, {"sessions", "id"}} {
+			if _, err := db.write.ExecContext(ctx, `SELECT setval(pg_get_serial_sequence('`+c[0]+`', '`+c[1]+`'), (SELECT MAX(`+c[1]+`) FROM `+c[0]+`))`); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
 
 // TestReadsMatchAcrossBackends reads the same rows from SQLite and from
@@ -134,6 +145,7 @@ func TestReadsMatchAcrossBackends(t *testing.T) {
 		"is":              {Metrics: all[:4], Filters: []QueryFilter{{Op: "is", Dim: "event:page", Values: []string{"/"}}}},
 		"matches page":    {Metrics: all[:4], Filters: []QueryFilter{{Op: "matches", Dim: "event:page", Values: []string{`^/(pri|blog/\pL)`}}}},
 		"matches plan":    {Metrics: all[:4], Dimensions: []string{PropPrefix + "plan"}, Filters: []QueryFilter{{Op: "matches", Dim: PropPrefix + "plan", Values: []string{`(?i)^pro$`, `^\z`}}}},
+		"matches folded":  {Metrics: all[:4], Filters: []QueryFilter{{Op: "matches", Dim: "event:page", Values: []string{`^/docs$`}, Fold: true}}},
 		"matches not":     {Metrics: all[:4], Dimensions: []string{"event:page"}, Filters: []QueryFilter{{Op: "matches_not", Dim: "event:page", Values: []string{`^/$`}}}},
 		"matches visit":   {Metrics: all, Filters: []QueryFilter{{Op: "matches", Dim: "visit:country", Values: []string{`^D.$`}}}},
 		"or of matches":   {Metrics: all[:4], Filters: []QueryFilter{{Op: "or", Children: []QueryFilter{{Op: "matches", Dim: "event:name", Values: []string{`^sign`}}, {Op: "contains", Dim: "event:page", Values: []string{"Docs"}}}}}},
@@ -170,6 +182,16 @@ func TestReadsMatchAcrossBackends(t *testing.T) {
 			return all, err
 		},
 		"event counts": func(db *DB) (any, error) { return db.EventCounts(ctx, "s", from, to) },
+	}
+	seedFunnelRows(t, lite)
+	seedFunnelRows(t, pg)
+	for name, read := range funnelAndGoalReads(t, ctx) {
+		reads[name] = read
+	}
+	seedImportedRows(t, lite)
+	seedImportedRows(t, pg)
+	for name, read := range importedReads(ctx) {
+		reads[name] = read
 	}
 	for name, read := range reads {
 		t.Run(name, func(t *testing.T) {
@@ -380,4 +402,259 @@ func TestPostgresCollationAndNulls(t *testing.T) {
 	if got := answerJSON(t, func() (any, error) { return pg.Stats(ctx, q) }); got != want {
 		t.Errorf("breakdown with ties and (none): got %s, want %s", got, want)
 	}
+}
+
+// seedFunnelRows ingests, through the writer, site f's events for the
+// funnels and goals compared across backends: random visits over two
+// weeks (some across midnight) and a few odd ones (texts of any script, a
+// percent-encoded path, a property as a number and as a string, null,
+// nested), and site f's goals.
+func seedFunnelRows(t *testing.T, db *DB) {
+	t.Helper()
+	withSites(t, db, "f")
+	r := rand.New(rand.NewPCG(17, 2))
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pages := []string{"/", "/pricing", "/docs/a", "/blog/a", "/blog/2026/b", "/%C3%BCber", "/Pricing"}
+	types := []string{"pageview", "pageview", "pageview", "signup", "purchase", "ünïcödé ✓"}
+	props := []string{``, `{"plan":"pro"}`, `{"plan":"Pro"}`, `{"plan":49}`, `{"plan":"49"}`, `{"plan":null}`, `{"plan":{"a":1}}`, `{"plan":"é😀"}`}
+	countries := []string{"DE", "FR", ""}
+	var events []IngestEvent
+	for i := range 1500 {
+		v := r.IntN(120)
+		ts := start.Add(time.Duration(r.IntN(14*24*3600)) * time.Second)
+		if r.IntN(4) == 0 {
+			ts = start.AddDate(0, 0, r.IntN(14)).Add(time.Duration(r.IntN(3600)-1800) * time.Second)
+		}
+		url := "https://shop.test" + pages[r.IntN(len(pages))]
+		raw := `{}`
+		if p := props[r.IntN(len(props))]; p != "" {
+			raw = `{"properties":` + p + `}`
+		}
+		events = append(events, IngestEvent{ID: fmt.Sprintf("f-%d", i), SiteID: "f", Type: types[r.IntN(len(types))],
+			AnonID: fmt.Sprintf("v%d", v), TS: ts, URL: &url, Raw: []byte(raw), Country: countries[v%len(countries)]})
+		// A visit's next event a few minutes later, so that steps follow
+		// each other within visits.
+		for k := range r.IntN(4) {
+			next := events[len(events)-1]
+			url := "https://shop.test" + pages[r.IntN(len(pages))]
+			next.ID, next.URL, next.Type = fmt.Sprintf("f-%d-%d", i, k), &url, types[r.IntN(len(types))]
+			next.TS = next.TS.Add(time.Duration(1+r.IntN(300)) * time.Second)
+			events = append(events, next)
+		}
+	}
+	// Two events of one millisecond: arrival order decides.
+	same := start.AddDate(0, 0, 3).Add(10 * time.Hour)
+	u1, u2 := "https://shop.test/pricing", "https://shop.test/"
+	events = append(events,
+		IngestEvent{ID: "same-1", SiteID: "f", Type: "signup", AnonID: "w", TS: same, URL: &u2, Raw: []byte(`{}`)},
+		IngestEvent{ID: "same-2", SiteID: "f", Type: "pageview", AnonID: "w", TS: same, URL: &u1, Raw: []byte(`{}`)})
+	for len(events) > 0 {
+		n := min(len(events), 500)
+		if _, err := db.Ingest(context.Background(), events[:n], nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		events = events[n:]
+	}
+	site, _ := db.Site("f")
+	for _, g := range funnelGoals() {
+		if _, err := db.CreateGoal(context.Background(), Actor{Kind: ActorSystem}, site, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// funnelGoals are site f's goals, in the order the dashboard's default
+// funnel takes them.
+func funnelGoals() []NewGoal {
+	prop := func(name, event, v string) NewGoal {
+		return NewGoal{Name: name, EventName: ptr(event), Property: &GoalProperty{Name: "plan", Value: v}}
+	}
+	return []NewGoal{pageGoal("Any", "/**"), pageGoal("Pricing", "/pricing"), pageGoal("Blog", "/blog/*"),
+		eventGoal("Signup", "signup"), prop("Pro", "purchase", "pro"), prop("49", "purchase", "49"),
+		pageGoal("Über", "/über"), eventGoal("Odd", "ünïcödé ✓"), prop("Null", "purchase", "null")}
+}
+
+// funnelAndGoalReads are the funnels and goal breakdowns of site f that
+// TestReadsMatchAcrossBackends compares: ordered steps, page patterns,
+// ranges that cut visits, the site's goals as steps (the default funnel,
+// from funnel partials), filters, odd texts; goal figures by the scan
+// and from goal partials.
+func funnelAndGoalReads(t *testing.T, ctx context.Context) map[string]func(db *DB) (any, error) {
+	t.Helper()
+	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	to := from.AddDate(0, 0, 15)
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	goal := func(db *DB, names ...string) ([]Goal, error) {
+		goals, err := db.Goals(ctx, "f")
+		if err != nil {
+			return nil, err
+		}
+		var steps []Goal
+		for _, n := range names {
+			for _, g := range goals {
+				if g.Name == n {
+					steps = append(steps, g)
+				}
+			}
+		}
+		return steps, nil
+	}
+	country := QueryFilter{Op: "is", Dim: "visit:country", Values: []string{"DE"}}
+	funnels := map[string]struct {
+		steps    []string
+		from, to time.Time
+		zone     *time.Location
+		filters  []QueryFilter
+	}{
+		"pages then events":  {steps: []string{"Pricing", "Signup", "Pro"}},
+		"patterns":           {steps: []string{"Any", "Blog", "Any", "Blog"}},
+		"repeated":           {steps: []string{"Pricing", "Pricing", "Signup"}},
+		"odd texts":          {steps: []string{"Über", "Odd", "49", "Null"}},
+		"window":             {steps: []string{"Any", "Signup"}, from: from.AddDate(0, 0, 3).Add(30 * time.Minute), to: from.AddDate(0, 0, 5).Add(-17 * time.Minute)},
+		"in Berlin":          {steps: []string{"Blog", "Pricing", "Signup"}, zone: berlin},
+		"visit filter":       {steps: []string{"Pricing", "Signup"}, filters: []QueryFilter{country}},
+		"event filter":       {steps: []string{"Any", "Signup"}, filters: []QueryFilter{{Op: "contains", Dim: "event:page", Values: []string{"/BLOG", "ÜBER"}, Fold: true}, {Op: "is_not", Dim: "event:name", Values: []string{"purchase"}}}},
+		"matches filter":     {steps: []string{"Any", "Any"}, filters: []QueryFilter{{Op: "matches", Dim: "event:page", Values: []string{`^/(blog|PRICING)`}, Fold: true}}},
+		"goal filter":        {steps: []string{"Any", "Signup"}, filters: []QueryFilter{{Op: "not", Children: []QueryFilter{GoalFilter(Goal{PagePath: "/blog/*"})}}}},
+		"property filter":    {steps: []string{"Signup", "Pro"}, filters: []QueryFilter{{Op: "is", Dim: PropPrefix + "plan", Values: []string{"pro", "49"}}}},
+		"default (partials)": {}, // every goal in order: the dashboard's default funnel
+	}
+	reads := map[string]func(db *DB) (any, error){}
+	for name, f := range funnels {
+		reads["funnel "+name] = func(db *DB) (any, error) {
+			steps, err := goal(db, f.steps...)
+			if f.steps == nil {
+				steps, err = db.Goals(ctx, "f")
+				steps = defaultFunnelSteps(steps)
+			}
+			if err != nil {
+				return nil, err
+			}
+			q := FunnelQuery{Site: "f", From: from, To: to, Zone: time.UTC, Steps: steps}
+			if !f.from.IsZero() {
+				q.From, q.To = f.from, f.to
+			}
+			if f.zone != nil {
+				q.Zone = f.zone
+			}
+			q.Filters = f.filters
+			return db.Funnel(ctx, q)
+		}
+	}
+	metrics := []string{MetricVisitors, MetricEvents, MetricPageviews}
+	goalQueries := map[string]StatsQuery{
+		"goals":               {Metrics: metrics, Dimensions: []string{GoalDimension}},
+		"goals by day":        {Metrics: metrics, Dimensions: []string{"time:day", GoalDimension}, TimeUnit: "day"},
+		"goals by country":    {Metrics: metrics, Dimensions: []string{"visit:country", GoalDimension}},
+		"some goals":          {Metrics: metrics, Dimensions: []string{GoalDimension}, Filters: []QueryFilter{country}},
+		"one goal, by page":   {Metrics: metrics, Dimensions: []string{"event:page"}, Filters: []QueryFilter{GoalFilter(Goal{PagePath: "/blog/*"})}},
+		"odd goals":           {Metrics: metrics, Filters: []QueryFilter{{Op: "or", Children: []QueryFilter{GoalFilter(Goal{PagePath: "/über"}), GoalFilter(Goal{EventName: "ünïcödé ✓"}), GoalFilter(Goal{EventName: "purchase", PropName: "plan", PropValue: "49"})}}}},
+		"goals in Berlin":     {Metrics: metrics, Dimensions: []string{GoalDimension, "time:week"}, TimeUnit: "week", Zone: berlin},
+		"goals from partials": {Metrics: metrics, Dimensions: []string{GoalDimension}},
+	}
+	for name, gq := range goalQueries {
+		reads[name] = func(db *DB) (any, error) {
+			goals, err := db.Goals(ctx, "f")
+			if err != nil {
+				return nil, err
+			}
+			q := gq
+			if name == "some goals" {
+				goals = goals[1:6] // as a filter choosing goals leaves them
+			}
+			q.Site, q.From, q.To, q.Goals = "f", from, to, siteGoalFilters(goals)
+			if q.Zone == nil {
+				q.Zone = time.UTC
+			}
+			if name == "goals from partials" {
+				db.exactVisitorsBelow = 0 // the sketches' estimate, the same bytes on both
+				defer func() { db.exactVisitorsBelow = ExactVisitorsBelow }()
+			}
+			rows, err := db.Stats(ctx, q)
+			// Rows merged from partials come in no set order (the server
+			// sorts them).
+			slices.SortFunc(rows, func(a, b StatsRow) int { return slices.Compare(a.Dims, b.Dims) })
+			return rows, err
+		}
+	}
+	return reads
+}
+
+// seedImportedRows writes two complete imports of site s (December 2025
+// and the first days of January 2026, which overlap its events) and one
+// not complete, with rollups of the whole site, sources, pages and
+// countries, as an import stores them (README "Switching from Plausible /
+// Umami / GoatCounter").
+func seedImportedRows(t *testing.T, db *DB) {
+	t.Helper()
+	ctx := context.Background()
+	imports := []struct {
+		id          int
+		first, last string
+		complete    int
+	}{{101, "2025-12-01", "2025-12-31", 1}, {102, "2026-01-01", "2026-01-04", 1}, {103, "2025-11-01", "2026-01-31", 0}}
+	for _, im := range imports {
+		if _, err := db.write.ExecContext(ctx, `INSERT INTO imports(id, site_id, source, files, first_day, last_day, rows, complete, created_at)
+			VALUES (?, 's', 'plausible', '[]', ?, ?, 0, ?, '2026-02-01T00:00:00.000Z')`, im.id, im.first, im.last, im.complete); err != nil {
+			t.Fatal(err)
+		}
+		first, _ := time.Parse(time.DateOnly, im.first)
+		last, _ := time.Parse(time.DateOnly, im.last)
+		for d, i := first, 0; !d.After(last); d, i = d.AddDate(0, 0, 1), i+1 {
+			for _, r := range []struct{ dim, value string }{{"", ""}, {"visit:source", "Google"}, {"visit:source", "Dïrect ✓"},
+				{"event:page", "/"}, {"event:page", "/blog/ü"}, {"visit:country", "DE"}} {
+				n := 1 + (i*7+len(r.value))%5
+				if _, err := db.write.ExecContext(ctx, `INSERT INTO imported_rows(site_id, import_id, dim, day, value, visitors, visits, pageviews, events, bounces, duration)
+					VALUES ('s', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, im.id, r.dim, d.Format(time.DateOnly), r.value, n, n+1, 2*n, 2*n+1, n/2, 60*n); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// importedReads are the reads of site s with its imported days included
+// that TestReadsMatchAcrossBackends compares: by nothing, by day, week
+// and month (in UTC and Berlin), by source, page and country, filtered,
+// and what a query says of the imports.
+func importedReads(ctx context.Context) map[string]func(db *DB) (any, error) {
+	from := time.Date(2025, 11, 15, 0, 0, 0, 0, time.UTC)
+	to := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	all := []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents, MetricBounceRate, MetricVisitDuration}
+	queries := map[string]StatsQuery{
+		"imported aggregate":        {Metrics: all},
+		"imported by day":           {Metrics: all, Dimensions: []string{"time:day"}},
+		"imported by week":          {Metrics: all, Dimensions: []string{"time:week"}},
+		"imported by month":         {Metrics: all, Dimensions: []string{"time:month"}},
+		"imported by week, Berlin":  {Metrics: all, Dimensions: []string{"time:week"}, Zone: berlin},
+		"imported by source":        {Metrics: all, Dimensions: []string{"visit:source"}},
+		"imported by page and day":  {Metrics: all[:4], Dimensions: []string{"time:day", "event:page"}},
+		"imported by country":       {Metrics: all, Dimensions: []string{"visit:country"}},
+		"imported, filtered source": {Metrics: all, Filters: []QueryFilter{{Op: "contains", Dim: "visit:source", Values: []string{"ï"}}}},
+		"imported, not by hour":     {Metrics: all, Dimensions: []string{"time:hour"}},
+	}
+	reads := map[string]func(db *DB) (any, error){}
+	for name, q := range queries {
+		reads[name] = func(db *DB) (any, error) {
+			q.Site, q.From, q.To, q.Imports = "s", from, to, true
+			if q.Zone == nil {
+				q.Zone = time.UTC
+			}
+			rows, err := db.Stats(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			in, err := db.ImportedInclusion(ctx, q)
+			return struct {
+				Rows []StatsRow
+				In   ImportedInclusion
+			}{rows, in}, err
+		}
+	}
+	reads["first imported day"] = func(db *DB) (any, error) {
+		day, ok, err := db.FirstImportedDay(ctx, "s")
+		return fmt.Sprint(day, ok), err
+	}
+	return reads
 }

@@ -40,7 +40,10 @@ func (db *DB) cachedScan(ctx context.Context, q *StatsQuery) (string, uint64, bo
 	if err != nil {
 		return "", 0, false, err
 	}
-	gen := db.writer.gens.daysGen(q.Site, lo, q.To)
+	gen, err := db.changesGen(ctx, q.Site, lo, q.To)
+	if err != nil {
+		return "", 0, false, err
+	}
 	zone := "UTC"
 	if q.Zone != nil {
 		zone = q.Zone.String()

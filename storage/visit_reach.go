@@ -77,6 +77,16 @@ func (db *DB) visitLookback(ctx context.Context, site string, from time.Time) (t
 	dayN := time.UnixMilli(fromMS - 1).UTC().Truncate(24 * time.Hour).UnixMilli()
 	n := int((dayN-day0)/dayMS) + 1
 	gen := db.writer.gens.daysGen(site, time.UnixMilli(day0), time.UnixMilli(dayN+dayMS))
+	var dayGens []uint64
+	if db.writer.gens.stored != nil {
+		utcDays := make([]localDay, n)
+		for i := range utcDays {
+			utcDays[i] = localDay{start: time.UnixMilli(day0 + int64(i)*dayMS), end: time.UnixMilli(day0 + int64(i+1)*dayMS)}
+		}
+		if dayGens, err = db.storedDayGens(ctx, site, utcDays); err != nil {
+			return from, err
+		}
+	}
 	reach := make([][24]int64, n)
 	kept := make([]bool, n)
 	rows, err := db.read.QueryContext(ctx, `SELECT day_start, data FROM day_partials
@@ -95,6 +105,12 @@ func (db *DB) visitLookback(ctx context.Context, site string, from time.Time) (t
 		i := int((start - day0) / dayMS)
 		if (start-day0)%dayMS != 0 || i < 0 || i >= n {
 			continue
+		}
+		if dayGens != nil {
+			var ok bool
+			if data, ok = openPartial(data, dayGens[i]); !ok {
+				continue // another instance changed its day since
+			}
 		}
 		// A malformed row is computed again, as a missing one.
 		reach[i], kept[i] = decodeReach(start, data)
@@ -150,7 +166,7 @@ func (db *DB) visitLookback(ctx context.Context, site string, from time.Time) (t
 				store = append(store, i)
 			}
 		}
-		db.storeReach(site, gen, day0, reach, store)
+		db.storeReach(site, gen, dayGens, day0, reach, store)
 	}
 	for i := range reach {
 		for h, r := range reach[i] {
@@ -168,7 +184,9 @@ func (db *DB) visitLookback(ctx context.Context, site string, from time.Time) (t
 
 // storeReach keeps the reach of the days at idx by a writer job the query
 // does not wait for, unless a change to site's visits committed since gen.
-func (db *DB) storeReach(site string, gen uint64, day0 int64, reach [][24]int64, idx []int) {
+// Where several instances write, each is sealed with its day's count in
+// dayGens (sealPartial).
+func (db *DB) storeReach(site string, gen uint64, dayGens []uint64, day0 int64, reach [][24]int64, idx []int) {
 	if len(idx) == 0 {
 		return
 	}
@@ -181,7 +199,11 @@ func (db *DB) storeReach(site string, gen uint64, day0 int64, reach [][24]int64,
 		}
 		for _, i := range idx {
 			start := day0 + int64(i)*dayMS
-			if _, err := tx.Exec(storePartialSQL, site, reachZone, "", basisReach, start, start+dayMS, encodeReach(start, reach[i])); err != nil {
+			data := encodeReach(start, reach[i])
+			if dayGens != nil {
+				data = sealPartial(data, dayGens[i])
+			}
+			if _, err := tx.Exec(storePartialSQL, site, reachZone, "", basisReach, start, start+dayMS, data); err != nil {
 				return err
 			}
 		}
