@@ -143,7 +143,7 @@ func TestEraseSubjectResumesAfterACrash(t *testing.T) {
 	newEraseFixture(t, db, true)
 	site, _ := db.Site("s")
 
-	e := &eraser{db: db, site: "s", s: Subject{UserID: "u"}, floors: [3]int64{-1, -1, -1}}
+	e := newEraser(db, "s", Subject{UserID: "u"})
 	jobs := 0
 	runSteps(t, db, e, func() bool { jobs++; return jobs > 3 })
 	var links int
@@ -176,7 +176,7 @@ func TestEraseSubjectCatchesEventsSentMeanwhile(t *testing.T) {
 			db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 			withSites(t, db, "s")
 			f := newEraseFixture(t, db, true)
-			e := &eraser{db: db, site: "s", s: s, floors: [3]int64{-1, -1, -1}}
+			e := newEraser(db, "s", s)
 			runSteps(t, db, e, func() bool { return e.phase != phaseWalk })
 			u := "u"
 			f.send("d0", nil, 3, true)
@@ -460,7 +460,7 @@ func TestEraseSubjectWalksDevicesLinkedMeanwhile(t *testing.T) {
 	for i := range eraseWalkLinks + 1 {
 		f.send(fmt.Sprintf("d%04d", i), &u, 1, false)
 	}
-	e := &eraser{db: db, site: "s", s: Subject{UserID: "u"}, floors: [3]int64{-1, -1, -1}}
+	e := newEraser(db, "s", Subject{UserID: "u"})
 	runSteps(t, db, e, func() bool { return e.linkCursor != "" })
 	if e.phase != phaseWalk || e.linkCursor <= "a0" {
 		t.Fatalf("got phase %d at cursor %q, want the walk past a0", e.phase, e.linkCursor)
