@@ -49,6 +49,9 @@ func (pgDialect) eraseSettle(ctx context.Context, e *eraser) error {
 	}
 	// Each transaction holds the lock of its own virtual id to its end.
 	for held != "" {
+		if e.db.eraseSettleWaits != nil {
+			e.db.eraseSettleWaits()
+		}
 		time.Sleep(eraseSettlePoll)
 		if err := e.db.read.QueryRowContext(ctx, `SELECT COALESCE(string_agg(virtualxid, ','), '') FROM pg_locks
 			WHERE locktype = 'virtualxid' AND virtualxid = ANY(string_to_array(?, ','))`, held).Scan(&held); err != nil {
