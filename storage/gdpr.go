@@ -272,11 +272,13 @@ func (db *DB) SubjectAnonIDs(ctx context.Context, site string, s Subject, candid
 	}
 	defer stmt.Close()
 	for _, a := range candidates {
-		var linked int
+		// SQLite answers EXISTS with 0 or 1, PostgreSQL with a boolean:
+		// both scan into a bool.
+		var linked bool
 		if err := stmt.QueryRowContext(ctx, site, a, s.UserID).Scan(&linked); err != nil {
 			return nil, err
 		}
-		if linked == 1 {
+		if linked {
 			out[a] = true
 		}
 	}
