@@ -174,6 +174,9 @@ type eraseDialect interface {
 	eraseVacuum(ctx context.Context, db *DB)
 	// linkCreatedMS is a link's created_at as Unix ms.
 	linkCreatedMS() string
+	// someRows matches the rows of table that cond (which may end in a
+	// LIMIT) matches in from (table, with a hint), each named by handle.
+	someRows(table, handle, from, cond string) string
 }
 
 // eraseSettle: SQLite's one writer commits in rowid order, so the highest
@@ -184,6 +187,10 @@ func (sqliteDialect) eraseSettle(context.Context, *eraser) error { return nil }
 func (sqliteDialect) eraseVacuum(context.Context, *DB) {}
 
 func (sqliteDialect) linkCreatedMS() string { return linkCreatedMS }
+
+func (sqliteDialect) someRows(_, handle, from, cond string) string {
+	return handle + ` IN (SELECT ` + handle + ` FROM ` + from + ` WHERE ` + cond + `)`
+}
 
 // eraseWholeRows is the most events, sessions and DLQ rows a subject may
 // have to be erased in one transaction whether or not others wait: a few
@@ -476,14 +483,14 @@ func (e *eraser) sweep(tx *eraseTx, chunk int64) (caughtUp bool, err error) {
 // user subject. It reports whether none are left.
 func (e *eraser) links(tx *eraseTx) (done bool, err error) {
 	if e.s.UserID != "" {
-		seq := e.db.d.dlqSeq()
-		n, err := deleteRows(tx, "dlq", seq+` IN (SELECT `+seq+` FROM dlq WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`, e.site, e.s.UserID, eraseChunk)
+		d := e.db.d
+		n, err := deleteRows(tx, "dlq", d.someRows("dlq", d.dlqSeq(), "dlq", `site_id = ?1 AND user_id = ?2 LIMIT ?3`), e.site, e.s.UserID, eraseChunk)
 		e.dlq += n
 		if err != nil || n == eraseChunk {
 			return false, err
 		}
-		n, err = deleteRows(tx, "identity_links", `site_id = ?1 AND user_id = ?2 AND anon_id IN
-			(SELECT anon_id FROM identity_links`+e.db.d.indexedBy("identity_links_user")+` WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`,
+		n, err = deleteRows(tx, "identity_links", `site_id = ?1 AND user_id = ?2 AND `+d.someRows("identity_links", "anon_id",
+			"identity_links"+d.indexedBy("identity_links_user"), `site_id = ?1 AND user_id = ?2 LIMIT ?3`),
 			e.site, e.s.UserID, eraseChunk)
 		e.counts.IdentityLinks += n
 		if err != nil || !e.lt.old || n == eraseChunk {
@@ -746,8 +753,8 @@ func eraseSessions(tx *eraseTx, cond string, args ...any) (int64, error) {
 
 // eraseDLQ deletes the DLQ rows that cond matches.
 func eraseDLQ(tx *eraseTx, cond string, args ...any) (int64, error) {
-	seq := tx.db.d.dlqSeq()
-	return deleteRows(tx, "dlq", seq+` IN (SELECT `+seq+` FROM dlq WHERE `+cond+`)`, args...)
+	d := tx.db.d
+	return deleteRows(tx, "dlq", d.someRows("dlq", d.dlqSeq(), "dlq", cond), args...)
 }
 
 // deleteBatches are the sizes of deleteRowids' statements: the smaller for

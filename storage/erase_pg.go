@@ -151,3 +151,11 @@ func (pgDialect) eraseVacuum(ctx context.Context, db *DB) {
 
 // linkCreatedMS: PostgreSQL's links were always created as Unix ms.
 func (pgDialect) linkCreatedMS() string { return "created_at" }
+
+// someRows names the rows by ctid, gathered first (an array, computed
+// once): a plan PostgreSQL cannot turn into a search of the whole table
+// per row, which it chose for an IN subquery over tables without
+// statistics yet (20 s for a user's 50,000 links, README "GDPR").
+func (pgDialect) someRows(table, _, _, cond string) string {
+	return `ctid = ANY(ARRAY(SELECT ctid FROM ` + table + ` WHERE ` + cond + `))`
+}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -215,4 +218,64 @@ func TestEraseSubjectWaitsForRowsInFlight(t *testing.T) {
 	if left != 0 {
 		t.Fatalf("got %d events of the subject after the erasure, want 0 (the one in flight erased too)", left)
 	}
+}
+
+// BenchmarkVacuumAfterErasure times the VACUUM that follows an erasure on
+// PostgreSQL (eraseVacuum) on a site of TALLY_BENCH_EVENTS events (default
+// 1,000,000, 50,000 visitors of 20 events each, seeded in SQL): each
+// iteration erases one visitor, then vacuums. ns/op is the VACUUM alone;
+// erase-ms/op the erasure's jobs before it (README "GDPR").
+func BenchmarkVacuumAfterErasure(b *testing.B) {
+	onlyPostgres(b, "VACUUM after an erasure is PostgreSQL's")
+	ctx := context.Background()
+	db, err := openTestDB(b, ctx, Options{Path: "vacuum-bench.db"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	withSites(b, db, "s")
+	n := 1_000_000
+	if v := os.Getenv("TALLY_BENCH_EVENTS"); v != "" {
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, q := range []string{
+		`INSERT INTO events(id_text, site_id, type, url, ts, anon_id, referrer, country, browser_text, raw, received_at, path, received_ms)
+			SELECT '00000000-0000-4000-8000-' || lpad(i::text, 12, '0'), 's', 'pageview', 'https://a.test/p' || (i % 100),
+				tally_ms_text(1767225600000 + i * 1000), 'a' || (i % 50000), 'https://ref.test/', 'DE', 'Chrome',
+				decode(repeat('7b22782231', 40), 'hex'), tally_ms_text(1767225600000 + i * 1000), '/p' || (i % 100), 1767225600000 + i * 1000
+			FROM generate_series(1, ?) i`,
+		`INSERT INTO event_pages(seq, name, path) SELECT seq, NULL, path FROM events`,
+		`VACUUM (ANALYZE) events, event_pages`,
+	} {
+		var args []any
+		if strings.Contains(q, "?") {
+			args = append(args, n)
+		}
+		if _, err := db.read.ExecContext(ctx, q, args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var erase time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		start := time.Now()
+		e := newEraser(db, "s", Subject{AnonID: fmt.Sprintf("a%d", i%50000)})
+		for finished := false; !finished; {
+			err := db.writer.doOwn(ctx, func(tx *writeTx) error {
+				var err error
+				finished, _, err = e.job(tx, func() bool { return false }, func(*eraseTx) error { return nil })
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		erase += time.Since(start)
+		b.StartTimer()
+		db.d.eraseVacuum(ctx, db)
+	}
+	b.ReportMetric(float64(erase.Milliseconds())/float64(b.N), "erase-ms/op")
 }
