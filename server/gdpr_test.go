@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
 // gdprFixture: u1 on devices p and l (l also used by shared-user u2 once),
@@ -173,7 +175,11 @@ type cell struct{ table, value string }
 func dumpTables(t *testing.T, h *harness) []cell {
 	t.Helper()
 	db := h.sqlDB()
-	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table'`)
+	tablesSQL := `SELECT name FROM sqlite_master WHERE type = 'table'`
+	if dbtest.Postgres() {
+		tablesSQL = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`
+	}
+	rows, err := db.Query(tablesSQL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +251,7 @@ func linkMany(t *testing.T, h *harness, site, user string, n int) {
 	t.Helper()
 	_, err := h.sqlDB().Exec(`WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ?)
 		INSERT INTO identity_links(site_id, anon_id, user_id, created_at)
-		SELECT ?, printf('forged-%06d', i), ?, '2026-01-05T00:00:00.000Z' FROM k`, n, site, user)
+		SELECT CAST(? AS TEXT), 'forged-' || (1000000 + i), CAST(? AS TEXT), 1767571200000 FROM k`, n, site, user)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 // placeholders (pg_driver.go rebinds them); a statement that cannot be
 // shared takes its differing fragment from here.
 type dialect interface {
+	eraseDialect // erase.go, erase_pg.go
 	// name is "sqlite" or "postgres".
 	name() string
 	// classify tells what an error of the database means for its caller.

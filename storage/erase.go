@@ -62,10 +62,25 @@ type eraser struct {
 	// (the lowest table maximum seen after any of its jobs), and the sweep
 	// has scanned up to them.
 	floors [3]int64
+	// settled is, on PostgreSQL, where every row at or below is committed
+	// or rolled back for good (eraseSettle, erase_pg.go), as of the start
+	// of job settledJob; the sweep scans no further. -1 on SQLite, whose
+	// one writer commits in rowid order.
+	settled    [3]int64
+	settledJob int
+	// stalled: the sweep reached a settled mark older than the job, so the
+	// job ends and the next one settles again first.
+	stalled bool
 }
 
-// sweepTables are scanned by the sweep, with the floors index of each.
-var sweepTables = [3]struct{ table, rowid string }{{"events", "seq"}, {"sessions", "id"}, {"dlq", "rowid"}}
+// sweepTable is a table the sweep scans, by its rowid (named rowid).
+type sweepTable struct{ table, rowid string }
+
+// sweepTables are scanned by the sweep, with the floors index of each: the
+// DLQ's insertion order is the dialect's (dlqSeq).
+func (e *eraser) sweepTables() [3]sweepTable {
+	return [3]sweepTable{{"events", "seq"}, {"sessions", "id"}, {"dlq", e.db.d.dlqSeq()}}
+}
 
 // EraseSubject hard-deletes the subject's rows of events, sessions,
 // user_profiles and identity_links, and the DLQ rows tagged with the
@@ -93,13 +108,16 @@ var sweepTables = [3]struct{ table, rowid string }{{"events", "seq"}, {"sessions
 // nothing and returns zero counts.
 func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subject) (SubjectCounts, error) {
 	ctx = context.WithoutCancel(ctx)
-	e := &eraser{db: db, site: site.ID, s: s, lt: db.links(), floors: [3]int64{-1, -1, -1}}
+	e := newEraser(db, site.ID, s)
 	audit := func(tx *eraseTx) error {
 		tx.onCommit(db.intake.forget) // the subject's anon ids leave memory too
 		return db.audit(tx.writeTx, site.WorkspaceID, actor, "gdpr.delete", site.ID, map[string]any{
 			"subject_kind": s.kind(), "subject_hash": s.hash(), "counts": e.counts})
 	}
 	for {
+		if err := db.d.eraseSettle(ctx, e); err != nil {
+			return SubjectCounts{}, err
+		}
 		var held time.Duration
 		var finished, busy bool
 		err := db.writer.doOwn(ctx, func(tx *writeTx) error {
@@ -117,6 +135,7 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 			return SubjectCounts{}, err
 		}
 		if finished {
+			db.d.eraseVacuum(ctx, db)
 			return e.counts, nil
 		}
 		if !busy && !db.writer.busy() {
@@ -132,6 +151,45 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 		db.eraseRests.Add(1)
 		time.Sleep(held)
 	}
+}
+
+// newEraser is an erasure of s on site, not yet begun.
+func newEraser(db *DB, site string, s Subject) *eraser {
+	return &eraser{db: db, site: site, s: s, lt: db.links(), floors: [3]int64{-1, -1, -1}, settled: [3]int64{-1, -1, -1}}
+}
+
+// eraseDialect is what an erasure does differently per backend (README
+// "GDPR"); the dialect embeds it. SQLite's methods are here, PostgreSQL's
+// in erase_pg.go.
+type eraseDialect interface {
+	// eraseSettle runs before each writer job of e, outside it: on
+	// PostgreSQL it waits until the rows the next job may scan are all
+	// committed or rolled back (settled, floors).
+	eraseSettle(ctx context.Context, e *eraser) error
+	// unroll subtracts rows (each the key columns of r.table, then its
+	// amounts) from r.table, deleting the rows it would leave empty.
+	unroll(tx *eraseTx, r rollupTable, rows [][]any) error
+	// eraseVacuum runs after an erasure's last job: on PostgreSQL it
+	// prunes the erased rows' bytes from the tables' pages.
+	eraseVacuum(ctx context.Context, db *DB)
+	// linkCreatedMS is a link's created_at as Unix ms.
+	linkCreatedMS() string
+	// someRows matches the rows of table that cond (which may end in a
+	// LIMIT) matches in from (table, with a hint), each named by handle.
+	someRows(table, handle, from, cond string) string
+}
+
+// eraseSettle: SQLite's one writer commits in rowid order, so the highest
+// rowid after a job is a floor at once.
+func (sqliteDialect) eraseSettle(context.Context, *eraser) error { return nil }
+
+// eraseVacuum: secure_delete overwrites each deleted row as it goes.
+func (sqliteDialect) eraseVacuum(context.Context, *DB) {}
+
+func (sqliteDialect) linkCreatedMS() string { return linkCreatedMS }
+
+func (sqliteDialect) someRows(_, handle, from, cond string) string {
+	return handle + ` IN (SELECT ` + handle + ` FROM ` + from + ` WHERE ` + cond + `)`
 }
 
 // eraseWholeRows is the most events, sessions and DLQ rows a subject may
@@ -194,6 +252,10 @@ func (e *eraser) job(tx *writeTx, waiting func() bool, final func(*eraseTx) erro
 			if e.db.eraseStep != nil {
 				e.db.eraseStep(e, tx)
 			}
+			if e.stalled {
+				e.stalled = false
+				return e.lowerFloors(tx)
+			}
 			if e.mayBeWhole() {
 				continue
 			}
@@ -237,7 +299,7 @@ func (e *eraser) advance(tx *eraseTx) (done bool, err error) {
 // emptied rowids again). Within a job nothing else writes, so once per job
 // is enough.
 func (e *eraser) lowerFloors(tx *eraseTx) error {
-	for i, t := range sweepTables {
+	for i, t := range e.sweepTables() {
 		var top int64
 		if err := tx.QueryRow(`SELECT COALESCE(MAX(` + t.rowid + `), 0) FROM ` + t.table).Scan(&top); err != nil {
 			return err
@@ -278,7 +340,7 @@ func (e *eraser) walk(tx *eraseTx) error {
 	var links int
 	var hi string
 	st, err := tx.stmt(`SELECT COUNT(*), COALESCE(MAX(anon_id), '') FROM (SELECT anon_id FROM ` + e.lt.byUser("") + `
-		WHERE site_id = ?1 AND user_id = ?2 AND anon_id > ?3 ORDER BY anon_id LIMIT ?4)`)
+		WHERE site_id = ?1 AND user_id = ?2 AND anon_id > ?3 ORDER BY anon_id LIMIT ?4) w`)
 	if err != nil {
 		return err
 	}
@@ -377,13 +439,23 @@ func (e *eraser) sweepMatch(table string) string {
 // sweep scans up to chunk rowids of each table above its floor (all of
 // them when chunk is negative) and erases the subject's rows among them:
 // those sent to anon ids the walk had already passed. It reports whether
-// it reached the end of every table.
+// it reached the end of every table. On PostgreSQL a bounded sweep goes
+// no further than the settled mark (rows above it may belong to
+// transactions still running): reaching one settled at this job's start
+// is the end; reaching an older one stalls the job, so that the next
+// settles first.
 func (e *eraser) sweep(tx *eraseTx, chunk int64) (caughtUp bool, err error) {
 	caughtUp = true
-	for i, t := range sweepTables {
+	for i, t := range e.sweepTables() {
 		var top int64
 		if err := tx.QueryRow(`SELECT COALESCE(MAX(` + t.rowid + `), 0) FROM ` + t.table).Scan(&top); err != nil {
 			return false, err
+		}
+		if chunk >= 0 && e.settled[i] >= 0 && e.settled[i] < top {
+			top = e.settled[i]
+			if e.settledJob != e.jobs && e.floors[i]+chunk >= top {
+				caughtUp, e.stalled = false, true
+			}
 		}
 		hi := top
 		if chunk >= 0 && e.floors[i]+chunk < top {
@@ -394,7 +466,7 @@ func (e *eraser) sweep(tx *eraseTx, chunk int64) (caughtUp bool, err error) {
 		}
 		// +site_id keeps SQLite on the rowid range rather than the
 		// site's index, which would walk all of the site's rows.
-		cond := t.rowid + ` > ?3 AND ` + t.rowid + ` <= ?4 AND +site_id = ?1 AND ` + e.sweepMatch(t.table)
+		cond := t.rowid + ` > ?3 AND ` + t.rowid + ` <= ?4 AND ` + e.db.d.noIndex("site_id") + ` = ?1 AND ` + e.sweepMatch(t.table)
 		et := e.tables()[i]
 		n, err := et.erase(tx, cond, e.site, e.s.id(), e.floors[i], hi)
 		if err != nil {
@@ -411,13 +483,14 @@ func (e *eraser) sweep(tx *eraseTx, chunk int64) (caughtUp bool, err error) {
 // user subject. It reports whether none are left.
 func (e *eraser) links(tx *eraseTx) (done bool, err error) {
 	if e.s.UserID != "" {
-		n, err := deleteRows(tx, "dlq", `rowid IN (SELECT rowid FROM dlq WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`, e.site, e.s.UserID, eraseChunk)
+		d := e.db.d
+		n, err := deleteRows(tx, "dlq", d.someRows("dlq", d.dlqSeq(), "dlq", `site_id = ?1 AND user_id = ?2 LIMIT ?3`), e.site, e.s.UserID, eraseChunk)
 		e.dlq += n
 		if err != nil || n == eraseChunk {
 			return false, err
 		}
-		n, err = deleteRows(tx, "identity_links", `site_id = ?1 AND user_id = ?2 AND anon_id IN
-			(SELECT anon_id FROM identity_links INDEXED BY identity_links_user WHERE site_id = ?1 AND user_id = ?2 LIMIT ?3)`,
+		n, err = deleteRows(tx, "identity_links", `site_id = ?1 AND user_id = ?2 AND `+d.someRows("identity_links", "anon_id",
+			"identity_links"+d.indexedBy("identity_links_user"), `site_id = ?1 AND user_id = ?2 LIMIT ?3`),
 			e.site, e.s.UserID, eraseChunk)
 		e.counts.IdentityLinks += n
 		if err != nil || !e.lt.old || n == eraseChunk {
@@ -499,7 +572,7 @@ func (e *eraser) last(tx *eraseTx) error {
 		table, where string
 		n            *int64
 	}{
-		{"dlq", e.s.dlqWhere(e.lt), &e.dlq},
+		{"dlq", e.s.dlqWhere(e.db.d, e.lt), &e.dlq},
 		{"user_profiles", e.s.profileWhere(e.lt), &e.counts.UserProfiles},
 	} {
 		n, err := deleteRows(tx, d.table, d.where, e.site, e.s.id())
@@ -680,7 +753,8 @@ func eraseSessions(tx *eraseTx, cond string, args ...any) (int64, error) {
 
 // eraseDLQ deletes the DLQ rows that cond matches.
 func eraseDLQ(tx *eraseTx, cond string, args ...any) (int64, error) {
-	return deleteRows(tx, "dlq", `rowid IN (SELECT rowid FROM dlq WHERE `+cond+`)`, args...)
+	d := tx.db.d
+	return deleteRows(tx, "dlq", d.someRows("dlq", d.dlqSeq(), "dlq", cond), args...)
 }
 
 // deleteBatches are the sizes of deleteRowids' statements: the smaller for
@@ -750,7 +824,7 @@ func (tx *eraseTx) flush() error {
 		sessions = append(sessions, []any{k[0], k[1], d.sessions, d.durationMS, d.events, d.bounces})
 	}
 	for i, subtraction := range [][][]any{days, dims, sessions} {
-		if err := unroll(tx, rollupTables[i], subtraction); err != nil {
+		if err := tx.db.d.unroll(tx, rollupTables[i], subtraction); err != nil {
 			return err
 		}
 	}
@@ -805,11 +879,8 @@ func prepareUnroll(ctx context.Context, write *sql.DB) (unrollStmts, error) {
 // on a statement journal: on a heavy user's 1,355 rows of
 // daily_dimensions this takes half the time of those batches (README
 // "GDPR").
-func unroll(tx *eraseTx, r rollupTable, rows [][]any) error {
-	st, ok := tx.db.unroll[r.table]
-	if !ok { // PostgreSQL, until the write path is ported (open_pg.go)
-		return errNotPortedYet("erasure")
-	}
+func (sqliteDialect) unroll(tx *eraseTx, r rollupTable, rows [][]any) error {
+	st := tx.db.unroll[r.table]
 	up, del := tx.stmtOf(st[0]), tx.stmtOf(st[1])
 	for _, row := range rows {
 		res, err := up.Exec(row...)

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"strings"
 )
 
 // Subject is the person of a GDPR request: exactly one of AnonID and
@@ -116,12 +117,13 @@ func (s Subject) linkSource(l linkTables) string {
 
 // dlqWhere matches the DLQ rows tagged with the subject: its user id or
 // one of its anon ids.
-func (s Subject) dlqWhere(l linkTables) string {
+func (s Subject) dlqWhere(d dialect, l linkTables) string {
 	if s.UserID != "" {
 		// A union of two index searches: with OR, SQLite would scan the
 		// site's whole DLQ.
-		return `rowid IN (SELECT rowid FROM dlq WHERE site_id = ?1 AND user_id = ?2
-			UNION SELECT d.rowid FROM ` + l.byUser("l") + ` CROSS JOIN dlq d
+		seq := d.dlqSeq()
+		return seq + ` IN (SELECT ` + seq + ` FROM dlq WHERE site_id = ?1 AND user_id = ?2
+			UNION SELECT d.` + seq + ` FROM ` + l.byUser("l") + ` ` + d.crossJoin() + ` dlq d
 			ON d.site_id = l.site_id AND d.anon_id = l.anon_id WHERE l.site_id = ?1 AND l.user_id = ?2)`
 	}
 	return `site_id = ?1 AND anon_id = ?2`
@@ -138,21 +140,25 @@ func (db *DB) ExportSubject(ctx context.Context, actor Actor, site *Site, s Subj
 	defer tx.Rollback()
 	l := db.links()
 	out := &SubjectExport{}
+	if out.Events, err = exportEvents(ctx, tx, db.d, site.ID, s, l); err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	out.Counts.Events = int64(len(out.Events))
+	// Explicit columns, the same on both backends: PostgreSQL's tables
+	// have columns of their own (README "On PostgreSQL").
 	for _, part := range []struct {
 		dst      *[]map[string]any
 		query    string
 		jsonCols []string
 		count    *int64
 	}{
-		{&out.Events, `SELECT id, site_id, type, url, ts, anon_id, user_id, referrer, country, city, browser, os, device_type, ` + rawSQL + ` AS raw,
-			` + receivedSQL + ` AS received_at FROM events WHERE ` + s.visitorWhere(l) + ` ORDER BY ts, seq`, []string{"raw"}, &out.Counts.Events},
 		{&out.Sessions, `SELECT ` + sessionExportColumns + ` FROM sessions WHERE ` + s.visitorWhere(l) + ` ORDER BY started_ms, id`, nil, &out.Counts.Sessions},
-		{&out.UserProfiles, `SELECT * FROM user_profiles WHERE ` + s.profileWhere(l) + ` ORDER BY user_id`, []string{"traits"}, &out.Counts.UserProfiles},
+		{&out.UserProfiles, `SELECT ` + profileExportColumns + ` FROM user_profiles WHERE ` + s.profileWhere(l) + ` ORDER BY user_id`, []string{"traits"}, &out.Counts.UserProfiles},
 		// created_at is Unix ms since migration 0017: shown as the text
 		// it was before (below).
 		{&out.IdentityLinks, `SELECT site_id, anon_id, user_id, created_at FROM ` + s.linkSource(l) + ` WHERE ` + s.linkWhere() +
-			` ORDER BY ` + linkCreatedMS + `, anon_id, user_id`, nil, &out.Counts.IdentityLinks},
-		{&out.DLQ, `SELECT * FROM dlq WHERE ` + s.dlqWhere(l) + ` ORDER BY received_at, id`, []string{"payload", "error"}, &out.Counts.DLQ},
+			` ORDER BY ` + db.d.linkCreatedMS() + `, anon_id, user_id`, nil, &out.Counts.IdentityLinks},
+		{&out.DLQ, `SELECT ` + dlqExportColumns + ` FROM dlq WHERE ` + s.dlqWhere(db.d, l) + ` ORDER BY received_at, id`, []string{"payload", "error"}, &out.Counts.DLQ},
 	} {
 		rows, err := tx.QueryContext(ctx, part.query, site.ID, s.id())
 		if err != nil {
@@ -183,6 +189,65 @@ func (db *DB) ExportSubject(ctx context.Context, actor Actor, site *Site, s Subj
 	return out, nil
 }
 
+// profileExportColumns and dlqExportColumns are the columns an export
+// shows of user_profiles and dlq: SQLite's, which PostgreSQL's tables
+// have too (beside a few of their own).
+const (
+	profileExportColumns = `site_id, user_id, traits, created_at, updated_at`
+	dlqExportColumns     = `id, site_id, payload, error, received_at, anon_id, user_id, endpoint, user_agent, cookieless, browser, os, device_type`
+)
+
+// eventExportColumns are the columns an export shows of events before raw
+// and received_at, which rawRead reads.
+var eventExportColumns = []string{"id", "site_id", "type", "url", "ts", "anon_id", "user_id", "referrer", "country", "city",
+	"browser", "os", "device_type"}
+
+// exportEvents reads the subject's events, complete: their columns, raw
+// (as JSON) and received_at, through rawRead so that both backends give
+// the same text.
+func exportEvents(ctx context.Context, tx *sql.Tx, d dialect, site string, s Subject, l linkTables) ([]map[string]any, error) {
+	r := newRawRead(d)
+	rows, err := tx.QueryContext(ctx, `SELECT `+strings.Join(eventExportColumns, ", ")+`, `+r.columns()+
+		` FROM events WHERE `+s.visitorWhere(l)+` ORDER BY ts, seq`, site, s.id())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []map[string]any{}
+	vals := make([]sql.NullString, len(eventExportColumns))
+	targets := make([]any, 0, len(vals)+10)
+	for i := range vals {
+		targets = append(targets, &vals[i])
+	}
+	targets = append(targets, r.targets()...)
+	for rows.Next() {
+		if err := rows.Scan(targets...); err != nil {
+			return nil, err
+		}
+		if err := r.decode(); err != nil {
+			return nil, err
+		}
+		row := make(map[string]any, len(vals)+2)
+		for i, c := range eventExportColumns {
+			if !vals[i].Valid {
+				row[c] = nil
+			} else {
+				row[c] = vals[i].String
+			}
+		}
+		row["raw"] = nil
+		if r.Raw.Valid {
+			row["raw"] = rawJSON(r.Raw.String)
+		}
+		row["received_at"] = nil
+		if r.Received.Valid {
+			row["received_at"] = r.Received.String
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
+}
+
 // SubjectAnonIDs returns which of candidates are the subject's anon ids on
 // site: the anon id itself, or those linked to the user. Each candidate is
 // one index lookup, so any number of them can be asked.
@@ -207,11 +272,13 @@ func (db *DB) SubjectAnonIDs(ctx context.Context, site string, s Subject, candid
 	}
 	defer stmt.Close()
 	for _, a := range candidates {
-		var linked int
+		// SQLite answers EXISTS with 0 or 1, PostgreSQL with a boolean:
+		// both scan into a bool.
+		var linked bool
 		if err := stmt.QueryRowContext(ctx, site, a, s.UserID).Scan(&linked); err != nil {
 			return nil, err
 		}
-		if linked == 1 {
+		if linked {
 			out[a] = true
 		}
 	}

@@ -219,9 +219,6 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 	if err != nil {
 		db.ingest, notYet = nil, append(notYet, "intake")
 	}
-	if db.unroll, err = prepareUnroll(ctx, write); err != nil {
-		db.unroll, notYet = nil, append(notYet, "erasure")
-	}
 	if len(notYet) > 0 && opts.Logger != nil {
 		opts.Logger.Warn("PostgreSQL support is in progress: these writes answer 503 until they are ported", "writes", strings.Join(notYet, ", "))
 	}

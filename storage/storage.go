@@ -169,6 +169,9 @@ type DB struct {
 	// wait: a test can queue one there, or look at the erasure and its
 	// transaction.
 	eraseStep func(e *eraser, tx *eraseTx)
+	// eraseSettleWaits, when set by a test, runs each time an erasure
+	// waits for other transactions to end (erase_pg.go).
+	eraseSettleWaits func()
 
 	// exactVisitorsBelow is ExactVisitorsBelow; tests lower it to compare
 	// estimates of small ranges with their exact figures.

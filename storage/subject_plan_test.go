@@ -25,7 +25,7 @@ func TestSubjectQueriesSearchBySubject(t *testing.T) {
 				`SELECT * FROM sessions WHERE `+s.visitorWhere(l),
 				`SELECT * FROM user_profiles WHERE `+s.profileWhere(l),
 				`SELECT * FROM `+s.linkSource(l)+` WHERE `+s.linkWhere(),
-				`SELECT * FROM dlq WHERE `+s.dlqWhere(l))
+				`SELECT * FROM dlq WHERE `+s.dlqWhere(sqliteDialect{}, l))
 			for _, table := range l.deleteFrom(s.UserID != "") {
 				queries = append(queries, `DELETE FROM `+table+` WHERE `+s.linkWhere())
 			}
