@@ -322,7 +322,7 @@ func TestResponseShapes(t *testing.T) {
 		g, okG := gotSections[title]
 		w, okW := wantSections[title]
 		switch {
-		case skipped[title]:
+		case skipped[strings.SplitN(title, " -> ", 2)[0]]: // a section's title adds its status
 		case !okG:
 			t.Errorf("%s: no longer requested, want\n%s", title, w)
 		case !okW:

@@ -42,9 +42,17 @@ func TestWritesRefuseADeletedSite(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
-			// The new site's secret took the deleted one's rowid.
-			func(db *DB, stale *Site) error { return db.RevokeWebhookSecret(ctx, sys, stale, 1) },
-			`SELECT COUNT(*) FROM webhook_secrets WHERE site_id = 'web' AND rowid = 1 AND revoked_at IS NULL`, 1, "webhook_secret.revoke"},
+			// The stale request names the newest secret's id: on SQLite the
+			// new site's secret took the deleted one's rowid, on PostgreSQL
+			// an identity never repeats, so the newest is the new site's.
+			func(db *DB, stale *Site) error {
+				var id int64
+				if err := db.read.QueryRow(`SELECT COALESCE(MAX(rowid), 1) FROM webhook_secrets`).Scan(&id); err != nil {
+					return err
+				}
+				return db.RevokeWebhookSecret(ctx, sys, stale, id)
+			},
+			`SELECT COUNT(*) FROM webhook_secrets WHERE site_id = 'web' AND revoked_at IS NULL`, 1, "webhook_secret.revoke"},
 		{"finish a DLQ replay", func(t *testing.T, db *DB) {
 			if _, err := db.Ingest(ctx, nil, []Quarantined{quarantined}, nil); err != nil {
 				t.Fatal(err)

@@ -262,7 +262,7 @@ func TestVisitsWhateverTheArrival(t *testing.T) {
 				shuffled = shuffled[n:]
 				if rng.IntN(4) == 0 {
 					if err := db.writer.do(context.Background(), func(tx *writeTx) error {
-						_, err := tx.Exec(`INSERT OR IGNORE INTO daily_salts(day, salt) VALUES ('2000-01-01', x'00')`)
+						_, err := tx.Exec(`INSERT INTO daily_salts(day, salt) VALUES ('2000-01-01', ?) ON CONFLICT (day) DO NOTHING`, []byte{0})
 						return err
 					}); err != nil {
 						t.Fatal(err)
