@@ -28,11 +28,7 @@ import (
 // other branches finish (README "On PostgreSQL"). A mismatch or an error
 // there is logged; a read that matches is logged too, so that its entry
 // can go. The lead removes entries as those branches merge.
-var pendingReads = map[string]string{
-	"gdpr_export":    "GDPR export on PostgreSQL (SELECT * and event_raw): h/erase",
-	"funnel":         "the funnel walk streamed to Go on PostgreSQL: h/funnel",
-	"goal_dimension": "the event:goal dimension on PostgreSQL (goal figures, page patterns): h/funnel",
-}
+var pendingReads = map[string]string{}
 
 // differingFields are the JSON fields that legitimately differ between
 // the PostgreSQL pair and the SQLite instance, by read, with why.
