@@ -88,7 +88,7 @@ var settings = []setting{
 	{env: "SHUTDOWN_DRAIN", group: "listeners", def: "0s", usage: "behind a load balancer: how long /healthz answers 503 draining after SIGTERM before the listeners close, at most 90s"},
 
 	{env: "DATABASE_PATH", group: "storage", def: "./data/analytics.db", usage: "SQLite file (:memory: for a throw-away database)"},
-	{env: "DATABASE_URL", group: "storage", usage: "postgres://user:password@host/database: PostgreSQL 15+ instead of DATABASE_PATH (in progress)"},
+	{env: "DATABASE_URL", group: "storage", usage: "postgres://user:password@host/database: PostgreSQL 15+ instead of DATABASE_PATH"},
 	{env: "DATABASE_POOL", group: "storage", def: "4", usage: "read connections of the instance, 1 to 64; each instance also holds the writer's and, on PostgreSQL, the listener's and the rollup slot's"},
 	{env: "DURABILITY", group: "storage", def: string(storage.DurabilityPower), usage: "what a 202 survives: power (fsync per commit: power loss and OS crash) or process (process crash only, faster single events)"},
 	{env: "RETENTION_DAYS", group: "storage", def: "0", usage: "UTC days of raw events kept, today included (rollups stay), 0 = keep everything"},

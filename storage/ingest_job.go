@@ -74,9 +74,6 @@ type intake struct {
 // all at once.
 func (in *intake) runMerged(tx *writeTx, parts []any, alone bool) error {
 	db := in.db
-	if db.ingest == nil { // PostgreSQL, until the write path is ported (open_pg.go)
-		return errNotPortedYet("intake")
-	}
 	run := &ingestRun{db: db, tx: tx, days: map[dayKey]int{}, usage: map[[2]string]int{}, dims: map[dimKey]int{},
 		sessDays: map[[2]string]*sessionDelta{}, groups: map[[2]string][]*IngestEvent{}, linked: map[[3]string]bool{},
 		hours: map[[2]string]bool{}}

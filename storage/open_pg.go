@@ -9,8 +9,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/tally-analytics/tally/fault"
 )
 
 // migrateLockKey is the advisory lock every instance takes, inside each
@@ -197,9 +195,6 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 		write.Close()
 		return nil, err
 	}
-	// Intake's and erasure's statements are SQLite's until the write path
-	// (issue 17, design part B) ports them: where PostgreSQL refuses one,
-	// Open goes on and those writes answer errNotPortedYet.
 	if db.slotHold, db.slot, err = claimSlot(ctx, writeURL); err != nil {
 		read.Close()
 		write.Close()
@@ -211,16 +206,15 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 		write.Close()
 		return nil, err
 	}
-	var notYet []string
 	if db.ingest, err = prepareIngest(ctx, write, db.d, db.slot, false); err == nil {
 		// pgx has no LastInsertId: new sessions' ids come back by RETURNING.
 		err = db.ingest.prepareSessionReturning(ctx, write)
 	}
 	if err != nil {
-		db.ingest, notYet = nil, append(notYet, "intake")
-	}
-	if len(notYet) > 0 && opts.Logger != nil {
-		opts.Logger.Warn("PostgreSQL support is in progress: these writes answer 503 until they are ported", "writes", strings.Join(notYet, ", "))
+		db.slotHold.Close()
+		read.Close()
+		write.Close()
+		return nil, fmt.Errorf("prepare intake: %w", err)
 	}
 	db.intake.db = db
 	db.writer = newWriter(write, db.d, opts.QueueSize, opts.Logger)
@@ -228,14 +222,6 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 	startPGCoord(db, readURL, opts.Logger)
 	db.qs.(*pgQuota).startReclaim()
 	return db, nil
-}
-
-// errNotPortedYet answers a write whose SQL PostgreSQL does not take yet
-// (README "Storage", "On PostgreSQL"): unavailable, so that clients keep
-// their events and retry, rather than drop them as they would a 4xx.
-func errNotPortedYet(what string) *fault.Error {
-	return &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
-		Message: what + " does not run on PostgreSQL yet (in progress); nothing was stored"}
 }
 
 // pgMigrationsGlob names the PostgreSQL migrations in their FS.

@@ -63,10 +63,7 @@ func (db *DB) WarmPartials(ctx context.Context, log *slog.Logger) {
 			due := p.due
 			if !seen || !due.After(now) || p.zone != loc.String() {
 				due = nextWarm(now, loc)
-				// One instance warms a site at a time; the others skip it
-				// until its next day (README "On PostgreSQL").
-				_, err := db.Leader(ctx, "partials-warmup:"+site, func() error { return db.warmSite(ctx, site, loc, now) })
-				if err != nil {
+				if err := db.warmRound(ctx, site, loc, now); err != nil {
 					if ctx.Err() != nil {
 						return
 					}
@@ -89,6 +86,14 @@ func (db *DB) WarmPartials(ctx context.Context, log *slog.Logger) {
 		case <-t.C:
 		}
 	}
+}
+
+// warmRound warms site's partials, unless another instance is warming it:
+// one instance warms a site at a time, and the others skip it until its
+// next day (README "On PostgreSQL").
+func (db *DB) warmRound(ctx context.Context, site string, loc *time.Location, now time.Time) error {
+	_, err := db.Leader(ctx, "partials-warmup:"+site, func() error { return db.warmSite(ctx, site, loc, now) })
+	return err
 }
 
 // siteZone is a site and its time zone.
