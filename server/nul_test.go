@@ -1,11 +1,18 @@
 package server
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/url"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tally-analytics/tally/internal/dbtest"
+	"github.com/tally-analytics/tally/storage"
 )
 
 // TestNul sends NUL (U+0000) in every text a client controls, on each
@@ -148,5 +155,43 @@ func TestNulGDPR(t *testing.T) {
 	mustStatus(t, r, 200, "")
 	if got := r.json(t)["counts"].(map[string]any)["events"]; got != 1.0 {
 		t.Errorf("delete: got %v events, want 1", got)
+	}
+}
+
+// TestMigrateToCopiesNul: tally migrate-to copies a SQLite file's text
+// with NUL as PostgreSQL's intake would have stored it, U+FFFD, rather
+// than fail the copy (README "On PostgreSQL", "Text with NUL").
+func TestMigrateToCopiesNul(t *testing.T) {
+	dbtest.OnlySQLite(t, "the source of the copy is a SQLite file")
+	url := dbtest.StartPostgres(t, "tally")
+	path := filepath.Join(t.TempDir(), "src.db")
+	h := newHarnessAt(t, path)
+	h.setupTenant("acme", "web")
+	const n = "a\u0000b"
+	mustStatus(t, h.q("PATCH", "/v1/sites/web", testAdminToken, map[string]any{"name": n}), 200, "")
+	intake(t, h.c("POST", "/v1/events", "web", ev("web", 1, map[string]any{"anon_id": n, "user_id": n, "url": "https://example.test/" + n,
+		"properties": map[string]any{"plan": n, n: "v"}}), "User-Agent", chromeUA))
+	h.stop()
+	checks, err := storage.CopyToPostgres(context.Background(), path, url, nil)
+	if err != nil {
+		t.Fatalf("copy: got %v, want none", err)
+	}
+	for _, c := range checks {
+		if !c.OK() {
+			t.Errorf("%s: got %+v, want equal counts and sums", c.Table, c)
+		}
+	}
+	ctx := context.Background()
+	pg, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(ctx)
+	var anon, site, plan, key string
+	if err := pg.QueryRow(ctx, `SELECT e.anon_id, s.name, e.props->>'plan', e.props->>('a' || chr(65533) || 'b') FROM events e JOIN sites s ON s.id = e.site_id`).Scan(&anon, &site, &plan, &key); err != nil {
+		t.Fatal(err)
+	}
+	if want := "a\uFFFDb"; anon != want || site != want || plan != want || key != "v" {
+		t.Errorf("got anon_id %q, site name %q, props plan %q and key %q, want %q thrice and \"v\"", anon, site, plan, key, want)
 	}
 }
