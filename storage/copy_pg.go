@@ -444,7 +444,10 @@ func (s *rowSource) Next() bool {
 			s.err = fmt.Errorf("column %s: %w", col.name, err)
 			return false
 		}
-		s.out[i] = v
+		if t, ok := v.(string); ok && col.typ == "json" {
+			v = jsonNulFree(t)
+		}
+		s.out[i] = nulFree(v) // as the driver stores text (README "On PostgreSQL", "Text with NUL")
 	}
 	s.done++
 	if s.c.progress != nil && s.done%50000 == 0 {

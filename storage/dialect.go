@@ -33,9 +33,11 @@ type dialect interface {
 	// pages and erasure floors: SQLite's rowid, PostgreSQL's dlq.seq
 	// (ctid is neither stable nor ordered).
 	dlqSeq() string
-	// agentText is a User-Agent as a text column holds it: an s2s event's
-	// user_agent field may carry NUL, which PostgreSQL's text refuses.
-	agentText(ua string) string
+	// storedText is s as a text column holds it and gives it back:
+	// PostgreSQL's text refuses NUL, so its driver stores U+FFFD instead
+	// (pg_driver.go's nulFree), and what RETURNING gives back is matched
+	// in this form.
+	storedText(s string) string
 	// stored is the table that holds the rows read as table: on
 	// PostgreSQL the rollups are views over per-instance slot rows.
 	stored(table string) string
@@ -120,7 +122,7 @@ func (sqliteDialect) rowHandle() string { return "rowid" }
 
 func (sqliteDialect) dlqSeq() string { return "rowid" }
 
-func (sqliteDialect) agentText(ua string) string { return ua }
+func (sqliteDialect) storedText(s string) string { return s }
 
 func (sqliteDialect) stored(table string) string { return table }
 

@@ -33,10 +33,12 @@ func (pgDialect) rowHandle() string { return "ctid" }
 
 func (pgDialect) dlqSeq() string { return "seq" }
 
-// agentText replaces NUL with U+FFFD: the column is re-sent only as the
-// header of an /events replay, which can never carry NUL, so an s2s row
-// (replayed with its payload, verbatim) loses nothing.
-func (pgDialect) agentText(ua string) string { return strings.ReplaceAll(ua, "\x00", "\uFFFD") }
+// storedText replaces NUL with U+FFFD, as nulFree does with every text
+// argument (README "On PostgreSQL", "Text with NUL"). A DLQ row's
+// user_agent is re-sent only as the header of an /events replay, which
+// can never carry NUL, so an s2s row (replayed with its payload,
+// verbatim) loses nothing.
+func (pgDialect) storedText(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
 
 func (pgDialect) stored(table string) string {
 	switch table {
@@ -184,7 +186,32 @@ func sentProperties(raw []byte) any {
 	if json.Unmarshal(raw, &ev) != nil || len(ev.Properties) == 0 || ev.Properties[0] != '{' {
 		return nil
 	}
-	return string(ev.Properties)
+	return jsonNulFree(string(ev.Properties))
+}
+
+// jsonNulFree is the JSON text j with each \u0000 escape written \ufffd:
+// json's ->> refuses to unescape NUL (22P05), and one such value would
+// fail every property read of its site (README "On PostgreSQL", "Text
+// with NUL"). An escaped backslash before "u0000" is left alone.
+func jsonNulFree(j string) string {
+	if !strings.Contains(j, `\u0000`) {
+		return j
+	}
+	var b strings.Builder
+	for i := 0; i < len(j); i++ {
+		if j[i] != '\\' || i+1 >= len(j) {
+			b.WriteByte(j[i])
+			continue
+		}
+		if strings.HasPrefix(j[i:], `\u0000`) {
+			b.WriteString(`\ufffd`)
+			i += 5
+			continue
+		}
+		b.WriteString(j[i : i+2]) // any other escape, kept whole
+		i++
+	}
+	return b.String()
 }
 
 // rollupUpsertSQL writes slot's row of table's _slots table, so that

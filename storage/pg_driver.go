@@ -108,7 +108,51 @@ func (c *pgConn) Ping(ctx context.Context) error { return c.inner.Ping(ctx) }
 
 func (c *pgConn) ResetSession(ctx context.Context) error { return c.inner.ResetSession(ctx) }
 
-func (c *pgConn) CheckNamedValue(v *driver.NamedValue) error { return c.inner.CheckNamedValue(v) }
+// CheckNamedValue is pgx's check, then nulFree's: every argument of every
+// statement passes here (prepared ones too), so no text reaches PostgreSQL
+// with NUL, which its text type refuses (README "On PostgreSQL", "Text
+// with NUL").
+func (c *pgConn) CheckNamedValue(v *driver.NamedValue) error {
+	if err := c.inner.CheckNamedValue(v); err != nil {
+		return err
+	}
+	v.Value = nulFree(v.Value)
+	return nil
+}
+
+// nulFree is v with each NUL of its text replaced by U+FFFD, the
+// replacement character: a string, or a list of them (an ANY(?)
+// argument), a *string or a driver.Valuer of text. Bytes are bytea's and
+// keep their NULs.
+func nulFree(v any) any {
+	switch t := v.(type) {
+	case string:
+		if strings.IndexByte(t, 0) >= 0 {
+			return strings.ReplaceAll(t, "\x00", "\uFFFD")
+		}
+	case *string:
+		if t != nil {
+			return nulFree(*t)
+		}
+	case driver.Valuer: // sql.NullString and its kind
+		if s, err := t.Value(); err == nil {
+			if s, ok := s.(string); ok && strings.IndexByte(s, 0) >= 0 {
+				return nulFree(s)
+			}
+		}
+	case []string:
+		for i, s := range t {
+			if strings.IndexByte(s, 0) >= 0 {
+				out := append([]string(nil), t...)
+				for j := i; j < len(out); j++ {
+					out[j] = strings.ReplaceAll(out[j], "\x00", "\uFFFD")
+				}
+				return out
+			}
+		}
+	}
+	return v
+}
 
 // IsValid asks pgx when it can tell; pgx v5 cannot, and then database/sql
 // keeps the connection, as it does with pgx's own.
