@@ -122,8 +122,17 @@ func (db *DB) ForgetPartials(ctx context.Context, site string, rows bool) error 
 				return err
 			}
 			tx.markWritten()
+			tx.partialsChanged(site)
+			return nil
 		}
-		tx.partialsChanged(site)
+		// Only this instance's report cache is emptied: the kept partials
+		// are still true, so no change is counted where other instances
+		// would see it (on PostgreSQL that would make every kept partial
+		// of the site be computed again).
+		if g := tx.gens; g != nil {
+			g.bump(site, "")
+			tx.onCommit(func() { g.bump(site, "") })
+		}
 		return nil
 	})
 }

@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +89,34 @@ func TestReportCacheIsBounded(t *testing.T) {
 	}
 	if _, ok := c.get("report-0", 0); ok {
 		t.Error("got the first answer kept, want it evicted")
+	}
+}
+
+// ForgetPartials without rows empties the report cache only: the next
+// report reads the kept partials, computing none, on either backend (on
+// PostgreSQL a change counted in the database would make every kept
+// partial of the site be computed again).
+func TestForgetReportsKeepsThePartials(t *testing.T) {
+	db, _, _ := openPartialsDB(t)
+	db.exactVisitorsBelow = 0
+	ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(3, 4)), "a", 300, 40, 5))
+	q := StatsQuery{Site: "s", From: partialsStart, To: partialsStart.AddDate(0, 0, 5), Zone: time.UTC,
+		Metrics: []string{MetricVisitors, MetricPageviews}, Dimensions: []string{"event:page"}}
+	first, _, _ := statsText(t, db, q, false)
+	waitPartials(t, db)
+	if err := db.ForgetPartials(context.Background(), "s", false); err != nil {
+		t.Fatal(err)
+	}
+	computed := db.partialDaysComputed()
+	hits := db.reports.hitCount()
+	again, _, estimated := statsText(t, db, q, false)
+	if !slices.Equal(again, first) || !estimated {
+		t.Errorf("got %v (from partials %v), want %v from partials", again, estimated, first)
+	}
+	if db.reports.hitCount() > hits {
+		t.Error("got the answer from the report cache, want it emptied")
+	}
+	if n := db.partialDaysComputed() - computed; n != 0 {
+		t.Errorf("got %d day partials computed after ForgetPartials without rows, want 0 (kept ones read)", n)
 	}
 }
