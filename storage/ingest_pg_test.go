@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -253,5 +254,78 @@ func TestConcurrentFirstCredentialUseTwoDBs(t *testing.T) {
 		if !db.d.(pgDialect).creds.known("key:r0-0") {
 			t.Errorf("instance %d: got key:r0-0 unknown after a run found its row, want known", i)
 		}
+	}
+}
+
+// A batch that mixes intake with another job runs each run of intake in a
+// savepoint of its own; the batch locks all their rows first, in the one
+// global order. Otherwise the first run would hold its visitor while the
+// second waits for another instance that holds the second's visitor and
+// waits for the first's: a deadlock (README "Storage", "On PostgreSQL").
+func TestMixedBatchLocksInOneOrder(t *testing.T) {
+	onlyPostgres(t, "advisory locks of several instances")
+	ctx := context.Background()
+	db := openTest(t, ":memory:")
+	withSites(t, db, "s")
+	// lo's lock sorts before hi's: the other instance below takes them in
+	// that order, as lockRun does.
+	lo, hi := "v0", "v1"
+	if runLockKey('v', "s", lo) > runLockKey('v', "s", hi) {
+		lo, hi = hi, lo
+	}
+	other, err := db.read.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	otx, err := other.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer otx.Rollback()
+	if _, err := otx.Exec(`SELECT pg_advisory_xact_lock($1)`, runLockKey('v', "s", lo)); err != nil {
+		t.Fatal(err)
+	}
+
+	release, running := make(chan struct{}), make(chan struct{})
+	go db.writer.do(ctx, func(*writeTx) error { close(running); <-release; return nil })
+	<-running // the three jobs below queue behind this one and commit in one batch
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ingest := func(n int, anon string) *job {
+		_, j := db.ingestJob([]IngestEvent{{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), SiteID: "s", Type: "pageview", AnonID: anon, TS: at}}, nil, nil)
+		return j
+	}
+	jobs := []*job{ingest(1, hi), newJob(1, func(*writeTx) error { return nil }), ingest(2, lo)}
+	for _, j := range jobs {
+		if err := db.writer.enqueue(ctx, j, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	// Wait for the batch to wait for lo.
+	for waiting := false; !waiting; {
+		if err := db.read.QueryRow(`SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+			WHERE d.datname = current_database() AND l.locktype = 'advisory' AND NOT l.granted)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		runtime.Gosched()
+	}
+	if _, err := otx.Exec(`SELECT pg_advisory_xact_lock($1)`, runLockKey('v', "s", hi)); err != nil {
+		t.Errorf("other instance: got %v, want hi's lock", err)
+	}
+	if err := otx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for i, j := range jobs {
+		if err := j.wait(ctx); err != nil {
+			t.Errorf("job %d: got %v, want stored", i, err)
+		}
+	}
+	var n int
+	if err := db.read.QueryRow(`SELECT count(*) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("got %d events, want 2", n)
 	}
 }
