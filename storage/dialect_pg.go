@@ -18,7 +18,11 @@ import (
 )
 
 // pgDialect is PostgreSQL's (15 or newer, through pgx).
-type pgDialect struct{}
+type pgDialect struct {
+	// creds are the credentials this instance has seen committed, which
+	// lockRun need not lock (ingest_pg.go); nil outside an open DB.
+	creds *knownCredentials
+}
 
 func (pgDialect) name() string { return "postgres" }
 

@@ -118,6 +118,17 @@ func (in *intake) runMerged(tx *writeTx, parts []any, alone bool) error {
 	return db.share().spend(tx, works)
 }
 
+// lockAll locks the rows of every part before the first writes (see
+// preLocker); runMerged's own lockRun then takes locks the transaction
+// already holds.
+func (in *intake) lockAll(tx *writeTx, parts []any) error {
+	works := make([]*ingestWork, len(parts))
+	for i, p := range parts {
+		works[i] = p.(*ingestWork)
+	}
+	return in.db.d.lockRun(tx, works)
+}
+
 // latestSessions remembers each recent visitor's newest session as last
 // committed, so that an event arriving in order (the usual case) joins it
 // without reading the sessions table. Only the writer goroutine uses it.

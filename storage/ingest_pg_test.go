@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -156,5 +157,175 @@ func TestConcurrentIngestTwoDBs(t *testing.T) {
 	}
 	if n := a.writer.retries.Load() + b.writer.retries.Load(); n != 0 {
 		t.Errorf("got %d runs retried after a deadlock, want 0", n)
+	}
+}
+
+// Two instances use new credentials for the first time at once, each in
+// several runs: every credential gets one row and code, every event
+// keeps its own, no run fails or is retried; a credential seen committed
+// is locked no more (README "Storage", "On PostgreSQL").
+func TestConcurrentFirstCredentialUseTwoDBs(t *testing.T) {
+	onlyPostgres(t, "two instances on one database")
+	ctx := context.Background()
+	opts := testOptions(t, Options{Path: ":memory:"})
+	a, err := Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	withSites(t, a, "s")
+	b, err := Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	const rounds, senders, perBatch = 40, 4, 3
+	var wg sync.WaitGroup
+	errs := make(chan error, rounds*senders)
+	for r := range rounds {
+		start := make(chan struct{})
+		for s := range senders {
+			db := []*DB{a, b}[s%2]
+			var batch []IngestEvent
+			for n := range perBatch {
+				// Two new credentials per round, in both orders.
+				cred := fmt.Sprintf("key:r%d-%d", r, (s/2+n)%2)
+				batch = append(batch, IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-8000-%04d%04d%04d", r, s, n), SiteID: "s", Type: "pageview",
+					AnonID: fmt.Sprintf("v%d-%d", s, n), TS: at, Credential: cred})
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if _, err := db.Ingest(ctx, batch, nil, nil); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatalf("got %v, want every run stored", err)
+	}
+	var rows, distinct int
+	if err := a.read.QueryRow(`SELECT count(*), count(DISTINCT credential) FROM credentials WHERE credential LIKE 'key:r%'`).Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 2*rounds || distinct != 2*rounds {
+		t.Errorf("got %d credential rows (%d distinct), want %d", rows, distinct, 2*rounds)
+	}
+	q, err := a.read.Query(`SELECT e.id_text, c.credential FROM events e LEFT JOIN event_credentials c ON c.seq = e.seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	events := 0
+	for q.Next() {
+		var id string
+		var cred *string
+		if err := q.Scan(&id, &cred); err != nil {
+			t.Fatal(err)
+		}
+		events++
+		var r, s, n int
+		fmt.Sscanf(id[24:], "%4d%4d%4d", &r, &s, &n)
+		if want := fmt.Sprintf("key:r%d-%d", r, (s/2+n)%2); cred == nil || *cred != want {
+			t.Errorf("event %s: got credential %v, want %s", id, cred, want)
+		}
+	}
+	if err := q.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if events != rounds*senders*perBatch {
+		t.Errorf("got %d events, want %d", events, rounds*senders*perBatch)
+	}
+	if n := a.writer.retries.Load() + b.writer.retries.Load(); n != 0 {
+		t.Errorf("got %d runs retried after a deadlock, want 0", n)
+	}
+	// A credential seen committed needs no lock again.
+	for i, db := range []*DB{a, b} {
+		e := IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-9000-%012d", i), SiteID: "s", Type: "pageview", AnonID: "late", TS: at, Credential: "key:r0-0"}
+		if _, err := db.Ingest(ctx, []IngestEvent{e}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !db.d.(pgDialect).creds.known("key:r0-0") {
+			t.Errorf("instance %d: got key:r0-0 unknown after a run found its row, want known", i)
+		}
+	}
+}
+
+// A batch that mixes intake with another job runs each run of intake in a
+// savepoint of its own; the batch locks all their rows first, in the one
+// global order. Otherwise the first run would hold its visitor while the
+// second waits for another instance that holds the second's visitor and
+// waits for the first's: a deadlock (README "Storage", "On PostgreSQL").
+func TestMixedBatchLocksInOneOrder(t *testing.T) {
+	onlyPostgres(t, "advisory locks of several instances")
+	ctx := context.Background()
+	db := openTest(t, ":memory:")
+	withSites(t, db, "s")
+	// lo's lock sorts before hi's: the other instance below takes them in
+	// that order, as lockRun does.
+	lo, hi := "v0", "v1"
+	if runLockKey('v', "s", lo) > runLockKey('v', "s", hi) {
+		lo, hi = hi, lo
+	}
+	other, err := db.read.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	otx, err := other.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer otx.Rollback()
+	if _, err := otx.Exec(`SELECT pg_advisory_xact_lock($1)`, runLockKey('v', "s", lo)); err != nil {
+		t.Fatal(err)
+	}
+
+	release, running := make(chan struct{}), make(chan struct{})
+	go db.writer.do(ctx, func(*writeTx) error { close(running); <-release; return nil })
+	<-running // the three jobs below queue behind this one and commit in one batch
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ingest := func(n int, anon string) *job {
+		_, j := db.ingestJob([]IngestEvent{{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), SiteID: "s", Type: "pageview", AnonID: anon, TS: at}}, nil, nil)
+		return j
+	}
+	jobs := []*job{ingest(1, hi), newJob(1, func(*writeTx) error { return nil }), ingest(2, lo)}
+	for _, j := range jobs {
+		if err := db.writer.enqueue(ctx, j, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	// Wait for the batch to wait for lo.
+	for waiting := false; !waiting; {
+		if err := db.read.QueryRow(`SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+			WHERE d.datname = current_database() AND l.locktype = 'advisory' AND NOT l.granted)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		runtime.Gosched()
+	}
+	if _, err := otx.Exec(`SELECT pg_advisory_xact_lock($1)`, runLockKey('v', "s", hi)); err != nil {
+		t.Errorf("other instance: got %v, want hi's lock", err)
+	}
+	if err := otx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for i, j := range jobs {
+		if err := j.wait(ctx); err != nil {
+			t.Errorf("job %d: got %v, want stored", i, err)
+		}
+	}
+	var n int
+	if err := db.read.QueryRow(`SELECT count(*) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("got %d events, want 2", n)
 	}
 }

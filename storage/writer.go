@@ -69,6 +69,16 @@ type mergeGroup interface {
 	runMerged(tx *writeTx, parts []any, alone bool) error
 }
 
+// preLocker is a mergeGroup whose units lock rows in one global order
+// before they write (intake on PostgreSQL, lockRun). In a transaction of
+// several units (a mixed batch, or a unit run again one part at a time)
+// each would lock its own rows after the previous ones wrote theirs, out
+// of that order, and could deadlock with another instance; lockAll takes
+// the locks of all the transaction's parts at once, first.
+type preLocker interface {
+	lockAll(tx *writeTx, parts []any) error
+}
+
 // job is one unit of work handed to the writer: either fn, or a part of
 // group that runs merged with the group's consecutive jobs.
 type job struct {
@@ -345,6 +355,14 @@ func (w *writer) commit(batch []*job) {
 		w.answer(batch, errs, txs, start)
 		return
 	}
+	if err := lockAll(sqlTx, seq, w.gens, batch); err != nil {
+		sqlTx.Rollback()
+		for i := range errs {
+			errs[i] = err
+		}
+		w.answer(batch, errs, txs, start)
+		return
+	}
 	for i := 0; i < len(batch); {
 		g := batch[i].group
 		if g == nil {
@@ -368,6 +386,29 @@ func (w *writer) commit(batch []*job) {
 		}
 	}
 	w.answer(batch, errs, txs, start)
+}
+
+// lockAll has each preLocker group of batch lock its parts' rows, before
+// any job of the transaction writes (see preLocker).
+func lockAll(sqlTx *sql.Tx, seq uint64, gens *partialGens, batch []*job) error {
+	parts := map[mergeGroup][]any{}
+	var groups []mergeGroup
+	for _, j := range batch {
+		if _, ok := j.group.(preLocker); !ok {
+			continue
+		}
+		if _, ok := parts[j.group]; !ok {
+			groups = append(groups, j.group)
+		}
+		parts[j.group] = append(parts[j.group], j.part)
+	}
+	tx := &writeTx{Tx: sqlTx, seq: seq, gens: gens}
+	for _, g := range groups {
+		if err := g.(preLocker).lockAll(tx, parts[g]); err != nil {
+			return fmt.Errorf("lock the batch's rows: %w", err)
+		}
+	}
+	return nil
 }
 
 // commitOwn runs j alone in a transaction, without the savepoint every
