@@ -96,18 +96,22 @@ var fairnessCases = []struct {
 	{"none", nil},
 	{"out_of_order_100k_sessions", outOfOrderVisitor},
 	{"site_delete_many_rollup_rows", rollupHeavySites},
-	{"identify_batches_one_user", identifyBatches(1, false)},
-	{"identify_batches_400_users_at_cap", identifyBatches(400, true)},
+	{"track_batches_one_user", segmentBatches("track", 1, false)},
+	{"identify_batches_one_user", segmentBatches("identify", 1, false)},
+	{"identify_batches_400_users_at_cap", segmentBatches("identify", 400, true)},
 }
 
-// identifyBatches gives another workspace a site "heavy" and returns a
-// job that posts one Segment /v1/batch of 2,500 identifies (about 430 KB)
-// to it over HTTP, one request at a time: what issue 29 found stalling
-// the writer. The identifies name users of users, round robin, and give
-// each 3 new traits (the i-th job's own names). With atCap each user's
-// profile is first filled to about 31 KB (900 traits, stored in the jobs
-// JobLength cuts, or one job of 500 events before it existed).
-func identifyBatches(users int, atCap bool) func(b *testing.B, db *storage.DB, path, url string) func(ctx context.Context, i int) error {
+// segmentBatches gives another workspace a site "heavy" and returns a
+// job that posts one Segment /v1/batch of 2,500 messages of type typ
+// (about 430 KB) to it over HTTP, one request at a time. Identifies are
+// what issue 29 found stalling the writer: they name `users` users,
+// round robin, and give each 3 new traits (the i-th job's own names); a
+// track of the same shape carries them as properties instead, the
+// yardstick of what such a stream of requests costs other tenants
+// without profiles. With atCap each user's profile is first filled to
+// about 31 KB (900 traits, stored in the jobs JobLength cuts, or one job
+// of 500 events before it existed).
+func segmentBatches(typ string, users int, atCap bool) func(b *testing.B, db *storage.DB, path, url string) func(ctx context.Context, i int) error {
 	return func(b *testing.B, db *storage.DB, _, url string) func(ctx context.Context, i int) error {
 		b.Helper()
 		sys := storage.Actor{Kind: storage.ActorSystem}
@@ -155,8 +159,12 @@ func identifyBatches(users int, atCap bool) func(b *testing.B, db *storage.DB, p
 				// user_id too: the benchmark's tracking plan requires it of
 				// an identify.
 				user := fmt.Sprint("user-", k%users)
-				fmt.Fprintf(&body, `{"type":"identify","userId":%q,"user_id":%q,"messageId":"%d-%d","traits":{"j%d_%d_a":"%s","j%d_%d_b":%d,"j%d_%d_c":true}}`,
-					user, user, i, k, i, k, strings.Repeat("v", 20), i, k, k, i, k)
+				field := "traits"
+				if typ == "track" {
+					field = `event":"Order Completed","properties`
+				}
+				fmt.Fprintf(&body, `{"type":%q,"userId":%q,"user_id":%q,"messageId":"%d-%d","%s":{"j%d_%d_a":"%s","j%d_%d_b":%d,"j%d_%d_c":true}}`,
+					typ, user, user, i, k, field, i, k, strings.Repeat("v", 20), i, k, k, i, k)
 			}
 			body.WriteString(`]}`)
 			req, err := http.NewRequestWithContext(ctx, "POST", url+"/v1/batch", &body)
