@@ -27,6 +27,10 @@ func sqlCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 	return runSQL(args, getenv, os.Stdin, stdout, stderr)
 }
 
+// sqlConnectTimeout bounds connecting to the database (PostgreSQL over
+// the network), which --timeout does not count.
+const sqlConnectTimeout = 30 * time.Second
+
 // sqlFormats are the output formats of `tally sql`.
 var sqlFormats = map[string]func(w io.Writer) rowWriter{
 	"table": func(w io.Writer) rowWriter { return &tableWriter{w: w} },
@@ -95,12 +99,10 @@ FROM events works; on both backends a row holding raw with those columns
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if *timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
-		defer cancel()
-	}
-	db, err := storage.OpenOperatorSQL(ctx, *path, *url, *write)
+	// --timeout bounds the SQL; connecting has a bound of its own.
+	openCtx, cancelOpen := context.WithTimeout(ctx, sqlConnectTimeout)
+	defer cancelOpen()
+	db, err := storage.OpenOperatorSQL(openCtx, *path, *url, *write)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		fmt.Fprintf(stderr, "tally sql: no database at %s\n", *path)
@@ -113,6 +115,11 @@ FROM events works; on both backends a row holding raw with those columns
 		return 1
 	}
 	defer db.Close()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
 	out := newWriter(stdout)
 	res, err := db.Run(ctx, query, out.row)
 	if err == nil {
