@@ -16,8 +16,7 @@ import (
 // first column's prefix). Columns and their meaning as documented in
 // GoatCounter's tpl/help/export.md ("CSV format") and written by
 // export.go's Export.Run (c.Write of ExportVersion+"Path", ...), both in
-// github.com/arp242/goatcounter. The mapping is in README "Switching from
-// Plausible / Umami / GoatCounter".
+// github.com/arp242/goatcounter. The mapping is in docs/import.md.
 var goatCounterColumns = []string{"2Path", "Title", "Event", "UserAgent", "Browser", "System", "Session", "Bot",
 	"Referrer", "Referrer scheme", "Screen size", "Location", "FirstVisit", "Date"}
 

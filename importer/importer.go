@@ -1,6 +1,6 @@
-// Package importer brings another product's history into a site (README
-// "Switching from Plausible / Umami / GoatCounter"): GoatCounter's CSV
-// export, Umami's CSV export or its database, and Tally's own export.
+// Package importer brings another product's history into a site
+// (docs/import.md): GoatCounter's CSV export, Umami's CSV export or its
+// database, and Tally's own export.
 //
 // Importing means turning each row of the source into one of our events
 // (a Row) and storing it as intake stores a late event, through the
@@ -47,7 +47,7 @@ import (
 )
 
 // Row is one event of an import as the stream carries it: the columns of
-// an event (README "Export" names the same fields) and its properties.
+// an event (docs/query-api.md#export names the same fields) and its properties.
 type Row struct {
 	ID         string          `json:"id"`
 	Type       string          `json:"type"`
@@ -256,8 +256,7 @@ func strictJSON(b []byte, v any) error {
 
 // rawEvent is the payload an imported event keeps in events.raw: its
 // fields as our intake's envelope names them, and context.import naming
-// the source, which marks it as imported (README "Switching from
-// Plausible / Umami / GoatCounter").
+// the source, which marks it as imported (docs/import.md).
 type rawEvent struct {
 	ID         string          `json:"id"`
 	SiteID     string          `json:"site_id"`

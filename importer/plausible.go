@@ -19,17 +19,17 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// Plausible's CSV export (README "Switching from Plausible / Umami /
-// GoatCounter"): the zip Plausible offers under Site settings > Imports &
-// Exports holds one CSV per report, each a per-day rollup. The reports and
-// their columns are those of Plausible's own CSV importer, which reads the
-// export back (plausible/analytics lib/plausible/imported/csv_importer.ex,
-// input_structures and parse_filename!), written by the export's queries
-// (lib/plausible/exports.ex, export_queries and the export_*_q functions).
-// Files are CSVWithNames: a header row naming the columns, then one row
-// per day and value. Columns are found by the header's names, so a
-// column a later Plausible version adds (scroll depth, time on page) is
-// ignored, and one an earlier version lacked is read as absent.
+// Plausible's CSV export (docs/import.md): the zip Plausible offers under Site
+// settings > Imports & Exports holds one CSV per report, each a per-day rollup.
+// The reports and their columns are those of Plausible's own CSV importer,
+// which reads the export back (plausible/analytics
+// lib/plausible/imported/csv_importer.ex, input_structures and
+// parse_filename!), written by the export's queries (lib/plausible/exports.ex,
+// export_queries and the export_*_q functions). Files are CSVWithNames: a
+// header row naming the columns, then one row per day and value. Columns are
+// found by the header's names, so a column a later Plausible version adds
+// (scroll depth, time on page) is ignored, and one an earlier version lacked is
+// read as absent.
 
 // plausibleReport is one report of the export: its columns and how a row
 // of it becomes imported rollup rows.
@@ -47,7 +47,7 @@ type plausibleRow struct {
 }
 
 // text is a text column, cut at 512 bytes as a visit's values are
-// (README "Visits"), or shown when empty.
+// (docs/intake.md#visits), or shown when empty.
 func (r plausibleRow) text(col, shown string) string {
 	v := strings.TrimSpace(r.cols[col])
 	if v == "" {
@@ -86,7 +86,7 @@ var visitMetrics = []string{"visitors", "visits", "visit_duration", "bounces"}
 
 // Plausible's names that the query API shows differently: its screen
 // sizes (Laptop is a desktop's), and the OS and browser names Tally's
-// User-Agent parser gives (README "Gates, in order", Enrichment).
+// User-Agent parser gives (docs/intake.md#gates-in-order, enrichment).
 var (
 	plausibleDevices = map[string]string{"Desktop": "desktop", "Laptop": "desktop", "Mobile": "mobile", "Tablet": "tablet"}
 	plausibleOSes    = map[string]string{"Mac": "macOS", "GNU/Linux": "Linux"}

@@ -9,8 +9,8 @@ import (
 	"strings"
 )
 
-// Tally's own export (README "Export"), NDJSON or CSV (told by the first
-// byte: "{" is NDJSON), back in: every field as exported, the id and
+// Tally's own export (docs/query-api.md#export), NDJSON or CSV (told by the
+// first byte: "{" is NDJSON), back in: every field as exported, the id and
 // received_at included, so a site exported from one instance and
 // imported into another exports the same bytes.
 

@@ -31,9 +31,9 @@ const CookielessPrefix = "c_"
 
 // Visitor is what the collector knows of a consent-denied event's visitor,
 // which its cookieless id is made of: the client address and User-Agent
-// (README "Intake", consent). A zero Addr means the collector knows no
-// address of the visitor (server-to-server intake), and the id is made of
-// the event's own anon_id instead.
+// (docs/intake.md#gates-in-order, gate 5). A zero Addr means the collector
+// knows no address of the visitor (server-to-server intake), and the id is made
+// of the event's own anon_id instead.
 type Visitor struct {
 	Addr      netip.Addr
 	UserAgent string

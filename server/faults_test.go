@@ -292,7 +292,7 @@ func TestHealthzFollowsTheWritePath(t *testing.T) {
 func TestStorageGauges(t *testing.T) {
 	h := newHarness(t)
 	// PostgreSQL's WAL and free space are the server's, not readable by the
-	// service's role: they read 0 there (README "Metrics").
+	// service's role: they read 0 there (docs/operations.md#metrics).
 	free := 1.0
 	if dbtest.Postgres() {
 		free = 0

@@ -19,12 +19,11 @@ import (
 // its body, or its answer wait, before the listener gives up on it.
 const importIdle = 60 * time.Second
 
-// importEvents stores an import stream (README "Switching from Plausible
-// / Umami / GoatCounter"), as `tally import` sends it to a running
-// server: the admin token or an admin key that reaches the site. The body
-// is NDJSON (a header, rows, an end line) of any length, read as it
-// comes and stored a chunk at a time by the writer, so the request lives
-// as long as the import; each chunk gives it importIdle more.
+// importEvents stores an import stream (docs/import.md), as `tally import`
+// sends it to a running server: the admin token or an admin key that reaches
+// the site. The body is NDJSON (a header, rows, an end line) of any length,
+// read as it comes and stored a chunk at a time by the writer, so the request
+// lives as long as the import; each chunk gives it importIdle more.
 //
 // POST /v1/sites/:siteId/imports
 func (s *Server) importEvents(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
@@ -68,11 +67,10 @@ func (i *idleReader) Read(b []byte) (int, error) {
 const plausibleUploadMax = 256 << 20
 
 // importPlausible imports Plausible's CSV export into a running server's
-// site as imported rollups (README "Switching from Plausible / Umami /
-// GoatCounter"), as `tally import --from plausible` sends it: the body is
-// the export's zip (the command zips CSV files given one by one), kept in a
-// temporary file while it is read. The admin token or an admin key that
-// reaches the site.
+// site as imported rollups (docs/import.md), as `tally import --from plausible`
+// sends it: the body is the export's zip (the command zips CSV files given one
+// by one), kept in a temporary file while it is read. The admin token or an
+// admin key that reaches the site.
 //
 // POST /v1/sites/:siteId/imports/plausible
 func (s *Server) importPlausible(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {

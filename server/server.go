@@ -96,7 +96,8 @@ type Server struct {
 	client   *http.Client
 	metrics  atomic.Pointer[collectorMetrics]
 	faults   faultInjector // dev mode's injected intake faults
-	// draining is set by Drain, at a stop signal (README "Behind a load balancer").
+	// draining is set by Drain, at a stop signal
+	// (docs/operations.md#behind-a-load-balancer).
 	draining atomic.Bool
 	// retentionKick asks the purge loop for a purge now.
 	retentionKick chan struct{}

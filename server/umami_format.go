@@ -20,9 +20,9 @@ import (
 	"github.com/tally-analytics/tally/schema"
 )
 
-// Umami's POST /api/send as an intake format (README "Plausible- and
-// Umami-compatible intake"). The body is {type, payload}; the payload's
-// fields and limits follow Umami 2.10.0's own schema in
+// Umami's POST /api/send as an intake format
+// (docs/intake.md#plausible--and-umami-compatible-intake). The body is {type,
+// payload}; the payload's fields and limits follow Umami 2.10.0's own schema in
 // src/pages/api/send.ts (umami-software/umami, tag v2.10.0), and what its
 // tracker (src/tracker/index.js) and @umami/node 0.4.0 send.
 
@@ -98,11 +98,12 @@ func umamiSiteNames(body []byte) ([]string, error) {
 	return []string{strings.TrimSpace(website)}, nil
 }
 
-// parseUmami maps one Umami body (README "Plausible- and Umami-compatible
-// intake", the table). An event without name is a pageview; with name, a
-// custom event of that name with data as its properties. An identify is
-// an event of type identify whose data are its properties: Umami's
-// identify names no user, so there is no profile to merge them into.
+// parseUmami maps one Umami body
+// (docs/intake.md#plausible--and-umami-compatible-intake, the table). An event
+// without name is a pageview; with name, a custom event of that name with data
+// as its properties. An identify is an event of type identify whose data are
+// its properties: Umami's identify names no user, so there is no profile to
+// merge them into.
 func parseUmami(body []byte, now time.Time) ([]schema.Event, []refusal, error) {
 	kind, top, p, err := umamiBody(body)
 	if err != nil {
@@ -195,7 +196,7 @@ func parseUmami(body []byte, now time.Time) ([]schema.Event, []refusal, error) {
 	keepCampaign(top, ev.Campaign)
 	if ip != "" {
 		// The address is for the location and the visitor id only: never
-		// stored (README "Intake", gate 8).
+		// stored (docs/intake.md#gates-in-order, gate 8).
 		p2 := make(map[string]json.RawMessage, len(p))
 		for k, v := range p {
 			p2[k] = v
