@@ -104,6 +104,10 @@ const (
 	// is not one, naming its line (README "Switching from Plausible / Umami
 	// / GoatCounter").
 	InvalidImport = "invalid_import"
+	// ImportsBusy: as many uploads of exports as may be in flight (for the
+	// site, its workspace, or the server) are in progress; try again later
+	// (README "Plausible", Uploads).
+	ImportsBusy = "imports_busy"
 	// ReplayInProgress: another request, on this instance or another,
 	// is replaying that DLQ entry (README "Dead-letter queue").
 	ReplayInProgress = "replay_in_progress"

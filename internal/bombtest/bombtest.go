@@ -102,7 +102,8 @@ func ZipEntries(t testing.TB, path string, n int) {
 
 // Memory is what a call took: the bytes the whole process allocated while
 // it ran (runtime.MemStats.TotalAlloc, so an upper bound on how much the
-// heap can have grown) and the largest heap in use seen by sampling.
+// heap can have grown) and the largest growth of the heap in use over its
+// size before, seen by sampling every 5 ms.
 type Memory struct {
 	Allocated, PeakHeap uint64
 }
