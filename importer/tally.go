@@ -48,7 +48,7 @@ func readTally(r io.Reader, _ *ContentIDs, emit func(Row) error, _ func()) error
 			return nil
 		}
 		if errors.Is(err, errLineTooLong) {
-			return lineErr(line, "longer than %d bytes", maxLine)
+			return lineErr(line, "longer than %d MiB, the most a row can be", maxLine>>20)
 		}
 		if err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -78,18 +79,26 @@ func (s *Server) importPlausible(w http.ResponseWriter, r *http.Request, ps http
 	if err != nil {
 		return err
 	}
+	if r.ContentLength > plausibleUploadMax {
+		return fault.Errorf(fault.PayloadTooLarge, "request body is larger than %d bytes", plausibleUploadMax)
+	}
+	release, err := s.imports.take(site.ID, site.WorkspaceID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	extend := importDeadlines(w)
 	tmp, err := os.CreateTemp("", "tally-plausible-*.zip")
 	if err != nil {
-		return err
+		return tempErr(err)
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	if _, err := io.Copy(tmp, &idleReader{r: http.MaxBytesReader(w, r.Body, plausibleUploadMax), extend: extend}); err != nil {
-		return err
+		return tempErr(err)
 	}
 	if err := tmp.Close(); err != nil {
-		return err
+		return tempErr(err)
 	}
 	start := time.Now()
 	n, err := importer.Plausible(r.Context(), s.db, site.ID, []string{tmp.Name()}, func(int64, int64) { extend() })
@@ -107,6 +116,16 @@ func (s *Server) importPlausible(w http.ResponseWriter, r *http.Request, ps http
 	s.log.Info("import stored", "source", "plausible", "rows", n, "duration_ms", time.Since(start).Milliseconds())
 	writeJSON(w, http.StatusOK, importAnswer{Source: "plausible", Rows: n, Imported: n, DurationMS: time.Since(start).Milliseconds()})
 	return nil
+}
+
+// tempErr is a failure to keep an upload in the temporary folder: a full
+// one is 503 unavailable, as a full disk is for the database (docs/storage.md#disk-full-read-only-database).
+func tempErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return &fault.Error{Code: fault.Unavailable, RetryAfter: 5,
+			Message: "the server's temporary folder is full: the upload cannot be kept while it is imported"}
+	}
+	return err
 }
 
 // importDeadlines gives an import's request importIdle from now to read

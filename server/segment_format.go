@@ -372,8 +372,9 @@ func segmentDLQPayload(ev *schema.Event) json.RawMessage {
 
 // segmentCookieless rewrites a message privacy.Cookieless made cookieless
 // into Segment's field names: anonymousId the cookieless id, no userId,
-// previousId or traits, no context.ip or context.traits, and URLs without
-// their query string (docs/intake.md#gates-in-order).
+// previousId or traits, and URLs without their query string
+// (docs/intake.md#gates-in-order). Its context is already privacy.CookielessContext's
+// (privacy.StripIdentifiers, which runs first).
 func segmentCookieless(ev *schema.Event) {
 	f := make(map[string]json.RawMessage, len(ev.Fields))
 	for k, v := range ev.Fields {
@@ -384,38 +385,10 @@ func segmentCookieless(ev *schema.Event) {
 	}
 	f["anonymousId"], _ = json.Marshal(ev.AnonID)
 	if v, ok := f["properties"]; ok {
-		f["properties"] = stripURLs(v)
-	}
-	if v, ok := f["context"]; ok {
-		var c map[string]json.RawMessage
-		if json.Unmarshal(v, &c) == nil && c != nil {
-			delete(c, "ip")
-			delete(c, "traits")
-			if p, ok := c["page"]; ok {
-				c["page"] = stripURLs(p)
-			}
-			f["context"], _ = json.Marshal(c)
-		}
+		f["properties"] = privacy.StripURLs(v)
 	}
 	ev.Fields = f
 	ev.Raw, _ = json.Marshal(f)
-}
-
-// stripURLs removes the query string and fragment of an object's url and
-// referrer, and its search (a page's query string).
-func stripURLs(obj json.RawMessage) json.RawMessage {
-	var o map[string]json.RawMessage
-	if json.Unmarshal(obj, &o) != nil || o == nil {
-		return obj
-	}
-	delete(o, "search")
-	for _, k := range []string{"url", "referrer"} {
-		if s, ok := stringField(o, k); ok {
-			o[k], _ = json.Marshal(privacy.StripQuery(s))
-		}
-	}
-	b, _ := json.Marshal(o)
-	return b
 }
 
 // stringField is a string field of an object, ok false when absent or not

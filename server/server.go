@@ -89,6 +89,7 @@ type Server struct {
 	admin    adminToken
 	limiter  *rateLimiter
 	uploads  *rateLimiter // sourcemap uploads
+	imports  *importUploads
 	locator  *privacy.Locator
 	plan     atomic.Pointer[schema.Plan]
 	internal internalToken
@@ -122,7 +123,7 @@ func New(cfg Config, db *storage.DB) *Server {
 	}
 	s := &Server{cfg: cfg, db: db, log: cfg.Logger, now: cfg.Now, admin: newAdminToken(cfg.AdminToken),
 		limiter: newRateLimiter(cfg.RateLimit), uploads: newUploadLimiter(cfg.SourcemapUploadsPerMinute), locator: cfg.Locator,
-		internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout},
+		imports: newImportUploads(), internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout},
 		feed: newDebugFeed(cfg.DebugFeedSize), retentionKick: make(chan struct{}, 1)}
 	s.plan.Store(cfg.Plan)
 	s.metrics.Store(newCollectorMetrics(db.PoolStats, db.DiskUsage))

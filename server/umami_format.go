@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/privacy"
 	"github.com/tally-analytics/tally/schema"
 )
 
@@ -222,10 +223,17 @@ func umamiURL(page, hostname string) string {
 	return "https://" + hostname + page
 }
 
-// umamiCookieless writes the cookieless form of an Umami body:
-// payload.url and payload.referrer without their query string, no anon_id
-// and no top-level url or referrer (which privacy.StripIdentifiers adds in
-// Tally's names).
+// umamiPayloadKept are the members of an Umami payload its cookieless form
+// keeps: those its tracker sends (the umami package's tracker,
+// getPayload, and track's name and data; tag from data-tag of later
+// releases). So the distinct id of later releases' identify (payload.id),
+// the address (payload.ip) and any member of a sender's own go.
+var umamiPayloadKept = []string{"website", "hostname", "screen", "language", "title", "url", "referrer", "name", "data", "tag"}
+
+// umamiCookieless writes the cookieless form of an Umami body: the
+// members of umamiPayloadKept, payload.url and payload.referrer without
+// their query string, no anon_id and no top-level url or referrer (which
+// privacy.StripIdentifiers adds in Tally's names).
 func umamiCookieless(ev *schema.Event) {
 	f := make(map[string]json.RawMessage, len(ev.Fields))
 	for k, v := range ev.Fields {
@@ -236,8 +244,13 @@ func umamiCookieless(ev *schema.Event) {
 	delete(f, "referrer")
 	var p map[string]json.RawMessage
 	if json.Unmarshal(f["payload"], &p) == nil && p != nil {
-		delete(p, "ip")
-		f["payload"] = stripURLs(p2raw(p))
+		kept := make(map[string]json.RawMessage, len(umamiPayloadKept))
+		for _, k := range umamiPayloadKept {
+			if v, ok := p[k]; ok {
+				kept[k] = v
+			}
+		}
+		f["payload"] = privacy.StripURLs(p2raw(kept))
 	}
 	ev.Fields = f
 	ev.Raw, _ = json.Marshal(f)
