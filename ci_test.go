@@ -12,7 +12,7 @@ import (
 )
 
 // The machine CI runs on brings Go, gcc, git and Node.js 20 from
-// nodesource with npm built in (README "Development"); .ci/run installs
+// nodesource with npm built in (docs/development.md#ci); .ci/run installs
 // the rest from Debian.
 var freshMachineHas = []string{"gcc", "git", "nodejs"}
 

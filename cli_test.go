@@ -195,16 +195,16 @@ func TestTLSKeepsPlainListenersOnLoopback(t *testing.T) {
 }
 
 // `tally -h` lists every setting of the one table, under its group, and
-// README "Configuration" documents every one.
+// the settings table of docs/configuration.md documents every one.
 func TestHelpListsEverySetting(t *testing.T) {
 	var b strings.Builder
 	printHelp(&b)
 	help := b.String()
-	readme, err := os.ReadFile("README.md")
+	page, err := os.ReadFile("docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	configuration, _, _ := strings.Cut(string(readme)[strings.Index(string(readme), "\n## Configuration\n")+1:], "\n## ")
+	configuration := string(page)
 	var rows []string // the first cell of each row of the settings table
 	for line := range strings.SplitSeq(configuration, "\n") {
 		if cells := strings.Split(line, "|"); len(cells) > 2 && strings.HasPrefix(line, "| `") {
@@ -241,7 +241,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 			t.Errorf("%s: got listed outside group %q", s.env, s.group)
 		}
 		if !slices.ContainsFunc(rows, func(cell string) bool { return strings.Contains(cell, "`"+s.env+"`") }) {
-			t.Errorf("%s: got no row in README Configuration", s.env)
+			t.Errorf("%s: got no row in the table of docs/configuration.md", s.env)
 		}
 	}
 }

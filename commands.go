@@ -93,7 +93,7 @@ func parseFlagsAndArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer
 	}
 }
 
-// vacuum shrinks the database file to its data (README "Retention"): the
+// vacuum shrinks the database file to its data (docs/storage.md#retention): the
 // server must be stopped, as the rebuild needs the file to itself. Exit
 // code 0 when done, 1 when it could not be (in use, missing, disk full), 2
 // for bad arguments.

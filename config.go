@@ -18,12 +18,12 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// config is every setting of README "Configuration". Each is read from its
+// config is every setting of docs/configuration.md. Each is read from its
 // environment variable, and a flag of the same name in kebab case
 // (--database-path) overrides it.
 type config struct {
 	DatabasePath     string
-	DatabaseURL      string // PostgreSQL instead of DatabasePath (README "Storage")
+	DatabaseURL      string // PostgreSQL instead of DatabasePath (docs/postgresql.md)
 	CollectorAddr    string
 	QueryAddr        string
 	CollectorURL     string
@@ -42,19 +42,20 @@ type config struct {
 	DevAllowRemote   bool
 	DebugFeedSize    int
 	Durability       storage.Durability
-	DatabasePool     int           // the read pool's connections (README "Running N instances on PostgreSQL")
-	ShutdownDrain    time.Duration // README "Behind a load balancer"
+	DatabasePool     int           // the read pool's connections (docs/postgresql.md#running-n-instances-on-postgresql)
+	ShutdownDrain    time.Duration // docs/operations.md#behind-a-load-balancer
 
 	// Sourcemap uploads per minute per site, and what a site may store.
 	SourcemapUploadRate int
 	SourcemapMaxFiles   int
 	SourcemapMaxMiB     int
 
-	// TLS is README "HTTPS": off unless TLS_DOMAINS or TLS_CERT_FILE is set.
+	// TLS is docs/operations.md#https: off unless TLS_DOMAINS or TLS_CERT_FILE
+	// is set.
 	TLS tlsSettings
 }
 
-// setting is one row of README "Configuration": an environment variable,
+// setting is one row of docs/configuration.md: an environment variable,
 // which the flag of the same name in kebab case overrides. This table is
 // the only list of settings: flags, defaults and `tally -h` come from it.
 type setting struct {

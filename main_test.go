@@ -37,7 +37,7 @@ func buildBinary(t testing.TB) string {
 type process struct {
 	cmd              *exec.Cmd
 	collector, query string
-	https, http      string // with TLS (README "HTTPS")
+	https, http      string // with TLS (docs/operations.md#https)
 	logs             chan map[string]any
 }
 

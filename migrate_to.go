@@ -15,10 +15,10 @@ import (
 )
 
 // migrateTo is `tally migrate-to [--database-path PATH] DATABASE_URL`
-// (README "Moving from SQLite to PostgreSQL"): copies a stopped server's
-// SQLite file into an empty PostgreSQL database and prints the per-table
-// verification. Exit code 0 when every count and sum matches, 1 when not
-// (or on a refusal), 2 bad arguments.
+// (docs/postgresql.md#moving-from-sqlite-to-postgresql): copies a stopped
+// server's SQLite file into an empty PostgreSQL database and prints the
+// per-table verification. Exit code 0 when every count and sum matches, 1 when
+// not (or on a refusal), 2 bad arguments.
 func migrateTo(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	def := getenv("DATABASE_PATH")
 	if def == "" {

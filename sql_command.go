@@ -20,7 +20,7 @@ import (
 )
 
 // sqlCommand is `tally sql [flags] [SQL]`: an operator's SQL on the
-// server's database (README "Event bytes"), with the service's SQL
+// server's database (docs/storage.md#event-bytes), with the service's SQL
 // functions, which a sqlite3 shell lacks. SQL comes from the arguments, or
 // from standard input when there are none (or one "-").
 func sqlCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -76,7 +76,7 @@ FROM events works; on both backends a row holding raw with those columns
 		return 2
 	}
 	if *write && *url != "" {
-		fmt.Fprintln(stderr, "tally sql: --write is for SQLite: on PostgreSQL other instances may be serving the database; use psql, knowing what README \"Event bytes\" says a write risks")
+		fmt.Fprintln(stderr, "tally sql: --write is for SQLite: on PostgreSQL other instances may be serving the database; use psql, knowing what docs/storage.md#event-bytes says a write risks")
 		return 2
 	}
 	if *timeout < 0 {
@@ -137,7 +137,7 @@ FROM events works; on both backends a row holding raw with those columns
 	}
 	if *write {
 		fmt.Fprintf(stderr, "tally sql: committed, %d rows changed; %d kept report partials dropped (computed again from the events). "+
-			"Rows written here skipped intake: the rollups, sessions, dedup ids and quota kept beside the events were not updated (README \"Event bytes\")\n",
+			"Rows written here skipped intake: the rollups, sessions, dedup ids and quota kept beside the events were not updated (docs/storage.md#event-bytes)\n",
 			res.Changed, res.PartialsDropped)
 	}
 	return 0

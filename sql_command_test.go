@@ -265,7 +265,7 @@ func TestSQLCommandWrites(t *testing.T) {
 // event_raw takes (PostgreSQL cannot call Go); --write is refused.
 func TestSQLCommandOnPostgres(t *testing.T) {
 	if os.Getenv(dbtest.URLEnv) == "" {
-		t.Skip("PostgreSQL only: set TEST_DATABASE_URL to a PostgreSQL 15 server (README \"Development\")")
+		t.Skip("PostgreSQL only: set TEST_DATABASE_URL to a PostgreSQL 15 server (docs/development.md#both-backends)")
 	}
 	url := multiDatabase(t)
 	sqlDatabase(t, "", url)

@@ -97,8 +97,8 @@ func ParsePlan(data []byte) (*Plan, error) {
 	sort.Strings(names)
 	for _, name := range names {
 		// Names are wider than the native type pattern: a Segment track's
-		// type is its event name, such as "Order Completed" (README
-		// "Segment-compatible intake").
+		// type is its event name, such as "Order Completed"
+		// (docs/intake.md#segment-compatible-intake).
 		if n := utf8.RuneCountInString(name); name != Wildcard && (n < 1 || n > MaxTypeLen) {
 			return nil, fmt.Errorf("event %q: the name must be 1 to %d characters or be %q", name, MaxTypeLen, Wildcard)
 		}

@@ -81,6 +81,9 @@ var statusOf = map[string]int{
 	fault.AliasTaken:     http.StatusConflict,
 
 	fault.ReplayInProgress: http.StatusConflict,
+
+	// Uploads in flight: another may be taken once one ends.
+	fault.ImportsBusy: http.StatusTooManyRequests,
 }
 
 // writeError writes err as the error envelope. Application errors show

@@ -19,7 +19,7 @@ const exportRoute = "/v1/sites/:siteId/export"
 
 // exportWriteTimeout is how long one page of an export may take to write:
 // the listener's own write timeout would cut off any export longer than
-// it, so each page sets the deadline anew (README "Export").
+// it, so each page sets the deadline anew (docs/query-api.md#export).
 const exportWriteTimeout = 60 * time.Second
 
 // exportFormats are the export's formats and their Content-Type.

@@ -61,7 +61,7 @@ func mustUnavailable(t *testing.T, r response) {
 func TestDiskFullDuringLoad(t *testing.T) {
 	onlySQLite(t, "fills the disk under the SQLite file")
 	// Larger than the WAL grows under this load (it starts over at 64 MiB,
-	// README "Storage"): on a smaller file system the WAL fills the room
+	// docs/storage.md#storage): on a smaller file system the WAL fills the room
 	// freed again within a second, and /healthz rightly stays 503.
 	dir := smallfs.Mount(t, "128m")
 	h := newHarnessAt(t, filepath.Join(dir, "t.db"))
@@ -330,7 +330,7 @@ func TestHealthzFollowsIntakeOnANearlyFullDisk(t *testing.T) {
 func TestStorageGauges(t *testing.T) {
 	h := newHarness(t)
 	// PostgreSQL's WAL and free space are the server's, not readable by the
-	// service's role: they read 0 there (README "Metrics").
+	// service's role: they read 0 there (docs/operations.md#metrics).
 	free := 1.0
 	if dbtest.Postgres() {
 		free = 0

@@ -14,8 +14,8 @@ import (
 	"strings"
 )
 
-// HTTPS is the TLS side of an instance (README "HTTPS"): one listener that
-// serves the collector and the query API together, for a VM where only
+// HTTPS is the TLS side of an instance (docs/operations.md#https): one listener
+// that serves the collector and the query API together, for a VM where only
 // 443 is open, and a plain one that answers ACME HTTP-01 challenges and
 // redirects everything else to HTTPS.
 type HTTPS struct {

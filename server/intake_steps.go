@@ -13,8 +13,8 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// The steps of the intake pipeline (intake.go), one per gate of README
-// "Intake" (Gates, in order), in that order.
+// The steps of the intake pipeline (intake.go), one per gate of
+// docs/intake.md#gates-in-order, in that order.
 
 // credential authenticates the request (401/403).
 func (p *intakePipeline) credential() error {
@@ -261,8 +261,8 @@ func (p *intakePipeline) consentCookieless() error {
 	return nil
 }
 
-// visitor is what ev's cookieless id is made of (README "Intake", gate 5):
-// the visitor's address and User-Agent where the collector knows the
+// visitor is what ev's cookieless id is made of (docs/intake.md#gates-in-order,
+// gate 5): the visitor's address and User-Agent where the collector knows the
 // address, else nothing, and the id comes from ev's anon_id. The address
 // is a message's own (Segment's context.ip), else the request's where the
 // format locates by it: a browser's on /events; on Segment's intake only
@@ -411,8 +411,8 @@ func (p *intakePipeline) enrichment() error {
 
 // maxJob is the most events (and DLQ rows) one writer job holds: a
 // native request's largest batch, so a longer Segment batch holds the
-// writer no longer at a time than a native one (README "Segment-compatible
-// intake").
+// writer no longer at a time than a native one
+// (docs/intake.md#segment-compatible-intake).
 const maxJob = schema.MaxBatch
 
 // ingestJobs has the writer store the rows, then the DLQ rows, in jobs of

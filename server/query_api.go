@@ -20,13 +20,13 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// The query API: Plausible's Stats API v2 request and answer (README
-// "Query API"), over the site's visits and events.
+// The query API: Plausible's Stats API v2 request and answer
+// (docs/query-api.md), over the site's visits and events.
 
 // queryBodyLimit caps a query's JSON body.
 const queryBodyLimit = 64 << 10
 
-// Bounds of a query (README "Query API"), far above any dashboard's needs.
+// Bounds of a query (docs/query-api.md), far above any dashboard's needs.
 const (
 	maxQueryLimit       = 10000
 	maxQueryDimensions  = 8
@@ -797,8 +797,8 @@ func (s *Server) runQuery(r *http.Request, pq *parsedQuery) (*queryAnswer, error
 	return a, nil
 }
 
-// estimateWarnings marks visitors and percentage as estimates (README
-// "Query API", How reports stay fast).
+// estimateWarnings marks visitors and percentage as estimates
+// (docs/query-api.md#how-reports-stay-fast).
 func estimateWarnings(metrics []string) map[string]queryMetricWarning {
 	w := map[string]queryMetricWarning{}
 	for _, m := range metrics {

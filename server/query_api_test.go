@@ -72,7 +72,7 @@ func utc(month time.Month, d, hour, minute int) time.Time {
 }
 
 // queryDataSet is the fixed data set whose figures the query tests compute
-// by hand (README "Query API"). All times UTC; Berlin is UTC+1 in January.
+// by hand (docs/query-api.md). All times UTC; Berlin is UTC+1 in January.
 //
 //	a: Chrome/Windows desktop, DE Berlin
 //	   visit A1 Jan 10 10:00-10:06: pageview /?utm_source=news&utm_medium=email&utm_campaign=jan,
@@ -664,8 +664,8 @@ func TestQueryPlausibleDocsExamples(t *testing.T) {
   "metrics": ["visitors", "events"],
   "date_range": "7d"
 }`, "3 4"},
-		// Goals are supported (README "Goals and funnels"); the site has
-		// none, so no row.
+		// Goals are supported (docs/query-api.md#goals-and-funnels); the site
+		// has none, so no row.
 		{"revenue-metrics-query", `{
   "site_id": "dummy.site",
   "metrics": ["total_revenue"],

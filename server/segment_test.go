@@ -715,7 +715,7 @@ func TestSegmentLogs(t *testing.T) {
 	}
 }
 
-// Over HTTP, write keys follow REQUIRE_API_KEY (README "Write keys"): a
+// Over HTTP, write keys follow REQUIRE_API_KEY (docs/api.md#write-keys): a
 // throw-away site's ingest key, restricted to that site, is its write key in
 // every mode; a site id only without require; a workspace-wide key never.
 func TestSegmentWriteKeysByMode(t *testing.T) {

@@ -89,6 +89,7 @@ type Server struct {
 	admin    adminToken
 	limiter  *rateLimiter
 	uploads  *rateLimiter // sourcemap uploads
+	imports  *importUploads
 	locator  *privacy.Locator
 	plan     atomic.Pointer[schema.Plan]
 	internal internalToken
@@ -96,7 +97,8 @@ type Server struct {
 	client   *http.Client
 	metrics  atomic.Pointer[collectorMetrics]
 	faults   faultInjector // dev mode's injected intake faults
-	// draining is set by Drain, at a stop signal (README "Behind a load balancer").
+	// draining is set by Drain, at a stop signal
+	// (docs/operations.md#behind-a-load-balancer).
 	draining atomic.Bool
 	// retentionKick asks the purge loop for a purge now.
 	retentionKick chan struct{}
@@ -121,7 +123,7 @@ func New(cfg Config, db *storage.DB) *Server {
 	}
 	s := &Server{cfg: cfg, db: db, log: cfg.Logger, now: cfg.Now, admin: newAdminToken(cfg.AdminToken),
 		limiter: newRateLimiter(cfg.RateLimit), uploads: newUploadLimiter(cfg.SourcemapUploadsPerMinute), locator: cfg.Locator,
-		internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout},
+		imports: newImportUploads(), internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout},
 		feed: newDebugFeed(cfg.DebugFeedSize), retentionKick: make(chan struct{}, 1)}
 	s.plan.Store(cfg.Plan)
 	s.metrics.Store(newCollectorMetrics(db.PoolStats, db.DiskUsage))

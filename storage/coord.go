@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// coord is what several instances on one database agree on (README
-// "Storage", "On PostgreSQL"): changes of the tenancy tables announced to
-// the others, and jobs run by one instance at a time. On SQLite there is
-// one instance, and every method is a no-op (noCoord).
+// coord is what several instances on one database agree on
+// (docs/postgresql.md#on-postgresql): changes of the tenancy tables announced
+// to the others, and jobs run by one instance at a time. On SQLite there is one
+// instance, and every method is a no-op (noCoord).
 type coord interface {
 	// notify announces, at tx's commit, that the entity kind:id changed.
 	notify(tx *writeTx, kind, id string) error

@@ -16,7 +16,7 @@ import (
 // notifyChannel is the channel of every instance's LISTEN.
 const notifyChannel = "tally"
 
-// pgCoord is PostgreSQL's coord (README "Storage", "On PostgreSQL"): a
+// pgCoord is PostgreSQL's coord (docs/postgresql.md#on-postgresql): a
 // listener connection per instance that reloads the tenancy maps whenever
 // another instance commits a change of them, and advisory locks.
 type pgCoord struct {

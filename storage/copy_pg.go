@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TableCheck is one line of `tally migrate-to`'s verification (README
-// "Moving from SQLite to PostgreSQL"): a table's rows on both sides and,
-// for a rollup, the sum of each counter.
+// TableCheck is one line of `tally migrate-to`'s verification
+// (docs/postgresql.md#moving-from-sqlite-to-postgresql): a table's rows on both
+// sides and, for a rollup, the sum of each counter.
 type TableCheck struct {
 	Table            string
 	SQLite, Postgres int64
@@ -47,12 +47,12 @@ func (c TableCheck) OK() bool {
 type CopyProgress func(table string, done, total int64)
 
 // CopyToPostgres copies the SQLite database at path (its server stopped)
-// into the empty PostgreSQL database at databaseURL (README "Moving from
-// SQLite to PostgreSQL"): migrations on both sides, every table in one
-// transaction (a failure leaves the migrated schema empty, so running
-// again starts over), the columns PostgreSQL keeps and SQLite computes
-// written through the same Go code, identities moved past the copied ids;
-// then the checks of every table.
+// into the empty PostgreSQL database at databaseURL
+// (docs/postgresql.md#moving-from-sqlite-to-postgresql): migrations on both
+// sides, every table in one transaction (a failure leaves the migrated schema
+// empty, so running again starts over), the columns PostgreSQL keeps and SQLite
+// computes written through the same Go code, identities moved past the copied
+// ids; then the checks of every table.
 func CopyToPostgres(ctx context.Context, path, databaseURL string, progress CopyProgress) ([]TableCheck, error) {
 	if err := CheckUnused(ctx, path); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -447,7 +447,7 @@ func (s *rowSource) Next() bool {
 		if t, ok := v.(string); ok && col.typ == "json" {
 			v = jsonNulFree(t)
 		}
-		s.out[i] = nulFree(v) // as the driver stores text (README "On PostgreSQL", "Text with NUL")
+		s.out[i] = nulFree(v) // as the driver stores text (docs/postgresql.md#text-with-nul)
 	}
 	s.done++
 	if s.c.progress != nil && s.done%50000 == 0 {
@@ -476,7 +476,7 @@ func (s *rowSource) convert(col copyColumn, v any) (any, error) {
 	}
 	if b, ok := v.([]byte); ok && len(b) == 16 && col.typ == "text" && (col.name == "id" || col.name == "id_text") {
 		// dedupKey's 16 bytes of a canonical UUID: PostgreSQL keeps the
-		// text (README "Storage", On PostgreSQL).
+		// text (docs/postgresql.md#on-postgresql).
 		u, _ := uuid.FromBytes(b)
 		return u.String(), nil
 	}
@@ -528,9 +528,8 @@ func text(v any) string {
 	return fmt.Sprint(v)
 }
 
-// propsOf is events.props on PostgreSQL (README "Storage", On
-// PostgreSQL): the properties object of the wire text as sent, nil when
-// there is none.
+// propsOf is events.props on PostgreSQL (docs/postgresql.md#on-postgresql): the
+// properties object of the wire text as sent, nil when there is none.
 func propsOf(raw string) any {
 	var ev struct {
 		Properties json.RawMessage `json:"properties"`

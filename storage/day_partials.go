@@ -12,12 +12,12 @@ import (
 	"time"
 )
 
-// Per-day partials of the query API (README "Query API", How reports stay
-// fast). An unfiltered report by day (or week, or month) or by one
-// dimension is answered from one partial per local day and dimension:
-// each value's sums, which add across days, and a sketch of its visitors,
-// which merge into the sketch of the range. Partials of closed days are
-// kept in day_partials; the open day is computed on every query.
+// Per-day partials of the query API (docs/query-api.md#how-reports-stay-fast).
+// An unfiltered report by day (or week, or month) or by one dimension is
+// answered from one partial per local day and dimension: each value's sums,
+// which add across days, and a sketch of its visitors, which merge into the
+// sketch of the range. Partials of closed days are kept in day_partials; the
+// open day is computed on every query.
 
 const (
 	// ExactVisitorsBelow is where visitors stop being counted exactly: a

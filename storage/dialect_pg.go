@@ -38,7 +38,7 @@ func (pgDialect) rowHandle() string { return "ctid" }
 func (pgDialect) dlqSeq() string { return "seq" }
 
 // storedText replaces NUL with U+FFFD, as nulFree does with every text
-// argument (README "On PostgreSQL", "Text with NUL"). A DLQ row's
+// argument (docs/postgresql.md#text-with-nul). A DLQ row's
 // user_agent is re-sent only as the header of an /events replay, which
 // can never carry NUL, so an s2s row (replayed with its payload,
 // verbatim) loses nothing.
@@ -153,7 +153,7 @@ func (pgDialect) boolLit(v bool) string {
 func (pgDialect) matchList(expr string) string { return expr + " = ANY(?)" }
 
 // pgEventColumns are what SQLite computes from an event's row and
-// PostgreSQL cannot (README "Storage", "On PostgreSQL"): written by
+// PostgreSQL cannot (docs/postgresql.md#on-postgresql): written by
 // intake, in eventArgs' order.
 const pgEventColumns = `, path, props, received_ms`
 
@@ -195,8 +195,8 @@ func sentProperties(raw []byte) any {
 
 // jsonNulFree is the JSON text j with each \u0000 escape written \ufffd:
 // json's ->> refuses to unescape NUL (22P05), and one such value would
-// fail every property read of its site (README "On PostgreSQL", "Text
-// with NUL"). An escaped backslash before "u0000" is left alone.
+// fail every property read of its site (docs/postgresql.md#text-with-nul). An
+// escaped backslash before "u0000" is left alone.
 func jsonNulFree(j string) string {
 	if !strings.Contains(j, `\u0000`) {
 		return j
@@ -225,7 +225,7 @@ func (pgDialect) rollupUpsertSQL(table string, keys, sums []string, slot int) st
 }
 
 // eventIDKey is the id's text: one PostgreSQL type cannot hold a UUID's 16
-// bytes beside text (README "Storage", "On PostgreSQL").
+// bytes beside text (docs/postgresql.md#on-postgresql).
 func (pgDialect) eventIDKey(id string) any { return id }
 
 // soleWriter is false: other instances write the same database.

@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// ExportEvent is one event as the event export writes it (README
-// "Export"): the timeline's columns, the user id, when it was received, and
-// the properties object of its wire payload.
+// ExportEvent is one event as the event export writes it
+// (docs/query-api.md#export): the timeline's columns, the user id, when it was
+// received, and the properties object of its wire payload.
 type ExportEvent struct {
 	ID, Type, TS, AnonID, ReceivedAt                              string
 	URL, Referrer, UserID, Country, City, Browser, OS, DeviceType *string
@@ -30,7 +30,7 @@ const (
 
 // exportReceivedSlack is how long before an export's first day its rows
 // may have been received: an event's ts is at most 24 hours ahead of its
-// receive time (README "Intake"), plus an hour for rows committed out of
+// receive time (docs/intake.md), plus an hour for rows committed out of
 // receive order (a request waits in the writer's queue) or a clock that
 // stepped back.
 const exportReceivedSlack = 25 * time.Hour

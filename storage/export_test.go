@@ -83,8 +83,8 @@ func TestExportEventsPages(t *testing.T) {
 }
 
 // The export starts at the first row received 25 hours before its first
-// day: rows received earlier cannot hold a ts in the range (README
-// "Export"), so they are never read.
+// day: rows received earlier cannot hold a ts in the range
+// (docs/query-api.md#export), so they are never read.
 func TestExportEventsSkipsRowsReceivedBefore(t *testing.T) {
 	db, setNow := exportDB(t)
 	ctx := context.Background()

@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// Funnel partials (README "Query API", How reports stay fast; "Goals and
-// funnels"): the dashboard's default funnel (the site's goals in their
+// Funnel partials (docs/query-api.md#how-reports-stay-fast,
+// docs/query-api.md#goals-and-funnels): the dashboard's default funnel (the site's goals in their
 // listed order, up to MaxFunnelSteps) over whole closed days, unfiltered,
 // is answered from one partial a day plus the few visits no day holds.
 // A day's partial lists, for the visits that start on that day and end

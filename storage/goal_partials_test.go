@@ -25,7 +25,7 @@ func eventGoal(name, event string) NewGoal { return NewGoal{Name: name, EventNam
 func pageGoal(name, path string) NewGoal   { return NewGoal{Name: name, PagePath: &path} }
 
 // siteGoalQuery is the breakdown by goal of site s's whole goal set over
-// [from, to), as the server asks it (README "Goals and funnels").
+// [from, to), as the server asks it (docs/query-api.md#goals-and-funnels).
 func siteGoalQuery(t *testing.T, db *DB, from, to time.Time, dims []string, metrics ...string) StatsQuery {
 	t.Helper()
 	goals, err := db.Goals(context.Background(), "s")

@@ -17,8 +17,8 @@ func matchKey(dim, pattern string, fold bool) string {
 // distinct values of each matches filter's dimension among the site's
 // events and their visits, and keeps those its pattern matches, matched
 // in Go with the same compiled pattern as SQLite's tally_match, so that
-// the read lists them (README "On PostgreSQL"). The values are read for
-// the whole site, not the range: a visit that starts before the range may
+// the read lists them (docs/postgresql.md#on-postgresql). The values are read
+// for the whole site, not the range: a visit that starts before the range may
 // hold the range's events.
 func (db *DB) resolveMatches(ctx context.Context, q *StatsQuery) error {
 	if db.d.matchList("x") == "" {

@@ -9,7 +9,7 @@ import (
 
 // TestJSONNulFree: each \u0000 escape of a properties object becomes
 // \ufffd, and nothing else changes: an escaped backslash before "u0000"
-// is text, not an escape (README "On PostgreSQL", "Text with NUL").
+// is text, not an escape (docs/postgresql.md#text-with-nul).
 func TestJSONNulFree(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{`{"a":"b"}`, `{"a":"b"}`},

@@ -10,7 +10,7 @@ import (
 )
 
 // OperatorSQL is one connection for an operator's ad-hoc SQL (`tally sql`,
-// README "Event bytes"): on SQLite it has the service's SQL functions
+// docs/storage.md#event-bytes): on SQLite it has the service's SQL functions
 // (event_raw, event_received_at, tally_page_path, ...), registered in the
 // driver for every connection of this process, which a sqlite3 shell
 // lacks. It is read-only unless opened for writing (SQLite only).
@@ -47,7 +47,7 @@ func OpenOperatorSQL(ctx context.Context, path, url string, write bool) (*Operat
 		dsn := FileURI(path) + "?mode=ro&_pragma=busy_timeout(5000)"
 		if write {
 			// As the service writes: foreign keys (deletes cascade) and
-			// secure_delete (deleted content overwritten, README "GDPR").
+			// secure_delete (deleted content overwritten, docs/gdpr.md).
 			dsn = FileURI(path) + "?mode=rw&_pragma=busy_timeout(0)&_pragma=locking_mode(EXCLUSIVE)&_pragma=foreign_keys(1)&_pragma=secure_delete(1)"
 		}
 		o.pool, err = sql.Open("sqlite", dsn)

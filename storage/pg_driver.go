@@ -14,7 +14,7 @@ import (
 // pgDriverName is the database/sql driver of PostgreSQL connections: pgx's
 // own, whose connections rewrite SQLite's placeholders (rebind), so that
 // the SQL both backends share is written once, with ?, and stays as
-// SQLite runs it (README "Storage", "On PostgreSQL").
+// SQLite runs it (docs/postgresql.md#on-postgresql).
 const pgDriverName = "tally-postgres"
 
 func init() {
@@ -110,8 +110,7 @@ func (c *pgConn) ResetSession(ctx context.Context) error { return c.inner.ResetS
 
 // CheckNamedValue is pgx's check, then nulFree's: every argument of every
 // statement passes here (prepared ones too), so no text reaches PostgreSQL
-// with NUL, which its text type refuses (README "On PostgreSQL", "Text
-// with NUL").
+// with NUL, which its text type refuses (docs/postgresql.md#text-with-nul).
 func (c *pgConn) CheckNamedValue(v *driver.NamedValue) error {
 	if err := c.inner.CheckNamedValue(v); err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 
 // TestPropertyPartialsKeptOnlyWhenFew: a day's partial of a custom property
 // is kept with up to maxPropPartialValues distinct values and not with
-// one more (README "Query API", How reports stay fast); either way the
+// one more (docs/query-api.md#how-reports-stay-fast); either way the
 // answers from partials equal the scan's, and a day not kept is computed
 // again by the next report.
 func TestPropertyPartialsKeptOnlyWhenFew(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 // (receivedSQL). SQLite decodes them inside the statement with the Go
 // functions registered in its driver; PostgreSQL cannot call Go, so there
 // the row's stored columns are read and decoded here by the same code
-// (README "On PostgreSQL"). Use: columns() in the select list, targets()
-// in Scan, then decode().
+// (docs/postgresql.md#on-postgresql). Use: columns() in the select list,
+// targets() in Scan, then decode().
 type rawRead struct {
 	pg bool
 	// Raw and Received are the decoded values after decode; Raw is not

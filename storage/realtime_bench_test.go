@@ -10,7 +10,7 @@ import (
 
 // loadRecent stores n pageviews, all received at now, of site web (every
 // other one) and site other, 3,000 visitors each, with a payload of about
-// the benchmark's shape (README "Benchmarks").
+// the benchmark's shape (docs/benchmarks.md).
 func loadRecent(b *testing.B, n int, now time.Time) *DB {
 	b.Helper()
 	db, err := openTestDB(b, context.Background(), Options{Path: filepath.Join(b.TempDir(), "a.db"), Now: func() time.Time { return now }})

@@ -13,9 +13,10 @@ import (
 )
 
 // Site aliases are the host names a site answers to besides its id, so that
-// Plausible's and Umami's trackers can name it as they do (README
-// "Plausible- and Umami-compatible intake"). They are held in memory like
-// the sites themselves and changed only through this process's writer.
+// Plausible's and Umami's trackers can name it as they do
+// (docs/intake.md#plausible--and-umami-compatible-intake). They are held in
+// memory like the sites themselves and changed only through this process's
+// writer.
 
 // Bounds of a site's aliases.
 const (

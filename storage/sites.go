@@ -13,13 +13,13 @@ type Site struct {
 	Name        string
 	CreatedAt   string
 	// RetentionDays is the site's own retention: nil follows the server's
-	// RETENTION_DAYS, 0 keeps everything (README "Retention").
+	// RETENTION_DAYS, 0 keeps everything (docs/storage.md#retention).
 	RetentionDays *int
 	// PurgedBefore is the first UTC day (YYYY-MM-DD) whose raw rows are
 	// all kept; "" while no purge has removed any.
 	PurgedBefore string
 	// TimeZone is the site's IANA time zone ("UTC" unless set): the query
-	// API's days, hours and relative ranges are in it (README "Query API").
+	// API's days, hours and relative ranges are in it (docs/query-api.md).
 	TimeZone string
 }
 
@@ -103,7 +103,7 @@ type SiteChange struct {
 	Retention     bool
 	RetentionDays *int
 	// TimeZone, when set, replaces the site's time zone: an IANA name
-	// (README "Query API").
+	// (docs/query-api.md).
 	TimeZone *string
 }
 

@@ -11,7 +11,7 @@ import (
 // so that the statement that writes them is plain SQL on every backend
 // (issue 17). mergeTraits gives the bytes json_patch(old, json(patch))
 // gave (TestTraitsMergeMatchesSQLite): an RFC 7396 merge patch, "later
-// keys win" in README "Identity and sessions", that keeps the order of
+// keys win" in docs/intake.md#identity-and-sessions, that keeps the order of
 // names and the text of values, so a profile's stored text is what it
 // would have been.
 

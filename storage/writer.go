@@ -417,7 +417,7 @@ func lockAll(sqlTx *sql.Tx, seq uint64, gens *partialGens, batch []*job) error {
 // first changes into an in-memory journal, and at the end of each
 // statement walks that journal from its start to truncate it, so a job of
 // many statements and pages slows down as it goes (half of an erasure's
-// rollup subtractions, README "GDPR"). A failing job is rolled back whole,
+// rollup subtractions, docs/gdpr.md). A failing job is rolled back whole,
 // which undoes only its own work.
 func (w *writer) commitOwn(j *job) {
 	start := time.Now()
@@ -607,6 +607,7 @@ func runJob(sqlTx *sql.Tx, seq uint64, gens *partialGens, fn func(*writeTx) erro
 }
 
 // WriterRetries is how many merged write transactions ran again whole
-// after losing a deadlock or a serialization conflict since Open (README
-// "Metrics"); always 0 on SQLite, where the writer is the only one.
+// after losing a deadlock or a serialization conflict since Open
+// (docs/operations.md#metrics); always 0 on SQLite, where the writer is the
+// only one.
 func (db *DB) WriterRetries() int64 { return db.writer.retries.Load() }
