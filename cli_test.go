@@ -70,7 +70,7 @@ func TestCommandLine(t *testing.T) {
 				t.Fatalf("%v: got %q, want the help", args, out)
 			}
 		}
-		for _, args := range [][]string{{"help", "vacuum"}, {"vacuum", "-h"}, {"backup", "--help"}} {
+		for _, args := range [][]string{{"help", "vacuum"}, {"vacuum", "-h"}, {"backup", "--help"}, {"help", "sql"}, {"sql", "-h"}} {
 			code, out, errOut := runBinary(t, bin, args)
 			if code != 0 || errOut != "" || !strings.Contains(out, "usage: tally "+args[0]) && !strings.Contains(out, "usage: tally "+args[1]) {
 				t.Fatalf("%v: got exit %d, stdout %q, stderr %q, want 0 and the command's usage", args, code, out, errOut)
@@ -90,6 +90,8 @@ func TestCommandLine(t *testing.T) {
 			{[]string{"vacuum", "--nope"}, "-nope (see 'tally vacuum -h')"},
 			{[]string{"backup", "--nope", "x.db"}, "-nope (see 'tally backup -h')"},
 			{[]string{"check-config", "--nope"}, "-nope (see 'tally -h')"},
+			{[]string{"sql", "--nope", "SELECT 1"}, "-nope (see 'tally sql -h')"},
+			{[]string{"sql", "--format", "csv", "SELECT 1"}, `unknown --format "csv"`},
 			{[]string{"version", "extra"}, `unexpected argument "extra"`},
 			{[]string{"help", "frobnicate"}, `unknown command "frobnicate"`},
 		}

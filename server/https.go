@@ -48,6 +48,7 @@ func (inst *Instance) ServeHTTPS(h HTTPS) error {
 	logger := inst.Server.log
 	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
 	inst.HTTPSURL = "https://" + strings.TrimPrefix(baseURL(ln.Addr()), "http://")
+	inst.HTTPSAddr = ln.Addr()
 	secure := inst.Server.newHTTPServer(inst.Server.Shared())
 	secure.TLSConfig = h.TLS
 	// Handshake failures are mostly scanners; their messages carry the
@@ -63,6 +64,7 @@ func (inst *Instance) ServeHTTPS(h HTTPS) error {
 		return nil
 	}
 	inst.HTTPURL = baseURL(plain.Addr())
+	inst.HTTPAddr = plain.Addr()
 	var redirect http.Handler = redirectToHTTPS(port)
 	if h.Challenges != nil {
 		redirect = h.Challenges(redirect)

@@ -119,15 +119,10 @@ func (r *rawRead) receivedDecode() error {
 
 // storedValue is the scanned stored raw as SQLite's functions see it.
 func (r *rawRead) storedValue() any {
-	switch {
-	case len(r.stored) > 0 && r.stored[0] > rawFormatV3:
-		// The wire text as is, which SQLite keeps as TEXT where the
-		// compressed form cannot take it (encodeRaw).
-		return string(r.stored)
-	case r.stored != nil:
-		return r.stored
+	if r.stored == nil {
+		return nil
 	}
-	return nil
+	return storedForm(r.stored)
 }
 
 // decodeRaw sets Raw from the scanned stored raw and fields (PostgreSQL)

@@ -141,7 +141,8 @@ type writer struct {
 	// or a serialization conflict (PostgreSQL with several instances).
 	retries atomic.Int64
 
-	// health is the outcome of the latest commit that wrote something.
+	// health is the outcome of the latest commit that wrote something
+	// and of the latest refused write.
 	health writeHealth
 
 	// gens is the database's count of day partial changes (day_partials.go).
@@ -154,7 +155,7 @@ type writer struct {
 
 func newWriter(db *sql.DB, d dialect, size int, log *slog.Logger) *writer {
 	w := &writer{db: db, d: d, queue: make(chan *job, size), exited: make(chan struct{}), log: log,
-		health: writeHealth{log: log}, gens: &partialGens{}}
+		health: writeHealth{log: log, hold: refusalHold}, gens: &partialGens{}}
 	go w.loop()
 	return w
 }
