@@ -17,7 +17,7 @@ import (
 
 // TestNul sends NUL (U+0000) in every text a client controls, on each
 // backend: no answer is a 5xx, each is the wanted one, and an event
-// answered 202 is stored (README "On PostgreSQL", "Text with NUL").
+// answered 202 is stored (README "On PostgreSQL", "Text with NUL and invalid UTF-8").
 func TestNul(t *testing.T) {
 	h, tn, fix := quarantineHarness(t)
 	mustStatus(t, h.q("PATCH", "/v1/sites/web", testAdminToken,
@@ -139,7 +139,7 @@ func TestNul(t *testing.T) {
 }
 
 // TestNulGDPR: a subject id with NUL is exported and erased on each
-// backend as it was stored (README "On PostgreSQL", "Text with NUL").
+// backend as it was stored (README "On PostgreSQL", "Text with NUL and invalid UTF-8").
 func TestNulGDPR(t *testing.T) {
 	h, tn := gdprFixture(t)
 	const n = "a\u0000b"
@@ -160,7 +160,7 @@ func TestNulGDPR(t *testing.T) {
 
 // TestMigrateToCopiesNul: tally migrate-to copies a SQLite file's text
 // with NUL as PostgreSQL's intake would have stored it, U+FFFD, rather
-// than fail the copy (README "On PostgreSQL", "Text with NUL").
+// than fail the copy (README "On PostgreSQL", "Text with NUL and invalid UTF-8").
 func TestMigrateToCopiesNul(t *testing.T) {
 	dbtest.OnlySQLite(t, "the source of the copy is a SQLite file")
 	url := dbtest.StartPostgres(t, "tally")

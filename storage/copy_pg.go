@@ -445,9 +445,9 @@ func (s *rowSource) Next() bool {
 			return false
 		}
 		if t, ok := v.(string); ok && col.typ == "json" {
-			v = jsonNulFree(t)
+			v = pgJSON(t)
 		}
-		s.out[i] = nulFree(v) // as the driver stores text (README "On PostgreSQL", "Text with NUL")
+		s.out[i] = pgText(v) // as the driver stores text (README "On PostgreSQL", "Text with NUL and invalid UTF-8")
 	}
 	s.done++
 	if s.c.progress != nil && s.done%50000 == 0 {
