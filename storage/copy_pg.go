@@ -21,7 +21,10 @@ import (
 type TableCheck struct {
 	Table            string
 	SQLite, Postgres int64
-	Sums             []SumCheck
+	// Merged counts the SQLite rows folded into another row on
+	// PostgreSQL, their keys being equal once stored there (copy_merge.go).
+	Merged int64
+	Sums   []SumCheck
 }
 
 // SumCheck is a rollup counter's sum on both sides.
@@ -30,9 +33,10 @@ type SumCheck struct {
 	SQLite, Postgres int64
 }
 
-// OK is whether every figure of c is equal on both sides.
+// OK is whether every figure of c is equal on both sides, the merged rows
+// counted with PostgreSQL's.
 func (c TableCheck) OK() bool {
-	if c.SQLite != c.Postgres {
+	if c.SQLite != c.Postgres+c.Merged {
 		return false
 	}
 	for _, s := range c.Sums {
@@ -393,7 +397,11 @@ func (c *pgCopy) copyTable(ctx context.Context, tx pgx.Tx, table string) (*Table
 		return nil, err
 	}
 	defer rows.Close()
-	src := &rowSource{rows: rows, c: c, table: table, cols: cols, vals: make([]any, len(cols)), total: check.SQLite}
+	merge, err := c.newMerge(ctx, table, cols)
+	if err != nil {
+		return nil, err
+	}
+	src := &rowSource{rows: rows, c: c, table: table, cols: cols, vals: make([]any, len(cols)), total: check.SQLite, merge: merge}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{table}, names, src); err != nil {
 		if src.err != nil {
 			return nil, src.err
@@ -403,6 +411,10 @@ func (c *pgCopy) copyTable(ctx context.Context, tx pgx.Tx, table string) (*Table
 	if src.err != nil {
 		return nil, src.err
 	}
+	if err := merge.apply(ctx, tx); err != nil {
+		return nil, err
+	}
+	check.Merged = int64(len(merge.held))
 	if c.progress != nil {
 		c.progress(table, src.done, check.SQLite)
 	}
@@ -420,9 +432,20 @@ type rowSource struct {
 	out         []any
 	done, total int64
 	err         error
+	merge       *copyMerge
 }
 
+// Next reads the next row that is not folded into an earlier one.
 func (s *rowSource) Next() bool {
+	for s.next() {
+		if !s.merge.fold(s.out) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *rowSource) next() bool {
 	if s.err != nil || !s.rows.Next() {
 		if s.err == nil {
 			s.err = s.rows.Err()
