@@ -26,6 +26,11 @@ func FuzzTrackerIntake(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	hostileSeeds(f,
+		`{"n":V,"u":"https://web/a","d":"web","r":V,"p":{"a":V,K:1},"$":{"amount":V,"currency":V}}`,
+		`{"n":"pageview","u":V,"d":V}`,
+		`{"type":"event","payload":{"website":"web","hostname":"web","url":V,"referrer":V,"name":V,"title":V,"language":V,"screen":V,"data":{"a":V,K:1}}}`,
+		`{"type":"identify","payload":{"website":V,"data":{K:V}}}`)
 	h := fuzzCollector(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, path := range []string{"/api/event", "/api/send"} {
