@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tally-analytics/tally/fault"
 	"github.com/tally-analytics/tally/privacy"
@@ -44,6 +45,13 @@ func (p *intakePipeline) bodySize() error {
 	}
 	if p.f.redact != nil {
 		body = p.f.redact(body)
+	}
+	// Bytes that are not UTF-8 become U+FFFD, one per byte, as the JSON
+	// decoder reads them into every field anyway: the wire text kept is
+	// then the text its fields came from, and the same on both backends
+	// (PostgreSQL's text refuses such bytes; docs/postgresql.md#text-with-nul-and-invalid-utf-8).
+	if !utf8.Valid(body) {
+		body = []byte(storage.ValidUTF8(string(body)))
 	}
 	p.d.body = body
 	return nil

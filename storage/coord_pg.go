@@ -128,6 +128,11 @@ func (c *pgCoord) lockWorkspace(tx *writeTx, workspaceID string) error {
 	return err
 }
 
+func (c *pgCoord) lockNames(tx *writeTx) error {
+	_, err := tx.Exec(`SELECT pg_advisory_xact_lock(?)`, lockKey("names"))
+	return err
+}
+
 func (c *pgCoord) close() {
 	c.cancel()
 	<-c.done

@@ -34,8 +34,9 @@ type dialect interface {
 	// (ctid is neither stable nor ordered).
 	dlqSeq() string
 	// storedText is s as a text column holds it and gives it back:
-	// PostgreSQL's text refuses NUL, so its driver stores U+FFFD instead
-	// (pg_driver.go's nulFree), and what RETURNING gives back is matched
+	// PostgreSQL's text refuses NUL and invalid UTF-8, so its driver
+	// stores U+FFFD instead (pg_driver.go's pgText), and what RETURNING
+	// gives back is matched
 	// in this form.
 	storedText(s string) string
 	// stored is the table that holds the rows read as table: on

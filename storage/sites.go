@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"strings"
 
 	"github.com/tally-analytics/tally/fault"
 )
@@ -60,8 +61,15 @@ func (db *DB) CreateSite(ctx context.Context, actor Actor, ws *Workspace, id, na
 	}
 	s := &Site{ID: id, WorkspaceID: ws.ID, Name: name, CreatedAt: FormatTime(db.now()), TimeZone: "UTC"}
 	err = db.writer.do(ctx, func(tx *writeTx) error {
+		if err := db.coord().lockNames(tx); err != nil {
+			return err
+		}
+		// An id that is an alias without regard to case is taken too: the
+		// alias's traffic would go to the new site (SiteNamed). Whose
+		// alias is not said: it may be another workspace's.
 		var n int
-		if err := tx.QueryRow(`SELECT COUNT(*) FROM sites WHERE id = ?`, id).Scan(&n); err != nil {
+		if err := tx.QueryRow(`SELECT (SELECT COUNT(*) FROM sites WHERE id = ?) + (SELECT COUNT(*) FROM site_aliases WHERE alias = ?)`,
+			id, strings.ToLower(id)).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 {
