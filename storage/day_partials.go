@@ -894,13 +894,14 @@ func (db *DB) keptPartials(ctx context.Context, site string, loc *time.Location,
 			return nil, err
 		}
 		db.partialScans.Add(int64(hi + 1 - lo))
+		held := holdsValues(dim, blobs)
 		for k, b := range blobs {
 			i := lo + k
 			if out[i] != nil {
 				continue
 			}
 			out[i] = b
-			if !days[i].end.Add(partialMargin).After(now) && keepPartial(dim, b) {
+			if held && !days[i].end.Add(partialMargin).After(now) && keepPartial(dim, b) {
 				if dayGens != nil {
 					b = sealPartial(b, dayGens[i])
 				}
