@@ -53,7 +53,7 @@ func TestPropertyPartialsKeptOnlyWhenFew(t *testing.T) {
 	}
 	// The day not kept is computed again, and still answers right.
 	computed := db.partialDaysComputed()
-	if _, err := db.dayPartials(context.Background(), "s", time.UTC, days, "event:props:order", nil, basisEvents, partialsNow); err != nil {
+	if _, err := db.dayPartials(context.Background(), "s", time.UTC, days, "event:props:order", nil, basisEvents, false, partialsNow); err != nil {
 		t.Fatal(err)
 	}
 	if n := db.partialDaysComputed() - computed; n != 1 {
