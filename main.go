@@ -96,6 +96,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		SourcemapUploadsPerMinute: cfg.SourcemapUploadRate,
 		SourcemapMaxFiles:         cfg.SourcemapMaxFiles,
 		SourcemapMaxBytes:         int64(cfg.SourcemapMaxMiB) << 20,
+		QueryTimeout:              cfg.QueryTimeout,
 	}, db, cfg.CollectorAddr, cfg.QueryAddr)
 	if err != nil {
 		log.Error("cannot listen", "err", err.Error())

@@ -110,6 +110,9 @@ const (
 	// ReplayInProgress: another request, on this instance or another,
 	// is replaying that DLQ entry (docs/intake.md#dead-letter-queue).
 	ReplayInProgress = "replay_in_progress"
+	// QueryTimeout: a read ran past its deadline (QUERY_TIMEOUT) and was
+	// stopped, in the database too (docs/benchmarks.md#query-api, Deadlines).
+	QueryTimeout = "query_timeout"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

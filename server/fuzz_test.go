@@ -3,11 +3,13 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tally-analytics/tally/schema"
 	"github.com/tally-analytics/tally/storage"
@@ -157,6 +159,81 @@ func FuzzQueryAPI(f *testing.F) {
 		h.ServeHTTP(rec, req)
 		if rec.Code >= 500 {
 			t.Fatalf("%s %s: got %d %s", method, path, rec.Code, rec.Body)
+		}
+	})
+}
+
+// FuzzQueryBody posts arbitrary bodies to both routes of the query API
+// with a query:read key restricted to one site that holds events, visits
+// and goals, so that the reads run: every answer must be below 500. It
+// runs on PostgreSQL as on SQLite (TEST_DATABASE_URL; the seeds in every
+// go test run), where matches filters take another path (docs/postgresql.md#on-postgresql).
+func FuzzQueryBody(f *testing.F) {
+	for _, seed := range []string{
+		`{"metrics":["visitors","pageviews","bounce_rate","visit_duration","views_per_visit","visits"],"date_range":"all","dimensions":["visit:source"]}`,
+		`{"metrics":["visitors","percentage","events"],"date_range":["2026-01-01","2026-01-31"],"dimensions":["time:day","event:props:plan"],"order_by":[["visitors","asc"]],"pagination":{"limit":2,"offset":1},"include":{"total_rows":true,"time_labels":true}}`,
+		`{"metrics":["events"],"date_range":["2026-01-10T00:00:00+02:00","2026-01-20T23:59:59Z"],"filters":[["or",[["not",["matches","event:page",["^/a(b|c)*$"]]],["contains","visit:city",["ber"],{"case_sensitive":false}]]]]}`,
+		`{"metrics":["visitors","bounce_rate"],"date_range":"month","filters":[["matches","event:page",["^/pricing$","^/blog/"]],["matches_not","visit:country",["^F"]],["matches","event:props:plan",["^p"]]]}`,
+		`{"metrics":["visitors","conversion_rate","events"],"date_range":"91d","dimensions":["event:goal"],"filters":[["matches","event:goal",["^Sign"]]]}`,
+		`{"metrics":["visits","visitors"],"date_range":"30d","dimensions":["time"],"include":{"comparisons":{"mode":"previous_period"},"imports":true}}`,
+		`{"metrics":["visitors"],"date_range":"7d","filters":[["matches","event:page",["(?:xxxxxxxxxx){1000}"]]]}`,
+		`{"metrics":["visitors"],"date_range":"year","dimensions":["visit:entry_page","visit:exit_page","visit:browser","visit:os","visit:device","visit:country","visit:city","event:name"]}`,
+		`{"metrics":["total_revenue","average_revenue"],"date_range":"all","filters":[["is","event:goal",["Signup"]]]}`,
+		`{"site_id":"web","metrics":["visitors"],"date_range":["2026-01-01","2026-01-02"],"filters":[["and",[["is","event:name",["signup"],{"case_sensitive":false}],["not",["is_not","visit:utm_source",["news"]]]]]]}`,
+		`{"metrics":["visitors"],"date_range":"day","dimensions":["time:hour"],"filters":[["matches","visit:referrer",[".*","\\pL+","[^\\x00-\\x{10FFFF}]"]]]}`,
+		`{"metrics":[],"date_range":"7d"}`, `[]`, `{`, ``, `null`, `{"metrics":["visitors"],"date_range":["2026-02-30","x"]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	db, err := openTestDB(f, context.Background(), storage.Options{Path: filepath.Join(f.TempDir(), "qb.db")})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { db.Close() })
+	now := time.Date(2026, 1, 31, 9, 0, 0, 0, time.UTC)
+	srv := New(Config{AdminToken: "fuzz", Logger: discardLogger(), CollectorURL: "http://127.0.0.1:1", Now: func() time.Time { return now }}, db)
+	query, collector := srv.Query(), srv.Collector()
+	do := func(h http.Handler, method, path, token string, body any) []byte {
+		b, _ := json.Marshal(body)
+		req := httptest.NewRequest(method, path, bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code >= 300 {
+			f.Fatalf("%s %s: got %d %s", method, path, rec.Code, rec.Body)
+		}
+		return rec.Body.Bytes()
+	}
+	do(query, "POST", "/v1/workspaces", "fuzz", map[string]any{"name": "F", "slug": "f"})
+	do(query, "POST", "/v1/workspaces/f/sites", "fuzz", map[string]any{"id": "web", "name": "Web"})
+	do(query, "POST", "/v1/workspaces/f/sites", "fuzz", map[string]any{"id": "other", "name": "Other"})
+	var key struct{ Plaintext string }
+	_ = json.Unmarshal(do(query, "POST", "/v1/workspaces/f/keys", "fuzz", map[string]any{"label": "r", "scopes": []string{"query:read"}, "sites": []string{"web"}}), &key)
+	do(query, "POST", "/v1/sites/web/goals", "fuzz", map[string]any{"name": "Signup", "event_name": "signup"})
+	do(query, "POST", "/v1/sites/web/goals", "fuzz", map[string]any{"name": "Blog", "page_path": "/blog/**"})
+	for i, e := range queryDataSet {
+		fields := map[string]any{"anon_id": e.anon, "type": e.typ, "ts": e.ts.Format(time.RFC3339Nano), "url": e.url, "user_agent": e.ua}
+		if e.props != nil {
+			fields["properties"] = e.props
+		}
+		for _, site := range []string{"web", "other"} {
+			do(collector, "POST", "/v1/s2s/events", site, ev(site, 2*i+len(site), fields))
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, path := range []string{"/v1/sites/web/query", "/api/v2/query"} {
+			b := body
+			if path == "/api/v2/query" {
+				// The site in the body, where the body is an object.
+				b = bytes.Replace(body, []byte("{"), []byte(`{"site_id":"web",`), 1)
+			}
+			req := httptest.NewRequest("POST", path, bytes.NewReader(b))
+			req.Header.Set("Authorization", "Bearer "+key.Plaintext)
+			rec := httptest.NewRecorder()
+			query.ServeHTTP(rec, req)
+			if rec.Code >= 500 {
+				t.Fatalf("%s: got %d %s for body %q", path, rec.Code, rec.Body, b)
+			}
 		}
 	})
 }

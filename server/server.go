@@ -74,6 +74,9 @@ type Config struct {
 	// to any host name; otherwise only to localhost or a loopback address
 	// (dev mode with DEV_ALLOW_REMOTE sets it).
 	DebugAnyHost bool
+	// QueryTimeout is the deadline of each read of the query API
+	// (read_deadline.go); 0 means DefaultQueryTimeout.
+	QueryTimeout time.Duration
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -114,6 +117,9 @@ func New(cfg Config, db *storage.DB) *Server {
 	}
 	if cfg.RequireAPIKey == "" {
 		cfg.RequireAPIKey = KeyModeNone
+	}
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = DefaultQueryTimeout
 	}
 	if cfg.ConsentMode == "" {
 		cfg.ConsentMode = privacy.ConsentCookieless
@@ -223,25 +229,25 @@ func (s *Server) Query() http.Handler {
 		rt.handleV1(http.MethodDelete, "/debug/sites/:siteId", s.removeThrowAwaySite)
 	}
 
-	rt.handleV1(http.MethodGet, "/sites/:siteId", s.getSite)
+	rt.handleV1(http.MethodGet, "/sites/:siteId", s.bounded(s.getSite))
 	rt.handle(http.MethodPatch, "/sites/:siteId", s.updateSite)
-	rt.handle(http.MethodGet, "/sites/:siteId/pageviews", s.pageviews)
-	rt.handle(http.MethodGet, "/sites/:siteId/events", s.eventCounts)
-	rt.handle(http.MethodGet, "/sites/:siteId/sessions", s.sessions)
-	rt.handle(http.MethodGet, "/sites/:siteId/users/:userId/timeline", s.timeline)
-	rt.handleV1(http.MethodGet, "/sites/:siteId/breakdown", s.breakdown)
-	rt.handleV1(http.MethodGet, "/sites/:siteId/realtime", s.realtime)
-	rt.handleV1(http.MethodGet, "/sites/:siteId/properties", s.propertyNames)
+	rt.handle(http.MethodGet, "/sites/:siteId/pageviews", s.bounded(s.pageviews))
+	rt.handle(http.MethodGet, "/sites/:siteId/events", s.bounded(s.eventCounts))
+	rt.handle(http.MethodGet, "/sites/:siteId/sessions", s.bounded(s.sessions))
+	rt.handle(http.MethodGet, "/sites/:siteId/users/:userId/timeline", s.bounded(s.timeline))
+	rt.handleV1(http.MethodGet, "/sites/:siteId/breakdown", s.bounded(s.breakdown))
+	rt.handleV1(http.MethodGet, "/sites/:siteId/realtime", s.bounded(s.realtime))
+	rt.handleV1(http.MethodGet, "/sites/:siteId/properties", s.bounded(s.propertyNames))
 	rt.handleV1(http.MethodGet, "/sites/:siteId/export", s.export)
-	rt.handleV1(http.MethodPost, "/sites/:siteId/query", s.siteQuery)
+	rt.handleV1(http.MethodPost, "/sites/:siteId/query", s.bounded(s.siteQuery))
 	rt.handleV1(http.MethodPost, "/sites/:siteId/goals", s.createGoal)
-	rt.handleV1(http.MethodGet, "/sites/:siteId/goals", s.listGoals)
+	rt.handleV1(http.MethodGet, "/sites/:siteId/goals", s.bounded(s.listGoals))
 	rt.handleV1(http.MethodDelete, "/sites/:siteId/goals/:goalId", s.deleteGoal)
-	rt.handleV1(http.MethodGet, "/sites/:siteId/imports", s.listImports)
-	rt.handleV1(http.MethodPost, "/sites/:siteId/funnel", s.funnel)
+	rt.handleV1(http.MethodGet, "/sites/:siteId/imports", s.bounded(s.listImports))
+	rt.handleV1(http.MethodPost, "/sites/:siteId/funnel", s.bounded(s.funnel))
 	rt.handleV1(http.MethodPost, "/sites/:siteId/imports", s.importEvents)
 	rt.handleV1(http.MethodPost, "/sites/:siteId/imports/plausible", s.importPlausible)
-	rt.route(http.MethodPost, "/api/v2/query", s.plausibleQuery)
+	rt.route(http.MethodPost, "/api/v2/query", s.bounded(s.plausibleQuery))
 	rt.handle(http.MethodPost, "/sites/:siteId/sourcemaps", s.uploadSourcemap)
 	rt.handleV1(http.MethodDelete, "/sites/:siteId/sourcemaps", s.deleteSourcemaps)
 	rt.handle(http.MethodGet, "/sites/:siteId/dlq", s.listDLQ)

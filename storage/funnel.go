@@ -86,8 +86,8 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 		return nil, err
 	}
 	// Where matches filters are matched in Go (PostgreSQL), their values
-	// are read once for every part of the funnel.
-	mq := &StatsQuery{Site: q.Site, Filters: q.Filters, d: db.d}
+	// in the range are read once for every part of the funnel.
+	mq := &StatsQuery{Site: q.Site, From: q.From, To: q.To, Zone: q.Zone, Filters: q.Filters, d: db.d}
 	if err := db.resolveMatches(ctx, mq); err != nil {
 		return nil, err
 	}

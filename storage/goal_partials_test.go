@@ -212,7 +212,7 @@ func TestGoalPartialsFollowTheGoalSet(t *testing.T) {
 	// Its partials, computed now, are not stored.
 	days, _ := localDays(from, to, time.UTC)
 	dim := goalSetDim(oldSet.Goals)
-	if _, err := db.dayPartials(context.Background(), "s", time.UTC, days, dim, oldSet.Goals, basisEvents, partialsNow); err != nil {
+	if _, err := db.dayPartials(context.Background(), "s", time.UTC, days, dim, oldSet.Goals, basisEvents, false, partialsNow); err != nil {
 		t.Fatal(err)
 	}
 	waitPartials(t, db)

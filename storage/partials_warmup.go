@@ -181,7 +181,7 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, p.dim, nil, p.basis, now); err != nil {
+			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, p.dim, nil, p.basis, false, now); err != nil {
 				return err
 			}
 		}
@@ -189,7 +189,8 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 	// The property the dashboard shows by default, over the same days:
 	// computing it costs the most of any panel (every event's JSON is
 	// read), and a property of many values is computed but not kept
-	// (keepPartial).
+	// (keepPartial). The site's events name it, so its days without
+	// events are kept too (holdsValues).
 	names, err := db.PropertyNames(ctx, site, PropertyNamesMaxRows)
 	if err != nil {
 		return err
@@ -199,7 +200,7 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, PropPrefix+prop, nil, basisEvents, now); err != nil {
+			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, PropPrefix+prop, nil, basisEvents, true, now); err != nil {
 				return err
 			}
 		}
@@ -218,7 +219,7 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, goalLayout.dim, gf, basisEvents, now); err != nil {
+			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, goalLayout.dim, gf, basisEvents, false, now); err != nil {
 				return err
 			}
 		}

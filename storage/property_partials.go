@@ -35,3 +35,27 @@ func keepPartial(dim string, b []byte) bool {
 	n, k := binary.Uvarint(b)
 	return k > 0 && n <= maxPropPartialValues
 }
+
+// holdsValues reports whether the site's data holds dim in the days of
+// blobs (their computed partials): for a custom property, whether any of
+// its events has it. A query may name any property, so keeping the
+// partials of names no event has would let a read key fill day_partials
+// without limit (issue 29: 20 queries of random names over 91 days kept
+// 1,800 rows); such a name is scanned at every query instead, which
+// costs what the scan of an absent property costs. Other dimensions are
+// the service's own or the site's goals.
+func holdsValues(dim string, blobs [][]byte) bool {
+	if !strings.HasPrefix(dim, PropPrefix) {
+		return true
+	}
+	held := false
+	for _, b := range blobs {
+		_ = decodePartial(b, func(value string, _ [4]float64, _ []byte) {
+			held = held || value != NoneProp
+		})
+		if held {
+			return true
+		}
+	}
+	return false
+}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -299,9 +298,6 @@ func splitKey(key string, n int) []string {
 // metric, else of the visits (docs/query-api.md).
 func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggregate, []string, error) {
 	q.d = db.d
-	if err := db.resolveMatches(ctx, &q); err != nil {
-		return nil, nil, err
-	}
 	if !q.scan {
 		groups, order, ok, err := db.partialGroups(ctx, q)
 		if err != nil && !errors.Is(err, errBadPartial) || ok && err == nil {
@@ -316,6 +312,11 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 		if r, ok := db.reports.get(key, gen); ok && r.scan != nil {
 			return r.scan.groups, r.scan.order, nil
 		}
+	}
+	// Only the scan lists the values of matches filters: the partials and
+	// the cache answer without them.
+	if err := db.resolveMatches(ctx, &q); err != nil {
+		return nil, nil, err
 	}
 	groups, order, err := db.scanStats(ctx, q)
 	if keep && err == nil {
@@ -869,37 +870,6 @@ func localTimeSQL(d dialect, col timeCol, loc *time.Location, from, to time.Time
 		args = append(args, col.arg(end))
 		t = end
 	}
-}
-
-// MaxPatternLength bounds a matches filter's pattern (docs/query-api.md).
-const MaxPatternLength = 256
-
-// patterns caches compiled patterns: a filter's one pattern is matched
-// against every row.
-var patterns sync.Map // string -> *regexp.Regexp
-
-// compilePattern compiles a matches pattern: RE2 syntax (Go's regexp),
-// which matches in time linear in the input, so no pattern can backtrack
-// catastrophically; at most MaxPatternLength bytes.
-func compilePattern(p string) (*regexp.Regexp, error) {
-	if re, ok := patterns.Load(p); ok {
-		return re.(*regexp.Regexp), nil
-	}
-	if len(p) > MaxPatternLength {
-		return nil, fault.Errorf(fault.InvalidQuery, "a matches pattern may be at most %d bytes, this one is %d", MaxPatternLength, len(p))
-	}
-	re, err := regexp.Compile(p)
-	if err != nil {
-		return nil, fault.Errorf(fault.InvalidQuery, "a matches pattern is not a valid RE2 regular expression: %v", err)
-	}
-	patterns.Store(p, re)
-	return re, nil
-}
-
-// CheckPattern returns the error a matches filter's pattern would give.
-func CheckPattern(p string) error {
-	_, err := compilePattern(p)
-	return err
 }
 
 // propText is a custom property of an event's raw JSON as text, nil when

@@ -176,7 +176,7 @@ func TestReadsMatchAcrossBackends(t *testing.T) {
 		},
 		"export": func(db *DB) (any, error) {
 			var all []ExportEvent
-			err := db.ExportEvents(ctx, "s", from, to, func(page []ExportEvent) error {
+			err := db.ExportEvents(ctx, "s", from, to, 0, func(page []ExportEvent) error {
 				all = append(all, page...)
 				return nil
 			})

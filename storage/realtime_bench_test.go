@@ -62,7 +62,7 @@ func BenchmarkExportEvents(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		rows := 0
-		err := db.ExportEvents(context.Background(), "web", day, day.AddDate(0, 0, 1), func(page []ExportEvent) error {
+		err := db.ExportEvents(context.Background(), "web", day, day.AddDate(0, 0, 1), 0, func(page []ExportEvent) error {
 			rows += len(page)
 			return nil
 		})

@@ -156,6 +156,11 @@ type DB struct {
 	// partialScans counts the day partials computed rather than read
 	// kept (partials_warmup.go).
 	partialScans atomic.Int64
+	// matchReads and matchValues count the reads of a dimension's values
+	// that matches filters make on PostgreSQL, and the values they read
+	// (match_values.go), so that tests can see them stay one a dimension
+	// and within the range without timing them.
+	matchReads, matchValues atomic.Int64
 	tenants
 
 	// eraseJobs counts the writer jobs erasures ran, so tests can tell a
