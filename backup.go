@@ -20,9 +20,9 @@ import (
 )
 
 // backup is `tally backup [--force] PATH`: a consistent copy of the
-// database while the service runs (README "Backup and restore"). A running
-// server makes the copy itself, through its write connection, when asked
-// at QUERY_ADDR with ADMIN_TOKEN; with no server answering there, the
+// database while the service runs (docs/storage.md#backup-and-restore). A
+// running server makes the copy itself, through its write connection, when
+// asked at QUERY_ADDR with ADMIN_TOKEN; with no server answering there, the
 // command copies DATABASE_PATH from a connection of its own.
 func backup(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	env := func(name, def string) string {

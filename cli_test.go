@@ -70,7 +70,7 @@ func TestCommandLine(t *testing.T) {
 				t.Fatalf("%v: got %q, want the help", args, out)
 			}
 		}
-		for _, args := range [][]string{{"help", "vacuum"}, {"vacuum", "-h"}, {"backup", "--help"}} {
+		for _, args := range [][]string{{"help", "vacuum"}, {"vacuum", "-h"}, {"backup", "--help"}, {"help", "sql"}, {"sql", "-h"}} {
 			code, out, errOut := runBinary(t, bin, args)
 			if code != 0 || errOut != "" || !strings.Contains(out, "usage: tally "+args[0]) && !strings.Contains(out, "usage: tally "+args[1]) {
 				t.Fatalf("%v: got exit %d, stdout %q, stderr %q, want 0 and the command's usage", args, code, out, errOut)
@@ -90,6 +90,8 @@ func TestCommandLine(t *testing.T) {
 			{[]string{"vacuum", "--nope"}, "-nope (see 'tally vacuum -h')"},
 			{[]string{"backup", "--nope", "x.db"}, "-nope (see 'tally backup -h')"},
 			{[]string{"check-config", "--nope"}, "-nope (see 'tally -h')"},
+			{[]string{"sql", "--nope", "SELECT 1"}, "-nope (see 'tally sql -h')"},
+			{[]string{"sql", "--format", "csv", "SELECT 1"}, `unknown --format "csv"`},
 			{[]string{"version", "extra"}, `unexpected argument "extra"`},
 			{[]string{"help", "frobnicate"}, `unknown command "frobnicate"`},
 		}
@@ -193,16 +195,16 @@ func TestTLSKeepsPlainListenersOnLoopback(t *testing.T) {
 }
 
 // `tally -h` lists every setting of the one table, under its group, and
-// README "Configuration" documents every one.
+// the settings table of docs/configuration.md documents every one.
 func TestHelpListsEverySetting(t *testing.T) {
 	var b strings.Builder
 	printHelp(&b)
 	help := b.String()
-	readme, err := os.ReadFile("README.md")
+	page, err := os.ReadFile("docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	configuration, _, _ := strings.Cut(string(readme)[strings.Index(string(readme), "\n## Configuration\n")+1:], "\n## ")
+	configuration := string(page)
 	var rows []string // the first cell of each row of the settings table
 	for line := range strings.SplitSeq(configuration, "\n") {
 		if cells := strings.Split(line, "|"); len(cells) > 2 && strings.HasPrefix(line, "| `") {
@@ -239,7 +241,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 			t.Errorf("%s: got listed outside group %q", s.env, s.group)
 		}
 		if !slices.ContainsFunc(rows, func(cell string) bool { return strings.Contains(cell, "`"+s.env+"`") }) {
-			t.Errorf("%s: got no row in README Configuration", s.env)
+			t.Errorf("%s: got no row in the table of docs/configuration.md", s.env)
 		}
 	}
 }

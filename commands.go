@@ -35,6 +35,7 @@ func init() {
 		"vacuum":       {vacuum, "shrink a stopped server's database file to its data"},
 		"backup":       {backup, "write a consistent copy of the database while the server runs"},
 		"import":       {importCommand, "import GoatCounter, Umami or Tally history into a site"},
+		"sql":          {sqlCommand, "run SQL on the server's database with the service's SQL functions; read-only unless --write"},
 		"migrate-to":   {migrateTo, "copy a stopped server's SQLite database into an empty PostgreSQL one"},
 		"check-config": {checkConfig, "validate every setting and the tracking plan; start nothing"},
 		"version":      {versionCommand, "print the version, commit, Go and SQLite versions, build flags"},
@@ -92,7 +93,7 @@ func parseFlagsAndArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer
 	}
 }
 
-// vacuum shrinks the database file to its data (README "Retention"): the
+// vacuum shrinks the database file to its data (docs/storage.md#retention): the
 // server must be stopped, as the rebuild needs the file to itself. Exit
 // code 0 when done, 1 when it could not be (in use, missing, disk full), 2
 // for bad arguments.

@@ -18,12 +18,12 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// config is every setting of README "Configuration". Each is read from its
+// config is every setting of docs/configuration.md. Each is read from its
 // environment variable, and a flag of the same name in kebab case
 // (--database-path) overrides it.
 type config struct {
 	DatabasePath     string
-	DatabaseURL      string // PostgreSQL instead of DatabasePath (README "Storage")
+	DatabaseURL      string // PostgreSQL instead of DatabasePath (docs/postgresql.md)
 	CollectorAddr    string
 	QueryAddr        string
 	CollectorURL     string
@@ -42,19 +42,24 @@ type config struct {
 	DevAllowRemote   bool
 	DebugFeedSize    int
 	Durability       storage.Durability
-	DatabasePool     int           // the read pool's connections (README "Running N instances on PostgreSQL")
-	ShutdownDrain    time.Duration // README "Behind a load balancer"
+	DatabasePool     int           // the read pool's connections (docs/postgresql.md#running-n-instances-on-postgresql)
+	ShutdownDrain    time.Duration // docs/operations.md#behind-a-load-balancer
 
 	// Sourcemap uploads per minute per site, and what a site may store.
 	SourcemapUploadRate int
 	SourcemapMaxFiles   int
 	SourcemapMaxMiB     int
 
-	// TLS is README "HTTPS": off unless TLS_DOMAINS or TLS_CERT_FILE is set.
+	// QueryTimeout is each query API read's deadline (docs/benchmarks.md#query-api,
+	// Deadlines).
+	QueryTimeout time.Duration
+
+	// TLS is docs/operations.md#https: off unless TLS_DOMAINS or TLS_CERT_FILE
+	// is set.
 	TLS tlsSettings
 }
 
-// setting is one row of README "Configuration": an environment variable,
+// setting is one row of docs/configuration.md: an environment variable,
 // which the flag of the same name in kebab case overrides. This table is
 // the only list of settings: flags, defaults and `tally -h` come from it.
 type setting struct {
@@ -107,6 +112,7 @@ var settings = []setting{
 	{env: "SOURCEMAP_UPLOAD_RATE", group: "limits", def: "30", usage: "sourcemap uploads per minute per site, 0 = off"},
 	{env: "SOURCEMAP_MAX_FILES", group: "limits", def: "100", usage: "sourcemap files a site may store, 0 = no cap"},
 	{env: "SOURCEMAP_MAX_MIB", group: "limits", def: "256", usage: "MiB of sourcemaps (decoded) a site may store, 0 = no cap"},
+	{env: "QUERY_TIMEOUT", group: "limits", def: server.DefaultQueryTimeout.String(), usage: "deadline of each query API read (stopped in the database, then 503 query_timeout), 1s to " + server.MaxQueryTimeout.String()},
 
 	{env: "DEV", group: "dev", def: "false", boolean: true, usage: "dev mode: in-memory database, generated admin token, a ready workspace, site and keys, inspection feed"},
 	{env: "DEV_JSON", group: "dev", def: "false", boolean: true, usage: "dev mode, printing the setup as one JSON line on standard output"},
@@ -250,6 +256,9 @@ func loadConfig(args []string, getenv func(string) string, _ io.Writer) (config,
 	}
 	if c.ShutdownDrain, err = parseShutdownDrain(vals["SHUTDOWN_DRAIN"]); err != nil {
 		return c, err
+	}
+	if c.QueryTimeout, err = time.ParseDuration(vals["QUERY_TIMEOUT"]); err != nil || c.QueryTimeout < time.Second || c.QueryTimeout > server.MaxQueryTimeout {
+		return c, fmt.Errorf("QUERY_TIMEOUT must be a duration from 1s to %s such as 30s, not %q", server.MaxQueryTimeout, vals["QUERY_TIMEOUT"])
 	}
 	if c.DevJSON {
 		c.Dev = true

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// unitPath is the systemd unit README "Run it on a VM" installs.
+// unitPath is the systemd unit docs/operations.md#run-it-on-a-vm installs.
 const unitPath = "deploy/tally.service"
 
 // The unit passes `systemd-analyze verify` without a warning (it exits 0

@@ -15,7 +15,7 @@ import (
 // TimeoutStopSec holds the drain, shutdownTimeout and the close of the
 // database (TestSystemdUnitSettings). 90 s outlast the default health
 // checks of the common load balancers, the slowest being AWS ALB's (two
-// failures 30 s apart, 5 s timeout); README "Behind a load balancer".
+// failures 30 s apart, 5 s timeout); docs/operations.md#behind-a-load-balancer.
 const maxShutdownDrain = 90 * time.Second
 
 // parseShutdownDrain reads SHUTDOWN_DRAIN: a Go duration (15s, 1m) from 0
@@ -31,8 +31,8 @@ func parseShutdownDrain(v string) (time.Duration, error) {
 // drainBeforeShutdown runs between the stop signal and the listeners closing: for d,
 // /healthz answers 503 "draining" while every other request is served, so
 // that load balancers stop routing here before the listeners close
-// (README "Behind a load balancer"). A second SIGINT or SIGTERM ends the
-// wait. With d = 0, the default, it returns at once: a lone instance has
+// (docs/operations.md#behind-a-load-balancer). A second SIGINT or SIGTERM ends
+// the wait. With d = 0, the default, it returns at once: a lone instance has
 // nobody to warn, and a restart should not wait.
 func drainBeforeShutdown(inst *server.Instance, d time.Duration, log *slog.Logger) {
 	if d <= 0 {

@@ -21,7 +21,7 @@ import (
 // acmeDirectoryURL is ACME_DIRECTORY_URL's default: Let's Encrypt.
 const acmeDirectoryURL = autocert.DefaultACMEDirectory
 
-// tlsSettings are the settings of README "HTTPS".
+// tlsSettings are the settings of docs/operations.md#https.
 type tlsSettings struct {
 	Domains           []string // TLS_DOMAINS: certificates over ACME
 	CertFile, KeyFile string   // or the operator's own pair

@@ -42,12 +42,12 @@ var importSources = map[string]importSource{
 	"tally":       {rows: true},
 }
 
-// importCommand is `tally import --site SITE --from SOURCE FILE...` (README
-// "Switching from Plausible / Umami / GoatCounter"). With a server
-// answering at QUERY_ADDR (or --url) the rows go to it; with none, the
-// command opens DATABASE_PATH itself, refusing when another process has it
-// open, and refusing with DATABASE_URL set. Exit code 0 done, 1 not done
-// (a bad file, a refusal), 2 bad arguments or no server for PostgreSQL.
+// importCommand is `tally import --site SITE --from SOURCE FILE...`
+// (docs/import.md). With a server answering at QUERY_ADDR (or --url) the rows
+// go to it; with none, the command opens DATABASE_PATH itself, refusing when
+// another process has it open, and refusing with DATABASE_URL set. Exit code 0
+// done, 1 not done (a bad file, a refusal), 2 bad arguments or no server for
+// PostgreSQL.
 func importCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	env := func(name, def string) string {
 		if v := getenv(name); v != "" {
@@ -112,8 +112,7 @@ func importCommand(args []string, getenv func(string) string, stdout, stderr io.
 		// The command writes into a database itself only where it can
 		// tell that no server has it open: a SQLite file's lock. Other
 		// instances may be serving a PostgreSQL database while this one
-		// is stopped (README "Switching from Plausible / Umami /
-		// GoatCounter").
+		// is stopped (docs/import.md).
 		fmt.Fprintf(stderr, "tally import: DATABASE_URL is set and no server answered at %s: on PostgreSQL the command imports only through a running server; start one (or give another instance's query API with --url) and run the import again (nothing was imported)\n", base)
 		return 2
 	}

@@ -152,7 +152,7 @@ func gzipFile(t *testing.T, src string) string {
 }
 
 // GoatCounter's export into a running server: the totals counted by hand
-// from testdata/import/goatcounter-v2.csv (see its README), read back
+// from testdata/import/goatcounter-v2.csv (see testdata/import/README.md), read back
 // through the query API; the same rows again (gzipped) import nothing and
 // change no answer; each run is one audit entry with counts and names only.
 func TestImportGoatCounter(t *testing.T) {

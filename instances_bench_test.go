@@ -21,7 +21,7 @@ import (
 	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
-// Run with (README "Benchmarks", PostgreSQL):
+// Run with (docs/benchmarks.md#postgresql):
 //
 //	go test . -run '^$' -bench Instances -benchtime 20000x -count 3
 //

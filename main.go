@@ -96,6 +96,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		SourcemapUploadsPerMinute: cfg.SourcemapUploadRate,
 		SourcemapMaxFiles:         cfg.SourcemapMaxFiles,
 		SourcemapMaxBytes:         int64(cfg.SourcemapMaxMiB) << 20,
+		QueryTimeout:              cfg.QueryTimeout,
 	}, db, cfg.CollectorAddr, cfg.QueryAddr)
 	if err != nil {
 		log.Error("cannot listen", "err", err.Error())
@@ -127,10 +128,10 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 			}
 		}
 	}()
-	attrs := []any{"collector", inst.CollectorURL, "query", inst.QueryURL,
-		"database", cfg.database(), "durability", cfg.Durability, "require_api_key", cfg.RequireAPIKey}
+	attrs := append(listenerAttrs(listeners(inst)),
+		"database", cfg.database(), "durability", cfg.Durability, "require_api_key", cfg.RequireAPIKey)
 	if cfg.TLS.on() {
-		attrs = append(attrs, "https", inst.HTTPSURL, "http", inst.HTTPURL, "tls_domains", cfg.TLS.Domains)
+		attrs = append(attrs, "tls_domains", cfg.TLS.Domains)
 	}
 	log.Info("listening", attrs...)
 

@@ -37,7 +37,7 @@ func buildBinary(t testing.TB) string {
 type process struct {
 	cmd              *exec.Cmd
 	collector, query string
-	https, http      string // with TLS (README "HTTPS")
+	https, http      string // with TLS (docs/operations.md#https)
 	logs             chan map[string]any
 }
 
@@ -168,6 +168,7 @@ func TestBadConfigurationExitsNonZero(t *testing.T) {
 		{"unknown --durability", []string{"--durability", "disk"}, nil},
 		{"SHUTDOWN_DRAIN past 90s", nil, map[string]string{"SHUTDOWN_DRAIN": "2m"}},
 		{"--shutdown-drain without a unit", []string{"--shutdown-drain", "15"}, nil},
+		{"QUERY_TIMEOUT past 55s", nil, map[string]string{"QUERY_TIMEOUT": "1m"}},
 		{"TRUST_PROXY_HEADERS not a bool", nil, map[string]string{"TRUST_PROXY_HEADERS": "perhaps"}},
 		{"missing GeoIP file", nil, map[string]string{"GEOIP_DB_PATH": "/does/not/exist.mmdb"}},
 		{"missing plan file", nil, map[string]string{"SCHEMA_BUNDLE_PATH": "/does/not/exist.json"}},
@@ -237,6 +238,33 @@ func TestDurabilitySetting(t *testing.T) {
 		c, err := loadConfig(tt.args, func(k string) string { return map[string]string{"DURABILITY": tt.env}[k] }, io.Discard)
 		if err != nil || c.Durability != tt.want {
 			t.Errorf("args %v, DURABILITY=%q: got %q (%v), want %q", tt.args, tt.env, c.Durability, err, tt.want)
+		}
+	}
+}
+
+// TestQueryTimeoutSetting: QUERY_TIMEOUT is a duration from 1s to 55s,
+// 30s by default, the flag winning over the variable.
+func TestQueryTimeoutSetting(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  string
+		want time.Duration
+	}{
+		{nil, "", 30 * time.Second},
+		{nil, "1s", time.Second},
+		{nil, "55s", 55 * time.Second},
+		{[]string{"--query-timeout", "10s"}, "5s", 10 * time.Second},
+	}
+	for _, tt := range tests {
+		c, err := loadConfig(tt.args, func(k string) string { return map[string]string{"QUERY_TIMEOUT": tt.env}[k] }, io.Discard)
+		if err != nil || c.QueryTimeout != tt.want {
+			t.Errorf("args %v, QUERY_TIMEOUT=%q: got %s (%v), want %s", tt.args, tt.env, c.QueryTimeout, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"0s", "999ms", "56s", "30", "soon", "-1s"} {
+		_, err := loadConfig(nil, func(k string) string { return map[string]string{"QUERY_TIMEOUT": bad}[k] }, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "QUERY_TIMEOUT") {
+			t.Errorf("QUERY_TIMEOUT=%q: got %v, want an error naming the setting", bad, err)
 		}
 	}
 }

@@ -15,10 +15,10 @@ import (
 )
 
 // migrateTo is `tally migrate-to [--database-path PATH] DATABASE_URL`
-// (README "Moving from SQLite to PostgreSQL"): copies a stopped server's
-// SQLite file into an empty PostgreSQL database and prints the per-table
-// verification. Exit code 0 when every count and sum matches, 1 when not
-// (or on a refusal), 2 bad arguments.
+// (docs/postgresql.md#moving-from-sqlite-to-postgresql): copies a stopped
+// server's SQLite file into an empty PostgreSQL database and prints the
+// per-table verification. Exit code 0 when every count and sum matches, 1 when
+// not (or on a refusal), 2 bad arguments.
 func migrateTo(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	def := getenv("DATABASE_PATH")
 	if def == "" {
@@ -87,13 +87,17 @@ func progressPrinter(w io.Writer) storage.CopyProgress {
 func printChecks(stdout, stderr io.Writer, checks []storage.TableCheck, took time.Duration) int {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "table\tSQLite\tPostgreSQL\t\t")
-	bad := 0
+	bad, merged := 0, int64(0)
 	for _, c := range checks {
 		mark := "ok"
-		if c.SQLite != c.Postgres {
+		if c.Merged > 0 {
+			mark = fmt.Sprintf("ok, %d merged", c.Merged)
+			merged += c.Merged
+		}
+		if c.SQLite != c.Postgres+c.Merged {
 			mark = "MISMATCH"
 			bad++
-			fmt.Fprintf(stderr, "tally migrate-to: %s: %d rows in SQLite, %d in PostgreSQL\n", c.Table, c.SQLite, c.Postgres)
+			fmt.Fprintf(stderr, "tally migrate-to: %s: %d rows in SQLite, %d in PostgreSQL (%d merged)\n", c.Table, c.SQLite, c.Postgres, c.Merged)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t\n", c.Table, c.SQLite, c.Postgres, mark)
 		for _, s := range c.Sums {
@@ -107,6 +111,9 @@ func printChecks(stdout, stderr io.Writer, checks []storage.TableCheck, took tim
 		}
 	}
 	tw.Flush()
+	if merged > 0 {
+		fmt.Fprintf(stdout, "%d rows merged into another: their keys differ on SQLite only by NUL or bytes that are not UTF-8, which PostgreSQL stores as U+FFFD (rollups summed, profiles' traits merged, other rows kept once)\n", merged)
+	}
 	if bad > 0 {
 		fmt.Fprintf(stdout, "%d mismatches: do not switch to PostgreSQL yet\n", bad)
 		return 1

@@ -56,3 +56,21 @@ func TestMigrateToRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrateToPrintsMerges: rows the copy merged (keys equal once stored
+// on PostgreSQL) count as matching and are said; a real difference is
+// still a mismatch.
+func TestMigrateToPrintsMerges(t *testing.T) {
+	merged := []storage.TableCheck{{Table: "daily_events_slots", SQLite: 3, Postgres: 2, Merged: 1,
+		Sums: []storage.SumCheck{{Column: "count", SQLite: 7, Postgres: 7}}}}
+	var out, errOut strings.Builder
+	if code := printChecks(&out, &errOut, merged, 0); code != 0 || !strings.Contains(out.String(), "ok, 1 merged") ||
+		!strings.Contains(out.String(), "1 rows merged") || errOut.Len() != 0 {
+		t.Errorf("merged rows: got %d %q %q, want 0, the merge said, no error", code, out.String(), errOut.String())
+	}
+	merged[0].Postgres = 1
+	out.Reset()
+	if code := printChecks(&out, &errOut, merged, 0); code != 1 || !strings.Contains(out.String(), "MISMATCH") {
+		t.Errorf("a row missing besides the merge: got %d %q, want 1 and a mismatch", code, out.String())
+	}
+}

@@ -25,8 +25,8 @@ import (
 
 // pendingReads are the reads TestTwoInstancesOneDatabase compares but
 // does not fail on yet, each with why: parts of the PostgreSQL port that
-// other branches finish (README "On PostgreSQL"). A mismatch or an error
-// there is logged; a read that matches is logged too, so that its entry
+// other branches finish (docs/postgresql.md#on-postgresql). A mismatch or an
+// error there is logged; a read that matches is logged too, so that its entry
 // can go. The lead removes entries as those branches merge.
 var pendingReads = map[string]string{}
 
@@ -72,10 +72,10 @@ type multiRequest struct {
 // (every request once to each instance, concurrently, the visitors'
 // events out of order, sessions spread over both) and to the SQLite
 // instance, and compares every read: both instances of the pair must
-// answer what the SQLite one answers (README "On PostgreSQL").
+// answer what the SQLite one answers (docs/postgresql.md#on-postgresql).
 func TestTwoInstancesOneDatabase(t *testing.T) {
 	if os.Getenv(dbtest.URLEnv) == "" {
-		t.Skip("PostgreSQL only: set TEST_DATABASE_URL to a PostgreSQL 15 server (README \"Development\")")
+		t.Skip("PostgreSQL only: set TEST_DATABASE_URL to a PostgreSQL 15 server (docs/development.md#both-backends)")
 	}
 	dbURL := multiDatabase(t)
 	bin := buildBinary(t)

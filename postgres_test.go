@@ -304,7 +304,7 @@ func TestCheckConfigAndVersionOnPostgres(t *testing.T) {
 		t.Errorf("the password was printed")
 	}
 	// A failed connection names the host, port and database, never the
-	// user or password, on one line (README "Configuration").
+	// user or password, on one line (docs/configuration.md).
 	const user = "owner-" + "q7x"
 	host := url[strings.Index(url, "@")+1:]
 	host = host[:strings.Index(host, "/")]

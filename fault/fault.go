@@ -101,12 +101,18 @@ const (
 	// AliasTaken: another site answers to that name already.
 	AliasTaken = "alias_taken"
 	// InvalidImport: an import stream (POST /v1/sites/:siteId/imports) that
-	// is not one, naming its line (README "Switching from Plausible / Umami
-	// / GoatCounter").
+	// is not one, naming its line (docs/import.md).
 	InvalidImport = "invalid_import"
+	// ImportsBusy: as many uploads of exports as may be in flight (for the
+	// site, its workspace, or the server) are in progress; try again later
+	// (docs/import.md#plausible, Uploads).
+	ImportsBusy = "imports_busy"
 	// ReplayInProgress: another request, on this instance or another,
-	// is replaying that DLQ entry (README "Dead-letter queue").
+	// is replaying that DLQ entry (docs/intake.md#dead-letter-queue).
 	ReplayInProgress = "replay_in_progress"
+	// QueryTimeout: a read ran past its deadline (QUERY_TIMEOUT) and was
+	// stopped, in the database too (docs/benchmarks.md#query-api, Deadlines).
+	QueryTimeout = "query_timeout"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

@@ -16,8 +16,7 @@ import (
 // first column's prefix). Columns and their meaning as documented in
 // GoatCounter's tpl/help/export.md ("CSV format") and written by
 // export.go's Export.Run (c.Write of ExportVersion+"Path", ...), both in
-// github.com/arp242/goatcounter. The mapping is in README "Switching from
-// Plausible / Umami / GoatCounter".
+// github.com/arp242/goatcounter. The mapping is in docs/import.md.
 var goatCounterColumns = []string{"2Path", "Title", "Event", "UserAgent", "Browser", "System", "Session", "Bot",
 	"Referrer", "Referrer scheme", "Screen size", "Location", "FirstVisit", "Date"}
 
@@ -27,10 +26,10 @@ func readGoatCounter(r io.Reader, ids *ContentIDs, emit func(Row) error, skip fu
 		return err
 	}
 	if len(head) == 0 || !strings.HasSuffix(head[0], "Path") {
-		return lineErr(1, "not a GoatCounter CSV export: the header starts with %q, want %q", first(head), "2Path")
+		return lineErr(1, "not a GoatCounter CSV export: the header starts with %s, want %q", quote(first(head)), "2Path")
 	}
 	if v := strings.TrimSuffix(strings.TrimPrefix(head[0], "\ufeff"), "Path"); v != "2" {
-		return lineErr(1, "GoatCounter export format version %q; this reads version 2 (export again from a GoatCounter of 2021 or later)", v)
+		return lineErr(1, "GoatCounter export format version %s; this reads version 2 (export again from a GoatCounter of 2021 or later)", quote(v))
 	}
 	if len(head) != len(goatCounterColumns) {
 		return lineErr(1, "the header has %d columns, GoatCounter's version 2 has %d", len(head), len(goatCounterColumns))
@@ -51,7 +50,7 @@ func readGoatCounter(r io.Reader, ids *ContentIDs, emit func(Row) error, skip fu
 		path, event, session, bot := rec[0], rec[2], rec[6], rec[7]
 		if bot != "" && bot != "0" {
 			if _, err := strconv.Atoi(bot); err != nil {
-				return lineErr(line, "Bot: want a number, got %q", bot)
+				return lineErr(line, "Bot: want a number, got %s", quote(bot))
 			}
 			skip()
 			continue
@@ -61,11 +60,11 @@ func readGoatCounter(r io.Reader, ids *ContentIDs, emit func(Row) error, skip fu
 		}
 		ts, err := time.Parse(time.RFC3339, rec[13])
 		if err != nil {
-			return lineErr(line, "Date: want an RFC 3339 time, got %q", rec[13])
+			return lineErr(line, "Date: want an RFC 3339 time, got %s", quote(rec[13]))
 		}
 		isEvent, err := strconv.ParseBool(event)
 		if err != nil {
-			return lineErr(line, "Event: want true or false, got %q", event)
+			return lineErr(line, "Event: want true or false, got %s", quote(event))
 		}
 		row := Row{ID: ids.ID("goatcounter", rec...), TS: ts.UTC().Format(time.RFC3339Nano), AnonID: session,
 			Browser: withoutVersion(rec[4]), OS: systemName(rec[5]), DeviceType: deviceOfScreen(rec[10])}
@@ -75,7 +74,7 @@ func readGoatCounter(r io.Reader, ids *ContentIDs, emit func(Row) error, skip fu
 		if loc := rec[11]; loc != "" {
 			row.Country = strings.ToUpper(strings.SplitN(loc, "-", 2)[0])
 			if !validCountry(row.Country) {
-				return lineErr(line, "Location: want an ISO 3166 code (US or US-TX), got %q", loc)
+				return lineErr(line, "Location: want an ISO 3166 code (US or US-TX), got %s", quote(loc))
 			}
 		}
 		page := path

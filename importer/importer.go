@@ -1,6 +1,6 @@
-// Package importer brings another product's history into a site (README
-// "Switching from Plausible / Umami / GoatCounter"): GoatCounter's CSV
-// export, Umami's CSV export or its database, and Tally's own export.
+// Package importer brings another product's history into a site
+// (docs/import.md): GoatCounter's CSV export, Umami's CSV export or its
+// database, and Tally's own export.
 //
 // Importing means turning each row of the source into one of our events
 // (a Row) and storing it as intake stores a late event, through the
@@ -47,7 +47,7 @@ import (
 )
 
 // Row is one event of an import as the stream carries it: the columns of
-// an event (README "Export" names the same fields) and its properties.
+// an event (docs/query-api.md#export names the same fields) and its properties.
 type Row struct {
 	ID         string          `json:"id"`
 	Type       string          `json:"type"`
@@ -86,9 +86,6 @@ type Trailer struct {
 // Sources are the names of the sources whose rows a stream may carry.
 var Sources = []string{"goatcounter", "umami", "tally"}
 
-// maxLine bounds one line of a stream: a row with its properties.
-const maxLine = 1 << 20
-
 var typePattern = regexp.MustCompile(`^[A-Za-z0-9_.:$-]{1,64}$`)
 
 // Counts is how far an import got.
@@ -119,7 +116,7 @@ func Apply(ctx context.Context, db *storage.DB, site *storage.Site, actor storag
 		}
 	}
 	bad := func(format string, args ...any) error {
-		return fault.Errorf(fault.InvalidImport, "line %d: %s", line, fmt.Sprintf(format, args...))
+		return fault.Errorf(fault.InvalidImport, "line %d: %s", line, clip(fmt.Sprintf(format, args...)))
 	}
 	b, err := next()
 	if errors.Is(err, io.EOF) {
@@ -229,15 +226,13 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-var errLineTooLong = errors.New("line too long")
-
 func streamErr(err error, line int) error {
 	if errors.Is(err, errLineTooLong) {
-		return fault.Errorf(fault.InvalidImport, "line %d: longer than %d bytes", line, maxLine)
+		return fault.Errorf(fault.InvalidImport, "line %d: longer than %d MiB, the most a row can be", line, maxLine>>20)
 	}
 	// The sender went away or stalled: what came before is stored, and
 	// running the import again completes it.
-	return fault.Errorf(fault.InvalidImport, "line %d: the import could not be read to its end (%v); the rows before it are stored, run it again to complete it", line, err)
+	return fault.Errorf(fault.InvalidImport, "line %d: the import could not be read to its end (%s); the rows before it are stored, run it again to complete it", line, clip(err.Error()))
 }
 
 // strictJSON decodes one JSON value into v, refusing unknown fields and
@@ -256,8 +251,7 @@ func strictJSON(b []byte, v any) error {
 
 // rawEvent is the payload an imported event keeps in events.raw: its
 // fields as our intake's envelope names them, and context.import naming
-// the source, which marks it as imported (README "Switching from
-// Plausible / Umami / GoatCounter").
+// the source, which marks it as imported (docs/import.md).
 type rawEvent struct {
 	ID         string          `json:"id"`
 	SiteID     string          `json:"site_id"`
@@ -284,25 +278,25 @@ func (r Row) Event(site, source string, now time.Time) (storage.IngestEvent, err
 	case r.ID == "" || len(r.ID) > 256 || !utf8.ValidString(r.ID):
 		return e, errors.New("id: want 1 to 256 characters")
 	case !typePattern.MatchString(r.Type):
-		return e, fmt.Errorf("type: want ^[A-Za-z0-9_.:$-]{1,64}$, got %q", r.Type)
+		return e, fmt.Errorf("type: want ^[A-Za-z0-9_.:$-]{1,64}$, got %s", quote(r.Type))
 	case r.AnonID == "" || utf8.RuneCountInString(r.AnonID) > 128:
 		return e, errors.New("anon_id: want 1 to 128 characters")
 	case r.UserID != nil && (*r.UserID == "" || utf8.RuneCountInString(*r.UserID) > 256):
 		return e, errors.New("user_id: want 1 to 256 characters")
 	case r.Country != "" && !validCountry(r.Country):
-		return e, fmt.Errorf("country: want two capital letters, got %q", r.Country)
+		return e, fmt.Errorf("country: want two capital letters, got %s", quote(r.Country))
 	}
 	ts, err := time.Parse(time.RFC3339Nano, r.TS)
 	if err != nil {
-		return e, fmt.Errorf("ts: want an ISO 8601 time, got %q", r.TS)
+		return e, fmt.Errorf("ts: want an ISO 8601 time, got %s", quote(r.TS))
 	}
 	if ts.After(now.Add(maxFuture)) {
-		return e, fmt.Errorf("ts: %s is more than 24 hours ahead", r.TS)
+		return e, fmt.Errorf("ts: %s is more than 24 hours ahead", quote(r.TS))
 	}
 	var received time.Time
 	if r.ReceivedAt != "" {
 		if received, err = time.Parse(time.RFC3339Nano, r.ReceivedAt); err != nil {
-			return e, fmt.Errorf("received_at: want an ISO 8601 time, got %q", r.ReceivedAt)
+			return e, fmt.Errorf("received_at: want an ISO 8601 time, got %s", quote(r.ReceivedAt))
 		}
 	}
 	props := r.Properties

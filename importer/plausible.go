@@ -3,7 +3,6 @@ package importer
 import (
 	"archive/zip"
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -19,17 +18,17 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// Plausible's CSV export (README "Switching from Plausible / Umami /
-// GoatCounter"): the zip Plausible offers under Site settings > Imports &
-// Exports holds one CSV per report, each a per-day rollup. The reports and
-// their columns are those of Plausible's own CSV importer, which reads the
-// export back (plausible/analytics lib/plausible/imported/csv_importer.ex,
-// input_structures and parse_filename!), written by the export's queries
-// (lib/plausible/exports.ex, export_queries and the export_*_q functions).
-// Files are CSVWithNames: a header row naming the columns, then one row
-// per day and value. Columns are found by the header's names, so a
-// column a later Plausible version adds (scroll depth, time on page) is
-// ignored, and one an earlier version lacked is read as absent.
+// Plausible's CSV export (docs/import.md): the zip Plausible offers under Site
+// settings > Imports & Exports holds one CSV per report, each a per-day rollup.
+// The reports and their columns are those of Plausible's own CSV importer,
+// which reads the export back (plausible/analytics
+// lib/plausible/imported/csv_importer.ex, input_structures and
+// parse_filename!), written by the export's queries (lib/plausible/exports.ex,
+// export_queries and the export_*_q functions). Files are CSVWithNames: a
+// header row naming the columns, then one row per day and value. Columns are
+// found by the header's names, so a column a later Plausible version adds
+// (scroll depth, time on page) is ignored, and one an earlier version lacked is
+// read as absent.
 
 // plausibleReport is one report of the export: its columns and how a row
 // of it becomes imported rollup rows.
@@ -47,7 +46,7 @@ type plausibleRow struct {
 }
 
 // text is a text column, cut at 512 bytes as a visit's values are
-// (README "Visits"), or shown when empty.
+// (docs/intake.md#visits), or shown when empty.
 func (r plausibleRow) text(col, shown string) string {
 	v := strings.TrimSpace(r.cols[col])
 	if v == "" {
@@ -86,7 +85,7 @@ var visitMetrics = []string{"visitors", "visits", "visit_duration", "bounces"}
 
 // Plausible's names that the query API shows differently: its screen
 // sizes (Laptop is a desktop's), and the OS and browser names Tally's
-// User-Agent parser gives (README "Gates, in order", Enrichment).
+// User-Agent parser gives (docs/intake.md#gates-in-order, enrichment).
 var (
 	plausibleDevices = map[string]string{"Desktop": "desktop", "Laptop": "desktop", "Mobile": "mobile", "Tablet": "tablet"}
 	plausibleOSes    = map[string]string{"Mac": "macOS", "GNU/Linux": "Linux"}
@@ -206,17 +205,24 @@ func Plausible(ctx context.Context, db *storage.DB, site string, files []string,
 		}
 		cut = first.In(loc).Format(time.DateOnly)
 	}
+	// A zip states each entry's size, and archive/zip refuses an entry
+	// that inflates past it: a bomb is refused here, before anything is
+	// written. The budget reads the files within it anyway (a CSV file
+	// may grow while it is read).
+	b := newBudget(maxPlausibleBytes)
 	var total int64
 	names := make([]string, 0, len(list))
 	for _, f := range list {
-		total += f.size
+		if total += f.size; total > b.max {
+			return 0, badExport("%s", b.tooMuch("the export's CSV files"))
+		}
 		names = append(names, filepath.Base(f.name))
 	}
 	im, err := db.BeginImport(ctx, site, "plausible", names)
 	if err != nil {
 		return 0, err
 	}
-	p := &plausibleRun{im: im, cut: cut, total: total, progress: progress}
+	p := &plausibleRun{im: im, cut: cut, total: total, progress: progress, budget: b}
 	for _, f := range list {
 		if err := p.file(ctx, f); err != nil {
 			return 0, errors.Join(err, im.Abandon(context.WithoutCancel(ctx)))
@@ -257,7 +263,7 @@ func plausibleFiles(files []string) ([]plausibleFile, func(), error) {
 			return badExport("%s: not a file of Plausible's CSV export (imported_visitors_20240101_20241231.csv, sources_....csv, ...)", f.name)
 		}
 		if _, ok := plausibleReports[m[1]]; !ok {
-			return badExport("%s: %q is not a report of Plausible's CSV export", f.name, m[1])
+			return badExport("%s: %s is not a report of Plausible's CSV export", f.name, quote(m[1]))
 		}
 		if other, dup := seen[m[1]]; dup {
 			return badExport("%s: the report %s is also in %s: give each report once", f.name, m[1], other)
@@ -269,17 +275,17 @@ func plausibleFiles(files []string) ([]plausibleFile, func(), error) {
 	}
 	for _, name := range files {
 		if strings.EqualFold(filepath.Ext(name), ".zip") {
-			z, err := zip.OpenReader(name)
+			z, c, err := openZip(name)
 			if err != nil {
-				return nil, closeAll, badExport("%s: not a readable zip: %w", name, err)
+				return nil, closeAll, err
 			}
-			closers = append(closers, z)
+			closers = append(closers, c)
 			for _, e := range z.File {
 				base := path.Base(e.Name)
 				if e.FileInfo().IsDir() || strings.HasPrefix(e.Name, "__MACOSX/") || strings.HasPrefix(base, ".") {
 					continue
 				}
-				if err := add(plausibleFile{name: name + ":" + e.Name, size: int64(e.UncompressedSize64), open: e.Open}, base); err != nil {
+				if err := add(plausibleFile{name: name + ":" + clip(e.Name), size: int64(min(e.UncompressedSize64, 1<<62)), open: e.Open}, base); err != nil {
 					return nil, closeAll, err
 				}
 			}
@@ -299,10 +305,60 @@ func plausibleFiles(files []string) ([]plausibleFile, func(), error) {
 	return list, closeAll, nil
 }
 
+// zipDirectoryMax bounds what opening a zip reads (its directory, and
+// the search for it at the end), so the entries it lists in memory: a
+// Plausible export holds 10 files, and a directory of 1 MiB some 10,000
+// entries, where a 256 MiB upload of empty entries would list millions.
+const zipDirectoryMax = 1 << 20
+
+// openZip opens the zip at name, refusing one whose directory is over
+// zipDirectoryMax.
+func openZip(name string) (*zip.Reader, io.Closer, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, nil, badExport("%s: %w", name, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, badExport("%s: %w", name, err)
+	}
+	at := &directoryReader{r: f, left: zipDirectoryMax}
+	z, err := zip.NewReader(at, st.Size())
+	switch {
+	case errors.Is(err, errTooMuch):
+		f.Close()
+		return nil, nil, badExport("%s: a zip whose list of files is over %d MiB: not a Plausible export", name, zipDirectoryMax>>20)
+	case err != nil:
+		f.Close()
+		return nil, nil, badExport("%s: not a readable zip: %w", name, err)
+	}
+	at.opened = true
+	return z, f, nil
+}
+
+// directoryReader reads a zip file for archive/zip, failing with
+// errTooMuch once left bytes have been read, until it is opened.
+type directoryReader struct {
+	r      io.ReaderAt
+	left   int64
+	opened bool
+}
+
+func (d *directoryReader) ReadAt(p []byte, off int64) (int, error) {
+	if !d.opened {
+		if d.left -= int64(len(p)); d.left < 0 {
+			return 0, errTooMuch
+		}
+	}
+	return d.r.ReadAt(p, off)
+}
+
 // plausibleRun is one import's state: rows waiting for a writer job, and
 // counts.
 type plausibleRun struct {
 	im       *storage.Import
+	budget   *budget
 	cut      string
 	pending  []storage.ImportedRow
 	rows     int64
@@ -333,15 +389,23 @@ func (p *plausibleRun) file(ctx context.Context, f plausibleFile) error {
 	defer rc.Close()
 	var read int64
 	base := p.done
-	cr := csv.NewReader(plausibleBytes{r: rc, n: &read})
-	cr.ReuseRecord = true
+	cr := newCSVReader(p.budget.reader(plausibleBytes{r: rc, n: &read}))
+	fail := func(err error) error {
+		switch {
+		case errors.Is(err, errLineTooLong):
+			return badExport("%s: line %d: %s", f.name, cr.next, tooLong)
+		case errors.Is(err, errTooMuch):
+			return badExport("%s: %s", f.name, p.budget.tooMuch("the export's CSV files"))
+		}
+		return badExport("%s: %w", f.name, err)
+	}
 	report := plausibleReports[f.report]
 	header, err := cr.Read()
 	if err == io.EOF {
 		return badExport("%s: empty: the file has no header row", f.name)
 	}
 	if err != nil {
-		return badExport("%s: %w", f.name, err)
+		return fail(err)
 	}
 	at := map[string]int{}
 	for i, h := range header {
@@ -366,7 +430,7 @@ func (p *plausibleRun) file(ctx context.Context, f plausibleFile) error {
 			break
 		}
 		if err != nil {
-			return badExport("%s: %w", f.name, err)
+			return fail(err)
 		}
 		line, _ := cr.FieldPos(0)
 		r := plausibleRow{cols: map[string]string{}, nums: map[string]int64{}}
@@ -383,14 +447,14 @@ func (p *plausibleRun) file(ctx context.Context, f plausibleFile) error {
 				v := strings.TrimSpace(rec[i])
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil || n < 0 {
-					return badExport("%s: line %d: column %q: %q is not a whole number of 0 or more", f.name, line, c, v)
+					return badExport("%s: line %d: column %q: %s is not a whole number of 0 or more", f.name, line, c, quote(v))
 				}
 				r.nums[c] = n
 			}
 		}
 		d := strings.TrimSpace(rec[at["date"]])
 		if _, err := time.Parse(time.DateOnly, d); err != nil {
-			return badExport("%s: line %d: column \"date\": %q is not a date (YYYY-MM-DD)", f.name, line, d)
+			return badExport("%s: line %d: column \"date\": %s is not a date (YYYY-MM-DD)", f.name, line, quote(d))
 		}
 		r.day = d
 		if p.cut != "" && d >= p.cut {
@@ -432,6 +496,8 @@ type BadExportError struct{ msg string }
 
 func (e *BadExportError) Error() string { return e.msg }
 
+// badExport is a BadExportError, its message clipped: the values it
+// quotes should be quote()d already.
 func badExport(format string, args ...any) error {
-	return &BadExportError{msg: fmt.Errorf(format, args...).Error()}
+	return &BadExportError{msg: clip(fmt.Errorf(format, args...).Error())}
 }

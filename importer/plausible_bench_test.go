@@ -20,7 +20,7 @@ import (
 // countries, 4 devices, 20 browsers, 10 systems and 10 custom events:
 // 308,000 CSV rows) while single events are sent to the collector every
 // 5 ms, and reports the import's time and the intake latencies during it
-// and alone (README "Switching from Plausible / Umami / GoatCounter").
+// and alone (docs/import.md).
 //
 //	go test ./importer -run '^$' -bench PlausibleImport -benchtime 1x
 func BenchmarkPlausibleImport(b *testing.B) {

@@ -55,7 +55,7 @@ import (
 const sampleDir = "../testdata/import/plausible"
 
 // rig is a real server (collector and query API) over a real SQLite file
-// (or a PostgreSQL database: README "Tests").
+// (or a PostgreSQL database: docs/development.md#both-backends).
 type rig struct {
 	t    *testing.T
 	db   *storage.DB
@@ -305,7 +305,7 @@ func TestPlausibleImportReadBack(t *testing.T) {
 			"dimensions": list("time:day")}, "2026-01-01: 10; 2026-01-02: 20; 2026-01-03: 5; 2026-01-04: 1; 2026-01-05: 1"},
 		{"by month", withImports(list("visitors", "visits"), list("time:month")), "2026-01-01: 37 45"},
 		// Imported sources keep Plausible's names; the site's own visit
-		// from google.com shows its host (README "Visits").
+		// from google.com shows its host (docs/intake.md#visits).
 		{"top sources", withImports(list("visitors", "visits", "percentage"), list("visit:source")),
 			"Google: 16 20 43.24; Direct / None: 13 16 35.14; Hacker News: 5 6 13.51; Newsletter: 2 2 5.41; google.com: 1 1 2.7"},
 		{"pages", withImports(list("visitors", "pageviews"), list("event:page")),

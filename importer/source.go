@@ -39,9 +39,10 @@ func (e *LineError) Error() string {
 	return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
 }
 
-// lineErr is a LineError whose file the caller fills in.
+// lineErr is a LineError whose file the caller fills in, its message
+// clipped: the values it quotes should be quote()d already.
 func lineErr(line int, format string, args ...any) error {
-	return &LineError{Line: line, Msg: fmt.Sprintf(format, args...)}
+	return &LineError{Line: line, Msg: clip(fmt.Sprintf(format, args...))}
 }
 
 // ReadStats is what reading files came to.
@@ -60,6 +61,7 @@ func ReadFiles(ctx context.Context, source string, files []string, emit func(Row
 		return st, fmt.Errorf("no file reader for %q", source)
 	}
 	ids := &ContentIDs{}
+	b := newBudget(maxFileBytes)
 	for _, name := range files {
 		f, err := os.Open(name)
 		if err != nil {
@@ -71,7 +73,7 @@ func ReadFiles(ctx context.Context, source string, files []string, emit func(Row
 			f.Close()
 			return st, &LineError{File: name, Msg: err.Error()}
 		}
-		err = read(in, ids, func(r Row) error {
+		err = read(b.reader(in), ids, func(r Row) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -80,6 +82,9 @@ func ReadFiles(ctx context.Context, source string, files []string, emit func(Row
 		}, func() { st.Skipped++ })
 		st.Bytes = cr.base + cr.n
 		f.Close()
+		if errors.Is(err, errTooMuch) {
+			return st, &LineError{File: name, Msg: b.tooMuch("the files")}
+		}
 		var le *LineError
 		if errors.As(err, &le) {
 			le.File = name
@@ -147,24 +152,22 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // csvTable reads a CSV file with a header, giving each record's fields by
 // column name.
 type csvTable struct {
-	r    *csv.Reader
+	r    *csvReader
 	cols map[string]int
 	rec  []string
 }
 
 func newCSVTable(r io.Reader) (*csvTable, []string, error) {
-	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = true
-	head, err := cr.Read()
+	t := &csvTable{r: newCSVReader(r), cols: map[string]int{}}
+	t.r.FieldsPerRecord = -1
+	head, err := t.r.Read()
 	if errors.Is(err, io.EOF) {
 		return nil, nil, lineErr(1, "the file is empty: want a CSV header")
 	}
 	if err != nil {
-		return nil, nil, csvErr(err)
+		return nil, nil, t.err(err)
 	}
 	head = append([]string(nil), head...)
-	t := &csvTable{r: cr, cols: map[string]int{}}
 	for i, h := range head {
 		t.cols[strings.TrimPrefix(strings.TrimSpace(h), "\ufeff")] = i
 	}
@@ -178,7 +181,7 @@ func (t *csvTable) next() error {
 		if errors.Is(err, io.EOF) {
 			return err
 		}
-		return csvErr(err)
+		return t.err(err)
 	}
 	t.rec = rec
 	return nil
@@ -204,9 +207,13 @@ func (t *csvTable) has(name string) bool {
 	return ok
 }
 
-func csvErr(err error) error {
+// err is a record that cannot be read as a *LineError, else err itself.
+func (t *csvTable) err(err error) error {
 	var pe *csv.ParseError
-	if errors.As(err, &pe) {
+	switch {
+	case errors.Is(err, errLineTooLong):
+		return lineErr(t.r.next, "%s", tooLong)
+	case errors.As(err, &pe):
 		return lineErr(pe.Line, "not CSV: %v", pe.Err)
 	}
 	return err

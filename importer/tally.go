@@ -9,8 +9,8 @@ import (
 	"strings"
 )
 
-// Tally's own export (README "Export"), NDJSON or CSV (told by the first
-// byte: "{" is NDJSON), back in: every field as exported, the id and
+// Tally's own export (docs/query-api.md#export), NDJSON or CSV (told by the
+// first byte: "{" is NDJSON), back in: every field as exported, the id and
 // received_at included, so a site exported from one instance and
 // imported into another exports the same bytes.
 
@@ -48,7 +48,7 @@ func readTally(r io.Reader, _ *ContentIDs, emit func(Row) error, _ func()) error
 			return nil
 		}
 		if errors.Is(err, errLineTooLong) {
-			return lineErr(line, "longer than %d bytes", maxLine)
+			return lineErr(line, "longer than %d MiB, the most a row can be", maxLine>>20)
 		}
 		if err != nil {
 			return err

@@ -68,7 +68,7 @@ func umamiTime(s string) (time.Time, error) {
 			return t.UTC(), nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("created_at: want a time such as 2024-03-15 10:00:00, got %q", s)
+	return time.Time{}, fmt.Errorf("created_at: want a time such as 2024-03-15 10:00:00, got %s", quote(s))
 }
 
 // umamiRow is the row of one Umami event whose columns get gives (UTC
@@ -91,7 +91,7 @@ func umamiRow(get func(string) string, data map[string]any) (row Row, ok bool, e
 		City: get("city"), UserID: ptr(get("distinct_id"))}
 	if c := strings.ToUpper(strings.TrimSpace(get("country"))); c != "" {
 		if !validCountry(c) {
-			return row, false, fmt.Errorf("country: want two letters, got %q", get("country"))
+			return row, false, fmt.Errorf("country: want two letters, got %s", quote(get("country")))
 		}
 		row.Country = c
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL, Umami's default database
@@ -25,6 +26,18 @@ import (
 
 // umamiPage is how many events one query reads (a variable for the tests).
 var umamiPage = 1000
+
+// Bounds of what the database hands over (docs/import.md#switching-from-plausible--umami--goatcounter,
+// Bounds): a text value at most
+// umamiValueMax characters (Umami's widest column is VARCHAR(500)),
+// cut in the query so a longer one never reaches this process; a page
+// ends early once its values pass umamiPageBytes, and the next one goes
+// on after its last event; a page's event_data at most umamiPageBytes.
+// Variables for the tests.
+var (
+	umamiValueMax        = 2000
+	umamiPageBytes int64 = 8 << 20
+)
 
 // IsDatabaseURL reports whether s names an Umami database rather than a file.
 func IsDatabaseURL(s string) bool {
@@ -89,12 +102,26 @@ func (u *umamiDB) ph(n int) string {
 	return "$" + strconv.Itoa(n)
 }
 
-// text is a column as text (PostgreSQL's uuid columns are not).
+// text is a column as text (PostgreSQL's uuid columns are not), cut one
+// character past umamiValueMax so that a longer value shows.
 func (u *umamiDB) text(col string) string {
-	if u.mysql {
-		return col
+	if !u.mysql {
+		col += "::text"
 	}
-	return col + "::text"
+	return u.cut(col)
+}
+
+// cut is a text expression cut one character past umamiValueMax.
+func (u *umamiDB) cut(expr string) string {
+	return "SUBSTR(" + expr + ", 1, " + strconv.Itoa(umamiValueMax+1) + ")"
+}
+
+// checkValue refuses a value cut by cut.
+func checkValue(col, v string) error {
+	if utf8.RuneCountInString(v) > umamiValueMax {
+		return fmt.Errorf("%s: longer than %d characters (it starts %s)", col, umamiValueMax, strconv.Quote(cut(v, clipBytes)))
+	}
+	return nil
 }
 
 // columns are the columns table has in the current schema.
@@ -150,7 +177,7 @@ func ReadUmamiDatabase(ctx context.Context, conn, website string, emit func(Row)
 	}
 	opt := func(cols map[string]bool, alias, col string) string {
 		if cols[col] {
-			return "COALESCE(" + alias + "." + col + ", '')"
+			return "COALESCE(" + u.cut(alias+"."+col) + ", '')"
 		}
 		return "''"
 	}
@@ -161,7 +188,7 @@ func ReadUmamiDatabase(ctx context.Context, conn, website string, emit func(Row)
 	// Names are the CSV export's, so umamiRow reads both.
 	fields := []string{"event_id", "session_id", "created_at", "hostname", "url_path", "url_query", "referrer_path",
 		"referrer_query", "referrer_domain", "event_type", "event_name", "browser", "os", "device", "country", "city", "distinct_id"}
-	sel := []string{u.text("e.event_id"), u.text("e.session_id"), "e.created_at", host, "e.url_path",
+	sel := []string{u.text("e.event_id"), u.text("e.session_id"), "e.created_at", host, u.cut("e.url_path"),
 		opt(ev, "e", "url_query"), opt(ev, "e", "referrer_path"), opt(ev, "e", "referrer_query"), opt(ev, "e", "referrer_domain"),
 		"e.event_type", opt(ev, "e", "event_name"), opt(se, "s", "browser"), opt(se, "s", "os"), opt(se, "s", "device"),
 		opt(se, "s", "country"), opt(se, "s", "city"), opt(se, "s", "distinct_id")}
@@ -187,7 +214,8 @@ func ReadUmamiDatabase(ctx context.Context, conn, website string, emit func(Row)
 			ts   time.Time
 		}
 		var page []got
-		for rows.Next() {
+		var bytes int64
+		for bytes < umamiPageBytes && rows.Next() {
 			vals := make([]sql.NullString, len(fields))
 			var ts time.Time
 			dests := make([]any, len(fields))
@@ -203,12 +231,18 @@ func ReadUmamiDatabase(ctx context.Context, conn, website string, emit func(Row)
 			}
 			m := make(map[string]string, len(fields))
 			for i, f := range fields {
+				if err := checkValue(f, vals[i].String); err != nil {
+					rows.Close()
+					return st, fmt.Errorf("website_event %s: %v", quote(vals[0].String), err)
+				}
 				m[f] = vals[i].String
+				bytes += int64(len(vals[i].String))
 			}
 			m["created_at"] = ts.UTC().Format("2006-01-02 15:04:05.999999999")
 			m["event_type"] = strconv.FormatInt(typ, 10)
 			page = append(page, got{m, ts})
 		}
+		full := bytes >= umamiPageBytes // ended early: more may follow
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return st, fmt.Errorf("reading website_event: %v", err)
@@ -229,14 +263,14 @@ func ReadUmamiDatabase(ctx context.Context, conn, website string, emit func(Row)
 		for _, g := range page {
 			row, ok, err := umamiRow(func(c string) string { return g.vals[c] }, data[g.vals["event_id"]])
 			if err != nil {
-				return st, fmt.Errorf("website_event %s: %v", g.vals["event_id"], err)
+				return st, fmt.Errorf("website_event %s: %v", quote(g.vals["event_id"]), err)
 			}
 			if !ok {
 				st.Skipped++
 				continue
 			}
 			if _, err := row.Event("check", "umami", timeNow()); err != nil {
-				return st, fmt.Errorf("website_event %s: %v", g.vals["event_id"], err)
+				return st, fmt.Errorf("website_event %s: %v", quote(g.vals["event_id"]), err)
 			}
 			st.Rows++
 			if err := emit(row); err != nil {
@@ -245,7 +279,7 @@ func ReadUmamiDatabase(ctx context.Context, conn, website string, emit func(Row)
 		}
 		last := page[len(page)-1]
 		lastTS, lastID, first = last.ts, last.vals["event_id"], false
-		if len(page) < umamiPage {
+		if len(page) < umamiPage && !full {
 			return st, nil
 		}
 	}
@@ -275,17 +309,26 @@ func (u *umamiDB) eventData(ctx context.Context, cols map[string]bool, ids func(
 	if !u.mysql {
 		num += "::text"
 	}
-	rows, err := u.db.QueryContext(ctx, `SELECT `+u.text("website_event_id")+`, `+key+`, COALESCE(string_value, ''), COALESCE(`+num+`, ''), data_type
+	rows, err := u.db.QueryContext(ctx, `SELECT `+u.text("website_event_id")+`, `+u.cut(key)+`, COALESCE(`+u.cut("string_value")+`, ''), COALESCE(`+num+`, ''), data_type
 		FROM event_data WHERE `+u.text("website_event_id")+` IN (`+strings.Join(marks, ", ")+`)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading event_data: %v", err)
 	}
 	defer rows.Close()
+	var bytes int64
 	for rows.Next() {
 		var id, k, s, n string
 		var typ int
 		if err := rows.Scan(&id, &k, &s, &n, &typ); err != nil {
 			return nil, fmt.Errorf("reading event_data: %v", err)
+		}
+		for col, v := range map[string]string{key: k, "string_value": s} {
+			if err := checkValue(col, v); err != nil {
+				return nil, fmt.Errorf("event_data of website_event %s: %v", quote(id), err)
+			}
+		}
+		if bytes += int64(len(id) + len(k) + len(s) + len(n)); bytes > umamiPageBytes {
+			return nil, fmt.Errorf("event_data: more than %d MiB for %d custom events (at website_event %s)", umamiPageBytes>>20, len(args), quote(id))
 		}
 		if out[id] == nil {
 			out[id] = map[string]any{}

@@ -6,10 +6,12 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/tally-analytics/tally/internal/bombtest"
 	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
@@ -184,6 +186,59 @@ func TestReadUmamiDatabase(t *testing.T) {
 			}
 			if !reflect.DeepEqual(props, map[string]any{"plan": "pro", "amount": 49.5, "trial": true}) {
 				t.Errorf("got the custom event's properties %v, want its event_data", props)
+			}
+		})
+	}
+}
+
+// The database hands over no value longer than umamiValueMax characters
+// (cut in the query), and a page ends early once its values pass
+// umamiPageBytes, the next going on after it: the same rows come out.
+func TestReadUmamiDatabaseBounds(t *testing.T) {
+	defer func(n int64) { umamiPageBytes = n }(umamiPageBytes)
+	const website = "4fb7c6e2-6a1b-4b8e-9a53-6f2f0f5ad0c1"
+	for name, start := range map[string]func(*testing.T) string{"postgres": startPostgres, "mariadb": startMariaDB} {
+		t.Run(name, func(t *testing.T) {
+			conn := start(t)
+			want := fillUmami(t, conn)
+			umamiPageBytes = 300 // a page of a row or two
+			var got []Row
+			if _, err := ReadUmamiDatabase(context.Background(), conn, website, func(r Row) error {
+				got = append(got, r)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				g, _ := json.Marshal(got)
+				w, _ := json.Marshal(want)
+				t.Errorf("pages cut by bytes: got %s\nwant %s", g, w)
+			}
+			umamiPageBytes = 8 << 20
+
+			u, err := openUmami(conn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer u.db.Close()
+			widen, long := `ALTER TABLE website_event ALTER COLUMN url_path TYPE TEXT`, `UPDATE website_event SET url_path = REPEAT('x', 8388608) WHERE event_type = 2`
+			if u.mysql {
+				widen = `ALTER TABLE website_event MODIFY url_path LONGTEXT NOT NULL`
+			}
+			for _, q := range []string{widen, long} {
+				if _, err := u.db.Exec(q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			mem := bombtest.Measure(func() {
+				_, err = ReadUmamiDatabase(context.Background(), conn, website, func(Row) error { return nil })
+			})
+			t.Logf("an 8 MiB url_path: %.1f MiB allocated; %v", float64(mem.Allocated)/(1<<20), err)
+			if err == nil || !strings.Contains(err.Error(), "url_path: longer than 2000 characters") || len(err.Error()) > 300 {
+				t.Errorf("got %.500v, want url_path refused in a short message", err)
+			}
+			if mem.Allocated > 4<<20 {
+				t.Errorf("allocated %d KiB, want under 4 MiB (the value cut in the database)", mem.Allocated>>10)
 			}
 		})
 	}

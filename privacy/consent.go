@@ -31,9 +31,9 @@ const CookielessPrefix = "c_"
 
 // Visitor is what the collector knows of a consent-denied event's visitor,
 // which its cookieless id is made of: the client address and User-Agent
-// (README "Intake", consent). A zero Addr means the collector knows no
-// address of the visitor (server-to-server intake), and the id is made of
-// the event's own anon_id instead.
+// (docs/intake.md#gates-in-order, gate 5). A zero Addr means the collector
+// knows no address of the visitor (server-to-server intake), and the id is made
+// of the event's own anon_id instead.
 type Visitor struct {
 	Addr      netip.Addr
 	UserAgent string
@@ -91,7 +91,10 @@ func IsCookielessID(anon string) bool {
 	return true
 }
 
-// StripIdentifiers is Cookieless without the anon_id rewrite, for an event
+// StripIdentifiers removes an event's identifiers: user_id and traits, the
+// query strings of url and referrer, and what a context object holds
+// beside the description of the browser or app (CookielessContext). It is
+// Cookieless without the anon_id rewrite, for an event
 // whose anon_id is already a cookieless one: a DLQ replay of an event
 // quarantined in cookieless form. On an event Cookieless already rewrote
 // it changes nothing, Raw included.
@@ -113,6 +116,9 @@ func StripIdentifiers(ev *schema.Event) {
 	}
 	delete(fields, "user_id")
 	delete(fields, "traits")
+	if c, ok := fields["context"]; ok {
+		fields["context"] = CookielessContext(c)
+	}
 	fields["anon_id"], _ = json.Marshal(ev.AnonID)
 	if ev.URL != nil {
 		fields["url"], _ = json.Marshal(*ev.URL)

@@ -134,3 +134,16 @@ func TestStripQuery(t *testing.T) {
 		}
 	}
 }
+
+// The cookieless form's context is an allow-list, and applying it again
+// (a DLQ replay of the cookieless form) changes nothing.
+func TestCookielessContextIsStable(t *testing.T) {
+	ctx := json.RawMessage(`{"device":{"id":"d-1","model":"m"},"externalIds":[{"id":"e-1"}],"page":{"url":"https://a.test/p?q=1","search":"?q=1"},"locale":"de-DE"}`)
+	once := CookielessContext(ctx)
+	if want := `{"device":{"model":"m"},"locale":"de-DE","page":{"url":"https://a.test/p"}}`; string(once) != want {
+		t.Errorf("got %s, want %s", once, want)
+	}
+	if twice := CookielessContext(once); string(twice) != string(once) {
+		t.Errorf("again: got %s, want %s", twice, once)
+	}
+}

@@ -75,7 +75,7 @@ var agentMemo = struct {
 }{m: make(map[string]Agent)}
 
 // ParseAgent classifies a User-Agent string. A missing User-Agent is not a
-// bot (README "Gates, in order") and has no device type.
+// bot (docs/intake.md#gates-in-order) and has no device type.
 func ParseAgent(s string) Agent {
 	if len(s) > agentCacheMaxLen {
 		return parseAgent(s)

@@ -1,6 +1,6 @@
 // Package schema checks events at the wire boundary: the envelope every
-// event must carry (README "Intake") and, when a tracking plan is loaded,
-// the per-type JSON Schema of the plan (README "Tracking plan").
+// event must carry (docs/intake.md) and, when a tracking plan is loaded,
+// the per-type JSON Schema of the plan (docs/intake.md#tracking-plan).
 package schema
 
 import (
@@ -57,10 +57,10 @@ type Event struct {
 	UserAgent  *string
 	// ClientIP is the visitor's address a message carries (Segment's
 	// context.ip), "" for none: read only for the location lookup, never
-	// stored or logged (README "Segment-compatible intake").
+	// stored or logged (docs/intake.md#segment-compatible-intake).
 	ClientIP string
 	// Campaign is the campaign object a message states besides its URL
-	// (Segment's context.campaign), or nil (README "Visits").
+	// (Segment's context.campaign), or nil (docs/intake.md#visits).
 	Campaign json.RawMessage
 }
 

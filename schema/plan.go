@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -97,8 +98,8 @@ func ParsePlan(data []byte) (*Plan, error) {
 	sort.Strings(names)
 	for _, name := range names {
 		// Names are wider than the native type pattern: a Segment track's
-		// type is its event name, such as "Order Completed" (README
-		// "Segment-compatible intake").
+		// type is its event name, such as "Order Completed"
+		// (docs/intake.md#segment-compatible-intake).
 		if n := utf8.RuneCountInString(name); name != Wildcard && (n < 1 || n > MaxTypeLen) {
 			return nil, fmt.Errorf("event %q: the name must be 1 to %d characters or be %q", name, MaxTypeLen, Wildcard)
 		}
@@ -155,6 +156,9 @@ func (p *Plan) Validate(ev *Event) []fault.Detail {
 		}
 		obj[name] = v
 	}
+	if details := hugeNumbers(obj, ev.Pointer); details != nil {
+		return details
+	}
 	err := sch.Validate(obj)
 	if err == nil {
 		return nil
@@ -201,6 +205,58 @@ func (p *Plan) Validate(ev *Event) []fault.Detail {
 }
 
 // pointer renders instance location tokens as a JSON Pointer.
+// Bounds of a number the plan's validator is given: its text's length and
+// its exponent's magnitude.
+const (
+	maxPlanNumber   = 100
+	maxPlanExponent = 400
+)
+
+// hugeNumbers lists, as details at their paths, the numbers of v (decoded
+// as jsonschema decodes, numbers as json.Number) that the validator must
+// not see: longer than maxPlanNumber characters, or with an exponent
+// beyond ±maxPlanExponent. It compares numbers as exact fractions
+// (big.Rat): 1e1000001 made it panic (a 500), 1e999999 costs 35 ms and a
+// number of a million digits 3 s, per keyword that compares it, where a
+// number within the bounds costs microseconds; every number a client
+// means (a float64 is under 1.8e308) is far within them. Sorted by path;
+// nil when there is none.
+func hugeNumbers(v map[string]any, at string) []fault.Detail {
+	var details []fault.Detail
+	var walk func(v any, path []string)
+	walk = func(v any, path []string) {
+		switch t := v.(type) {
+		case map[string]any:
+			for k, x := range t {
+				walk(x, append(path, k))
+			}
+		case []any:
+			for i, x := range t {
+				walk(x, append(path, strconv.Itoa(i)))
+			}
+		case json.Number:
+			if len(t) > maxPlanNumber || !exponentWithin(string(t), maxPlanExponent) {
+				details = append(details, fault.Detail{Path: at + pointer(path),
+					Message: fmt.Sprintf("number out of range: a number the tracking plan checks has at most %d characters and an exponent within ±%d", maxPlanNumber, maxPlanExponent)})
+			}
+		}
+	}
+	walk(v, nil)
+	slices.SortFunc(details, func(a, b fault.Detail) int { return strings.Compare(a.Path, b.Path) })
+	return details
+}
+
+// exponentWithin reports whether the exponent of the number text n (0
+// when it has none) is within ±limit.
+func exponentWithin(n string, limit int) bool {
+	i := strings.IndexAny(n, "eE")
+	if i < 0 {
+		return true
+	}
+	e, err := strconv.Atoi(strings.TrimPrefix(n[i+1:], "+"))
+	return err == nil && e >= -limit && e <= limit
+}
+
 func pointer(tokens []string) string {
 	var b strings.Builder
 	for _, t := range tokens {

@@ -149,6 +149,12 @@ func TestPlan(t *testing.T) {
 		{"non-envelope fields are seen", ev("strict", `,"properties":{}`), ""},
 		{"unknown type", ev("nope", ``), "/type"},
 		{"dollar type", ev("$app:x", ``), ""},
+		// Numbers the validator could not compare (a panic: 500) or only
+		// at great cost are violations; those within the bounds are not.
+		{"exponent beyond big.Rat's", ev("purchase", `,"properties":{"amount":1e1000001,"currency":"EUR"}`), "/properties/amount"},
+		{"exponent of a million", ev("purchase", `,"properties":{"amount":1e999999,"currency":"EUR","x":[{"n":-0e-401}]}`), "/properties/amount,/properties/x/0/n"},
+		{"101 digits", ev("purchase", `,"properties":{"amount":1`+strings.Repeat("0", 100)+`,"currency":"EUR"}`), "/properties/amount"},
+		{"within the bounds", ev("purchase", `,"properties":{"amount":1`+strings.Repeat("0", 99)+`,"currency":"EUR","x":[1E+400,-2.5e-400]}`), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -63,8 +63,8 @@ func storedRaw(raw json.RawMessage, writeKey string) []byte {
 
 // checkMapping finds the stored event of every messageId (a resend is a
 // duplicate, and requests may arrive in any order, so it may be any send's)
-// by its exact bytes, and checks the README's mapping from Segment
-// messages to events. It returns the stored events by messageId.
+// by its exact bytes, and checks the mapping from Segment messages to
+// events of docs/intake.md#segment-compatible-intake. It returns the stored events by messageId.
 func checkMapping(t *testing.T, writeKey string, messages []sent, events []servertest.Event) map[string]servertest.Event {
 	t.Helper()
 	byMessage := map[string]servertest.Event{}

@@ -39,7 +39,7 @@ const (
 const umamiWebsiteID = "0b5d0e6a-6c7e-4b6e-9a0c-2b8f1c3d4e5f"
 
 // trackerSite gives the servertest site the names Plausible's and Umami's
-// trackers call it by (README "Plausible- and Umami-compatible intake").
+// trackers call it by (docs/intake.md#plausible--and-umami-compatible-intake).
 func trackerSite(t *testing.T, srv *servertest.Server) api {
 	q := api{t: t, base: srv.QueryURL, token: srv.AdminToken}
 	var site struct {

@@ -103,7 +103,7 @@ func (s *Server) workspace(r *http.Request, slug, scope string) (principal, *sto
 }
 
 // errNoSitesLeft answers a key restricted to sites that have all been
-// deleted: it can do nothing (README "Authentication").
+// deleted: it can do nothing (docs/api.md#authentication).
 var errNoSitesLeft = fault.Errorf(fault.Forbidden, "this key was restricted to sites that have all been deleted, so it can do nothing; revoke it")
 
 // site authenticates the caller and resolves the :siteId site, with the

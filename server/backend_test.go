@@ -9,7 +9,7 @@ import (
 )
 
 // TestMain runs the package's tests on SQLite and, when TEST_DATABASE_URL
-// is set, again on PostgreSQL (README "Tests").
+// is set, again on PostgreSQL (docs/development.md#both-backends).
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // pgTestDriver is the database/sql driver a test's second connection to a

@@ -11,7 +11,7 @@ import (
 )
 
 // backup writes a consistent copy of the database while intake goes on
-// (README "Backup and restore"), into a new file in the backups folder
+// (docs/storage.md#backup-and-restore), into a new file in the backups folder
 // next to the database, and answers its path; `tally backup` then moves
 // it where its user asked. The request names no path: an admin token must
 // not let anyone write or replace files elsewhere on the server. Body {}

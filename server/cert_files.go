@@ -10,10 +10,10 @@ import (
 )
 
 // CertFiles serves a certificate and key the operator manages in two PEM
-// files (README "HTTPS"). It loads them again when either file changes,
-// checked by a stat of each at every handshake, and on Reload (SIGHUP).
-// A pair that does not load (a renewal half written, a key that does not
-// match) leaves the previous certificate in service.
+// files (docs/operations.md#https). It loads them again when either file
+// changes, checked by a stat of each at every handshake, and on Reload
+// (SIGHUP). A pair that does not load (a renewal half written, a key that does
+// not match) leaves the previous certificate in service.
 type CertFiles struct {
 	certPath, keyPath string
 	log               *slog.Logger

@@ -16,8 +16,8 @@ const firefoxUA = "Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Fire
 
 // A consent-denied visitor is one visitor a day however many page loads
 // (each with its own anon id) it makes: the cookieless id is made of site,
-// client address and User-Agent (README "Intake", gate 5), and neither the
-// address nor anything of it is stored or logged.
+// client address and User-Agent (docs/intake.md#gates-in-order, gate 5), and
+// neither the address nor anything of it is stored or logged.
 func TestCookielessVisitorByAddress(t *testing.T) {
 	var logs bytes.Buffer
 	loc, err := privacy.NewLocator("", true)

@@ -23,7 +23,7 @@ import (
 )
 
 // BenchmarkDashboardFirstPaint times the dashboard's first paint with all
-// panels (README "Dashboard") in chromium headless, on BenchmarkReads'
+// panels (docs/dashboard.md) in chromium headless, on BenchmarkReads'
 // kept database: TALLY_BENCH_KEEP_DB=PATH names it (a copy: the service
 // writes partials into it; without the variable the benchmark skips, as
 // loading 1M events here would take minutes). One op is one page load of
@@ -53,7 +53,7 @@ import (
 // last load. TALLY_DASH_GOALS=1 first creates the funnel benchmark's 5
 // goals (createBenchGoals), so the goal and funnel panels have figures to
 // compute. TALLY_DASH_SCREENSHOT=FILE.png also saves a screenshot of the
-// loaded view, with those goals (README "Dashboard" shows it).
+// loaded view, with those goals (docs/dashboard.md shows it).
 func BenchmarkDashboardFirstPaint(b *testing.B) {
 	onlySQLite(b, "reuses a kept SQLite file")
 	path := os.Getenv("TALLY_BENCH_KEEP_DB")

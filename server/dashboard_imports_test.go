@@ -11,7 +11,7 @@ import (
 // TestDashboardShowsImportedHistory: the dashboard asks for imported days
 // (include.imports), draws them apart in the chart and names their range
 // under it; where a view's filters keep them out, the note says so with
-// the query API's warning (README "Dashboard").
+// the query API's warning (docs/dashboard.md).
 func TestDashboardShowsImportedHistory(t *testing.T) {
 	h := newHarness(t)
 	h.setupTenant("acme", "web")

@@ -13,7 +13,7 @@ import (
 
 // TestDashboardFunnelSaysPurgedDays: the dashboard's funnel names the days
 // whose raw events a retention purge removed, as the funnel's answer gives
-// them (README "Dashboard"), under the steps it still counts.
+// them (docs/dashboard.md), under the steps it still counts.
 func TestDashboardFunnelSaysPurgedDays(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.RetentionDays = 10 })
 	h.setupTenant("acme", "web")

@@ -27,7 +27,7 @@ var faultCodes = map[int]string{
 	http.StatusGatewayTimeout:      fault.GatewayTimeout,
 }
 
-// Bounds of an injected fault (README "Retry testing").
+// Bounds of an injected fault (docs/testing.md#retry-testing).
 const (
 	maxFaultCount      = 1000
 	maxFaultDelayMS    = 30_000
@@ -121,7 +121,7 @@ func (fi *faultInjector) pending(site string, filter bool) faultsAnswer {
 }
 
 // injectedFault plays the fault set for the credential's site, if any
-// (README "Retry testing"): it stalls, then fails the request before its
+// (docs/testing.md#retry-testing): it stalls, then fails the request before its
 // events are parsed, or lets it go on. Nothing of a failed request is
 // stored. It runs once the body is read: only then does net/http notice a
 // client that hangs up, which ends a stall early, and the feed's record of

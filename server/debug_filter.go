@@ -11,7 +11,7 @@ import (
 )
 
 // propertyPrefix starts a decision-list parameter that filters by a field
-// of the event's properties (README "Dev mode").
+// of the event's properties (docs/testing.md#dev-mode).
 const propertyPrefix = "property."
 
 // decisionParams are the other parameters of the decision list; anything

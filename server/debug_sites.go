@@ -15,10 +15,10 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// The workspace and name of throw-away sites (README "Parallel test
-// suites"). The name marks a site as one, so that the credential-less
-// DELETE removes only what POST made, across restarts of a dev server on
-// a file too; no endpoint renames a site.
+// The workspace and name of throw-away sites
+// (docs/testing.md#parallel-test-suites). The name marks a site as one, so that
+// the credential-less DELETE removes only what POST made, across restarts of a
+// dev server on a file too; no endpoint renames a site.
 const (
 	devWorkspace      = "dev"
 	throwAwaySiteName = "Throw-away site"

@@ -66,7 +66,7 @@ func (f *debugFeed) summaryLocked(site string) debugSummary {
 // summary answers the decisions counted by outcome since the start or the
 // last reset, of every site or of site_id; with wait (and min, default 1)
 // it answers once min decisions are counted, or when wait ends. Dev mode
-// only, no credential (README "Dev mode").
+// only, no credential (docs/testing.md#dev-mode).
 //
 // GET /v1/debug/summary
 func (s *Server) summary(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {

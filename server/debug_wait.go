@@ -11,7 +11,7 @@ import (
 	"github.com/tally-analytics/tally/fault"
 )
 
-// maxDebugWait caps wait on the debug reads (README "Dev mode"), well
+// maxDebugWait caps wait on the debug reads (docs/testing.md#dev-mode), well
 // inside the listeners' 60 s write timeout.
 const maxDebugWait = 30 * time.Second
 

@@ -17,7 +17,7 @@ import (
 // PostgreSQL database (on SQLite, two requests to the one instance): the
 // first holds its claim while the collector answers, the other is refused
 // with 409 replay_in_progress and sends nothing, and the event is stored
-// once (README "Dead-letter queue").
+// once (docs/intake.md#dead-letter-queue).
 func TestDLQReplayClaimedOnce(t *testing.T) {
 	// The first replay's forward waits at this gate until the test lets it
 	// go; later ones pass straight to the collector.

@@ -3,8 +3,8 @@ package server
 import "net/http"
 
 // Draining is the moment between a stop signal and the listeners closing
-// (README "Behind a load balancer"): /healthz answers 503 "draining" so
-// that a load balancer takes this instance out of rotation, while every
+// (docs/operations.md#behind-a-load-balancer): /healthz answers 503 "draining"
+// so that a load balancer takes this instance out of rotation, while every
 // other request is served as before.
 
 // drainingReason is the reason of /healthz's 503 while draining.

@@ -81,6 +81,12 @@ var statusOf = map[string]int{
 	fault.AliasTaken:     http.StatusConflict,
 
 	fault.ReplayInProgress: http.StatusConflict,
+
+	// Uploads in flight: another may be taken once one ends.
+	fault.ImportsBusy: http.StatusTooManyRequests,
+	// A read past its deadline: the server's limit, not the request's
+	// shape, so not a 400; a narrower query or a quieter moment passes.
+	fault.QueryTimeout: http.StatusServiceUnavailable,
 }
 
 // writeError writes err as the error envelope. Application errors show

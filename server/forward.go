@@ -62,8 +62,8 @@ const (
 )
 
 // forward POSTs body to the collector's path (pathEvents or pathS2S) for
-// site, authenticated as "Bearer <site id>" (README "Dead-letter queue") in the none and tag
-// modes, and with the internal bearer in require mode, where a site bearer
+// site, authenticated as "Bearer <site id>" (docs/intake.md#dead-letter-queue) in the none
+// and tag modes, and with the internal bearer in require mode, where a site bearer
 // is refused. A network error (or timeout) is returned as err.
 func (s *Server) forward(ctx context.Context, siteID, path string, body []byte, userAgent string) (forwardResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)

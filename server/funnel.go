@@ -15,9 +15,9 @@ import (
 // visitors, which the query API gives.
 const minFunnelSteps = 2
 
-// funnel answers a funnel of the site's goals (README "Goals and
-// funnels"): per step, the visitors who completed it after the steps
-// before it within one visit.
+// funnel answers a funnel of the site's goals
+// (docs/query-api.md#goals-and-funnels): per step, the visitors who completed
+// it after the steps before it within one visit.
 //
 // POST /v1/sites/:siteId/funnel
 func (s *Server) funnel(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
@@ -109,8 +109,8 @@ func (s *Server) funnel(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 	return nil
 }
 
-// keptFrom is when the site's kept raw events begin (README
-// "Retention"); false while nothing was purged.
+// keptFrom is when the site's kept raw events begin
+// (docs/storage.md#retention); false while nothing was purged.
 func keptFrom(site *storage.Site) (time.Time, bool) {
 	if site.PurgedBefore == "" {
 		return time.Time{}, false

@@ -11,7 +11,7 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// gdprBodyLimit caps GDPR request bodies (README "GDPR").
+// gdprBodyLimit caps GDPR request bodies (docs/gdpr.md).
 const gdprBodyLimit = 16 << 10
 
 // gdprSubject authenticates a GDPR request (admin token or admin key) and

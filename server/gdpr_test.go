@@ -141,7 +141,7 @@ func TestGDPRDeleteByUser(t *testing.T) {
 		t.Fatalf("after erasure: pageviews %v, events %v", pv["count"], evs["by_name"])
 	}
 	mustStatus(t, h.q("GET", "/v1/sites/web/users/u1/timeline", tn.readKey, nil), 404, "user_not_found")
-	// The DLQ row tagged with u1 is gone; the one mentioning u1 only inside its payload stays (README "GDPR").
+	// The DLQ row tagged with u1 is gone; the one mentioning u1 only inside its payload stays (docs/gdpr.md).
 	if n := h.count(`SELECT COUNT(*) FROM dlq WHERE id = 'd1'`); n != 0 {
 		t.Error("tagged DLQ row kept")
 	}
@@ -149,7 +149,7 @@ func TestGDPRDeleteByUser(t *testing.T) {
 		t.Error("untagged DLQ row deleted")
 	}
 	// A full dump of the live tables holds no trace of u1 or its devices,
-	// except the DLQ payload README "GDPR" keeps; the audit log has only hashes.
+	// except the DLQ payload docs/gdpr.md keeps; the audit log has only hashes.
 	cells := dumpTables(t, h)
 	if len(cells) < 20 {
 		t.Fatalf("got %d cells in the dump: the dump is not reading the tables", len(cells))
@@ -205,7 +205,7 @@ func dumpTables(t *testing.T, h *harness) []cell {
 			}
 			rows.Scan(ptrs...)
 			if table == "dlq" && fmt.Sprint(vals[0]) == "d2" {
-				continue // kept (README "GDPR"): the subject appears only inside its payload
+				continue // kept (docs/gdpr.md): the subject appears only inside its payload
 			}
 			for _, v := range vals {
 				if bs, ok := v.([]byte); ok {

@@ -6,7 +6,7 @@ import (
 )
 
 // TestGoalAnswersFollowTheirData: over a closed range, whose answers the
-// service keeps (README "Query API", How reports stay fast), the goal
+// service keeps (docs/query-api.md#how-reports-stay-fast), the goal
 // breakdown and the funnel change at once when a goal is created or
 // deleted, when a late event lands on a closed day, and when a subject is
 // erased; reading the same view again gives the same answer.

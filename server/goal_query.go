@@ -13,7 +13,7 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// Goals in the query API (README "Goals and funnels"): the event:goal
+// Goals in the query API (docs/query-api.md#goals-and-funnels): the event:goal
 // dimension and filter, conversion rates and revenue. An event:goal
 // filter is rewritten into the filters on events that define the goals it
 // names (storage.GoalFilter), a breakdown by
@@ -30,8 +30,8 @@ const (
 	metricAverageRevenue      = "average_revenue"
 )
 
-// Where revenue is read from: an event's custom properties (README "Goals
-// and funnels").
+// Where revenue is read from: an event's custom properties
+// (docs/query-api.md#goals-and-funnels).
 const (
 	revenueProp  = "revenue"
 	currencyProp = "currency"

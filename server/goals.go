@@ -11,7 +11,7 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// Goals of a site (README "Goals and funnels"): created and deleted as
+// Goals of a site (docs/query-api.md#goals-and-funnels): created and deleted as
 // the site's other settings are (the admin token or an admin key that
 // reaches the site), listed by whoever reads the site's figures.
 

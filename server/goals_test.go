@@ -569,8 +569,8 @@ func TestGoalCreateSiteDeletedMidRequest(t *testing.T) {
 }
 
 // bothReads runs test with reads through event_pages (narrow), then
-// through the wide events rows, as before its backfill ends (README
-// "Query API", How reports stay fast): the figures must not differ.
+// through the wide events rows, as before its backfill ends
+// (docs/query-api.md#how-reports-stay-fast): the figures must not differ.
 func bothReads(t *testing.T, test func(t *testing.T, wide bool)) {
 	t.Run("narrow", func(t *testing.T) { test(t, false) })
 	t.Run("wide", func(t *testing.T) { test(t, true) })

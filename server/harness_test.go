@@ -57,7 +57,7 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 // harness is a real Server over a real SQLite file (or a PostgreSQL
-// database: README "Tests"), behind two httptest listeners.
+// database: docs/development.md#both-backends), behind two httptest listeners.
 type harness struct {
 	t         *testing.T
 	db        *storage.DB
@@ -291,7 +291,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 // events reads every event intake stored for site ("" for every site)
 // in arrival order, wire text decoded, through storage on either backend
-// (README "On PostgreSQL": a test's own SQL cannot call event_raw there).
+// (docs/postgresql.md#on-postgresql: a test's own SQL cannot call event_raw
+// there).
 func (h *harness) events(site string) []storage.EventRecord {
 	h.t.Helper()
 	list, err := h.db.EventRecords(context.Background(), site)

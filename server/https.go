@@ -14,8 +14,8 @@ import (
 	"strings"
 )
 
-// HTTPS is the TLS side of an instance (README "HTTPS"): one listener that
-// serves the collector and the query API together, for a VM where only
+// HTTPS is the TLS side of an instance (docs/operations.md#https): one listener
+// that serves the collector and the query API together, for a VM where only
 // 443 is open, and a plain one that answers ACME HTTP-01 challenges and
 // redirects everything else to HTTPS.
 type HTTPS struct {
@@ -48,6 +48,7 @@ func (inst *Instance) ServeHTTPS(h HTTPS) error {
 	logger := inst.Server.log
 	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
 	inst.HTTPSURL = "https://" + strings.TrimPrefix(baseURL(ln.Addr()), "http://")
+	inst.HTTPSAddr = ln.Addr()
 	secure := inst.Server.newHTTPServer(inst.Server.Shared())
 	secure.TLSConfig = h.TLS
 	// Handshake failures are mostly scanners; their messages carry the
@@ -63,6 +64,7 @@ func (inst *Instance) ServeHTTPS(h HTTPS) error {
 		return nil
 	}
 	inst.HTTPURL = baseURL(plain.Addr())
+	inst.HTTPAddr = plain.Addr()
 	var redirect http.Handler = redirectToHTTPS(port)
 	if h.Challenges != nil {
 		redirect = h.Challenges(redirect)

@@ -10,8 +10,8 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// Imported history in the query API (README "Query API", include.imports,
-// and "Switching from Plausible / Umami / GoatCounter").
+// Imported history in the query API (docs/query-api.md, include.imports,
+// and docs/import.md).
 
 // Plausible's imports_warning texts (lib/plausible/stats/query_result.ex,
 // @imports_warnings), by skip reason.

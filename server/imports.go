@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -19,12 +20,11 @@ import (
 // its body, or its answer wait, before the listener gives up on it.
 const importIdle = 60 * time.Second
 
-// importEvents stores an import stream (README "Switching from Plausible
-// / Umami / GoatCounter"), as `tally import` sends it to a running
-// server: the admin token or an admin key that reaches the site. The body
-// is NDJSON (a header, rows, an end line) of any length, read as it
-// comes and stored a chunk at a time by the writer, so the request lives
-// as long as the import; each chunk gives it importIdle more.
+// importEvents stores an import stream (docs/import.md), as `tally import`
+// sends it to a running server: the admin token or an admin key that reaches
+// the site. The body is NDJSON (a header, rows, an end line) of any length,
+// read as it comes and stored a chunk at a time by the writer, so the request
+// lives as long as the import; each chunk gives it importIdle more.
 //
 // POST /v1/sites/:siteId/imports
 func (s *Server) importEvents(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
@@ -68,11 +68,10 @@ func (i *idleReader) Read(b []byte) (int, error) {
 const plausibleUploadMax = 256 << 20
 
 // importPlausible imports Plausible's CSV export into a running server's
-// site as imported rollups (README "Switching from Plausible / Umami /
-// GoatCounter"), as `tally import --from plausible` sends it: the body is
-// the export's zip (the command zips CSV files given one by one), kept in a
-// temporary file while it is read. The admin token or an admin key that
-// reaches the site.
+// site as imported rollups (docs/import.md), as `tally import --from plausible`
+// sends it: the body is the export's zip (the command zips CSV files given one
+// by one), kept in a temporary file while it is read. The admin token or an
+// admin key that reaches the site.
 //
 // POST /v1/sites/:siteId/imports/plausible
 func (s *Server) importPlausible(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
@@ -80,18 +79,26 @@ func (s *Server) importPlausible(w http.ResponseWriter, r *http.Request, ps http
 	if err != nil {
 		return err
 	}
+	if r.ContentLength > plausibleUploadMax {
+		return fault.Errorf(fault.PayloadTooLarge, "request body is larger than %d bytes", plausibleUploadMax)
+	}
+	release, err := s.imports.take(site.ID, site.WorkspaceID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	extend := importDeadlines(w)
 	tmp, err := os.CreateTemp("", "tally-plausible-*.zip")
 	if err != nil {
-		return err
+		return tempErr(err)
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	if _, err := io.Copy(tmp, &idleReader{r: http.MaxBytesReader(w, r.Body, plausibleUploadMax), extend: extend}); err != nil {
-		return err
+		return tempErr(err)
 	}
 	if err := tmp.Close(); err != nil {
-		return err
+		return tempErr(err)
 	}
 	start := time.Now()
 	n, err := importer.Plausible(r.Context(), s.db, site.ID, []string{tmp.Name()}, func(int64, int64) { extend() })
@@ -109,6 +116,16 @@ func (s *Server) importPlausible(w http.ResponseWriter, r *http.Request, ps http
 	s.log.Info("import stored", "source", "plausible", "rows", n, "duration_ms", time.Since(start).Milliseconds())
 	writeJSON(w, http.StatusOK, importAnswer{Source: "plausible", Rows: n, Imported: n, DurationMS: time.Since(start).Milliseconds()})
 	return nil
+}
+
+// tempErr is a failure to keep an upload in the temporary folder: a full
+// one is 503 unavailable, as a full disk is for the database (docs/storage.md#disk-full-read-only-database).
+func tempErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return &fault.Error{Code: fault.Unavailable, RetryAfter: 5,
+			Message: "the server's temporary folder is full: the upload cannot be kept while it is imported"}
+	}
+	return err
 }
 
 // importDeadlines gives an import's request importIdle from now to read

@@ -22,6 +22,11 @@ type Instance struct {
 	CollectorURL, QueryURL string
 	// HTTPSURL and HTTPURL are those of ServeHTTPS, when it was called.
 	HTTPSURL, HTTPURL string
+	// CollectorAddr and QueryAddr are the addresses the listeners are
+	// bound to, as the system reports them: [::]:8080 for every interface,
+	// where the URLs above name 127.0.0.1. HTTPSAddr and HTTPAddr are
+	// ServeHTTPS's (nil without it, HTTPAddr without a redirect listener).
+	CollectorAddr, QueryAddr, HTTPSAddr, HTTPAddr net.Addr
 
 	servers []*http.Server
 	failed  chan error
@@ -42,7 +47,7 @@ func Listen(cfg Config, db *storage.DB, collectorAddr, queryAddr string) (*Insta
 		return nil, fmt.Errorf("query listener: %w", err)
 	}
 	inst := &Instance{DB: db, CollectorURL: baseURL(cl.Addr()), QueryURL: baseURL(ql.Addr()),
-		failed: make(chan error, 4), stopped: make(chan struct{})}
+		CollectorAddr: cl.Addr(), QueryAddr: ql.Addr(), failed: make(chan error, 4), stopped: make(chan struct{})}
 	if cfg.CollectorURL == "" {
 		cfg.CollectorURL = inst.CollectorURL
 	}
@@ -66,7 +71,9 @@ func Listen(cfg Config, db *storage.DB, collectorAddr, queryAddr string) (*Insta
 	return inst, nil
 }
 
-// baseURL is http://127.0.0.1:<port> for a wildcard or loopback address.
+// baseURL is http://127.0.0.1:<port> for a wildcard or loopback address:
+// a URL that reaches the listener from this machine (the log names the
+// bound address itself).
 func baseURL(a net.Addr) string {
 	tcp := a.(*net.TCPAddr)
 	host := tcp.IP.String()

@@ -12,7 +12,7 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// ingestBodyLimit caps an intake request body (README "Intake").
+// ingestBodyLimit caps an intake request body (docs/intake.md).
 const ingestBodyLimit = 1 << 20
 
 // ingest returns the handler of the intake endpoint of format f: it runs
@@ -98,14 +98,14 @@ type intakePipeline struct {
 	d        decision
 }
 
-// intakeStep is one gate of the pipeline, named as README "Intake" (Gates,
-// in order) names it.
+// intakeStep is one gate of the pipeline, named as
+// docs/intake.md#gates-in-order names it.
 type intakeStep struct {
 	gate string
 	run  func(*intakePipeline) error
 }
 
-// intakeSteps are the gates in the order README "Intake" documents; that
+// intakeSteps are the gates in the order docs/intake.md documents; that
 // order is behaviour (which error a request gets, what is counted where).
 var intakeSteps = []intakeStep{
 	{"credential", (*intakePipeline).credential},

@@ -30,7 +30,7 @@ type intakeFormat struct {
 	// agentFrom says where each event's User-Agent comes from.
 	agentFrom agentSource
 	// locate says whether the client address is located (the proxy
-	// headers always count, README "Intake" enrichment).
+	// headers always count, docs/intake.md#gates-in-order, enrichment).
 	locate bool
 	// batch is what a batch with some failing events comes to.
 	batch batchPolicy
@@ -82,7 +82,7 @@ type batchPolicy int
 
 const (
 	// allOrNothing refuses the whole request (400) for one failing event
-	// and stores nothing (README "Intake").
+	// and stores nothing (docs/intake.md).
 	allOrNothing batchPolicy = iota
 	// storeValid refuses each failing event on its own, recorded in
 	// decision.refused, and takes the others on through the gates.
@@ -90,7 +90,7 @@ const (
 )
 
 // The formats of today's two endpoints: one event or a batch of them
-// (README "Intake"), told apart by where the visitor's User-Agent comes
+// (docs/intake.md), told apart by where the visitor's User-Agent comes
 // from and whether the client address is the visitor's.
 var (
 	// browserEvents is POST /events.

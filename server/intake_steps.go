@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tally-analytics/tally/fault"
 	"github.com/tally-analytics/tally/privacy"
@@ -13,8 +14,8 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// The steps of the intake pipeline (intake.go), one per gate of README
-// "Intake" (Gates, in order), in that order.
+// The steps of the intake pipeline (intake.go), one per gate of
+// docs/intake.md#gates-in-order, in that order.
 
 // credential authenticates the request (401/403).
 func (p *intakePipeline) credential() error {
@@ -44,6 +45,13 @@ func (p *intakePipeline) bodySize() error {
 	}
 	if p.f.redact != nil {
 		body = p.f.redact(body)
+	}
+	// Bytes that are not UTF-8 become U+FFFD, one per byte, as the JSON
+	// decoder reads them into every field anyway: the wire text kept is
+	// then the text its fields came from, and the same on both backends
+	// (PostgreSQL's text refuses such bytes; docs/postgresql.md#text-with-nul-and-invalid-utf-8).
+	if !utf8.Valid(body) {
+		body = []byte(storage.ValidUTF8(string(body)))
 	}
 	p.d.body = body
 	return nil
@@ -261,8 +269,8 @@ func (p *intakePipeline) consentCookieless() error {
 	return nil
 }
 
-// visitor is what ev's cookieless id is made of (README "Intake", gate 5):
-// the visitor's address and User-Agent where the collector knows the
+// visitor is what ev's cookieless id is made of (docs/intake.md#gates-in-order,
+// gate 5): the visitor's address and User-Agent where the collector knows the
 // address, else nothing, and the id comes from ev's anon_id. The address
 // is a message's own (Segment's context.ip), else the request's where the
 // format locates by it: a browser's on /events; on Segment's intake only
@@ -411,9 +419,10 @@ func (p *intakePipeline) enrichment() error {
 
 // maxJob is the most events (and DLQ rows) one writer job holds: a
 // native request's largest batch, so a longer Segment batch holds the
-// writer no longer at a time than a native one (README "Segment-compatible
-// intake"). A job also merges identifies into at most
-// storage.MaxJobProfiles profiles (storage.JobLength).
+// writer no longer at a time than a native one
+// (docs/intake.md#segment-compatible-intake). A job also merges
+// identifies into at most storage.MaxJobProfiles profiles
+// (storage.JobLength).
 const maxJob = schema.MaxBatch
 
 // ingestJobs has the writer store the rows, then the DLQ rows, in jobs of

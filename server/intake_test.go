@@ -18,15 +18,18 @@ import (
 	"github.com/tally-analytics/tally/schema"
 )
 
-// The steps run in the order README "Intake" (Gates, in order) lists the
+// The steps run in the order docs/intake.md#gates-in-order lists the
 // gates, named as it names them.
-func TestIntakeStepsFollowTheREADME(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestIntakeStepsFollowTheDocs(t *testing.T) {
+	page, err := os.ReadFile("../docs/intake.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, _ := strings.Cut(string(readme), "### Gates, in order")
-	section, _, _ = strings.Cut(section, "\n### ")
+	_, section, found := strings.Cut(string(page), "\n## Gates, in order\n")
+	if !found {
+		t.Fatal("got no section \"Gates, in order\" in docs/intake.md")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
 	var want []string
 	for _, m := range regexp.MustCompile(`\*\*([^*]+)\*\*`).FindAllStringSubmatch(section, -1) {
 		want = append(want, strings.ToLower(m[1]))
@@ -36,7 +39,7 @@ func TestIntakeStepsFollowTheREADME(t *testing.T) {
 		got = append(got, s.gate)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("got steps %q, want the README's gates %q", got, want)
+		t.Fatalf("got steps %q, want the gates of docs/intake.md %q", got, want)
 	}
 }
 

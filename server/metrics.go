@@ -13,16 +13,17 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// Label values of the collector's metrics (README "Metrics"). No
+// Label values of the collector's metrics (docs/operations.md#metrics). No
 // per-tenant labels exist.
 const (
 	endpointEvents = "events"
 	endpointS2S    = "s2s"
-	// endpointSegment labels Segment's HTTP Tracking API (README
-	// "Segment-compatible intake"), all of its paths.
+	// endpointSegment labels Segment's HTTP Tracking API
+	// (docs/intake.md#segment-compatible-intake), all of its paths.
 	endpointSegment = "segment"
 	// endpointPlausible and endpointUmami label Plausible's Events API and
-	// Umami's /api/send (README "Plausible- and Umami-compatible intake").
+	// Umami's /api/send
+	// (docs/intake.md#plausible--and-umami-compatible-intake).
 	endpointPlausible = "plausible"
 	endpointUmami     = "umami"
 

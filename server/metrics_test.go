@@ -107,7 +107,7 @@ func TestMetricsUninitialised(t *testing.T) {
 }
 
 // A write transaction that loses a serialization conflict runs again, and
-// /metrics counts it (README "Metrics"). The conflict is raised by a
+// /metrics counts it (docs/operations.md#metrics). The conflict is raised by a
 // trigger on the first insert of an event.
 func TestWriterRetriesMetric(t *testing.T) {
 	dbtest.OnlyPostgres(t, "only PostgreSQL retries a transaction")

@@ -20,10 +20,10 @@ import (
 )
 
 // TestMigrateToCopiesEverything seeds a SQLite file through the API with
-// rows in every table, copies it (README "Moving from SQLite to
-// PostgreSQL") and compares: counts and sums, every derived column with
-// SQLite's functions for the same row, the audit log in order, and the
-// identities continuing past the copied ids.
+// rows in every table, copies it
+// (docs/postgresql.md#moving-from-sqlite-to-postgresql) and compares: counts
+// and sums, every derived column with SQLite's functions for the same row, the
+// audit log in order, and the identities continuing past the copied ids.
 func TestMigrateToCopiesEverything(t *testing.T) {
 	dbtest.OnlySQLite(t, "the source of the copy is a SQLite file")
 	url := dbtest.StartPostgres(t, "tally")

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +19,7 @@ import (
 
 // TestNul sends NUL (U+0000) in every text a client controls, on each
 // backend: no answer is a 5xx, each is the wanted one, and an event
-// answered 202 is stored (README "On PostgreSQL", "Text with NUL").
+// answered 202 is stored (docs/postgresql.md#text-with-nul-and-invalid-utf-8).
 func TestNul(t *testing.T) {
 	h, tn, fix := quarantineHarness(t)
 	mustStatus(t, h.q("PATCH", "/v1/sites/web", testAdminToken,
@@ -139,7 +141,7 @@ func TestNul(t *testing.T) {
 }
 
 // TestNulGDPR: a subject id with NUL is exported and erased on each
-// backend as it was stored (README "On PostgreSQL", "Text with NUL").
+// backend as it was stored (docs/postgresql.md#text-with-nul-and-invalid-utf-8).
 func TestNulGDPR(t *testing.T) {
 	h, tn := gdprFixture(t)
 	const n = "a\u0000b"
@@ -160,7 +162,7 @@ func TestNulGDPR(t *testing.T) {
 
 // TestMigrateToCopiesNul: tally migrate-to copies a SQLite file's text
 // with NUL as PostgreSQL's intake would have stored it, U+FFFD, rather
-// than fail the copy (README "On PostgreSQL", "Text with NUL").
+// than fail the copy (docs/postgresql.md#text-with-nul-and-invalid-utf-8).
 func TestMigrateToCopiesNul(t *testing.T) {
 	dbtest.OnlySQLite(t, "the source of the copy is a SQLite file")
 	url := dbtest.StartPostgres(t, "tally")
@@ -193,5 +195,82 @@ func TestMigrateToCopiesNul(t *testing.T) {
 	}
 	if want := "a\uFFFDb"; anon != want || site != want || plan != want || key != "v" {
 		t.Errorf("got anon_id %q, site name %q, props plan %q and key %q, want %q thrice and \"v\"", anon, site, plan, key, want)
+	}
+}
+
+// TestMigrateToMergesKeysEqualOnPostgres: rows that are distinct keys on
+// SQLite but one once their text is stored as PostgreSQL stores it (NUL
+// and bytes not UTF-8 as U+FFFD) are merged by the copy as intake on
+// PostgreSQL would have merged them, rather than fail it: rollups summed,
+// user profiles' traits merged, other rows kept once; the checks count
+// the merged rows (docs/postgresql.md#moving-from-sqlite-to-postgresql).
+func TestMigrateToMergesKeysEqualOnPostgres(t *testing.T) {
+	dbtest.OnlySQLite(t, "the source of the copy is a SQLite file")
+	url := dbtest.StartPostgres(t, "tally")
+	path := filepath.Join(t.TempDir(), "src.db")
+	h := newHarnessAt(t, path)
+	tn := h.setupTenant("acme", "web")
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("web:"))
+	for i, m := range []map[string]any{
+		{"type": "track", "anonymousId": "a", "event": "\u0000"},
+		{"type": "track", "anonymousId": "a", "event": "\uFFFD"},
+		{"type": "page", "anonymousId": "a", "properties": map[string]any{"url": "https://example.test/\u0000"}},
+		{"type": "page", "anonymousId": "a", "properties": map[string]any{"url": "https://example.test/\uFFFD"}},
+		{"type": "identify", "anonymousId": "a", "userId": "u\u0000", "traits": map[string]any{"plan": "pro"}},
+		{"type": "identify", "anonymousId": "a", "userId": "u\uFFFD", "traits": map[string]any{"seats": 3}},
+	} {
+		h.clock.Advance(time.Second)
+		m["messageId"] = fmt.Sprintf("m%d", i)
+		r := h.c("POST", "/v1/batch", "", map[string]any{"batch": []any{m}}, "Authorization", basic)
+		mustStatus(t, r, 200, "")
+	}
+	for _, name := range []string{"g\u0000", "g\uFFFD"} {
+		mustStatus(t, h.q("POST", "/v1/sites/web/goals", tn.adminKey, map[string]any{"name": name, "event_name": "signup"}), 201, "")
+	}
+	// A row of an earlier version, whose intake kept bytes not UTF-8.
+	if _, err := h.sqlDB().Exec(`INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at)
+		VALUES ('web', ?, '{"old":true}', '2025-01-01T00:00:00.000Z', '2025-01-01T00:00:00.000Z')`, "u\xff"); err != nil {
+		t.Fatal(err)
+	}
+	h.op.Close()
+	h.stop()
+
+	checks, err := storage.CopyToPostgres(context.Background(), path, url, nil)
+	if err != nil {
+		t.Fatalf("copy: got %v, want none", err)
+	}
+	merged := map[string]int64{}
+	for _, c := range checks {
+		merged[c.Table] = c.Merged
+		if !c.OK() {
+			t.Errorf("%s: got %+v, want equal counts (merged rows aside) and sums", c.Table, c)
+		}
+	}
+	for table, want := range map[string]int64{"daily_events_slots": 1, "daily_dimensions_slots": 1, "user_profiles": 2, "identity_links": 1, "goals": 1, "events": 0} {
+		if merged[table] != want {
+			t.Errorf("%s: got %d rows merged, want %d", table, merged[table], want)
+		}
+	}
+	ctx := context.Background()
+	pg, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(ctx)
+	var count int
+	if err := pg.QueryRow(ctx, `SELECT count FROM daily_events WHERE site_id = 'web' AND type = chr(65533)`).Scan(&count); err != nil || count != 2 {
+		t.Errorf("daily_events of U+FFFD: got %d, %v, want 2", count, err)
+	}
+	var traits, created string
+	if err := pg.QueryRow(ctx, `SELECT traits, created_at FROM user_profiles WHERE site_id = 'web' AND user_id = 'u' || chr(65533)`).Scan(&traits, &created); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"plan":"pro"`, `"seats":3`, `"old":true`} {
+		if !strings.Contains(traits, k) {
+			t.Errorf("merged profile: got traits %s, want %s among them", traits, k)
+		}
+	}
+	if created != "2025-01-01T00:00:00.000Z" {
+		t.Errorf("merged profile: got created_at %s, want the earliest", created)
 	}
 }

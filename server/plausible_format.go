@@ -18,11 +18,11 @@ import (
 )
 
 // Plausible's Events API (POST /api/event) as an intake format, so a page
-// keeps Plausible's tracker and changes only the host (README "Plausible-
-// and Umami-compatible intake"). Field names and limits follow Plausible's
-// own parser, lib/plausible/ingestion/request.ex in plausible/analytics:
-// every field has a short name (the tracker's) and a long one (the
-// documented API's), and the short one wins.
+// keeps Plausible's tracker and changes only the host
+// (docs/intake.md#plausible--and-umami-compatible-intake). Field names and
+// limits follow Plausible's own parser, lib/plausible/ingestion/request.ex in
+// plausible/analytics: every field has a short name (the tracker's) and a long
+// one (the documented API's), and the short one wins.
 
 // Plausible's limits (request.ex): the event name's characters, the url's
 // and referrer's bytes, the props' count and their keys' and values' bytes.
@@ -42,7 +42,7 @@ const plausibleEngagement = "engagement"
 // plausibleEvents is the format of POST /api/event. Every event is stored
 // in the cookieless form: Plausible's tracker keeps no id in the browser,
 // and the collector counts its visitors by address and User-Agent as
-// Plausible does (README "Intake", gate 5).
+// Plausible does (docs/intake.md#gates-in-order, gate 5).
 var plausibleEvents = &intakeFormat{endpoint: endpointPlausible,
 	credential: trackerCredential(plausibleSiteNames), parse: parsePlausible,
 	agentFrom: agentHeader, locate: true, batch: allOrNothing, siteFromCredential: true,
@@ -151,9 +151,10 @@ func plausibleName(f map[string]json.RawMessage) (string, error) {
 	return name, nil
 }
 
-// parsePlausible maps one Plausible event (README "Plausible- and
-// Umami-compatible intake", the table): name, url, referrer, props and
-// revenue, and the campaign of the url's utm parameters.
+// parsePlausible maps one Plausible event
+// (docs/intake.md#plausible--and-umami-compatible-intake, the table): name,
+// url, referrer, props and revenue, and the campaign of the url's utm
+// parameters.
 func parsePlausible(body []byte, now time.Time) ([]schema.Event, []refusal, error) {
 	f, err := plausibleObject(body)
 	if err != nil {
@@ -243,7 +244,7 @@ func plausibleProps(f map[string]json.RawMessage) (map[string]json.RawMessage, e
 
 // plausibleRevenue checks $ (or revenue), {"amount": 49.9, "currency":
 // "EUR"}, and returns it in the form the query API's revenue metrics read
-// (README "Goals and funnels"): amount a number or a string of one,
+// (docs/query-api.md#goals-and-funnels): amount a number or a string of one,
 // currency three letters, upper-cased.
 func plausibleRevenue(v json.RawMessage, path string) (json.RawMessage, error) {
 	var rev struct {
@@ -277,7 +278,7 @@ func plausibleRevenue(v json.RawMessage, path string) (json.RawMessage, error) {
 
 // utmCampaign is the campaign of a page URL's utm parameters (the first of
 // each), in the form of Segment's context.campaign, which a visit reads
-// (README "Visits"): the cookieless form drops the query string, so the
+// (docs/intake.md#visits): the cookieless form drops the query string, so the
 // campaign is taken before it goes. Like Plausible, source falls back to
 // the source and ref parameters. Nil without any.
 func utmCampaign(u *url.URL) json.RawMessage {
@@ -303,8 +304,8 @@ func utmCampaign(u *url.URL) json.RawMessage {
 }
 
 // keepCampaign puts a campaign into a message's raw as context.campaign,
-// where a visit computed again from stored events finds it (README
-// "Visits"), since the stored URL keeps no query string.
+// where a visit computed again from stored events finds it
+// (docs/intake.md#visits), since the stored URL keeps no query string.
 func keepCampaign(f map[string]json.RawMessage, c json.RawMessage) {
 	if c == nil {
 		return

@@ -20,13 +20,13 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// The query API: Plausible's Stats API v2 request and answer (README
-// "Query API"), over the site's visits and events.
+// The query API: Plausible's Stats API v2 request and answer
+// (docs/query-api.md), over the site's visits and events.
 
 // queryBodyLimit caps a query's JSON body.
 const queryBodyLimit = 64 << 10
 
-// Bounds of a query (README "Query API"), far above any dashboard's needs.
+// Bounds of a query (docs/query-api.md), far above any dashboard's needs.
 const (
 	maxQueryLimit       = 10000
 	maxQueryDimensions  = 8
@@ -35,6 +35,11 @@ const (
 	maxFilterClauses    = 100
 	maxFilterValueBytes = 1000
 	maxPropNameBytes    = 300
+	// maxQueryPatterns bounds the matches patterns of a query, all its
+	// filters together: each is compiled (up to about 100 KB and 2 ms,
+	// storage.MaxPatternInsts) and, on PostgreSQL, matched against every
+	// distinct value of its dimension in the range.
+	maxQueryPatterns = 20
 )
 
 // siteQuery answers POST /v1/sites/:siteId/query: the site is the path's.
@@ -406,9 +411,9 @@ func (pq *parsedQuery) parseFilters(raw json.RawMessage) error {
 	if json.Unmarshal(raw, &list) != nil {
 		return invalid("filters must be an array of filters such as [\"is\", \"visit:country\", [\"DE\"]]")
 	}
-	nodes := 0
+	var n filterCount
 	for _, item := range list {
-		f, echo, err := parseFilter(item, 1, &nodes)
+		f, echo, err := parseFilter(item, 1, &n)
 		if err != nil {
 			return err
 		}
@@ -418,12 +423,15 @@ func (pq *parsedQuery) parseFilters(raw json.RawMessage) error {
 	return nil
 }
 
+// filterCount is what a query's filters hold so far.
+type filterCount struct{ nodes, patterns int }
+
 // parseFilter reads one filter tree and returns it with its normalised
 // echo.
-func parseFilter(raw json.RawMessage, depth int, nodes *int) (storage.QueryFilter, any, error) {
+func parseFilter(raw json.RawMessage, depth int, n *filterCount) (storage.QueryFilter, any, error) {
 	var f storage.QueryFilter
-	*nodes++
-	if *nodes > maxFilterNodes {
+	n.nodes++
+	if n.nodes > maxFilterNodes {
 		return f, nil, invalid("filters may hold at most %d conditions", maxFilterNodes)
 	}
 	if depth > maxFilterDepth {
@@ -444,7 +452,7 @@ func parseFilter(raw json.RawMessage, depth int, nodes *int) (storage.QueryFilte
 		}
 		echo := []any{}
 		for _, c := range children {
-			cf, ce, err := parseFilter(c, depth+1, nodes)
+			cf, ce, err := parseFilter(c, depth+1, n)
 			if err != nil {
 				return f, nil, err
 			}
@@ -456,7 +464,7 @@ func parseFilter(raw json.RawMessage, depth int, nodes *int) (storage.QueryFilte
 		if len(parts) != 2 {
 			return f, nil, invalid("invalid filter %s: not takes one filter", clip(raw))
 		}
-		cf, ce, err := parseFilter(parts[1], depth+1, nodes)
+		cf, ce, err := parseFilter(parts[1], depth+1, n)
 		if err != nil {
 			return f, nil, err
 		}
@@ -485,6 +493,12 @@ func parseFilter(raw json.RawMessage, depth int, nodes *int) (storage.QueryFilte
 	}
 	if len(f.Values) > maxFilterClauses {
 		return f, nil, invalid("a filter may list at most %d values", maxFilterClauses)
+	}
+	if strings.HasPrefix(f.Op, "matches") {
+		// Counted before any is compiled.
+		if n.patterns += len(f.Values); n.patterns > maxQueryPatterns {
+			return f, nil, invalid("a query may hold at most %d matches patterns in all its filters", maxQueryPatterns)
+		}
 	}
 	for _, v := range f.Values {
 		if len(v) > maxFilterValueBytes {
@@ -797,8 +811,8 @@ func (s *Server) runQuery(r *http.Request, pq *parsedQuery) (*queryAnswer, error
 	return a, nil
 }
 
-// estimateWarnings marks visitors and percentage as estimates (README
-// "Query API", How reports stay fast).
+// estimateWarnings marks visitors and percentage as estimates
+// (docs/query-api.md#how-reports-stay-fast).
 func estimateWarnings(metrics []string) map[string]queryMetricWarning {
 	w := map[string]queryMetricWarning{}
 	for _, m := range metrics {

@@ -72,7 +72,7 @@ func utc(month time.Month, d, hour, minute int) time.Time {
 }
 
 // queryDataSet is the fixed data set whose figures the query tests compute
-// by hand (README "Query API"). All times UTC; Berlin is UTC+1 in January.
+// by hand (docs/query-api.md). All times UTC; Berlin is UTC+1 in January.
 //
 //	a: Chrome/Windows desktop, DE Berlin
 //	   visit A1 Jan 10 10:00-10:06: pageview /?utm_source=news&utm_medium=email&utm_campaign=jan,
@@ -552,6 +552,10 @@ func TestQueryErrors(t *testing.T) {
 		{"filter on an unknown dimension", base("filters", []any{[]any{"is", "visit:planet", list("x")}}), "invalid_query", "visit:planet"},
 		{"bad pattern", base("filters", []any{[]any{"matches", "event:page", list("(")}}), "invalid_query", "RE2"},
 		{"long pattern", base("filters", []any{[]any{"matches", "event:page", list(strings.Repeat("a", 257))}}), "invalid_query", "256"},
+		// 256 bytes that compile to 240,000 instructions (11.5 MB): refused
+		// before they are compiled (issue 29).
+		{"pattern of a huge program", base("filters", []any{[]any{"matches", "event:page", list("(?:" + strings.Repeat("x", 240) + "){1000}")}}), "invalid_query", "2000 instructions"},
+		{"too many patterns", base("filters", []any{[]any{"matches", "event:page", manyPatterns(15)}, []any{"or", []any{[]any{"matches_not", "visit:source", manyPatterns(6)}}}}), "invalid_query", "20 matches patterns"},
 		{"country not a code", base("filters", []any{[]any{"is", "visit:country", list("Germany")}}), "invalid_query", "2-letter"},
 		{"unknown modifier", base("filters", []any{[]any{"is", "event:page", list("/"), map[string]any{"fuzzy": true}}}), "invalid_query", "fuzzy"},
 		{"case-insensitive matches", base("filters", []any{[]any{"matches", "event:page", list("/"), map[string]any{"case_sensitive": false}}}), "invalid_query", "case_sensitive"},
@@ -595,6 +599,17 @@ func TestQueryErrors(t *testing.T) {
 		})
 	}
 	mustStatus(t, h.q("POST", "/v1/sites/web/query", tn.readKey, `{"metrics":["visitors"],"date_range":"7d","x":"`+strings.Repeat("a", 70<<10)+`"}`), 413, "payload_too_large")
+	// At the bounds: 20 patterns, one of them [a-z]{1000} (1,002 instructions).
+	mustStatus(t, h.q("POST", "/v1/sites/web/query", tn.readKey, base("filters", []any{[]any{"matches", "event:page", append(manyPatterns(19), "[a-z]{1000}")}})), 200, "")
+}
+
+// manyPatterns is n distinct matches patterns.
+func manyPatterns(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("^/p%d", i)
+	}
+	return out
 }
 
 // nest is a filter nested n deep in not.
@@ -664,8 +679,8 @@ func TestQueryPlausibleDocsExamples(t *testing.T) {
   "metrics": ["visitors", "events"],
   "date_range": "7d"
 }`, "3 4"},
-		// Goals are supported (README "Goals and funnels"); the site has
-		// none, so no row.
+		// Goals are supported (docs/query-api.md#goals-and-funnels); the site
+		// has none, so no row.
 		{"revenue-metrics-query", `{
   "site_id": "dummy.site",
   "metrics": ["total_revenue"],

@@ -15,7 +15,7 @@ import (
 // than 10,000 visitors says in meta.metric_warnings that its visitors and
 // percentage are estimates, and they are within 3%, as does one filtered
 // on one dimension; one filtered on two dimensions is exact and says
-// nothing (README "Query API", How reports stay fast).
+// nothing (docs/query-api.md#how-reports-stay-fast).
 func TestQueryEstimateIsFlagged(t *testing.T) {
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")

@@ -5,9 +5,9 @@ import (
 )
 
 // TestQueryEventsThroughVisits: filtered reports read events through the
-// visits that overlap the range (README "How reports stay fast"); a visit
-// across the range's start or end, a cookieless visitor's, and a late event
-// that joins a visit before the range to one inside it, all by hand.
+// visits that overlap the range (docs/query-api.md#how-reports-stay-fast); a
+// visit across the range's start or end, a cookieless visitor's, and a late
+// event that joins a visit before the range to one inside it, all by hand.
 func TestQueryEventsThroughVisits(t *testing.T) {
 	h, tn := newQueryHarness(t)
 	m := list("visitors", "visits", "pageviews")

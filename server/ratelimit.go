@@ -7,7 +7,8 @@ import (
 )
 
 // rateLimiter is a token bucket per site: rate tokens per second, holding
-// at most burst (for events, two seconds' worth: README "Gates, in order").
+// at most burst (for events, two seconds' worth:
+// docs/intake.md#gates-in-order).
 type rateLimiter struct {
 	rate    float64
 	burst   float64

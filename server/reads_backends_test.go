@@ -17,7 +17,7 @@ var cookielessID = regexp.MustCompile(`c_[0-9a-f]{16,64}`)
 
 // TestReadsAnswerAlikeOnBothBackends feeds the query API's data set to a
 // server on SQLite and to one on PostgreSQL and compares every read's
-// answer byte for byte (README "On PostgreSQL"): the query
+// answer byte for byte (docs/postgresql.md#on-postgresql): the query
 // API over every dimension, as breakdown and as filter, time buckets in
 // zones, comparisons, total rows, time labels, pagination and CSV; the
 // Plausible route; pageviews, sessions, event counts, the breakdown,

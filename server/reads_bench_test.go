@@ -34,7 +34,7 @@ import (
 // GDPR erasure of one user of each kind.
 //
 // TALLY_BENCH_EVENTS=10000000 loads ten times as many (the query API's
-// 10M target, README "Query API"; the same writer, through storage.Ingest,
+// 10M target, docs/query-api.md; the same writer, through storage.Ingest,
 // about ten times as long) over 300 pages instead of 200.
 //
 // TALLY_BENCH_KEEP_DB=PATH keeps the loaded database at PATH, with what the
@@ -44,8 +44,8 @@ import (
 //
 // On PostgreSQL (TALLY_TEST_BACKEND=postgres), TALLY_BENCH_DATABASE_URL
 // names a database that `tally migrate-to` filled from the kept file of
-// TALLY_BENCH_KEEP_DB, so that both backends read the same rows (README
-// "Benchmarks", PostgreSQL; .ci/bench-pg does it).
+// TALLY_BENCH_KEEP_DB, so that both backends read the same rows
+// (docs/benchmarks.md#postgresql; .ci/bench-pg does it).
 var (
 	benchDatabaseURL = os.Getenv("TALLY_BENCH_DATABASE_URL")
 	benchEvents      = benchEventsFromEnv()
@@ -73,7 +73,7 @@ const (
 	// benchVisitors come about once each; every tenth event of each (its
 	// first, eleventh...) carries user_id user-(visitor mod benchHeavy),
 	// so each of the benchHeavy users is linked to 200 devices with about
-	// 1,000 events (README "Reads").
+	// 1,000 events (docs/benchmarks.md#reads).
 	benchVisitors = 200_000
 	benchHeavy    = 1_000
 	// benchRegulars return often (Zipf): one visit in 20 is by one of
@@ -112,7 +112,7 @@ func (c *benchClock) now() time.Time { return time.UnixMilli(c.ms.Load()).UTC() 
 // batches of 500, each received at the ts of its newest event, and db.Prune
 // runs every simulated hour as the service's prune loop would, so that the
 // dedup table holds the last 48 hours only and its freed pages are reused
-// (README "Event bytes"). Without one, every event is received now and
+// (docs/storage.md#event-bytes). Without one, every event is received now and
 // nothing is pruned.
 func loadReadsFixture(b *testing.B, db *storage.DB, clock *benchClock) readsFixture {
 	b.Helper()
@@ -169,7 +169,7 @@ func loadReadsFixture(b *testing.B, db *storage.DB, clock *benchClock) readsFixt
 			ts := dayStart.Add(time.Duration(rng.IntN(86_000)) * time.Second)
 			// A visit's landing: 60% come from one of 50 referring hosts, 10%
 			// with a campaign of 20, from one of 30 countries (the query
-			// API's breakdowns; README "Reads").
+			// API's breakdowns; docs/benchmarks.md#reads).
 			var referrer *string
 			if rng.IntN(10) < 6 {
 				r := fmt.Sprintf("https://ref%02d.example/page", rng.IntN(50))
@@ -275,7 +275,8 @@ func BenchmarkReads(b *testing.B) {
 	if reused {
 		b.Logf("reusing %s (%d events; its gdpr_erase runs erased some users)", path, benchEvents)
 		// A file of before migration 0021 is backfilled first: reports
-		// read event_pages only once it is complete (README "Event bytes").
+		// read event_pages only once it is complete
+		// (docs/storage.md#event-bytes).
 		if t0 := time.Now(); !db.EventPagesReady() {
 			for !db.EventPagesReady() {
 				time.Sleep(100 * time.Millisecond)
@@ -320,7 +321,7 @@ func BenchmarkReads(b *testing.B) {
 			}
 		})
 	}
-	// The query API (README "Query API"), over the same 30 days.
+	// The query API (docs/query-api.md), over the same 30 days.
 	qrange := `"date_range":["` + benchEnd.AddDate(0, 0, -30).Format("2006-01-02") + `","` + benchEnd.AddDate(0, 0, -1).Format("2006-01-02") + `"]`
 	for _, c := range []struct{ name, body string }{
 		{"query_visits_by_day", `{"metrics":["visitors","visits","bounce_rate","visit_duration"],"dimensions":["time:day"],` + qrange + `}`},
@@ -336,10 +337,10 @@ func BenchmarkReads(b *testing.B) {
 		{"query_3_visit_filters", `{"metrics":["visitors","visits","bounce_rate"],"filters":[["is","visit:country",["DE","FR"]],["is_not","visit:source",["Direct / None"]],` +
 			`["contains","visit:entry_page",["/p/1"]]],` + qrange + `}`},
 	} {
-		// Unfiltered ones read day partials (README "Query API", How
-		// reports stay fast): kept after the first run and merged once
-		// into the report cache (warm), kept but read and merged again
-		// (kept: the first view of a range after the warm-up), or
+		// Unfiltered ones read day partials
+		// (docs/query-api.md#how-reports-stay-fast): kept after the first run
+		// and merged once into the report cache (warm), kept but read and
+		// merged again (kept: the first view of a range after the warm-up), or
 		// computed from a scan of each day when none is kept (cold; the
 		// partials are deleted before each run, outside the timing).
 		b.Run(c.name, func(b *testing.B) {
@@ -404,9 +405,10 @@ func BenchmarkReads(b *testing.B) {
 			}
 		})
 	}
-	// A funnel of 5 goals over the 30 days (README "Goals and funnels"):
-	// every page, a click, a page of /p/1*, a signup, then /p/2; the goals
-	// are created once (a kept database keeps them).
+	// A funnel of 5 goals over the 30 days
+	// (docs/query-api.md#goals-and-funnels): every page, a click, a page of
+	// /p/1*, a signup, then /p/2; the goals are created once (a kept database
+	// keeps them).
 	createBenchGoals(b, ts.URL)
 	// cpu-ms/op is the process's CPU time per funnel (both parts): on a
 	// shared machine it varies less than the time. The report cache is
@@ -562,7 +564,7 @@ func keptPartials(b *testing.B, path string) int {
 
 // reportSpace logs the bytes per event of the loaded database (file and
 // WAL after a TRUNCATE checkpoint) and what each table and index takes,
-// the figures of README "Storage".
+// the figures of docs/storage.md.
 func reportSpace(b *testing.B, db *storage.DB) {
 	b.Helper()
 	file, objects, err := db.Space(context.Background())

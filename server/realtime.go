@@ -9,8 +9,8 @@ import (
 	"github.com/tally-analytics/tally/storage"
 )
 
-// realtimeWindow is how far back the realtime count looks (README
-// "Realtime").
+// realtimeWindow is how far back the realtime count looks
+// (docs/query-api.md#realtime).
 const realtimeWindow = 5 * time.Minute
 
 // realtime answers {visitors}: the site's distinct visitors with an event

@@ -30,8 +30,8 @@ func rowsOf[S, T any](in []S, f func(*S) T) []T {
 // Health and errors.
 
 // healthBody is the answer of GET /healthz (both listeners): Status is
-// "ok" (200), "unavailable" or "draining" (503, README "Behind a load
-// balancer").
+// "ok" (200), "unavailable" or "draining" (503,
+// docs/operations.md#behind-a-load-balancer).
 type healthBody struct {
 	Status string `json:"status"`
 	// Reason says what fails when Status is "unavailable", and that the
@@ -40,7 +40,7 @@ type healthBody struct {
 }
 
 // errorBody is the envelope of every error answer, on every route
-// (README "API walk-through").
+// (docs/api.md).
 type errorBody struct {
 	Error errorFields `json:"error"`
 }
@@ -54,7 +54,7 @@ type errorFields struct {
 	Details []fault.Detail `json:"details,omitempty"`
 }
 
-// Intake (README "Intake").
+// Intake (docs/intake.md).
 
 // intakeAnswer is the 202 body of the intake endpoints, POST /events and
 // POST /s2s/events (collector).
@@ -64,21 +64,21 @@ type intakeAnswer struct {
 	Quarantined int `json:"quarantined"`
 	Dropped     int `json:"dropped"`
 	// TraitsDropped counts the accepted identifies some of whose traits
-	// the user's profile did not take, being at its caps (README
-	// "Identity and sessions"); absent when none.
+	// the user's profile did not take, being at its caps
+	// (docs/intake.md#profile-caps); absent when none.
 	TraitsDropped int `json:"traits_dropped,omitempty"`
 }
 
-// segmentAnswer is the 200 of the Segment intake (README
-// "Segment-compatible intake"): Segment's {"success": true}, the counts of
-// intakeAnswer, and the messages of a batch refused one by one.
+// segmentAnswer is the 200 of the Segment intake
+// (docs/intake.md#segment-compatible-intake): Segment's {"success": true}, the
+// counts of intakeAnswer, and the messages of a batch refused one by one.
 type segmentAnswer struct {
 	Success bool `json:"success"`
 	intakeAnswer
 	Rejected int `json:"rejected"`
 }
 
-// Tenancy (README "Tenancy rules", "Audit log").
+// Tenancy (docs/api.md#tenancy-rules, docs/api.md#audit-log).
 
 // workspaceBody is a workspace: the answer of POST /workspaces,
 // GET and PATCH /workspaces/:slug, and an element of workspaceList.
@@ -106,13 +106,12 @@ type siteBody struct {
 	Name        string `json:"name"`
 	CreatedAt   string `json:"created_at"`
 	// RetentionDays is the site's own retention, null when it follows
-	// RETENTION_DAYS (README "Retention").
+	// RETENTION_DAYS (docs/storage.md#retention).
 	RetentionDays *int `json:"retention_days"`
 	// PurgedBefore is the first day whose raw rows are all kept, null while
 	// no purge has removed any.
 	PurgedBefore *string `json:"purged_before"`
-	// TimeZone is the IANA zone of the query API's days (README "Query
-	// API").
+	// TimeZone is the IANA zone of the query API's days (docs/query-api.md).
 	TimeZone string `json:"time_zone"`
 }
 
@@ -123,7 +122,7 @@ func siteOf(s *storage.Site) siteBody {
 
 // siteDetail is the answer of GET /v1/sites/:siteId and PATCH
 // /sites/:siteId: the site with the names it answers to besides its id
-// (README "Plausible- and Umami-compatible intake").
+// (docs/intake.md#plausible--and-umami-compatible-intake).
 type siteDetail struct {
 	siteBody
 	// Aliases are the site's aliases, sorted; [] for none.
@@ -211,7 +210,7 @@ type auditPage struct {
 	NextCursor *string          `json:"next_cursor"`
 }
 
-// Tracking plan (README "Tracking plan").
+// Tracking plan (docs/intake.md#tracking-plan).
 
 // planBody is the answer of POST /v1/plan/reload: the new plan's mode and
 // the event types it names.
@@ -220,7 +219,8 @@ type planBody struct {
 	Mode   string   `json:"mode"`
 }
 
-// backupBody is the answer of POST /v1/backup (README "Backup and restore").
+// backupBody is the answer of POST /v1/backup
+// (docs/storage.md#backup-and-restore).
 type backupBody struct {
 	Path       string `json:"path"`
 	Bytes      int64  `json:"bytes"`
@@ -230,7 +230,7 @@ type backupBody struct {
 	DurationMS int64  `json:"duration_ms"`
 }
 
-// Dead-letter queue (README "Dead-letter queue").
+// Dead-letter queue (docs/intake.md#dead-letter-queue).
 
 // dlqRowBody is a quarantined event: its wire JSON and the plan's
 // violations.
@@ -264,7 +264,7 @@ type replayAnswer struct {
 	Requarantined bool   `json:"requarantined"`
 }
 
-// Reads (README "Analytics reads", "Breakdown").
+// Reads (docs/query-api.md#analytics-reads, docs/query-api.md#breakdown).
 
 // dayCount is one day of a per-day series.
 type dayCount struct {
@@ -334,8 +334,8 @@ type timelineBody struct {
 	Events     []timelineEvent `json:"events"`
 	NextBefore *string         `json:"next_before"`
 	// PurgedBefore is the first day whose events are all kept: the site's
-	// retention may have removed those of earlier days (README
-	// "Retention"). Null while none were removed.
+	// retention may have removed those of earlier days
+	// (docs/storage.md#retention). Null while none were removed.
 	PurgedBefore *string `json:"purged_before"`
 }
 
@@ -371,9 +371,9 @@ type propertyNamesBody struct {
 	Default string `json:"default"`
 }
 
-// exportEvent is one line of the NDJSON event export (README "Export"):
-// an event in the timeline's shape, plus its user id, properties and
-// receive time.
+// exportEvent is one line of the NDJSON event export
+// (docs/query-api.md#export): an event in the timeline's shape, plus its user
+// id, properties and receive time.
 type exportEvent struct {
 	timelineEvent
 	UserID     *string         `json:"user_id"`
@@ -410,7 +410,7 @@ func exportCSVRecord(e *storage.ExportEvent) []string {
 		s(e.DeviceType), s(e.UserID), string(e.Properties), e.ReceivedAt}
 }
 
-// Sourcemaps (README "Sourcemaps").
+// Sourcemaps (docs/intake.md#sourcemaps).
 
 // sourcemapAnswer is the answer of POST /sites/:siteId/sourcemaps.
 type sourcemapAnswer struct {
@@ -425,7 +425,7 @@ type sourcemapDeletion struct {
 	Bytes int64 `json:"bytes"`
 }
 
-// Webhooks (README "Webhooks").
+// Webhooks (docs/intake.md#webhooks).
 
 // webhookAnswer is the answer of POST /webhooks/:adapter/:siteId: how many
 // events were stored.
@@ -466,7 +466,7 @@ type createdWebhookSecret struct {
 	Warning   string  `json:"warning"`
 }
 
-// GDPR (README "GDPR").
+// GDPR (docs/gdpr.md).
 
 // subjectBody is the person of a GDPR request: exactly one id is set.
 type subjectBody struct {
@@ -533,7 +533,7 @@ type gdprDeleteBody struct {
 	Counts  subjectCounts `json:"counts"`
 }
 
-// Dev mode (README "Dev mode").
+// Dev mode (docs/testing.md#dev-mode).
 
 // Enrichment is what the collector derived for a stored event.
 type Enrichment struct {
@@ -570,7 +570,7 @@ type DebugEvent struct {
 	// the bot filter (BOT_FILTER) dropped it.
 	Bot bool `json:"bot,omitempty"`
 	// InjectedDelayMS is how long an injected fault stalled the request
-	// (README "Retry testing").
+	// (docs/testing.md#retry-testing).
 	InjectedDelayMS int64 `json:"injected_delay_ms,omitempty"`
 }
 
@@ -627,7 +627,7 @@ type resetAnswer struct {
 	Deleted map[string]int64 `json:"deleted"`
 }
 
-// Segment's browser SDK settings (README "Segment-compatible intake").
+// Segment's browser SDK settings (docs/intake.md#segment-compatible-intake).
 
 // segmentSettingsBody is the answer of GET /v1/projects/:writeKey/settings:
 // the part of Segment's CDN settings document that analytics-next reads
@@ -656,7 +656,7 @@ type segmentSettingsMetrics struct {
 	SampleRate float64 `json:"sampleRate"`
 }
 
-// queryAnswer is the answer of the query API (README "Query API"), in the
+// queryAnswer is the answer of the query API (docs/query-api.md), in the
 // shape of Plausible's Stats API v2.
 type queryAnswer struct {
 	Results []queryResult `json:"results"`
@@ -687,9 +687,9 @@ type queryMeta struct {
 	TotalRows      *int                          `json:"total_rows,omitempty"`
 	MetricWarnings map[string]queryMetricWarning `json:"metric_warnings,omitempty"`
 	// RevenueCurrency is the currency of total_revenue and average_revenue
-	// (README "Goals and funnels").
+	// (docs/query-api.md#goals-and-funnels).
 	RevenueCurrency string `json:"revenue_currency,omitempty"`
-	// With include.imports (README "Query API"): whether imported days
+	// With include.imports (docs/query-api.md): whether imported days
 	// are counted, Plausible's reason and warning when not, and the
 	// imported days of the range, [first, last] per import.
 	ImportsIncluded   *bool      `json:"imports_included,omitempty"`
@@ -774,8 +774,8 @@ type goalList struct {
 	Goals []goalBody `json:"goals"`
 }
 
-// importBody is one import of a site's history (README "Switching from
-// Plausible / Umami / GoatCounter"): its source, files, rows and days.
+// importBody is one import of a site's history (docs/import.md): its source,
+// files, rows and days.
 type importBody struct {
 	ID        int64    `json:"id"`
 	Source    string   `json:"source"`

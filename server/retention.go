@@ -8,7 +8,7 @@ import (
 )
 
 // retentionCheckEvery is how often the server looks whether today's purge
-// has run (README "Retention"): a cheap read, so a purge starts at most
+// has run (docs/storage.md#retention): a cheap read, so a purge starts at most
 // this long after midnight UTC, or after a start that missed one.
 const retentionCheckEvery = 10 * time.Minute
 
@@ -42,7 +42,8 @@ func (s *Server) retentionLoop(ctx context.Context) {
 // purge runs one purge of raw rows older than each site's retention, and
 // forgets the inspection feed's decisions (dev mode) made before each
 // purged site's cut. With several instances on PostgreSQL one of them
-// purges at a time; the others skip the round (README "On PostgreSQL").
+// purges at a time; the others skip the round
+// (docs/postgresql.md#on-postgresql).
 func (s *Server) purge(ctx context.Context) error {
 	var res storage.PurgeResult
 	_, err := s.db.Leader(ctx, "retention", func() error {

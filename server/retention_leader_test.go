@@ -10,8 +10,8 @@ import (
 
 // The retention purge goes through Leader: while another instance of the
 // database runs it, this one skips the round and deletes nothing; once
-// that instance is done, this one purges (README "On PostgreSQL (in
-// progress)").
+// that instance is done, this one purges
+// (docs/postgresql.md#several-instances-on-one-database).
 func TestRetentionPurgeGoesThroughLeader(t *testing.T) {
 	if !dbtest.Postgres() {
 		t.Skip("one instance on SQLite: Leader always runs the job")

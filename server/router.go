@@ -43,7 +43,7 @@ func newRouter(log *slog.Logger) *router {
 }
 
 // handle registers h at path and at /v1+path: every v1 endpoint has both,
-// /v1 canonical and the bare path an alias (README "API walk-through").
+// /v1 canonical and the bare path an alias (docs/api.md).
 func (rt *router) handle(method, path string, h handler) {
 	rt.route(method, path, h)
 	rt.route(method, "/v1"+path, h)

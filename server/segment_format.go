@@ -17,10 +17,10 @@ import (
 )
 
 // Segment's HTTP Tracking API as an intake format: its messages become
-// schema.Event by the mapping of README "Segment-compatible intake", then
+// schema.Event by the mapping of docs/intake.md#segment-compatible-intake, then
 // take the same gates as Tally's own events.
 
-// Segment's documented limits (README "Segment-compatible intake").
+// Segment's documented limits (docs/intake.md#segment-compatible-intake).
 const (
 	segmentMessageLimit = 32 << 10
 	segmentBodyLimit    = 500 << 10
@@ -30,7 +30,7 @@ const (
 // segmentNamespace is the UUID namespace of the name-based event ids of
 // messages whose messageId is not a UUID: id = UUIDv5(segmentNamespace,
 // messageId), so a resend of the message is a duplicate. Part of the wire
-// contract (README "Segment-compatible intake"): never change it.
+// contract (docs/intake.md#segment-compatible-intake): never change it.
 var segmentNamespace = uuid.MustParse("7a1e5e6b-3c1d-4b0e-9f0a-5e67e17a11e9")
 
 // segmentConsentCategory is the consent category of
@@ -178,9 +178,9 @@ func parseSegment(call *segmentCall, body []byte, now time.Time) ([]schema.Event
 	return events, refused, nil
 }
 
-// segmentMessage maps one message (README "Segment-compatible intake",
-// the mapping table) and returns its problems, pointers under prefix.
-// call is the path's call, nil for a batch element, whose type field says.
+// segmentMessage maps one message (docs/intake.md#segment-compatible-intake,
+// the mapping table) and returns its problems, pointers under prefix. call is
+// the path's call, nil for a batch element, whose type field says.
 func segmentMessage(raw json.RawMessage, call *segmentCall, prefix string, b segmentBatch, now time.Time) (schema.Event, []fault.Detail) {
 	ev := schema.Event{Raw: raw, Pointer: prefix, TS: now}
 	var problems []fault.Detail
@@ -372,8 +372,9 @@ func segmentDLQPayload(ev *schema.Event) json.RawMessage {
 
 // segmentCookieless rewrites a message privacy.Cookieless made cookieless
 // into Segment's field names: anonymousId the cookieless id, no userId,
-// previousId or traits, no context.ip or context.traits, and URLs without
-// their query string (README "Consent").
+// previousId or traits, and URLs without their query string
+// (docs/intake.md#gates-in-order). Its context is already privacy.CookielessContext's
+// (privacy.StripIdentifiers, which runs first).
 func segmentCookieless(ev *schema.Event) {
 	f := make(map[string]json.RawMessage, len(ev.Fields))
 	for k, v := range ev.Fields {
@@ -384,38 +385,10 @@ func segmentCookieless(ev *schema.Event) {
 	}
 	f["anonymousId"], _ = json.Marshal(ev.AnonID)
 	if v, ok := f["properties"]; ok {
-		f["properties"] = stripURLs(v)
-	}
-	if v, ok := f["context"]; ok {
-		var c map[string]json.RawMessage
-		if json.Unmarshal(v, &c) == nil && c != nil {
-			delete(c, "ip")
-			delete(c, "traits")
-			if p, ok := c["page"]; ok {
-				c["page"] = stripURLs(p)
-			}
-			f["context"], _ = json.Marshal(c)
-		}
+		f["properties"] = privacy.StripURLs(v)
 	}
 	ev.Fields = f
 	ev.Raw, _ = json.Marshal(f)
-}
-
-// stripURLs removes the query string and fragment of an object's url and
-// referrer, and its search (a page's query string).
-func stripURLs(obj json.RawMessage) json.RawMessage {
-	var o map[string]json.RawMessage
-	if json.Unmarshal(obj, &o) != nil || o == nil {
-		return obj
-	}
-	delete(o, "search")
-	for _, k := range []string{"url", "referrer"} {
-		if s, ok := stringField(o, k); ok {
-			o[k], _ = json.Marshal(privacy.StripQuery(s))
-		}
-	}
-	b, _ := json.Marshal(o)
-	return b
 }
 
 // stringField is a string field of an object, ok false when absent or not

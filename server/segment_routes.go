@@ -54,7 +54,7 @@ func (s *Server) segmentIngest(f *intakeFormat) handler {
 // empty one), else writeKey in the body. A bearer is also read, as a write
 // key or as this process's internal bearer (a DLQ replay). When both a
 // header and a body key are sent, the header wins and the body's is not
-// read (README "Segment-compatible intake").
+// read (docs/intake.md#segment-compatible-intake).
 func (s *Server) segmentCredential(r *http.Request) (*storage.Site, string, error) {
 	if user, _, ok := r.BasicAuth(); ok {
 		return s.writeKeyCredential(user)

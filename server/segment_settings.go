@@ -10,7 +10,7 @@ import (
 // (@segment/analytics-next) asks its CDN for, so that a page needs only
 // `cdnURL` = the collector: the document names the collector, as the
 // request reached it, as the host its Segment.io destination sends to, and
-// turns off the SDK's own telemetry (README "Segment-compatible intake").
+// turns off the SDK's own telemetry (docs/intake.md#segment-compatible-intake).
 // The write key is checked as on the intake, so a wrong one fails the
 // SDK's load with our 401 rather than sending events that will be refused.
 //

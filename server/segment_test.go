@@ -677,6 +677,10 @@ func FuzzSegmentIntake(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	hostileSeeds(f,
+		`{"batch":[{"type":"track","anonymousId":V,"event":V,"properties":{"p":V,K:1},"context":{"page":{"url":V},"userAgent":V}},{"type":"track","anonymousId":"a","event":"ok"}]}`,
+		`{"type":"identify","userId":V,"traits":{"t":V,K:2},"messageId":V,"timestamp":V}`,
+		`{"batch":[{"type":"alias","previousId":V,"userId":"u"},{"type":"page","anonymousId":"a","name":V,"properties":{"url":V,"referrer":V}}],"context":{K:V}}`)
 	h := fuzzCollector(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, path := range []string{"/v1/batch", "/v1/track", "/v1/i", "/v1/alias"} {
@@ -715,7 +719,7 @@ func TestSegmentLogs(t *testing.T) {
 	}
 }
 
-// Over HTTP, write keys follow REQUIRE_API_KEY (README "Write keys"): a
+// Over HTTP, write keys follow REQUIRE_API_KEY (docs/api.md#write-keys): a
 // throw-away site's ingest key, restricted to that site, is its write key in
 // every mode; a site id only without require; a workspace-wide key never.
 func TestSegmentWriteKeysByMode(t *testing.T) {

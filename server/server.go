@@ -74,6 +74,9 @@ type Config struct {
 	// to any host name; otherwise only to localhost or a loopback address
 	// (dev mode with DEV_ALLOW_REMOTE sets it).
 	DebugAnyHost bool
+	// QueryTimeout is the deadline of each read of the query API
+	// (read_deadline.go); 0 means DefaultQueryTimeout.
+	QueryTimeout time.Duration
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -89,6 +92,7 @@ type Server struct {
 	admin    adminToken
 	limiter  *rateLimiter
 	uploads  *rateLimiter // sourcemap uploads
+	imports  *importUploads
 	locator  *privacy.Locator
 	plan     atomic.Pointer[schema.Plan]
 	internal internalToken
@@ -96,7 +100,8 @@ type Server struct {
 	client   *http.Client
 	metrics  atomic.Pointer[collectorMetrics]
 	faults   faultInjector // dev mode's injected intake faults
-	// draining is set by Drain, at a stop signal (README "Behind a load balancer").
+	// draining is set by Drain, at a stop signal
+	// (docs/operations.md#behind-a-load-balancer).
 	draining atomic.Bool
 	// retentionKick asks the purge loop for a purge now.
 	retentionKick chan struct{}
@@ -113,6 +118,9 @@ func New(cfg Config, db *storage.DB) *Server {
 	if cfg.RequireAPIKey == "" {
 		cfg.RequireAPIKey = KeyModeNone
 	}
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = DefaultQueryTimeout
+	}
 	if cfg.ConsentMode == "" {
 		cfg.ConsentMode = privacy.ConsentCookieless
 	}
@@ -121,7 +129,7 @@ func New(cfg Config, db *storage.DB) *Server {
 	}
 	s := &Server{cfg: cfg, db: db, log: cfg.Logger, now: cfg.Now, admin: newAdminToken(cfg.AdminToken),
 		limiter: newRateLimiter(cfg.RateLimit), uploads: newUploadLimiter(cfg.SourcemapUploadsPerMinute), locator: cfg.Locator,
-		internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout},
+		imports: newImportUploads(), internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout},
 		feed: newDebugFeed(cfg.DebugFeedSize), retentionKick: make(chan struct{}, 1)}
 	s.plan.Store(cfg.Plan)
 	s.metrics.Store(newCollectorMetrics(db.PoolStats, db.DiskUsage))
@@ -221,25 +229,25 @@ func (s *Server) Query() http.Handler {
 		rt.handleV1(http.MethodDelete, "/debug/sites/:siteId", s.removeThrowAwaySite)
 	}
 
-	rt.handleV1(http.MethodGet, "/sites/:siteId", s.getSite)
+	rt.handleV1(http.MethodGet, "/sites/:siteId", s.bounded(s.getSite))
 	rt.handle(http.MethodPatch, "/sites/:siteId", s.updateSite)
-	rt.handle(http.MethodGet, "/sites/:siteId/pageviews", s.pageviews)
-	rt.handle(http.MethodGet, "/sites/:siteId/events", s.eventCounts)
-	rt.handle(http.MethodGet, "/sites/:siteId/sessions", s.sessions)
-	rt.handle(http.MethodGet, "/sites/:siteId/users/:userId/timeline", s.timeline)
-	rt.handleV1(http.MethodGet, "/sites/:siteId/breakdown", s.breakdown)
-	rt.handleV1(http.MethodGet, "/sites/:siteId/realtime", s.realtime)
-	rt.handleV1(http.MethodGet, "/sites/:siteId/properties", s.propertyNames)
+	rt.handle(http.MethodGet, "/sites/:siteId/pageviews", s.bounded(s.pageviews))
+	rt.handle(http.MethodGet, "/sites/:siteId/events", s.bounded(s.eventCounts))
+	rt.handle(http.MethodGet, "/sites/:siteId/sessions", s.bounded(s.sessions))
+	rt.handle(http.MethodGet, "/sites/:siteId/users/:userId/timeline", s.bounded(s.timeline))
+	rt.handleV1(http.MethodGet, "/sites/:siteId/breakdown", s.bounded(s.breakdown))
+	rt.handleV1(http.MethodGet, "/sites/:siteId/realtime", s.bounded(s.realtime))
+	rt.handleV1(http.MethodGet, "/sites/:siteId/properties", s.bounded(s.propertyNames))
 	rt.handleV1(http.MethodGet, "/sites/:siteId/export", s.export)
-	rt.handleV1(http.MethodPost, "/sites/:siteId/query", s.siteQuery)
+	rt.handleV1(http.MethodPost, "/sites/:siteId/query", s.bounded(s.siteQuery))
 	rt.handleV1(http.MethodPost, "/sites/:siteId/goals", s.createGoal)
-	rt.handleV1(http.MethodGet, "/sites/:siteId/goals", s.listGoals)
+	rt.handleV1(http.MethodGet, "/sites/:siteId/goals", s.bounded(s.listGoals))
 	rt.handleV1(http.MethodDelete, "/sites/:siteId/goals/:goalId", s.deleteGoal)
-	rt.handleV1(http.MethodGet, "/sites/:siteId/imports", s.listImports)
-	rt.handleV1(http.MethodPost, "/sites/:siteId/funnel", s.funnel)
+	rt.handleV1(http.MethodGet, "/sites/:siteId/imports", s.bounded(s.listImports))
+	rt.handleV1(http.MethodPost, "/sites/:siteId/funnel", s.bounded(s.funnel))
 	rt.handleV1(http.MethodPost, "/sites/:siteId/imports", s.importEvents)
 	rt.handleV1(http.MethodPost, "/sites/:siteId/imports/plausible", s.importPlausible)
-	rt.route(http.MethodPost, "/api/v2/query", s.plausibleQuery)
+	rt.route(http.MethodPost, "/api/v2/query", s.bounded(s.plausibleQuery))
 	rt.handle(http.MethodPost, "/sites/:siteId/sourcemaps", s.uploadSourcemap)
 	rt.handleV1(http.MethodDelete, "/sites/:siteId/sourcemaps", s.deleteSourcemaps)
 	rt.handle(http.MethodGet, "/sites/:siteId/dlq", s.listDLQ)

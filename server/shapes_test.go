@@ -38,7 +38,7 @@ type shapeCase struct {
 	// read) and requires the same status and shape.
 	alias bool
 	// sqliteOnly: the endpoint is refused on PostgreSQL by design
-	// (README "Storage", "On PostgreSQL"); its shape is SQLite's.
+	// (docs/postgresql.md#on-postgresql); its shape is SQLite's.
 	sqliteOnly bool
 	// save records top-level string or number fields of the answer as
 	// {var}s: var name -> field.
@@ -100,7 +100,8 @@ func TestResponseShapes(t *testing.T) {
 		{api: "c", method: "POST", path: "/v1/events", token: "web", status: 400, headers: []string{ua, chromeUA},
 			body: ev("web", 7, map[string]any{"anon_id": nil})},
 		{api: "c", method: "POST", path: "/v1/events", token: "nope", status: 401, body: ev("web", 8, nil)},
-		// Segment's HTTP Tracking API (README "Segment-compatible intake").
+		// Segment's HTTP Tracking API
+		// (docs/intake.md#segment-compatible-intake).
 		{api: "c", method: "POST", path: "/v1/batch", status: 200, body: map[string]any{"writeKey": "web", "batch": []any{
 			map[string]any{"type": "track", "anonymousId": "anon-s", "event": "Order Completed", "properties": map[string]any{"revenue": 49},
 				"context": map[string]any{"userAgent": chromeUA}},
@@ -183,7 +184,7 @@ func TestResponseShapes(t *testing.T) {
 			body: map[string]any{"steps": []string{"Home"}, "date_range": "day"}},
 		{api: "q", method: "DELETE", path: "/v1/sites/web/goals/{goal_id}", token: tn.adminKey, status: 204},
 
-		// Imported history (README "Switching from Plausible / Umami / GoatCounter").
+		// Imported history (docs/import.md).
 		{api: "q", method: "POST", path: "/v1/sites/web/query", token: tn.readKey, status: 200,
 			body: map[string]any{"metrics": []string{"visitors"}, "date_range": "7d", "include": map[string]any{"imports": true}}},
 		{api: "q", method: "POST", path: "/v1/sites/web/query", token: tn.readKey, status: 200,
@@ -240,14 +241,15 @@ func TestResponseShapes(t *testing.T) {
 		{api: "q", method: "GET", path: "/", status: 200},
 		{api: "q", method: "GET", path: "/v1/ui/missing.js", status: 404},
 
-		// Imports (README "Switching from Plausible / Umami / GoatCounter").
+		// Imports (docs/import.md).
 		{api: "q", method: "POST", path: "/v1/sites/web/imports", token: tn.adminKey, status: 200,
 			body: `{"source":"goatcounter","files":["a.csv"]}` + "\n" +
 				`{"id":"i1","type":"pageview","ts":"2026-01-30T10:00:00Z","anon_id":"s1","url":"/a"}` + "\n" +
 				`{"end":{"rows":1,"skipped":0}}` + "\n"},
 		{api: "q", method: "POST", path: "/v1/sites/web/imports", token: tn.adminKey, status: 400, body: `{"source":"matomo"}`},
 
-		// Draining (README "Behind a load balancer"): last, as it lasts.
+		// Draining (docs/operations.md#behind-a-load-balancer): last, as it
+		// lasts.
 		{api: "c", method: "GET", path: "/v1/healthz", status: 503, build: func(map[string]string) (any, []string) {
 			h.srv.Drain()
 			return nil, nil

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // aliasesOf decodes the aliases of a site answer.
@@ -120,4 +121,56 @@ func TestSiteAliasesSurviveRestart(t *testing.T) {
 	if r.status != 202 {
 		t.Fatalf("after a restart, an event naming the alias: got %d %s, want 202", r.status, r.body)
 	}
+}
+
+// TestAliasesCannotCrossTenants: no workspace can take the traffic of
+// another's site through an alias (issue 29, item 3). An alias that equals
+// another site's id without regard to case is 409, as is a new site whose
+// id equals another site's alias so; a name that is a site's id reaches
+// that site, also over an alias stored before these checks.
+func TestAliasesCannotCrossTenants(t *testing.T) {
+	h := newHarness(t)
+	a := h.setupTenant("acme", "web")
+	b := h.setupTenant("victim", "VictimSite")
+	for _, name := range []string{"victimsite", "VICTIMSITE", "VictimSite"} {
+		mustStatus(t, h.q("PATCH", "/v1/sites/web", a.adminKey, map[string]any{"aliases": []string{name}}), 409, "alias_taken")
+	}
+	// A site's own id, in any case, is its own to alias.
+	mustStatus(t, h.q("PATCH", "/v1/sites/VictimSite", b.adminKey, map[string]any{"aliases": []string{"victimsite", "victim-blog"}}), 200, "")
+	for _, id := range []string{"victim-blog", "Victim-Blog"} {
+		mustStatus(t, h.q("POST", "/v1/workspaces/acme/sites", testAdminToken, map[string]any{"id": id, "name": "x"}), 409, "site_id_taken")
+	}
+
+	send := func(name string) {
+		t.Helper()
+		h.clock.Advance(time.Second)
+		mustStatusText(t, h.c("POST", "/api/event", "", `{"n":"pageview","u":"https://victim.test/","d":"`+name+`"}`, "User-Agent", chromeUA), 202)
+		mustStatusText(t, h.c("POST", "/api/send", "", `{"type":"event","payload":{"website":"`+name+`","url":"/"}}`, "User-Agent", chromeUA), 200)
+	}
+	check := func(when string, want map[string]int) {
+		t.Helper()
+		for site, n := range want {
+			if got := h.count(`SELECT COUNT(*) FROM events WHERE site_id = ?`, site); got != n {
+				t.Errorf("%s: got %d events of %s, want %d", when, got, site, n)
+			}
+		}
+	}
+	send("VictimSite")
+	check("after the refused aliases", map[string]int{"VictimSite": 2, "web": 0})
+
+	// Aliases stored before the checks existed: a name that is a site's
+	// id still reaches that site; the alias answers only for names no
+	// site has as its id.
+	mustStatus(t, h.q("PATCH", "/v1/sites/VictimSite", b.adminKey, map[string]any{"aliases": []string{}}), 200, "")
+	mustStatus(t, h.q("POST", "/v1/workspaces/victim/sites", testAdminToken, map[string]any{"id": "later", "name": "Later"}), 201, "")
+	if _, err := h.sqlDB().Exec(`INSERT INTO site_aliases(site_id, alias) VALUES ('web', 'victimsite'), ('web', 'later')`); err != nil {
+		t.Fatal(err)
+	}
+	path := h.path
+	h.stop()
+	h = newHarnessAt(t, path)
+	send("VictimSite")
+	send("later")
+	send("VICTIMSITE")
+	check("over aliases stored before the checks", map[string]int{"VictimSite": 4, "later": 2, "web": 2})
 }

@@ -153,10 +153,10 @@ func (s *Server) getSite(w http.ResponseWriter, r *http.Request, ps httprouter.P
 
 // updateSite takes {name?, retention_days?, time_zone?, aliases?} and
 // answers 200 with the site and its aliases. aliases replaces the list
-// (README "Plausible- and Umami-compatible intake").
+// (docs/intake.md#plausible--and-umami-compatible-intake).
 // retention_days is null (follow RETENTION_DAYS), 0 (keep everything) or
 // the UTC days of raw rows kept; a changed one is applied by a purge at
-// once (README "Retention").
+// once (docs/storage.md#retention).
 //
 // PATCH /sites/:siteId
 func (s *Server) updateSite(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
@@ -252,8 +252,8 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, ps httprouter.
 
 // manages reports whether p may see and revoke key k: the admin token and
 // an unrestricted key every key of the workspace, a site-restricted key
-// only the keys restricted to some of its own sites (README
-// "Authentication").
+// only the keys restricted to some of its own sites
+// (docs/api.md#authentication).
 func (p principal) manages(k *storage.APIKey) bool {
 	if p.admin || !p.key.Restricted() {
 		return true

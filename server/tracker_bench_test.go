@@ -8,7 +8,7 @@ import (
 )
 
 // BenchmarkTrackerParse is the cost of mapping one message of each format
-// to an event (README "Plausible- and Umami-compatible intake"), beside
+// to an event (docs/intake.md#plausible--and-umami-compatible-intake), beside
 // Tally's own envelope of the same pageview. Run with:
 //
 //	go test ./server -run '^$' -bench TrackerParse -count 5

@@ -15,8 +15,8 @@ import (
 )
 
 // Paths of Plausible's and Umami's intake: their own, outside /v1, so that
-// their trackers only change the host (README "Plausible- and
-// Umami-compatible intake").
+// their trackers only change the host
+// (docs/intake.md#plausible--and-umami-compatible-intake).
 const (
 	pathPlausibleEvent = "/api/event"
 	pathUmamiSend      = "/api/send"

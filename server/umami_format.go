@@ -17,12 +17,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/privacy"
 	"github.com/tally-analytics/tally/schema"
 )
 
-// Umami's POST /api/send as an intake format (README "Plausible- and
-// Umami-compatible intake"). The body is {type, payload}; the payload's
-// fields and limits follow Umami 2.10.0's own schema in
+// Umami's POST /api/send as an intake format
+// (docs/intake.md#plausible--and-umami-compatible-intake). The body is {type,
+// payload}; the payload's fields and limits follow Umami 2.10.0's own schema in
 // src/pages/api/send.ts (umami-software/umami, tag v2.10.0), and what its
 // tracker (src/tracker/index.js) and @umami/node 0.4.0 send.
 
@@ -98,11 +99,12 @@ func umamiSiteNames(body []byte) ([]string, error) {
 	return []string{strings.TrimSpace(website)}, nil
 }
 
-// parseUmami maps one Umami body (README "Plausible- and Umami-compatible
-// intake", the table). An event without name is a pageview; with name, a
-// custom event of that name with data as its properties. An identify is
-// an event of type identify whose data are its properties: Umami's
-// identify names no user, so there is no profile to merge them into.
+// parseUmami maps one Umami body
+// (docs/intake.md#plausible--and-umami-compatible-intake, the table). An event
+// without name is a pageview; with name, a custom event of that name with data
+// as its properties. An identify is an event of type identify whose data are
+// its properties: Umami's identify names no user, so there is no profile to
+// merge them into.
 func parseUmami(body []byte, now time.Time) ([]schema.Event, []refusal, error) {
 	kind, top, p, err := umamiBody(body)
 	if err != nil {
@@ -195,7 +197,7 @@ func parseUmami(body []byte, now time.Time) ([]schema.Event, []refusal, error) {
 	keepCampaign(top, ev.Campaign)
 	if ip != "" {
 		// The address is for the location and the visitor id only: never
-		// stored (README "Intake", gate 8).
+		// stored (docs/intake.md#gates-in-order, gate 8).
 		p2 := make(map[string]json.RawMessage, len(p))
 		for k, v := range p {
 			p2[k] = v
@@ -221,10 +223,17 @@ func umamiURL(page, hostname string) string {
 	return "https://" + hostname + page
 }
 
-// umamiCookieless writes the cookieless form of an Umami body:
-// payload.url and payload.referrer without their query string, no anon_id
-// and no top-level url or referrer (which privacy.StripIdentifiers adds in
-// Tally's names).
+// umamiPayloadKept are the members of an Umami payload its cookieless form
+// keeps: those its tracker sends (the umami package's tracker,
+// getPayload, and track's name and data; tag from data-tag of later
+// releases). So the distinct id of later releases' identify (payload.id),
+// the address (payload.ip) and any member of a sender's own go.
+var umamiPayloadKept = []string{"website", "hostname", "screen", "language", "title", "url", "referrer", "name", "data", "tag"}
+
+// umamiCookieless writes the cookieless form of an Umami body: the
+// members of umamiPayloadKept, payload.url and payload.referrer without
+// their query string, no anon_id and no top-level url or referrer (which
+// privacy.StripIdentifiers adds in Tally's names).
 func umamiCookieless(ev *schema.Event) {
 	f := make(map[string]json.RawMessage, len(ev.Fields))
 	for k, v := range ev.Fields {
@@ -235,8 +244,13 @@ func umamiCookieless(ev *schema.Event) {
 	delete(f, "referrer")
 	var p map[string]json.RawMessage
 	if json.Unmarshal(f["payload"], &p) == nil && p != nil {
-		delete(p, "ip")
-		f["payload"] = stripURLs(p2raw(p))
+		kept := make(map[string]json.RawMessage, len(umamiPayloadKept))
+		for _, k := range umamiPayloadKept {
+			if v, ok := p[k]; ok {
+				kept[k] = v
+			}
+		}
+		f["payload"] = privacy.StripURLs(p2raw(kept))
 	}
 	ev.Fields = f
 	ev.Raw, _ = json.Marshal(f)

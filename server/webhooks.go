@@ -153,7 +153,7 @@ type paymentsEvent struct {
 // data.object.metadata when present (else anon_id is the customer id);
 // the id is derived from the processor event id; amount and currency go
 // in properties, amount in the currency's minor unit as the processor
-// sends it; consent is "granted" (README "Webhooks", Consent).
+// sends it; consent is "granted" (docs/intake.md#webhooks, Consent).
 func mapPaymentsEvent(siteID string, body []byte) (*canonicalEvent, error) {
 	var pe paymentsEvent
 	if err := json.Unmarshal(body, &pe); err != nil || pe.ID == "" || pe.Type == "" {

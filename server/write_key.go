@@ -19,8 +19,8 @@ import (
 // its map lookup needs no such care. A write key the service does not know
 // is 401; a real key that cannot serve as one (several or all sites, or
 // no ingest:write) is 403 with a message saying what a write key must be,
-// so whoever debugs an SDK's failing sends can tell the two apart (README
-// "Write keys").
+// so whoever debugs an SDK's failing sends can tell the two apart
+// (docs/api.md#write-keys).
 func (s *Server) writeKeyCredential(writeKey string) (*storage.Site, string, error) {
 	if writeKey == "" {
 		return nil, "", fault.Errorf(fault.Unauthorized, "missing write key: send it as the HTTP Basic user name (empty password) or as writeKey in the body")

@@ -28,7 +28,7 @@ type AuditEntry struct {
 func (db *DB) audit(tx *writeTx, workspaceID string, actor Actor, action, target string, metadata map[string]any) error {
 	ts := db.now().UTC().Truncate(time.Millisecond)
 	// Another instance may be writing this workspace's log: its entry
-	// commits before this MAX reads (README "On PostgreSQL").
+	// commits before this MAX reads (docs/postgresql.md#on-postgresql).
 	if err := db.coord().lockWorkspace(tx, workspaceID); err != nil {
 		return fmt.Errorf("lock the audit log: %w", err)
 	}

@@ -20,7 +20,7 @@ import (
 const backupStepPages = 256
 
 // backupPause is the pause between two steps. No snapshot is held during
-// it, so the WAL can start over (README "Backup and restore").
+// it, so the WAL can start over (docs/storage.md#backup-and-restore).
 const backupPause = 2 * time.Millisecond
 
 // backupAfterStep, when set (by tests only), runs after each step: a write
@@ -125,7 +125,7 @@ func BackupFile(ctx context.Context, src, path string, force bool) (BackupStats,
 }
 
 // CanBackup is nil when Backup can copy this database; on PostgreSQL, the
-// error to answer (README "Backup and restore").
+// error to answer (docs/storage.md#backup-and-restore).
 func (db *DB) CanBackup() error { return db.d.fileCopies() }
 
 // IsPath reports whether path names this database's file.

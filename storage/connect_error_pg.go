@@ -13,7 +13,7 @@ import (
 // connectError is a failure to connect to PostgreSQL, or to read
 // DATABASE_URL, in words that may be logged and printed: pgx's own
 // message names the user (`user=... database=...`, and the server's
-// `role "..." does not exist`), which README "Configuration" promises
+// `role "..." does not exist`), which docs/configuration.md promises
 // never to show. Unwrap keeps pgx's error, so the error classes
 // (dialect_pg.go) still see it.
 type connectError struct {
@@ -62,8 +62,9 @@ func redactConnect(err error) error {
 
 // errReadUnreachable is what a request gets when PostgreSQL cannot be
 // reached (stopped, restarting, failing over): 503 with Retry-After, the
-// ordinary envelope, rather than a 500 (README "Running N instances on
-// PostgreSQL"). Writes get the writer's errUnreachable instead.
+// ordinary envelope, rather than a 500
+// (docs/postgresql.md#running-n-instances-on-postgresql). Writes get the
+// writer's errUnreachable instead.
 var errReadUnreachable = &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
 	Message: "the database cannot be reached; retry later"}
 

@@ -9,7 +9,7 @@ import (
 
 // TestPostgresConnectionsPerInstance: an instance holds the writer's, the
 // listener's and the rollup slot's connections plus at most its read pool
-// (README "Running N instances on PostgreSQL": max_connections).
+// (docs/postgresql.md#running-n-instances-on-postgresql: max_connections).
 func TestPostgresConnectionsPerInstance(t *testing.T) {
 	onlyPostgres(t, "PostgreSQL's connections")
 	ctx := context.Background()

@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// coord is what several instances on one database agree on (README
-// "Storage", "On PostgreSQL"): changes of the tenancy tables announced to
-// the others, and jobs run by one instance at a time. On SQLite there is
-// one instance, and every method is a no-op (noCoord).
+// coord is what several instances on one database agree on
+// (docs/postgresql.md#on-postgresql): changes of the tenancy tables announced
+// to the others, and jobs run by one instance at a time. On SQLite there is one
+// instance, and every method is a no-op (noCoord).
 type coord interface {
 	// notify announces, at tx's commit, that the entity kind:id changed.
 	notify(tx *writeTx, kind, id string) error
@@ -21,6 +21,11 @@ type coord interface {
 	// lockWorkspace serialises, until tx ends, the writes of one
 	// workspace's audit log across instances.
 	lockWorkspace(tx *writeTx, workspaceID string) error
+	// lockNames serialises, until tx ends, the claims of the names sites
+	// answer to (site ids, aliases) across instances, so that two claims
+	// of one name cannot both pass their check. Taken before the audit
+	// lock.
+	lockNames(tx *writeTx) error
 	// hideSite marks site id as being deleted, in tx, for every instance
 	// and for a restart; sitesShown is the condition (or "") that leaves
 	// such sites out of the tenancy maps, and hiddenSite finds one of ws
@@ -53,6 +58,7 @@ func (noCoord) leader(_ context.Context, _ string, f func() error) (bool, error)
 	return true, f()
 }
 func (noCoord) lockWorkspace(*writeTx, string) error { return nil }
+func (noCoord) lockNames(*writeTx) error             { return nil }
 func (noCoord) close()                               {}
 func (noCoord) hideSite(*writeTx, string) error      { return nil }
 func (noCoord) sitesShown() string                   { return "" }

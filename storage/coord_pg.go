@@ -16,7 +16,7 @@ import (
 // notifyChannel is the channel of every instance's LISTEN.
 const notifyChannel = "tally"
 
-// pgCoord is PostgreSQL's coord (README "Storage", "On PostgreSQL"): a
+// pgCoord is PostgreSQL's coord (docs/postgresql.md#on-postgresql): a
 // listener connection per instance that reloads the tenancy maps whenever
 // another instance commits a change of them, and advisory locks.
 type pgCoord struct {
@@ -125,6 +125,11 @@ func (c *pgCoord) leader(ctx context.Context, job string, f func() error) (bool,
 
 func (c *pgCoord) lockWorkspace(tx *writeTx, workspaceID string) error {
 	_, err := tx.Exec(`SELECT pg_advisory_xact_lock(?)`, lockKey("audit:"+workspaceID))
+	return err
+}
+
+func (c *pgCoord) lockNames(tx *writeTx) error {
+	_, err := tx.Exec(`SELECT pg_advisory_xact_lock(?)`, lockKey("names"))
 	return err
 }
 

@@ -37,7 +37,7 @@ func twoInstances(t *testing.T) (a, b *DB) {
 }
 
 // within waits up to a second for cond, the promise made for changes
-// reaching the other instances (README "On PostgreSQL").
+// reaching the other instances (docs/postgresql.md#on-postgresql).
 func within(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(time.Second)

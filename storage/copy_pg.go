@@ -15,13 +15,15 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TableCheck is one line of `tally migrate-to`'s verification (README
-// "Moving from SQLite to PostgreSQL"): a table's rows on both sides and,
+// TableCheck is one line of `tally migrate-to`'s verification (docs/postgresql.md#moving-from-sqlite-to-postgresql): a table's rows on both sides and,
 // for a rollup, the sum of each counter.
 type TableCheck struct {
 	Table            string
 	SQLite, Postgres int64
-	Sums             []SumCheck
+	// Merged counts the SQLite rows folded into another row on
+	// PostgreSQL, their keys being equal once stored there (copy_merge.go).
+	Merged int64
+	Sums   []SumCheck
 }
 
 // SumCheck is a rollup counter's sum on both sides.
@@ -30,9 +32,10 @@ type SumCheck struct {
 	SQLite, Postgres int64
 }
 
-// OK is whether every figure of c is equal on both sides.
+// OK is whether every figure of c is equal on both sides, the merged rows
+// counted with PostgreSQL's.
 func (c TableCheck) OK() bool {
-	if c.SQLite != c.Postgres {
+	if c.SQLite != c.Postgres+c.Merged {
 		return false
 	}
 	for _, s := range c.Sums {
@@ -47,8 +50,7 @@ func (c TableCheck) OK() bool {
 type CopyProgress func(table string, done, total int64)
 
 // CopyToPostgres copies the SQLite database at path (its server stopped)
-// into the empty PostgreSQL database at databaseURL (README "Moving from
-// SQLite to PostgreSQL"): migrations on both sides, every table in one
+// into the empty PostgreSQL database at databaseURL (docs/postgresql.md#moving-from-sqlite-to-postgresql): migrations on both sides, every table in one
 // transaction (a failure leaves the migrated schema empty, so running
 // again starts over), the columns PostgreSQL keeps and SQLite computes
 // written through the same Go code, identities moved past the copied ids;
@@ -393,7 +395,11 @@ func (c *pgCopy) copyTable(ctx context.Context, tx pgx.Tx, table string) (*Table
 		return nil, err
 	}
 	defer rows.Close()
-	src := &rowSource{rows: rows, c: c, table: table, cols: cols, vals: make([]any, len(cols)), total: check.SQLite}
+	merge, err := c.newMerge(ctx, table, cols)
+	if err != nil {
+		return nil, err
+	}
+	src := &rowSource{rows: rows, c: c, table: table, cols: cols, vals: make([]any, len(cols)), total: check.SQLite, merge: merge}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{table}, names, src); err != nil {
 		if src.err != nil {
 			return nil, src.err
@@ -403,6 +409,10 @@ func (c *pgCopy) copyTable(ctx context.Context, tx pgx.Tx, table string) (*Table
 	if src.err != nil {
 		return nil, src.err
 	}
+	if err := merge.apply(ctx, tx); err != nil {
+		return nil, err
+	}
+	check.Merged = int64(len(merge.held))
 	if c.progress != nil {
 		c.progress(table, src.done, check.SQLite)
 	}
@@ -420,9 +430,20 @@ type rowSource struct {
 	out         []any
 	done, total int64
 	err         error
+	merge       *copyMerge
 }
 
+// Next reads the next row that is not folded into an earlier one.
 func (s *rowSource) Next() bool {
+	for s.next() {
+		if !s.merge.fold(s.out) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *rowSource) next() bool {
 	if s.err != nil || !s.rows.Next() {
 		if s.err == nil {
 			s.err = s.rows.Err()
@@ -445,9 +466,9 @@ func (s *rowSource) Next() bool {
 			return false
 		}
 		if t, ok := v.(string); ok && col.typ == "json" {
-			v = jsonNulFree(t)
+			v = pgJSON(t)
 		}
-		s.out[i] = nulFree(v) // as the driver stores text (README "On PostgreSQL", "Text with NUL")
+		s.out[i] = pgText(v) // as the driver stores text (docs/postgresql.md#text-with-nul-and-invalid-utf-8)
 	}
 	s.done++
 	if s.c.progress != nil && s.done%50000 == 0 {
@@ -476,7 +497,7 @@ func (s *rowSource) convert(col copyColumn, v any) (any, error) {
 	}
 	if b, ok := v.([]byte); ok && len(b) == 16 && col.typ == "text" && (col.name == "id" || col.name == "id_text") {
 		// dedupKey's 16 bytes of a canonical UUID: PostgreSQL keeps the
-		// text (README "Storage", On PostgreSQL).
+		// text (docs/storage.md#storage, On PostgreSQL).
 		u, _ := uuid.FromBytes(b)
 		return u.String(), nil
 	}
@@ -528,7 +549,7 @@ func text(v any) string {
 	return fmt.Sprint(v)
 }
 
-// propsOf is events.props on PostgreSQL (README "Storage", On
+// propsOf is events.props on PostgreSQL (docs/storage.md#storage, On
 // PostgreSQL): the properties object of the wire text as sent, nil when
 // there is none.
 func propsOf(raw string) any {

@@ -24,7 +24,7 @@ func credentialOf(t *testing.T, db *DB, n int) (view, stored string) {
 
 func credentialEventID(n int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", n) }
 
-// Events store a credential as a short code (README "Event bytes"); the
+// Events store a credential as a short code (docs/storage.md#event-bytes); the
 // view event_credentials reads every row's credential as text, rows of
 // before migration 0019 included.
 func TestCredentialCodes(t *testing.T) {

@@ -12,12 +12,12 @@ import (
 	"time"
 )
 
-// Per-day partials of the query API (README "Query API", How reports stay
-// fast). An unfiltered report by day (or week, or month) or by one
-// dimension is answered from one partial per local day and dimension:
-// each value's sums, which add across days, and a sketch of its visitors,
-// which merge into the sketch of the range. Partials of closed days are
-// kept in day_partials; the open day is computed on every query.
+// Per-day partials of the query API (docs/query-api.md#how-reports-stay-fast).
+// An unfiltered report by day (or week, or month) or by one dimension is
+// answered from one partial per local day and dimension: each value's sums,
+// which add across days, and a sketch of its visitors, which merge into the
+// sketch of the range. Partials of closed days are kept in day_partials; the
+// open day is computed on every query.
 
 const (
 	// ExactVisitorsBelow is where visitors stop being counted exactly: a
@@ -755,7 +755,7 @@ func (db *DB) basisAnswer(ctx context.Context, site string, loc *time.Location, 
 			return r.answer, nil
 		}
 	}
-	blobs, err := db.dayPartials(ctx, site, loc, days, lay.dim, lay.goals, basis, now)
+	blobs, err := db.dayPartials(ctx, site, loc, days, lay.dim, lay.goals, basis, false, now)
 	if err != nil {
 		return nil, err
 	}
@@ -820,16 +820,18 @@ func (db *DB) basisAnswer(ctx context.Context, site string, loc *time.Location, 
 // the query does not wait for.
 //
 // A goal set's partials (dim, goals: goal_partials.go) are stored only
-// while the set is still the site's.
-func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim string, goals []QueryFilter, basis string, now time.Time) ([][]byte, error) {
-	return db.keptPartials(ctx, site, loc, days, dim, basis, now, func(days []localDay) ([][]byte, error) {
+// while the set is still the site's; a custom property's only when held
+// (the warm-up's, named by the site's events) or its computed days show
+// it (holdsValues).
+func (db *DB) dayPartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim string, goals []QueryFilter, basis string, held bool, now time.Time) ([][]byte, error) {
+	return db.keptPartials(ctx, site, loc, days, dim, basis, held, now, func(days []localDay) ([][]byte, error) {
 		return db.computePartials(ctx, site, loc, days, dim, goals, basis)
 	})
 }
 
 // keptPartials is dayPartials with compute computing the partials of
 // consecutive days (each day's encoded partial) that are not kept.
-func (db *DB) keptPartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim, basis string, now time.Time,
+func (db *DB) keptPartials(ctx context.Context, site string, loc *time.Location, days []localDay, dim, basis string, held bool, now time.Time,
 	compute func(days []localDay) ([][]byte, error)) ([][]byte, error) {
 	zone := loc.String()
 	// Taken before anything is read: a change to these days committed
@@ -894,13 +896,14 @@ func (db *DB) keptPartials(ctx context.Context, site string, loc *time.Location,
 			return nil, err
 		}
 		db.partialScans.Add(int64(hi + 1 - lo))
+		held := held || holdsValues(dim, blobs)
 		for k, b := range blobs {
 			i := lo + k
 			if out[i] != nil {
 				continue
 			}
 			out[i] = b
-			if !days[i].end.Add(partialMargin).After(now) && keepPartial(dim, b) {
+			if held && !days[i].end.Add(partialMargin).After(now) && keepPartial(dim, b) {
 				if dayGens != nil {
 					b = sealPartial(b, dayGens[i])
 				}

@@ -442,7 +442,7 @@ func TestPartialStoreRefusedAfterAChange(t *testing.T) {
 	// Day one is read now, without the intake, and its store is queued
 	// after it.
 	days, _ := localDays(partialsStart, partialsStart.AddDate(0, 0, 1), time.UTC)
-	if _, err := db.dayPartials(context.Background(), "s", time.UTC, days, "", nil, basisEvents, partialsNow); err != nil {
+	if _, err := db.dayPartials(context.Background(), "s", time.UTC, days, "", nil, basisEvents, false, partialsNow); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
@@ -454,7 +454,7 @@ func TestPartialStoreRefusedAfterAChange(t *testing.T) {
 		t.Errorf("got %d kept partials read before a change, want 0", n)
 	}
 	// Read again, after the change: kept.
-	if _, err := db.dayPartials(context.Background(), "s", time.UTC, days, "", nil, basisEvents, partialsNow); err != nil {
+	if _, err := db.dayPartials(context.Background(), "s", time.UTC, days, "", nil, basisEvents, false, partialsNow); err != nil {
 		t.Fatal(err)
 	}
 	waitPartials(t, db)

@@ -13,10 +13,10 @@ import (
 )
 
 // dialect is what differs between the two backends' SQL and errors: the
-// one place the storage layer asks which database it talks to (README
-// "Storage", "On PostgreSQL"). SQL both accept is written once, with ?
-// placeholders (pg_driver.go rebinds them); a statement that cannot be
-// shared takes its differing fragment from here.
+// one place the storage layer asks which database it talks to
+// (docs/postgresql.md#on-postgresql). SQL both accept is written once, with ?
+// placeholders (pg_driver.go rebinds them); a statement that cannot be shared
+// takes its differing fragment from here.
 type dialect interface {
 	eraseDialect // erase.go, erase_pg.go
 	// name is "sqlite" or "postgres".
@@ -34,8 +34,9 @@ type dialect interface {
 	// (ctid is neither stable nor ordered).
 	dlqSeq() string
 	// storedText is s as a text column holds it and gives it back:
-	// PostgreSQL's text refuses NUL, so its driver stores U+FFFD instead
-	// (pg_driver.go's nulFree), and what RETURNING gives back is matched
+	// PostgreSQL's text refuses NUL and invalid UTF-8, so its driver
+	// stores U+FFFD instead (pg_driver.go's pgText), and what RETURNING
+	// gives back is matched
 	// in this form.
 	storedText(s string) string
 	// stored is the table that holds the rows read as table: on
@@ -57,7 +58,7 @@ type dialect interface {
 	boolLit(v bool) string
 	matchList(expr string) string
 	// fold is expr with ASCII letters in lower case, others as they are
-	// (case-insensitive filters, README "Query API").
+	// (case-insensitive filters, docs/query-api.md).
 	fold(expr string) string
 	// lastChar is the code point of the text col's last character (NULL
 	// or 0 for an empty text).
@@ -150,8 +151,8 @@ func (sqliteDialect) classify(err error) errClass {
 	return errOther
 }
 
-// The read path's fragments (README "On PostgreSQL"): SQLite's text is
-// what it always was; PostgreSQL's gives the same values.
+// The read path's fragments (docs/postgresql.md#on-postgresql): SQLite's text
+// is what it always was; PostgreSQL's gives the same values.
 
 // boolInt is cond as 0 or 1, for SUM: SQLite's comparisons are integers.
 func (sqliteDialect) boolInt(cond string) string { return "(" + cond + ")" }

@@ -37,12 +37,11 @@ func (pgDialect) rowHandle() string { return "ctid" }
 
 func (pgDialect) dlqSeq() string { return "seq" }
 
-// storedText replaces NUL with U+FFFD, as nulFree does with every text
-// argument (README "On PostgreSQL", "Text with NUL"). A DLQ row's
-// user_agent is re-sent only as the header of an /events replay, which
-// can never carry NUL, so an s2s row (replayed with its payload,
-// verbatim) loses nothing.
-func (pgDialect) storedText(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
+// storedText replaces NUL and invalid UTF-8 with U+FFFD, as pgText does
+// with every text argument (docs/postgresql.md#text-with-nul-and-invalid-utf-8). A DLQ row's user_agent is re-sent only as the header
+// of an /events replay, which can never carry NUL, so an s2s row
+// (replayed with its payload, verbatim) loses nothing.
+func (pgDialect) storedText(s string) string { return pgString(s) }
 
 func (pgDialect) stored(table string) string {
 	switch table {
@@ -153,7 +152,7 @@ func (pgDialect) boolLit(v bool) string {
 func (pgDialect) matchList(expr string) string { return expr + " = ANY(?)" }
 
 // pgEventColumns are what SQLite computes from an event's row and
-// PostgreSQL cannot (README "Storage", "On PostgreSQL"): written by
+// PostgreSQL cannot (docs/postgresql.md#on-postgresql): written by
 // intake, in eventArgs' order.
 const pgEventColumns = `, path, props, received_ms`
 
@@ -190,15 +189,18 @@ func sentProperties(raw []byte) any {
 	if json.Unmarshal(raw, &ev) != nil || len(ev.Properties) == 0 || ev.Properties[0] != '{' {
 		return nil
 	}
-	return jsonNulFree(string(ev.Properties))
+	return pgJSON(string(ev.Properties))
 }
 
-// jsonNulFree is the JSON text j with each \u0000 escape written \ufffd:
-// json's ->> refuses to unescape NUL (22P05), and one such value would
-// fail every property read of its site (README "On PostgreSQL", "Text
-// with NUL"). An escaped backslash before "u0000" is left alone.
-func jsonNulFree(j string) string {
-	if !strings.Contains(j, `\u0000`) {
+// pgJSON is the JSON text j as events.props holds it on PostgreSQL: each
+// \u0000 escape, and each escape of a lone surrogate (\ud800–\udbff not
+// followed by an escape of \udc00–\udfff, or one of those alone),
+// written \ufffd, the character encoding/json decodes either to. json's
+// ->> refuses to unescape them (22P05, 22P02), and one such value would
+// fail every property read of its site (docs/postgresql.md#text-with-nul-and-invalid-utf-8). An escaped backslash before "u" is text,
+// not an escape; the text between escapes is the driver's (pgText).
+func pgJSON(j string) string {
+	if !strings.Contains(j, `\u`) {
 		return j
 	}
 	var b strings.Builder
@@ -207,15 +209,40 @@ func jsonNulFree(j string) string {
 			b.WriteByte(j[i])
 			continue
 		}
-		if strings.HasPrefix(j[i:], `\u0000`) {
-			b.WriteString(`\ufffd`)
-			i += 5
+		r := escapedRune(j, i)
+		switch {
+		case r < 0: // any other escape, kept whole
+			b.WriteString(j[i : i+2])
+			i++
 			continue
+		case r >= 0xd800 && r < 0xdc00:
+			if low := escapedRune(j, i+6); low >= 0xdc00 && low < 0xe000 {
+				b.WriteString(j[i : i+12]) // a pair: one character
+				i += 11
+				continue
+			}
+			b.WriteString(`\ufffd`)
+		case r == 0, r >= 0xdc00 && r < 0xe000:
+			b.WriteString(`\ufffd`)
+		default:
+			b.WriteString(j[i : i+6])
 		}
-		b.WriteString(j[i : i+2]) // any other escape, kept whole
-		i++
+		i += 5
 	}
 	return b.String()
+}
+
+// escapedRune is the code of the \uXXXX escape at j[i:], -1 when none
+// starts there.
+func escapedRune(j string, i int) int {
+	if i+6 > len(j) || j[i] != '\\' || j[i+1] != 'u' {
+		return -1
+	}
+	n, err := strconv.ParseUint(j[i+2:i+6], 16, 32)
+	if err != nil {
+		return -1
+	}
+	return int(n)
 }
 
 // rollupUpsertSQL writes slot's row of table's _slots table, so that
@@ -225,7 +252,7 @@ func (pgDialect) rollupUpsertSQL(table string, keys, sums []string, slot int) st
 }
 
 // eventIDKey is the id's text: one PostgreSQL type cannot hold a UUID's 16
-// bytes beside text (README "Storage", "On PostgreSQL").
+// bytes beside text (docs/postgresql.md#on-postgresql).
 func (pgDialect) eventIDKey(id string) any { return id }
 
 // soleWriter is false: other instances write the same database.

@@ -31,5 +31,6 @@ func (db *DB) DiskUsage() DiskUsage {
 		}
 		return 0
 	}
-	return DiskUsage{DatabaseBytes: size(db.path), WALBytes: size(db.path + "-wal"), FreeBytes: freeBytes(filepath.Dir(db.path))}
+	free, _ := freeBytes(filepath.Dir(db.path))
+	return DiskUsage{DatabaseBytes: size(db.path), WALBytes: size(db.path + "-wal"), FreeBytes: free}
 }

@@ -10,7 +10,7 @@ import (
 // pgSizeEvery is how long a PostgreSQL database size is reused: a scrape
 // must not make the server walk the database's folder each time (on a
 // large database pg_database_size stats thousands of files), and the
-// figure moves slowly (README "Metrics").
+// figure moves slowly (docs/operations.md#metrics).
 const pgSizeEvery = 30 * time.Second
 
 // pgSizeTimeout bounds one measurement: a scrape is answered with the last
@@ -20,7 +20,8 @@ const pgSizeTimeout = 2 * time.Second
 // pgDiskUsage measures a PostgreSQL database: its size on the server
 // (pg_database_size), at most once per pgSizeEvery. The WAL and the free
 // space are the server's, shared by every database of its cluster and
-// not readable by an ordinary role, so they read 0 (README "Metrics").
+// not readable by an ordinary role, so they read 0
+// (docs/operations.md#metrics).
 type pgDiskUsage struct {
 	db  *sql.DB
 	now func() time.Time

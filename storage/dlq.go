@@ -164,7 +164,7 @@ var errReplayInProgress = &fault.Error{Code: fault.ReplayInProgress, RetryAfter:
 // under way elsewhere, in this process or (on PostgreSQL) in another
 // instance, is replay_in_progress; an entry gone meanwhile is not_found. On
 // PostgreSQL a claim its instance never released expires after
-// replayClaim (README "Dead-letter queue").
+// replayClaim (docs/intake.md#dead-letter-queue).
 func (db *DB) ClaimReplay(ctx context.Context, site string, e *DLQEntry) (release func(), err error) {
 	key := [2]string{site, e.ID}
 	rc := &db.replays

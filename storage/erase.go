@@ -90,7 +90,7 @@ func (e *eraser) sweepTables() [3]sweepTable {
 // Every subject is erased in steps of at most eraseChunk rows each, a few
 // milliseconds apiece, run by writer jobs (job). A subject with at most
 // eraseWholeRows rows and eraseChunk links (nearly every one) is erased in
-// one transaction with its audit row (README "GDPR"): no reader sees it
+// one transaction with its audit row (docs/gdpr.md): no reader sees it
 // half gone. A larger one's jobs take more steps only while no other job
 // waits for the writer, up to eraseJobRows rows (a heavy user's whole
 // erasure), and commit as soon as one does, with a rest as long as the job
@@ -147,7 +147,7 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 		// of the writer's time (and half as many WAL frames wait for each
 		// checkpoint). With 300,000 events this took the p99 of another
 		// site's single events during the erasure from 21-37 ms to 10-12
-		// ms, for an erasure of 9 s instead of 5 (README "GDPR").
+		// ms, for an erasure of 9 s instead of 5 (docs/gdpr.md).
 		db.eraseRests.Add(1)
 		time.Sleep(held)
 	}
@@ -158,9 +158,9 @@ func newEraser(db *DB, site string, s Subject) *eraser {
 	return &eraser{db: db, site: site, s: s, lt: db.links(), floors: [3]int64{-1, -1, -1}, settled: [3]int64{-1, -1, -1}}
 }
 
-// eraseDialect is what an erasure does differently per backend (README
-// "GDPR"); the dialect embeds it. SQLite's methods are here, PostgreSQL's
-// in erase_pg.go.
+// eraseDialect is what an erasure does differently per backend (docs/gdpr.md);
+// the dialect embeds it. SQLite's methods are here, PostgreSQL's in
+// erase_pg.go.
 type eraseDialect interface {
 	// eraseSettle runs before each writer job of e, outside it: on
 	// PostgreSQL it waits until the rows the next job may scan are all
@@ -223,8 +223,8 @@ func (e *eraser) step(tx *writeTx) (done bool, err error) {
 // eraseJobRows is the most rows (events, sessions, DLQ rows, links) one
 // writer job of a large erasure deletes while no other job waits for the
 // writer: twice what a small subject's one transaction may hold, so that a
-// heavy user (about 200 devices, 1,000 events and 200 sessions: README
-// "Reads") is erased in one transaction and one commit.
+// heavy user (about 200 devices, 1,000 events and 200 sessions:
+// docs/benchmarks.md#reads) is erased in one transaction and one commit.
 const eraseJobRows = 2 * eraseWholeRows
 
 // job is one writer job of an erasure: a step, then more in the same
@@ -591,7 +591,7 @@ func (e *eraser) last(tx *eraseTx) error {
 // prepared once per job, not once per device or rollup row, and the
 // subtractions of everything the job deleted are summed before they are
 // applied (flush), so a rollup row shared by many of a user's devices (a
-// day, a page) is updated once per job (README "Reads").
+// day, a page) is updated once per job (docs/benchmarks.md#reads).
 type eraseTx struct {
 	*writeTx
 	db       *DB
@@ -877,8 +877,7 @@ func prepareUnroll(ctx context.Context, write *sql.DB) (unrollStmts, error) {
 // row twice; batches of a hundred rows per statement (an UPDATE ... FROM
 // a list of VALUES) spent as much again on the list's temporary tables and
 // on a statement journal: on a heavy user's 1,355 rows of
-// daily_dimensions this takes half the time of those batches (README
-// "GDPR").
+// daily_dimensions this takes half the time of those batches (docs/gdpr.md).
 func (sqliteDialect) unroll(tx *eraseTx, r rollupTable, rows [][]any) error {
 	st := tx.db.unroll[r.table]
 	up, del := tx.stmtOf(st[0]), tx.stmtOf(st[1])

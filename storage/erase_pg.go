@@ -11,19 +11,18 @@ import (
 // it waits for have ended: intake's last milliseconds.
 const eraseSettlePoll = 5 * time.Millisecond
 
-// eraseSettle makes the rows the next job may scan final (README "GDPR",
-// "On PostgreSQL"). Sequences are not commit-ordered across instances: a
-// row numbered below the highest visible one may still be in a
-// transaction of another instance, and would be missed by a walk or sweep
-// that passed its number. Before an erasure's first job and each job of
-// its sweep, it reads each table's highest visible number and then which
-// transactions hold a write lock on the table, and waits until those have
-// ended. A transaction takes its lock on the table before it draws a
-// number from the sequence and keeps it to its end, and a number drawn
-// after the read is above the highest visible one, so once they have
-// ended every row at or below it is committed or rolled back for good.
-// The first job's walk then sees every row numbered up to the floors, and
-// the sweep scans the rest, up to the mark settled before its job. It waits
+// eraseSettle makes the rows the next job may scan final (docs/gdpr.md, On
+// PostgreSQL). Sequences are not commit-ordered across instances: a row
+// numbered below the highest visible one may still be in a transaction of
+// another instance, and would be missed by a walk or sweep that passed its
+// number. Before an erasure's first job and each job of its sweep, it reads
+// each table's highest visible number and then which transactions hold a write
+// lock on the table, and waits until those have ended. A transaction takes its
+// lock on the table before it draws a number from the sequence and keeps it to
+// its end, and a number drawn after the read is above the highest visible one,
+// so once they have ended every row at or below it is committed or rolled back
+// for good. The first job's walk then sees every row numbered up to the floors,
+// and the sweep scans the rest, up to the mark settled before its job. It waits
 // outside any transaction, so it holds nothing another instance could wait
 // for.
 func (pgDialect) eraseSettle(ctx context.Context, e *eraser) error {
@@ -68,7 +67,7 @@ func (pgDialect) eraseSettle(ctx context.Context, e *eraser) error {
 // unroll subtracts the erased rows from the instance's own slot, and
 // deletes a key's slot rows when the subtraction takes their sum to zero,
 // so that no page path or referrer host of the subject stays behind in a
-// slot row the view hides (README "Storage", "On PostgreSQL"). The key's
+// slot row the view hides (docs/postgresql.md#on-postgresql). The key's
 // slot rows are locked first (FOR UPDATE, in key order like intake's
 // updates) and only those are deleted: a slot row another instance
 // inserts meanwhile keeps its count.
@@ -138,7 +137,7 @@ const eraseVacuumTables = `events, event_pages, sessions, dlq, identity_links, u
 // eraseVacuum prunes the erased rows from the tables' pages and their
 // index entries (INDEX_CLEANUP ON: PostgreSQL would otherwise skip the
 // indexes when few pages changed), as SQLite's secure_delete does at each
-// deletion (README "GDPR"). VACUUM cannot remove a row that a transaction
+// deletion (docs/gdpr.md). VACUUM cannot remove a row that a transaction
 // older than the erasure may still read, and the bytes stay in WAL and
 // backups for as long as the operator keeps them. A failure only leaves
 // the bytes to autovacuum: the rows are gone from every read already, so
@@ -155,7 +154,7 @@ func (pgDialect) linkCreatedMS() string { return "created_at" }
 // someRows names the rows by ctid, gathered first (an array, computed
 // once): a plan PostgreSQL cannot turn into a search of the whole table
 // per row, which it chose for an IN subquery over tables without
-// statistics yet (20 s for a user's 50,000 links, README "GDPR").
+// statistics yet (20 s for a user's 50,000 links, docs/gdpr.md).
 func (pgDialect) someRows(table, _, _, cond string) string {
 	return `ctid = ANY(ARRAY(SELECT ctid FROM ` + table + ` WHERE ` + cond + `))`
 }

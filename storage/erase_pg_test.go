@@ -16,10 +16,10 @@ import (
 // events (to devices the walk may have passed, to a device linked
 // meanwhile, and quarantined ones) beside another visitor's: afterwards
 // no row of the user remains in any table, and every row and rollup of
-// the site equals a database that never saw the user (README "GDPR", "On
-// PostgreSQL"). Intake on the erasing instance after each step makes the
-// erasure run many jobs, so that the other instance's sends land between
-// them; they stop before the erasure's last job begins.
+// the site equals a database that never saw the user (docs/gdpr.md, On
+// PostgreSQL). Intake on the erasing instance after each step makes the erasure
+// run many jobs, so that the other instance's sends land between them; they
+// stop before the erasure's last job begins.
 func TestEraseSubjectWhileAnotherInstanceIngests(t *testing.T) {
 	onlyPostgres(t, "two instances on one database")
 	ctx := context.Background()
@@ -152,8 +152,7 @@ func userRowsLeft(t *testing.T, db *DB) string {
 // instance's transaction: an erasure waits, before its first job, until
 // every transaction writing events, sessions or the DLQ when it began has
 // ended, so that such a row of the subject is erased with the rest rather
-// than committed after the walk passed it (README "GDPR", "On
-// PostgreSQL").
+// than committed after the walk passed it (docs/gdpr.md, On PostgreSQL).
 func TestEraseSubjectWaitsForRowsInFlight(t *testing.T) {
 	onlyPostgres(t, "sequences are not commit-ordered across instances")
 	ctx := context.Background()
@@ -224,7 +223,7 @@ func TestEraseSubjectWaitsForRowsInFlight(t *testing.T) {
 // PostgreSQL (eraseVacuum) on a site of TALLY_BENCH_EVENTS events (default
 // 1,000,000, 50,000 visitors of 20 events each, seeded in SQL): each
 // iteration erases one visitor, then vacuums. ns/op is the VACUUM alone;
-// erase-ms/op the erasure's jobs before it (README "GDPR").
+// erase-ms/op the erasure's jobs before it (docs/gdpr.md).
 func BenchmarkVacuumAfterErasure(b *testing.B) {
 	onlyPostgres(b, "VACUUM after an erasure is PostgreSQL's")
 	ctx := context.Background()

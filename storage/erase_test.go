@@ -201,7 +201,7 @@ func TestEraseSubjectCatchesEventsSentMeanwhile(t *testing.T) {
 }
 
 // A subject of at most eraseWholeRows rows is erased in one transaction
-// with its audit row (README "GDPR"), so no reader sees it half gone; a
+// with its audit row (docs/gdpr.md), so no reader sees it half gone; a
 // larger one in steps, in one transaction too while nobody waits for the
 // writer and its rows fit in eraseJobRows, else in bounded jobs. All leave
 // exactly what a database that never saw the subject holds.
@@ -246,9 +246,9 @@ func TestEraseSubjectWholeOrChunked(t *testing.T) {
 }
 
 // A subject that may still be erased whole keeps its first job's steps
-// in one transaction even while other jobs wait for the writer (README
-// "GDPR"): within eraseWholeRows rows of events, sessions and DLQ and
-// eraseChunk links. Other jobs queued meanwhile are committed after it.
+// in one transaction even while other jobs wait for the writer (docs/gdpr.md):
+// within eraseWholeRows rows of events, sessions and DLQ and eraseChunk links.
+// Other jobs queued meanwhile are committed after it.
 func TestEraseSubjectSmallIsWholeWhileOthersWait(t *testing.T) {
 	for _, s := range []Subject{{UserID: "u"}, {AnonID: "d1"}} {
 		t.Run(s.kind(), func(t *testing.T) {
@@ -314,7 +314,7 @@ func TestEraseMayBeWhole(t *testing.T) {
 
 // A large erasure's job runs steps in one transaction while no other job
 // waits for the writer, up to eraseJobRows rows, and rests after it only
-// when one does (README "GDPR"). A job queued after a step ends the
+// when one does (docs/gdpr.md). A job queued after a step ends the
 // erasure's job there (it waits for one step and the commit) and makes it
 // rest, and is committed like any other; in the first job, only once the
 // subject has shown itself too large to be erased whole.
@@ -417,7 +417,7 @@ func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
 
 // A walk that ends in the erasure's first job has nothing to sweep, since
 // nothing but that job has written since the erasure began: the steps go
-// from the walk straight to the links (README "GDPR"). After a commit the
+// from the walk straight to the links (docs/gdpr.md). After a commit the
 // sweep runs (TestEraseSubjectCatchesEventsSentMeanwhile).
 func TestEraseSubjectSweepsOnlyAfterACommit(t *testing.T) {
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))

@@ -205,7 +205,7 @@ func sqliteVarint(b []byte) (int64, int) {
 // end without the bytes under the new content start being cleared;
 // secure_delete clears only deleted cells (freeSpace), freed pages and what
 // defragmentPage moves. A VACUUM (tally vacuum) rewrites every page, and
-// then nothing is left (README "GDPR").
+// then nothing is left (docs/gdpr.md).
 func TestErasureLeavesFragmentsOnlyInUnusedSpaceUntilVacuum(t *testing.T) {
 	onlySQLite(t, "reads the bytes of the SQLite file (secure_delete, VACUUM)")
 	ctx := context.Background()
@@ -287,7 +287,7 @@ func TestErasureLeavesFragmentsOnlyInUnusedSpaceUntilVacuum(t *testing.T) {
 	t.Logf("%d leftovers after erasure:\n%s", len(found), strings.Join(pages, "\n"))
 	if len(found) == 0 {
 		t.Errorf("got no leftover in the pages' unused space after erasure, want some: either SQLite now clears a rebuilt page " +
-			"(rebuildPage), and README \"GDPR\" can say so, or this data no longer makes the erasure rebalance pages")
+			"(rebuildPage), and docs/gdpr.md can say so, or this data no longer makes the erasure rebalance pages")
 	}
 	// A backup copies the pages as they are, unused space included: one
 	// taken after the erasure, before a vacuum, holds the same leftovers.
@@ -301,7 +301,7 @@ func TestErasureLeavesFragmentsOnlyInUnusedSpaceUntilVacuum(t *testing.T) {
 	}
 	for _, l := range found {
 		if !bytes.Contains(backup, []byte(l.Value)) {
-			t.Errorf("got no %q in a backup taken after the erasure, want the file's leftovers in it (README \"GDPR\" says so)", l.Value)
+			t.Errorf("got no %q in a backup taken after the erasure, want the file's leftovers in it (docs/gdpr.md says so)", l.Value)
 		}
 	}
 	if wal, err := os.ReadFile(path + "-wal"); err == nil {

@@ -9,9 +9,9 @@ import (
 
 // Since migration 0020 an events row holds its browser, OS and device type
 // as one agent code (visit_codes.go) where all three are on the lists, and
-// its wire id as the 16 bytes of a canonical UUID where it is one (README
-// "Event bytes"). Readers use the generated columns id, browser, os and
-// device_type, which read a row of either form as the text it was stored
+// its wire id as the 16 bytes of a canonical UUID where it is one
+// (docs/storage.md#event-bytes). Readers use the generated columns id, browser,
+// os and device_type, which read a row of either form as the text it was stored
 // from; only the writer and the conversion below know the stored columns.
 
 // eventAgent is what events.agent, browser_text, os_text and

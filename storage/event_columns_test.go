@@ -65,7 +65,7 @@ func eventReads(t *testing.T, db *DB) string {
 	j, _ := json.Marshal(list)
 	fmt.Fprintf(&b, "events %s\n", j)
 	from := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	err = db.ExportEvents(ctx, "s", from, from.AddDate(0, 0, 2), func(page []ExportEvent) error {
+	err = db.ExportEvents(ctx, "s", from, from.AddDate(0, 0, 2), 0, func(page []ExportEvent) error {
 		j, _ := json.Marshal(page)
 		fmt.Fprintf(&b, "export %s\n", j)
 		return nil

@@ -10,15 +10,16 @@ import (
 
 // Since migration 0021 every event has a row in event_pages under its seq:
 // its name (NULL for a pageview) and its page path, kept in step with
-// events by triggers on every path that writes or deletes events (README
-// "Query API", How reports stay fast). A report that reads only those of
-// an event then reads its index entry and this ~17-byte row instead of
-// the wide events row. The events stored before 0021 get their rows from
-// the backfill below; until it has ended reports read the events rows, as
-// before (a fallback per event, a LEFT JOIN, lost most of the gain).
+// events by triggers on every path that writes or deletes events
+// (docs/query-api.md#how-reports-stay-fast). A report that reads only those of
+// an event then reads its index entry and this ~17-byte row instead of the wide
+// events row. The events stored before 0021 get their rows from the backfill
+// below; until it has ended reports read the events rows, as before (a fallback
+// per event, a LEFT JOIN, lost most of the gain).
 
 // eventPagesChunk is how many events one writer job of the backfill
-// covers: one INSERT ... SELECT over a range of seq (README "Event bytes").
+// covers: one INSERT ... SELECT over a range of seq
+// (docs/storage.md#event-bytes).
 const eventPagesChunk = 2000
 
 // loadEventPagesReady sets eventPagesReady when no backfill remains.

@@ -10,7 +10,7 @@ import (
 // A report that reads events reads them through the visits of its range
 // (visitsEventRead) in two parts at once, the visits starting in the first
 // half of the range and those starting in the second, each on its own read
-// connection (README "Query API", How reports stay fast): the reads are
+// connection (docs/query-api.md#how-reports-stay-fast): the reads are
 // CPU-bound in SQLite, the machine has two cores, and readers never hold
 // up the writer in WAL mode. Each visit is in one part, so visits, events
 // and pageviews add; a visitor can be in both, so each part hands its rows

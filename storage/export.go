@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/tally-analytics/tally/fault"
 )
 
-// ExportEvent is one event as the event export writes it (README
-// "Export"): the timeline's columns, the user id, when it was received, and
-// the properties object of its wire payload.
+// ExportEvent is one event as the event export writes it
+// (docs/query-api.md#export): the timeline's columns, the user id, when it was
+// received, and the properties object of its wire payload.
 type ExportEvent struct {
 	ID, Type, TS, AnonID, ReceivedAt                              string
 	URL, Referrer, UserID, Country, City, Browser, OS, DeviceType *string
@@ -30,7 +32,7 @@ const (
 
 // exportReceivedSlack is how long before an export's first day its rows
 // may have been received: an event's ts is at most 24 hours ahead of its
-// receive time (README "Intake"), plus an hour for rows committed out of
+// receive time (docs/intake.md), plus an hour for rows committed out of
 // receive order (a request waits in the writer's queue) or a clock that
 // stepped back.
 const exportReceivedSlack = 25 * time.Hour
@@ -43,18 +45,32 @@ const exportReceivedSlack = 25 * time.Hour
 // began, less those erased or purged before their page is read. It starts
 // at the first row received exportReceivedSlack before from: the rows
 // before it cannot hold such a ts. An error of page ends the export with it.
-func (db *DB) ExportEvents(ctx context.Context, site string, from, until time.Time, page func([]ExportEvent) error) error {
-	var last int64
-	if err := db.read.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&last); err != nil {
+//
+// The export lasts as long as its range and its client take, so it has no
+// deadline of its own; each of its reads has pageTimeout (0: none), past
+// which it ends with a query_timeout fault.
+func (db *DB) ExportEvents(ctx context.Context, site string, from, until time.Time, pageTimeout time.Duration, page func([]ExportEvent) error) error {
+	var last, cursor int64
+	err := withReadTimeout(ctx, pageTimeout, func(ctx context.Context) error {
+		if err := db.read.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&last); err != nil {
+			return err
+		}
+		var err error
+		cursor, err = db.firstReceived(ctx, from.Add(-exportReceivedSlack), last)
 		return err
-	}
-	cursor, err := db.firstReceived(ctx, from.Add(-exportReceivedSlack), last)
+	})
 	if err != nil {
 		return err
 	}
 	lo, hi := FormatTime(from), FormatTime(until)
 	for cursor < last {
-		list, next, err := db.exportPage(ctx, site, lo, hi, cursor, last)
+		var list []ExportEvent
+		var next int64
+		err := withReadTimeout(ctx, pageTimeout, func(ctx context.Context) error {
+			var err error
+			list, next, err = db.exportPage(ctx, site, lo, hi, cursor, last)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -66,6 +82,22 @@ func (db *DB) ExportEvents(ctx context.Context, site string, from, until time.Ti
 		cursor = next
 	}
 	return nil
+}
+
+// withReadTimeout runs read with ctx ending after timeout (0: ctx as it
+// is); a read that fails because that deadline passed is a query_timeout
+// fault, whatever error the driver made of it.
+func withReadTimeout(ctx context.Context, timeout time.Duration, read func(context.Context) error) error {
+	if timeout <= 0 {
+		return read(ctx)
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := read(rctx)
+	if err != nil && ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
+		return fault.Errorf(fault.QueryTimeout, "a read of the export took longer than its limit of %s and was stopped: ask for a shorter range", timeout)
+	}
+	return err
 }
 
 // firstReceived finds, by bisection over seq (events is in arrival order),

@@ -59,7 +59,7 @@ func TestExportEventsPages(t *testing.T) {
 	}
 	var sizes []int
 	var ids []string
-	err := db.ExportEvents(ctx, "web", day, day.AddDate(0, 0, 1), func(page []ExportEvent) error {
+	err := db.ExportEvents(ctx, "web", day, day.AddDate(0, 0, 1), 0, func(page []ExportEvent) error {
 		sizes = append(sizes, len(page))
 		for _, e := range page {
 			ids = append(ids, e.ID)
@@ -83,8 +83,8 @@ func TestExportEventsPages(t *testing.T) {
 }
 
 // The export starts at the first row received 25 hours before its first
-// day: rows received earlier cannot hold a ts in the range (README
-// "Export"), so they are never read.
+// day: rows received earlier cannot hold a ts in the range
+// (docs/query-api.md#export), so they are never read.
 func TestExportEventsSkipsRowsReceivedBefore(t *testing.T) {
 	db, setNow := exportDB(t)
 	ctx := context.Background()
@@ -104,7 +104,7 @@ func TestExportEventsSkipsRowsReceivedBefore(t *testing.T) {
 		}
 	}
 	var got []string
-	err := db.ExportEvents(ctx, "web", from, from.AddDate(0, 0, 1), func(page []ExportEvent) error {
+	err := db.ExportEvents(ctx, "web", from, from.AddDate(0, 0, 1), 0, func(page []ExportEvent) error {
 		for _, e := range page {
 			got = append(got, e.ID[len(e.ID)-1:])
 		}

@@ -188,6 +188,7 @@ func TestReadOnlyDatabaseIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	holdFor(db, 0) // the hold after a refusal is TestHealthHoldsARefusal's
 	ws := withSites(t, db, "s1")
 	ctx := context.Background()
 	ev := func(id string) IngestEvent {

@@ -2,5 +2,5 @@
 
 package storage
 
-// freeBytes is 0 where statfs is not available.
-func freeBytes(string) int64 { return 0 }
+// freeBytes cannot be read where statfs is not available.
+func freeBytes(string) (int64, bool) { return 0, false }

@@ -49,7 +49,7 @@ const funnelEvent = `e.ts_ms || ',' || e.seq || ',' || octet_length(e.type) || '
 	COALESCE(octet_length(CASE WHEN e.type = 'pageview' THEN e.url END) || ',' || e.url, '-'){raw}`
 
 // funnelPageEvent is funnelEvent read from the event's index entry and
-// its event_pages row (README "Query API", How reports stay fast): the
+// its event_pages row (docs/query-api.md#how-reports-stay-fast): the
 // page's path in place of its url, and no raw JSON, so that the wide
 // events row is not read.
 const funnelPageEvent = `e.ts_ms || ',' || e.seq || ',' || COALESCE(octet_length(p.name) || ',' || p.name, '8,pageview') ||
@@ -63,10 +63,10 @@ const (
 )
 
 // Funnel answers q: per step, the distinct visitors who reached it, in
-// order, within one visit (README "Goals and funnels").
+// order, within one visit (docs/query-api.md#goals-and-funnels).
 //
 // Events are read through the visits that reach the range, as the query
-// API's event reads are (README "Query API", How reports stay fast), and
+// API's event reads are (docs/query-api.md#how-reports-stay-fast), and
 // no event row leaves SQLite: SQLite strings each visit's events together
 // (funnelEvent; the grouping follows the visits' index, so it sorts
 // nothing), and one Go call a visit (tally_funnel_visit) orders them by
@@ -86,8 +86,8 @@ func (db *DB) Funnel(ctx context.Context, q FunnelQuery) ([]int, error) {
 		return nil, err
 	}
 	// Where matches filters are matched in Go (PostgreSQL), their values
-	// are read once for every part of the funnel.
-	mq := &StatsQuery{Site: q.Site, Filters: q.Filters, d: db.d}
+	// in the range are read once for every part of the funnel.
+	mq := &StatsQuery{Site: q.Site, From: q.From, To: q.To, Zone: q.Zone, Filters: q.Filters, d: db.d}
 	if err := db.resolveMatches(ctx, mq); err != nil {
 		return nil, err
 	}

@@ -6,14 +6,15 @@ import (
 	"time"
 )
 
-// Funnel answers of closed ranges in the report cache (README "Query
-// API", How reports stay fast; "Goals and funnels"): a funnel over a range
-// that ended more than partialMargin ago is kept, exact, and served again
-// while no writer has changed a visit or event of the range or of a visit
-// that runs into it: the counts of partialGens over [the range's lookback,
-// its end), which intake, erasure, retention, a site deletion or reset and
-// a time-zone change move, as for the filtered reports of scan_cache.go.
-// The key holds the steps' definitions (not their names or ids), so a goal
+// Funnel answers of closed ranges in the report cache
+// (docs/query-api.md#how-reports-stay-fast,
+// docs/query-api.md#goals-and-funnels): a funnel over a range that ended
+// more than partialMargin ago is kept, exact, and served again while no
+// writer has changed a visit or event of the range or of a visit that runs
+// into it: the counts of partialGens over [the range's lookback, its end),
+// which intake, erasure, retention, a site deletion or reset and a
+// time-zone change move, as for the filtered reports of scan_cache.go. The
+// key holds the steps' definitions (not their names or ids), so a goal
 // deleted and created again differently is a new funnel.
 
 // funnelKey returns how a funnel q whose visits start from lo is kept: its

@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// Funnel partials (README "Query API", How reports stay fast; "Goals and
-// funnels"): the dashboard's default funnel (the site's goals in their
+// Funnel partials (docs/query-api.md#how-reports-stay-fast,
+// docs/query-api.md#goals-and-funnels): the dashboard's default funnel (the site's goals in their
 // listed order, up to MaxFunnelSteps) over whole closed days, unfiltered,
 // is answered from one partial a day plus the few visits no day holds.
 // A day's partial lists, for the visits that start on that day and end
@@ -135,7 +135,7 @@ func (db *DB) funnelFromPartials(ctx context.Context, q *FunnelQuery, m *funnelM
 // read of their visits, each visit's furthest step kept under its start
 // day's index and its visitor (q.visitKey).
 func (db *DB) funnelDayPartials(ctx context.Context, q *FunnelQuery, m *funnelMatcher, loc *time.Location, days []localDay, now time.Time) ([][]byte, error) {
-	return db.keptPartials(ctx, q.Site, loc, days, funnelSetDim(q.Steps), basisFunnel, now, func(ds []localDay) ([][]byte, error) {
+	return db.keptPartials(ctx, q.Site, loc, days, funnelSetDim(q.Steps), basisFunnel, false, now, func(ds []localDay) ([][]byte, error) {
 		// The index of the visit's start day among ds, and that day's end.
 		var day, end strings.Builder
 		day.WriteString("(CASE")

@@ -9,7 +9,7 @@ import (
 // character, 0 for an empty one.
 func (pgDialect) lastChar(col string) string { return "ascii(right(" + col + ", 1))" }
 
-// walkFunnel is PostgreSQL's funnel read (README "On PostgreSQL"): it
+// walkFunnel is PostgreSQL's funnel read (docs/postgresql.md#on-postgresql): it
 // cannot call Go, so the events are streamed to Go ordered by visit, and
 // each visit's are handed to w when the next visit begins. Each event's
 // type and page are those SQLite's funnelEvent strings together; a step

@@ -145,7 +145,7 @@ func (db *DB) ExportSubject(ctx context.Context, actor Actor, site *Site, s Subj
 	}
 	out.Counts.Events = int64(len(out.Events))
 	// Explicit columns, the same on both backends: PostgreSQL's tables
-	// have columns of their own (README "On PostgreSQL").
+	// have columns of their own (docs/postgresql.md#on-postgresql).
 	for _, part := range []struct {
 		dst      *[]map[string]any
 		query    string

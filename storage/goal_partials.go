@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Goal partials (README "Query API", How reports stay fast): a breakdown
+// Goal partials (docs/query-api.md#how-reports-stay-fast): a breakdown
 // by goal of a closed range, with the site's goals listed as a dashboard
 // lists them (all of them, by name), is answered from one day partial per
 // day, as the other panels are: per goal (its index in the query's Goals),
@@ -32,7 +32,7 @@ const goalDimPrefix = GoalDimension + ":"
 // days at every first view, as before.
 //
 // 256 KB: 16 goals of dense sketches; the read benchmark's five goals at
-// 1M events encode to at most 19 KB a day (README "Event bytes").
+// 1M events encode to at most 19 KB a day (docs/storage.md#event-bytes).
 const maxGoalPartialBytes = 256 << 10
 
 // goalSetDim names the partials of the goals whose filters (GoalFilter,

@@ -25,7 +25,7 @@ func eventGoal(name, event string) NewGoal { return NewGoal{Name: name, EventNam
 func pageGoal(name, path string) NewGoal   { return NewGoal{Name: name, PagePath: &path} }
 
 // siteGoalQuery is the breakdown by goal of site s's whole goal set over
-// [from, to), as the server asks it (README "Goals and funnels").
+// [from, to), as the server asks it (docs/query-api.md#goals-and-funnels).
 func siteGoalQuery(t *testing.T, db *DB, from, to time.Time, dims []string, metrics ...string) StatsQuery {
 	t.Helper()
 	goals, err := db.Goals(context.Background(), "s")
@@ -212,7 +212,7 @@ func TestGoalPartialsFollowTheGoalSet(t *testing.T) {
 	// Its partials, computed now, are not stored.
 	days, _ := localDays(from, to, time.UTC)
 	dim := goalSetDim(oldSet.Goals)
-	if _, err := db.dayPartials(context.Background(), "s", time.UTC, days, dim, oldSet.Goals, basisEvents, partialsNow); err != nil {
+	if _, err := db.dayPartials(context.Background(), "s", time.UTC, days, dim, oldSet.Goals, basisEvents, false, partialsNow); err != nil {
 		t.Fatal(err)
 	}
 	waitPartials(t, db)

@@ -11,9 +11,9 @@ import (
 	"github.com/tally-analytics/tally/fault"
 )
 
-// Goals of a site (README "Goals and funnels"): an event name, optionally
-// with a custom property's value, or a page path pattern. The query API
-// and funnels read a goal as a filter on events (GoalFilter), so every
+// Goals of a site (docs/query-api.md#goals-and-funnels): an event name,
+// optionally with a custom property's value, or a page path pattern. The query
+// API and funnels read a goal as a filter on events (GoalFilter), so every
 // figure of a goal comes from the same reads as the rest of the API.
 
 // MaxGoalsPerSite bounds a site's goals: each goal of an event:goal

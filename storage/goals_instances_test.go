@@ -7,7 +7,7 @@ import (
 
 // Goals are read from the database on every request, with no cache of
 // their own in an instance: a goal created or deleted on one instance is
-// what the other answers at once (README "On PostgreSQL").
+// what the other answers at once (docs/postgresql.md#on-postgresql).
 func TestGoalsAcrossInstances(t *testing.T) {
 	a, b := twoInstances(t)
 	ctx := context.Background()

@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// TestPagePattern checks what a goal's page path matches (README "Goals
-// and funnels"): * within one segment, ** across segments, the rest
-// literally.
+// TestPagePattern checks what a goal's page path matches
+// (docs/query-api.md#goals-and-funnels): * within one segment, ** across
+// segments, the rest literally.
 func TestPagePattern(t *testing.T) {
 	for _, c := range []struct {
 		pattern, path string

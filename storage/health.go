@@ -3,7 +3,9 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -53,7 +55,7 @@ func unwritable(d dialect, err error) *fault.Error {
 	return nil
 }
 
-// Health check timing.
+// Health check timing and room.
 const (
 	// healthFresh is how recent a committed write must be for the health
 	// check to trust it instead of writing a probe.
@@ -62,16 +64,35 @@ const (
 	probeEvery = time.Second
 	// probeTimeout is how long the health check waits for its probe.
 	probeTimeout = 2 * time.Second
+	// refusalHold is how long a write refused because the database cannot
+	// be written keeps the health check unavailable, whatever commits in
+	// between: as long as the refused client was told to wait. On a disk
+	// nearly full, small commits (a probe, a single event) still fit
+	// where intake's batches do not, and a health check that trusted them
+	// kept a load balancer sending traffic that was refused.
+	refusalHold = unwritableRetryAfter * time.Second
+	// healthMinFree is the room (SQLite) under which the health check
+	// reports the disk full even when no write failed yet: the largest
+	// intake request (a 1 MiB body of 500 events with 1.8 KB of random
+	// properties each) appends about 1 MB to the WAL (910 to 985 KB
+	// measured), and the next checkpoint copies as much into the database
+	// file. So an idle instance, which a load balancer sends nothing,
+	// does not come back healthy on a probe that fits where intake does
+	// not.
+	healthMinFree = 2 << 20
 )
 
 // writeHealth is the outcome of the writer's latest commit that wrote
-// something, and of the health check's latest probe.
+// something, its latest refusal, and the health check's latest probe.
 type writeHealth struct {
-	log *slog.Logger // nil: no log
+	log  *slog.Logger  // nil: no log
+	hold time.Duration // refusalHold; tests shorten it
 
-	mu      sync.Mutex
-	failure *fault.Error // nil while the latest write committed
-	lastOK  time.Time
+	mu        sync.Mutex
+	refusal   *fault.Error // the latest write refused as unwritable
+	refusedAt time.Time
+	failing   bool // since a refusal, until a commit after the hold
+	lastOK    time.Time
 
 	probeMu  sync.Mutex // one probe at a time; waiting checks share it
 	probedAt time.Time
@@ -81,30 +102,42 @@ type writeHealth struct {
 // failed records a write that the database refused with cause.
 func (h *writeHealth) failed(f *fault.Error, cause error) {
 	h.mu.Lock()
-	was := h.failure
-	h.failure = f
+	was := h.failing
+	h.refusal, h.refusedAt, h.failing = f, time.Now(), true
 	h.mu.Unlock()
-	if was == nil && h.log != nil {
+	if !was && h.log != nil {
 		// SQLite's message names the condition, never a value written.
 		h.log.Error("database writes are failing; intake answers 503 until they work again", "err", cause.Error())
 	}
 }
 
-// committed records a commit that wrote to the database.
+// committed records a commit that wrote to the database. It ends a
+// failure only once the hold since the latest refusal is over: while
+// commits and refusals alternate, writes are still failing.
 func (h *writeHealth) committed() {
 	h.mu.Lock()
-	was := h.failure
-	h.failure, h.lastOK = nil, time.Now()
+	now := time.Now()
+	h.lastOK = now
+	recovered := h.failing && now.Sub(h.refusedAt) >= h.hold
+	if recovered {
+		h.failing = false
+	}
 	h.mu.Unlock()
-	if was != nil && h.log != nil {
+	if recovered && h.log != nil {
 		h.log.Info("database writes work again")
 	}
 }
 
-func (h *writeHealth) state() (failure *fault.Error, lastOK time.Time) {
+// state returns the refusal of the last hold (nil if none), whether
+// writes are failing (refused, and nothing committed after the hold), and
+// the time of the latest commit that wrote.
+func (h *writeHealth) state() (held *fault.Error, failing bool, lastOK time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.failure, h.lastOK
+	if h.refusal != nil && time.Since(h.refusedAt) < h.hold {
+		held = h.refusal
+	}
+	return held, h.failing, h.lastOK
 }
 
 // probeWrite writes and deletes a row in one transaction: the table is
@@ -124,13 +157,24 @@ func probeWrite(tx *writeTx) error {
 	return nil
 }
 
-// WriteHealth reports whether writes reach the database file: nil, or an
-// *fault.Error with code unavailable. It trusts a commit of the last
-// healthFresh; otherwise (idle, or failing) it writes a probe, at most one
+// WriteHealth reports whether writes reach the database file, as intake
+// meets them: nil, or an *fault.Error with code unavailable. It is
+// unavailable while the database's file system has less than
+// healthMinFree left (SQLite), and for refusalHold after a write was
+// refused, whatever committed since. Otherwise it trusts a commit of the
+// last healthFresh unless writes are failing, or else (idle, or failing)
+// writes a probe, at most one
 // a probeEvery, waiting at most probeTimeout for it.
 func (db *DB) WriteHealth(ctx context.Context) error {
+	if err := db.roomHealth(); err != nil {
+		return err
+	}
 	h := &db.writer.health
-	if failure, lastOK := h.state(); failure == nil && time.Since(lastOK) < healthFresh {
+	held, failing, lastOK := h.state()
+	if held != nil {
+		return held
+	}
+	if !failing && time.Since(lastOK) < healthFresh {
 		return nil
 	}
 	h.probeMu.Lock()
@@ -152,4 +196,19 @@ func (db *DB) WriteHealth(ctx context.Context) error {
 	}
 	h.probedAt, h.probeErr = time.Now(), err
 	return err
+}
+
+// roomHealth is unavailable when the SQLite file's file system has less
+// than healthMinFree left; nil on PostgreSQL (whose disk is the server's),
+// in memory, and where the free space cannot be read.
+func (db *DB) roomHealth() error {
+	if db.pgSize != nil || db.path == "" || db.path == ":memory:" {
+		return nil
+	}
+	free, ok := freeBytes(filepath.Dir(db.path))
+	if !ok || free >= healthMinFree {
+		return nil
+	}
+	return &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
+		Message: fmt.Sprintf("the database's disk is full: %d KiB left, under the %d MiB the largest write may need", free>>10, healthMinFree>>20)}
 }

@@ -13,7 +13,7 @@ import (
 // anon id index (reading the rows, then deleting them by rowid), reading
 // the user's links in anon id order from the index by user, and each
 // rollup subtraction searches its rollup row by the primary key. A
-// timing-free check of the plans (README "Reads").
+// timing-free check of the plans (docs/benchmarks.md#reads).
 func TestHeavyUserQueriesUseIndexes(t *testing.T) {
 	onlySQLite(t, "SQLite's query plans")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))

@@ -8,15 +8,14 @@ import (
 )
 
 // ImportChunk is the most events one ImportEvents call takes: a full
-// intake request's worth (README "Intake"), so an import's writer job is no
+// intake request's worth (docs/intake.md), so an import's writer job is no
 // longer than the writer's usual batch and intake runs between two chunks.
 const ImportChunk = 500
 
-// ImportEvents stores events of an import (README "Switching from
-// Plausible / Umami / GoatCounter") through the writer as intake does, in
-// one job: sessions, visits, rollups, and the day partials and report
-// cache of the days it touches, all kept as for events that arrive late.
-// Unlike intake, an event whose id the site has imported before is a
+// ImportEvents stores events of an import (docs/import.md) through the writer
+// as intake does, in one job: sessions, visits, rollups, and the day partials
+// and report cache of the days it touches, all kept as for events that arrive
+// late. Unlike intake, an event whose id the site has imported before is a
 // duplicate for good (imported_ids), not only for 48 hours, so the same
 // import run again stores nothing; and imported events use no quota. It
 // waits for room in the writer's queue rather than failing when it is full.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Imported days in the query API (README "Query API", include.imports):
+// Imported days in the query API (docs/query-api.md, include.imports):
 // with include.imports a report adds the imported rollups of the whole
 // days of its range to its own figures, as Plausible's Stats API v2 does
 // (lib/plausible/stats/imported/imported.ex, merge_imported and

@@ -9,14 +9,13 @@ import (
 	"github.com/tally-analytics/tally/fault"
 )
 
-// Imported history (README "Switching from Plausible / Umami /
-// GoatCounter"): another product's per-day aggregates, kept apart from the
-// events in imported_rows (migration 0024) under an import of the imports
-// list. An import is written in writer jobs of at most ImportRowsChunk rows, so
-// intake waits no longer for it than for one of its own batches, and is
-// invisible to reads until its last job marks it complete; that job also
-// replaces every earlier import of the site whose days overlap its own, so
-// importing the same export twice counts it once.
+// Imported history (docs/import.md): another product's per-day aggregates, kept
+// apart from the events in imported_rows (migration 0024) under an import of
+// the imports list. An import is written in writer jobs of at most
+// ImportRowsChunk rows, so intake waits no longer for it than for one of its
+// own batches, and is invisible to reads until its last job marks it complete;
+// that job also replaces every earlier import of the site whose days overlap
+// its own, so importing the same export twice counts it once.
 
 // ImportRowsChunk is how many rollup rows one writer job of an import writes, as many
 // as one job of a site's deletion removes (siteDeleteChunk). Measured with
@@ -24,7 +23,7 @@ import (
 // events sent meanwhile every 5 ms): a job of 250 took about 2 ms and
 // intake waited 2.4-2.7 ms at the median during the import (0.6-0.8 ms
 // without one); jobs of 1,000 imported about 20% faster but intake waited
-// 5.8-10 ms (README "Switching from Plausible / Umami / GoatCounter").
+// 5.8-10 ms (docs/import.md).
 const ImportRowsChunk = 250
 
 // ImportedRow is one row of an imported rollup: the figures of one local

@@ -16,19 +16,19 @@ import (
 	"github.com/tally-analytics/tally/fault"
 )
 
-// sessionGap is the inactivity that ends a session (README "Identity and
-// sessions").
+// sessionGap is the inactivity that ends a session
+// (docs/intake.md#identity-and-sessions).
 const sessionGap = 30 * time.Minute
 
-// dedupWindow is how long a stored event's id suppresses repeats (README
-// "Gates, in order", dedup and storage).
+// dedupWindow is how long a stored event's id suppresses repeats
+// (docs/intake.md#gates-in-order, dedup and storage).
 const dedupWindow = 48 * time.Hour
 
 // dedupKey is an event id as event_ids holds it: the 16 bytes of a UUID in
 // its canonical form (lower case, with hyphens), which is most ids, or else
 // the id's text. Each id has one form, so a repeat always finds the first;
-// the blob takes 16 bytes of the 36, in the table and in its index (README
-// "Storage", "Event bytes").
+// the blob takes 16 bytes of the 36, in the table and in its index
+// (docs/storage.md#event-bytes).
 func dedupKey(id string) any {
 	if len(id) == 36 {
 		if u, err := uuid.Parse(id); err == nil && u.String() == id {
@@ -52,8 +52,8 @@ type IngestEvent struct {
 	// or "key:<key id>".
 	Credential string
 	// Campaign is what the wire format states of the event's campaign
-	// besides its URL (Segment's context.campaign), or nil (README
-	// "Visits").
+	// besides its URL (Segment's context.campaign), or nil
+	// (docs/intake.md#visits).
 	Campaign *Campaign
 	// ReceivedAt, when set, is stored as the event's received time instead
 	// of the moment the writer takes it: an import keeps its source's.
@@ -116,7 +116,7 @@ type ingestStmts struct {
 // RETURNING, 64 sessions a statement, instead of LastInsertId: for a
 // driver without LastInsertId (PostgreSQL's, issue 17). On SQLite it is
 // slower: a result set per statement costs more than LastInsertId per
-// row (CPU per event +3.7%, README "Benchmarks" machine, medians of 8
+// row (CPU per event +3.7%, docs/benchmarks.md machine, medians of 8
 // interleaved BenchmarkIngestCPU pairs), so SQLite keeps LastInsertId.
 func (s *ingestStmts) prepareSessionReturning(ctx context.Context, db *sql.DB) error {
 	for k := range s.insertSessions {
@@ -146,8 +146,8 @@ var sessionVisitArgs = strings.Count(visitStoredColumns, ",") + 1
 
 // prepareIngest prepares intake's statements on the write connection db;
 // d gives the SQL that differs between backends, and slot is the rollup
-// slot this instance writes on PostgreSQL (README "Storage", "On
-// PostgreSQL"; ignored on SQLite).
+// slot this instance writes on PostgreSQL (docs/postgresql.md#on-postgresql;
+// ignored on SQLite).
 func prepareIngest(ctx context.Context, db *sql.DB, d dialect, slot int, oldLinks bool) (*ingestStmts, error) {
 	var s ingestStmts
 	link := `INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING`
@@ -336,9 +336,9 @@ func (j *ingestRun) stmt(s *sql.Stmt) *sql.Stmt {
 }
 
 // credentialCode is what events.credential stores for cred (migration
-// 0019, README "Event bytes"): the decimal code of cred in the credentials
-// table, added there the first time it is seen, or NULL for none. A code
-// is 1 or 2 bytes where the credential's text took 4 ("site") or 40
+// 0019, docs/storage.md#event-bytes): the decimal code of cred in the
+// credentials table, added there the first time it is seen, or NULL for none. A
+// code is 1 or 2 bytes where the credential's text took 4 ("site") or 40
 // ("key:" and a key id) on every event. The memo lives as long as the run,
 // so a code is never remembered past a rollback of the row that made it.
 func (j *ingestRun) credentialCode(cred string) (any, error) {
@@ -707,7 +707,7 @@ type sessionKey struct {
 // ready computes the visit of a loaded session stored before migration
 // 0013 that the backfill has not reached yet, from its events stored
 // before this run, so that the events it takes now are added to the whole
-// visit (README "Visits", backfill). The memo never holds such a session.
+// visit (docs/intake.md#visits, backfill). The memo never holds such a session.
 func (j *ingestRun) ready(site, anon string, s *session) error {
 	if s.visit.ready {
 		return nil

@@ -19,8 +19,8 @@ import (
 // visitors) through Ingest, one batch at a time, with DURABILITY=process,
 // after 50 batches of warm-up. Besides events/s it reports the process's
 // CPU time per event (user and system), which a shared machine disturbs
-// far less than wall time: compare builds by that, interleaved (README
-// "Visits").
+// far less than wall time: compare builds by that, interleaved
+// (docs/intake.md#visits).
 func BenchmarkIngestCPU(b *testing.B) {
 	db, err := openTestDB(b, context.Background(), Options{Path: filepath.Join(b.TempDir(), "a.db"), Durability: DurabilityProcess})
 	if err != nil {

@@ -70,7 +70,7 @@ const profileWeight = 16
 
 // JobLength is how many of events, from the first, the next writer job of
 // a request takes: at most max, and identifies of at most MaxJobProfiles
-// users (README "Identity and sessions", Profile caps).
+// users (docs/intake.md#profile-caps).
 func JobLength(events []IngestEvent, max int) int {
 	n, _ := profileCut(events[:min(len(events), max)], MaxJobProfiles)
 	return n

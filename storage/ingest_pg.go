@@ -13,7 +13,7 @@ import (
 // (profiles) and credential not yet in the credentials table. They are
 // taken in one statement, in ascending order, so two instances' runs wait
 // on each other there and never deadlock later on rows they both touch
-// (README "Storage", "On PostgreSQL"). The rollups need none: each
+// (docs/postgresql.md#on-postgresql). The rollups need none: each
 // instance writes its own slot.
 func (d pgDialect) lockRun(tx *writeTx, works []*ingestWork) error {
 	var keys []int64
@@ -72,7 +72,7 @@ func runLockKey(kind byte, a, b string) int64 {
 // both insert its row (one would then fail on the unique index, or wait
 // for the other outside lockRun's order), take its lock. Locking every
 // event's credential made every two runs of one key wait on each other:
-// two instances mostly took turns (README "Benchmarks", "PostgreSQL").
+// two instances mostly took turns (docs/benchmarks.md#postgresql).
 type knownCredentials struct {
 	mu sync.Mutex
 	m  map[string]bool

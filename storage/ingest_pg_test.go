@@ -93,7 +93,7 @@ func twoInstancesAnswers(t *testing.T, db *DB) map[string]string {
 // same visitors' events split across both with redeliveries and
 // out-of-order timestamps, several senders each: the sessions, rollups,
 // usage and events equal a single SQLite run's, and no run lost a
-// deadlock (README "Storage", "On PostgreSQL").
+// deadlock (docs/postgresql.md#on-postgresql).
 func TestConcurrentIngestTwoDBs(t *testing.T) {
 	onlyPostgres(t, "two instances on one database")
 	ctx := context.Background()
@@ -163,7 +163,7 @@ func TestConcurrentIngestTwoDBs(t *testing.T) {
 // Two instances use new credentials for the first time at once, each in
 // several runs: every credential gets one row and code, every event
 // keeps its own, no run fails or is retried; a credential seen committed
-// is locked no more (README "Storage", "On PostgreSQL").
+// is locked no more (docs/postgresql.md#on-postgresql).
 func TestConcurrentFirstCredentialUseTwoDBs(t *testing.T) {
 	onlyPostgres(t, "two instances on one database")
 	ctx := context.Background()
@@ -261,7 +261,7 @@ func TestConcurrentFirstCredentialUseTwoDBs(t *testing.T) {
 // savepoint of its own; the batch locks all their rows first, in the one
 // global order. Otherwise the first run would hold its visitor while the
 // second waits for another instance that holds the second's visitor and
-// waits for the first's: a deadlock (README "Storage", "On PostgreSQL").
+// waits for the first's: a deadlock (docs/postgresql.md#on-postgresql).
 func TestMixedBatchLocksInOneOrder(t *testing.T) {
 	onlyPostgres(t, "advisory locks of several instances")
 	ctx := context.Background()

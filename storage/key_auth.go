@@ -16,11 +16,12 @@ const lastUsedEvery = time.Minute
 // Authenticate returns the active key whose plaintext is given. It reads
 // only memory, except on PostgreSQL while the listener has been down
 // longer than listenerGrace: then the database, so that another
-// instance's revocation is never missed (README "On PostgreSQL"). The map
-// lookup is by hash, and the final comparison of the hashes is
+// instance's revocation is never missed (docs/postgresql.md#on-postgresql). The
+// map lookup is by hash, and the final comparison of the hashes is
 // constant-time. err is set only when the database could not be asked
-// (503 unavailable when it cannot be reached, README "Running N instances
-// on PostgreSQL"): a valid key is never answered as unknown for that.
+// (503 unavailable when it cannot be reached,
+// docs/postgresql.md#running-n-instances-on-postgresql): a valid key is never
+// answered as unknown for that.
 func (db *DB) Authenticate(plaintext string) (*APIKey, bool, error) {
 	if !strings.HasPrefix(plaintext, "sk_") {
 		return nil, false, nil

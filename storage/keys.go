@@ -24,7 +24,7 @@ type APIKey struct {
 	RevokedAt   *string
 	// Sites restricts the key to these sites of its workspace; nil means
 	// every site. A deleted site leaves the list, so an empty (non-nil)
-	// list reaches no site (README "Authentication").
+	// list reaches no site (docs/api.md#authentication).
 	Sites []string
 
 	hash []byte // SHA-256 of the plaintext

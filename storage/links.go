@@ -8,7 +8,7 @@ import (
 )
 
 // Identity links are kept in a WITHOUT ROWID table since migration 0017
-// (README "Event bytes"): its primary key (site_id, anon_id, user_id) is
+// (docs/storage.md#event-bytes): its primary key (site_id, anon_id, user_id) is
 // the row, created_at is Unix milliseconds, and identity_links_user holds
 // (site_id, user_id, anon_id) for lookups by user. A database of before
 // keeps its links in identity_links_rowid until the link move (linkMove)
@@ -29,7 +29,7 @@ const oldLinksTable = "identity_links_rowid"
 // index), so a job's time grows with the tables. At the read benchmark's
 // 1M events (191,000 links) a job of 100 held the writer 3.9 ms (median;
 // 250 took 9.6 ms, 1,000 took 44 ms), the whole move 11 s; at 2,000,000
-// links jobs of 250 took 19 ms (README "Event bytes").
+// links jobs of 250 took 19 ms (docs/storage.md#event-bytes).
 const linkMoveChunk = 100
 
 // linkTables is where a query reads identity links from: the table, or the

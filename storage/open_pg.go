@@ -17,7 +17,7 @@ import (
 // other, and the second finds it recorded. The value is "tallymig".
 const migrateLockKey int64 = 0x74616c6c796d6967
 
-// minPostgres is the oldest server_version_num served (README "Storage").
+// minPostgres is the oldest server_version_num served (docs/storage.md).
 const minPostgres = 150000
 
 // IsPostgresURL reports whether s is a DATABASE_URL this service takes:
@@ -141,7 +141,7 @@ func checkPostgres(ctx context.Context, db *sql.DB) (PostgresInfo, error) {
 	return info, nil
 }
 
-// openPG is Open on PostgreSQL (README "Storage", "On PostgreSQL"): the
+// openPG is Open on PostgreSQL (docs/postgresql.md#on-postgresql): the
 // writer's one connection, a read pool, the migrations of
 // migrations_pg/, the tenancy caches. Nothing of SQLite's file keeping
 // runs: no checkpoints, no conversions (the schema starts at SQLite's

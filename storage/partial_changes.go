@@ -7,9 +7,9 @@ import (
 )
 
 // storedChanges keeps the change counts of day partials in the database,
-// where several instances write it (README "Query API", How reports stay
-// fast): each instance's partialGens only sees its own writer's commits.
-// nil on SQLite, whose one writer's counts are the whole truth.
+// where several instances write it (docs/query-api.md#how-reports-stay-fast):
+// each instance's partialGens only sees its own writer's commits. nil on
+// SQLite, whose one writer's counts are the whole truth.
 type storedChanges interface {
 	// bump counts, in tx, a change of site's partials of the UTC date or
 	// hour span ("" for all its days; site "" for every site).

@@ -9,12 +9,12 @@ import (
 )
 
 // pgChanges keeps the change counts of day partials in partial_changes,
-// where every instance's writes count (README "Query API", How reports
-// stay fast): a row per site, UTC hour and instance slot, so that two
-// instances never update one row (a generation per site and hour would be
-// a row every instance's every commit updates). utc_hour holds the hour
-// times changeSlots plus the slot; an instance's writes are its writer's,
-// one transaction at a time, so its rows are never contended. Readers
+// where every instance's writes count
+// (docs/query-api.md#how-reports-stay-fast): a row per site, UTC hour and
+// instance slot, so that two instances never update one row (a generation per
+// site and hour would be a row every instance's every commit updates). utc_hour
+// holds the hour times changeSlots plus the slot; an instance's writes are its
+// writer's, one transaction at a time, so its rows are never contended. Readers
 // sum the rows of a range's hours over the slots.
 type pgChanges struct {
 	read *sql.DB

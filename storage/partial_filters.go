@@ -5,14 +5,14 @@ import (
 	"strings"
 )
 
-// Filters answered from day partials (README "Query API", How reports
-// stay fast): a filter that tests only the dimension a partial is grouped
-// by selects among the partial's rows, since every event (or visit) has
-// exactly one shown value of it. The sums of the rows that pass add, and
-// their visitors are the union of their sketches, so the answer is the
-// scan's for the metrics that are sums over the rows: not visits or the
-// session metrics under an event filter (a visit with two passing pages
-// counts once), which planPartials leaves to the scan.
+// Filters answered from day partials (docs/query-api.md#how-reports-stay-fast):
+// a filter that tests only the dimension a partial is grouped by selects among
+// the partial's rows, since every event (or visit) has exactly one shown value
+// of it. The sums of the rows that pass add, and their visitors are the union
+// of their sketches, so the answer is the scan's for the metrics that are sums
+// over the rows: not visits or the session metrics under an event filter (a
+// visit with two passing pages counts once), which planPartials leaves to the
+// scan.
 
 // valueFilter reports whether a partial's value passes a query's filters;
 // it tests them as filterSQL's SQL does, on the shown value.

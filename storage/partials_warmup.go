@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The partials warm-up (README "Query API", How reports stay fast)
+// The partials warm-up (docs/query-api.md#how-reports-stay-fast)
 // computes the day partials of the reports a dashboard opens with for each
 // site's last closed days, at start and half an hour after each local
 // midnight of the site's time zone (when the day before is closed), and
@@ -23,12 +23,12 @@ const warmDays = 31
 
 // warmComparedDays is how many closed days the totals (no dimension) are
 // kept for: a "30d" or "month" range and its previous period, which the
-// dashboard's headline compares with (README "Dashboard").
+// dashboard's headline compares with (docs/dashboard.md).
 const warmComparedDays = 62
 
 // warmSet are the partials the warm-up computes: those of the reports of
-// BenchmarkReads (README "Query API", performance table) and of the
-// dashboard's panels (README "Dashboard").
+// BenchmarkReads (docs/benchmarks.md#query-api) and of the
+// dashboard's panels (docs/dashboard.md).
 var warmSet = []struct{ dim, basis string }{
 	{"", basisEvents}, {"", basisVisits},
 	{"event:page", basisEvents},
@@ -90,7 +90,7 @@ func (db *DB) WarmPartials(ctx context.Context, log *slog.Logger) {
 
 // warmRound warms site's partials, unless another instance is warming it:
 // one instance warms a site at a time, and the others skip it until its
-// next day (README "On PostgreSQL").
+// next day (docs/postgresql.md#on-postgresql).
 func (db *DB) warmRound(ctx context.Context, site string, loc *time.Location, now time.Time) error {
 	_, err := db.Leader(ctx, "partials-warmup:"+site, func() error { return db.warmSite(ctx, site, loc, now) })
 	return err
@@ -181,7 +181,7 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, p.dim, nil, p.basis, now); err != nil {
+			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, p.dim, nil, p.basis, false, now); err != nil {
 				return err
 			}
 		}
@@ -189,7 +189,8 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 	// The property the dashboard shows by default, over the same days:
 	// computing it costs the most of any panel (every event's JSON is
 	// read), and a property of many values is computed but not kept
-	// (keepPartial).
+	// (keepPartial). The site's events name it, so its days without
+	// events are kept too (holdsValues).
 	names, err := db.PropertyNames(ctx, site, PropertyNamesMaxRows)
 	if err != nil {
 		return err
@@ -199,7 +200,7 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, PropPrefix+prop, nil, basisEvents, now); err != nil {
+			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, PropPrefix+prop, nil, basisEvents, true, now); err != nil {
 				return err
 			}
 		}
@@ -218,7 +219,7 @@ func (db *DB) warmSite(ctx context.Context, site string, loc *time.Location, now
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, goalLayout.dim, gf, basisEvents, now); err != nil {
+			if _, err := db.dayPartials(ctx, site, loc, []localDay{d}, goalLayout.dim, gf, basisEvents, false, now); err != nil {
 				return err
 			}
 		}

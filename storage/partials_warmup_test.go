@@ -62,7 +62,7 @@ func TestWarmupLeavesOnlyKeptPartialsToRead(t *testing.T) {
 // dashboard's other panels over the last 30 days (campaigns, devices,
 // browsers, operating systems, the default custom property, the goals and
 // the default funnel) and its headline's previous period (the 30 days
-// before them) compute no partial (README "Dashboard").
+// before them) compute no partial (docs/dashboard.md).
 func TestWarmupCoversTheDashboard(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
 	db.exactVisitorsBelow = 0

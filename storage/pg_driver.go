@@ -14,7 +14,7 @@ import (
 // pgDriverName is the database/sql driver of PostgreSQL connections: pgx's
 // own, whose connections rewrite SQLite's placeholders (rebind), so that
 // the SQL both backends share is written once, with ?, and stays as
-// SQLite runs it (README "Storage", "On PostgreSQL").
+// SQLite runs it (docs/postgresql.md#on-postgresql).
 const pgDriverName = "tally-postgres"
 
 func init() {
@@ -108,44 +108,44 @@ func (c *pgConn) Ping(ctx context.Context) error { return c.inner.Ping(ctx) }
 
 func (c *pgConn) ResetSession(ctx context.Context) error { return c.inner.ResetSession(ctx) }
 
-// CheckNamedValue is pgx's check, then nulFree's: every argument of every
-// statement passes here (prepared ones too), so no text reaches PostgreSQL
-// with NUL, which its text type refuses (README "On PostgreSQL", "Text
-// with NUL").
+// CheckNamedValue is pgx's check, then pgText's: every argument of every
+// statement passes here (prepared ones too), so no text reaches
+// PostgreSQL with NUL or invalid UTF-8, which its text type refuses
+// (docs/postgresql.md#text-with-nul-and-invalid-utf-8).
 func (c *pgConn) CheckNamedValue(v *driver.NamedValue) error {
 	if err := c.inner.CheckNamedValue(v); err != nil {
 		return err
 	}
-	v.Value = nulFree(v.Value)
+	v.Value = pgText(v.Value)
 	return nil
 }
 
-// nulFree is v with each NUL of its text replaced by U+FFFD, the
-// replacement character: a string, or a list of them (an ANY(?)
-// argument), a *string or a driver.Valuer of text. Bytes are bytea's and
-// keep their NULs.
-func nulFree(v any) any {
+// pgText is v with each NUL of its text, and each byte that is not part
+// of valid UTF-8, replaced by U+FFFD, the replacement character: a
+// string, or a list of them (an ANY(?) argument), a *string or a
+// driver.Valuer of text. Bytes are bytea's and keep theirs.
+func pgText(v any) any {
 	switch t := v.(type) {
 	case string:
-		if strings.IndexByte(t, 0) >= 0 {
-			return strings.ReplaceAll(t, "\x00", "\uFFFD")
-		}
+		return pgString(t)
 	case *string:
 		if t != nil {
-			return nulFree(*t)
+			return pgString(*t)
 		}
 	case driver.Valuer: // sql.NullString and its kind
 		if s, err := t.Value(); err == nil {
-			if s, ok := s.(string); ok && strings.IndexByte(s, 0) >= 0 {
-				return nulFree(s)
+			if s, ok := s.(string); ok {
+				if out := pgString(s); out != s {
+					return out
+				}
 			}
 		}
 	case []string:
 		for i, s := range t {
-			if strings.IndexByte(s, 0) >= 0 {
+			if pgString(s) != s {
 				out := append([]string(nil), t...)
 				for j := i; j < len(out); j++ {
-					out[j] = strings.ReplaceAll(out[j], "\x00", "\uFFFD")
+					out[j] = pgString(out[j])
 				}
 				return out
 			}
@@ -153,6 +153,9 @@ func nulFree(v any) any {
 	}
 	return v
 }
+
+// pgString is s as PostgreSQL's text holds it (pgText).
+func pgString(s string) string { return replaceText(s, true) }
 
 // IsValid asks pgx when it can tell; pgx v5 cannot, and then database/sql
 // keeps the connection, as it does with pgx's own.

@@ -112,7 +112,7 @@ type pgColumn struct {
 }
 
 // Differences from SQLite that the PostgreSQL schema makes on purpose
-// (README "Storage", On PostgreSQL); anything else is drift.
+// (docs/postgresql.md#on-postgresql); anything else is drift.
 var (
 	// Tables SQLite has that PostgreSQL does not.
 	pgSkipsTables = map[string]string{

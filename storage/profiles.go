@@ -12,7 +12,7 @@ import (
 // the first one, merges each identify's traits as it comes, and writes the
 // profile once, at the end (finish). Each identify used to read, merge and
 // rewrite the whole profile: a batch of 2,500 identifies of one user
-// rewrote it 2,500 times (README "Identity and sessions", Profile caps).
+// rewrote it 2,500 times (docs/intake.md#profile-caps).
 
 // runProfile is one user's profile as a run merges identifies into it.
 type runProfile struct {

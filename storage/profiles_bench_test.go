@@ -19,11 +19,11 @@ import (
 // share of a request, for the jobs a 2,500-message Segment batch of
 // identifies is cut into (JobLength), beside a job of 500 pageviews, the
 // most a native request holds: the jobs a request's identifies make must
-// cost the writer about what that does (README "Benchmarks", "Writer
-// fairness"). It reports the median and the longest job, the process's
-// CPU time per job, and the request's time in all jobs (request_ms; 500
-// events for pageviews_500): identifies of 2,500 users take more jobs than
-// before, however small their profiles.
+// cost the writer about what that does
+// (docs/benchmarks.md#writer-fairness). It reports the median and the
+// longest job, the process's CPU time per job, and the request's time in
+// all jobs (request_ms; 500 events for pageviews_500): identifies of 2,500
+// users take more jobs than before, however small their profiles.
 func BenchmarkIdentifyJob(b *testing.B) {
 	cases := []struct {
 		name  string

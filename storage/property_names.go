@@ -8,7 +8,7 @@ import (
 )
 
 // PropertyNamesMaxRows bounds the rows PropertyNames reads: the service's
-// newest events, whatever their site (README "Dashboard").
+// newest events, whatever their site (docs/dashboard.md).
 const PropertyNamesMaxRows = 5_000
 
 // PropertyNamesMax bounds how many names PropertyNames returns.
@@ -75,7 +75,7 @@ func (db *DB) PropertyNames(ctx context.Context, site string, maxRows int) ([]st
 // DefaultProperty is the property the dashboard's property panel shows when
 // its view names none, chosen from PropertyNames' answer: the first name
 // ("" for none). The warm-up keeps that property's day partials, so the
-// rule lives here, once (README "Dashboard").
+// rule lives here, once (docs/dashboard.md).
 func DefaultProperty(names []string) string {
 	if len(names) == 0 {
 		return ""

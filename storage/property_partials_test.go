@@ -10,7 +10,7 @@ import (
 
 // TestPropertyPartialsKeptOnlyWhenFew: a day's partial of a custom property
 // is kept with up to maxPropPartialValues distinct values and not with
-// one more (README "Query API", How reports stay fast); either way the
+// one more (docs/query-api.md#how-reports-stay-fast); either way the
 // answers from partials equal the scan's, and a day not kept is computed
 // again by the next report.
 func TestPropertyPartialsKeptOnlyWhenFew(t *testing.T) {
@@ -53,10 +53,47 @@ func TestPropertyPartialsKeptOnlyWhenFew(t *testing.T) {
 	}
 	// The day not kept is computed again, and still answers right.
 	computed := db.partialDaysComputed()
-	if _, err := db.dayPartials(context.Background(), "s", time.UTC, days, "event:props:order", nil, basisEvents, partialsNow); err != nil {
+	if _, err := db.dayPartials(context.Background(), "s", time.UTC, days, "event:props:order", nil, basisEvents, false, partialsNow); err != nil {
 		t.Fatal(err)
 	}
 	if n := db.partialDaysComputed() - computed; n != 1 {
 		t.Errorf("got %d days computed again, want 1 (the day of too many values)", n)
+	}
+}
+
+// TestPropertyPartialsOnlyOfHeldNames: a report by a custom property that
+// no event of the range has keeps no day partials, so a read key naming
+// random properties fills nothing (issue 29, item 7), while a property the
+// events have keeps one a day; both answer as the scan does.
+func TestPropertyPartialsOnlyOfHeldNames(t *testing.T) {
+	db, _, _ := openPartialsDB(t)
+	db.exactVisitorsBelow = 0
+	const days = 10
+	var events []IngestEvent
+	for d := range days {
+		url := "https://shop.test/"
+		events = append(events, IngestEvent{ID: fmt.Sprint("e", d), SiteID: "s", Type: "pageview", AnonID: fmt.Sprint("v", d),
+			TS: partialsStart.AddDate(0, 0, d).Add(time.Hour), URL: &url, Raw: []byte(`{"properties":{"plan":"pro"}}`)})
+	}
+	ingestBatches(t, db, events)
+	names := []string{"plan"}
+	for i := range 20 {
+		names = append(names, fmt.Sprintf("random-%d", i))
+	}
+	for _, name := range names {
+		q := StatsQuery{Site: "s", Zone: time.UTC, From: partialsStart, To: partialsStart.AddDate(0, 0, days),
+			Metrics: []string{MetricVisitors, MetricEvents}, Dimensions: []string{PropPrefix + name}}
+		got, _, _ := statsText(t, db, q, false)
+		want, _, _ := statsText(t, db, q, true)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: got %v, want the scan's %v", name, got, want)
+		}
+	}
+	waitPartials(t, db)
+	if n := partialRows(t, db, ` AND dim = ?`, PropPrefix+"plan"); n != days {
+		t.Errorf("got %d partials of event:props:plan, want one a day, %d", n, days)
+	}
+	if n := partialRows(t, db, ` AND dim LIKE ? AND dim <> ?`, PropPrefix+"%", PropPrefix+"plan"); n != 0 {
+		t.Errorf("got %d partials of properties no event has, want 0", n)
 	}
 }

@@ -52,7 +52,7 @@ func (db *DB) Prune(ctx context.Context) error {
 }
 
 // pruneRound is one round of PruneLoop: one instance at a time on
-// PostgreSQL, the others skip it (README "On PostgreSQL").
+// PostgreSQL, the others skip it (docs/postgresql.md#on-postgresql).
 func (db *DB) pruneRound(ctx context.Context) error {
 	_, err := db.Leader(ctx, "prune", func() error { return db.Prune(ctx) })
 	return err

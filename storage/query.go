@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +17,7 @@ import (
 	"github.com/tally-analytics/tally/fault"
 )
 
-// Metrics of the query API (README "Query API"), Plausible's names.
+// Metrics of the query API (docs/query-api.md), Plausible's names.
 const (
 	MetricVisitors      = "visitors"
 	MetricVisits        = "visits"
@@ -100,7 +99,7 @@ type StatsQuery struct {
 	// Goals, with GoalDimension in Dimensions: an event counts in the
 	// group of each goal whose filter (GoalFilter) it passes, the
 	// dimension's value being the goal's index here, so that one read of
-	// the range answers every goal (README "Goals and funnels").
+	// the range answers every goal (docs/query-api.md#goals-and-funnels).
 	Goals []QueryFilter
 	// Imports adds the imported rollups of the range's whole days
 	// (imported.go), where they can answer the query.
@@ -183,7 +182,7 @@ type aggregate struct {
 }
 
 // Stats answers q: one row per group (one row in all without dimensions),
-// in no particular order. See README "Query API" for what each metric
+// in no particular order. See docs/query-api.md for what each metric
 // counts.
 func (db *DB) Stats(ctx context.Context, q StatsQuery) ([]StatsRow, error) {
 	rows, _, err := db.StatsEstimate(ctx, q)
@@ -191,7 +190,7 @@ func (db *DB) Stats(ctx context.Context, q StatsQuery) ([]StatsRow, error) {
 }
 
 // StatsEstimate is Stats, and whether its visitors (and percentage) are
-// estimates (README "Query API", How reports stay fast).
+// estimates (docs/query-api.md#how-reports-stay-fast).
 func (db *DB) StatsEstimate(ctx context.Context, q StatsQuery) ([]StatsRow, bool, error) {
 	var estimated bool
 	q.estimated = &estimated
@@ -296,12 +295,9 @@ func splitKey(key string, n int) []string {
 // the range, visit metrics (visits, bounce_rate, visit_duration,
 // views_per_visit) the visits starting in it; visitors counts the
 // visitors of the events when the query has an event dimension, filter or
-// metric, else of the visits (README "Query API").
+// metric, else of the visits (docs/query-api.md).
 func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggregate, []string, error) {
 	q.d = db.d
-	if err := db.resolveMatches(ctx, &q); err != nil {
-		return nil, nil, err
-	}
 	if !q.scan {
 		groups, order, ok, err := db.partialGroups(ctx, q)
 		if err != nil && !errors.Is(err, errBadPartial) || ok && err == nil {
@@ -316,6 +312,11 @@ func (db *DB) statsGroups(ctx context.Context, q StatsQuery) (map[string]*aggreg
 		if r, ok := db.reports.get(key, gen); ok && r.scan != nil {
 			return r.scan.groups, r.scan.order, nil
 		}
+	}
+	// Only the scan lists the values of matches filters: the partials and
+	// the cache answer without them.
+	if err := db.resolveMatches(ctx, &q); err != nil {
+		return nil, nil, err
 	}
 	groups, order, err := db.scanStats(ctx, q)
 	if keep && err == nil {
@@ -408,7 +409,7 @@ func (db *DB) scanStats(ctx context.Context, q StatsQuery) (map[string]*aggregat
 // It reads the visits that overlap the range through sessions_site_start,
 // applies the filters that are on the visit alone to each visit row, and
 // only then reads each surviving visit's events in the range through
-// events_site_anon_ts (README "Query API", How reports stay fast): a
+// events_site_anon_ts (docs/query-api.md#how-reports-stay-fast): a
 // filtered report reads the events of the visits it keeps, not every event
 // of the site. Visits starting before the range that run into it are
 // found from the visit reach (visit_reach.go). Every event has a visit (the
@@ -578,7 +579,7 @@ func (q *StatsQuery) dialect() dialect {
 func (b *sqlBuilder) args() []any {
 	a := append([]any{}, b.dimArgs...)
 	// Events are bounded by ts_ms, visits by started_ms, which their
-	// indexes hold (README "Event bytes").
+	// indexes hold (docs/storage.md#event-bytes).
 	a = append(a, b.q.Site, b.q.From.UnixMilli(), b.q.To.UnixMilli())
 	return append(a, b.whereArgs...)
 }
@@ -828,7 +829,7 @@ const maxZonePeriods = 500
 
 // timeCol is a time column as time buckets read it: an ISO UTC text as
 // FormatTime writes it (events.ts), or integer milliseconds since the
-// epoch (a visit's started_ms, README "Visits", Stored form), from which
+// epoch (a visit's started_ms, docs/intake.md#visits, Stored form), from which
 // SQLite makes the local text with one datetime() call.
 type timeCol struct {
 	expr string
@@ -869,37 +870,6 @@ func localTimeSQL(d dialect, col timeCol, loc *time.Location, from, to time.Time
 		args = append(args, col.arg(end))
 		t = end
 	}
-}
-
-// MaxPatternLength bounds a matches filter's pattern (README "Query API").
-const MaxPatternLength = 256
-
-// patterns caches compiled patterns: a filter's one pattern is matched
-// against every row.
-var patterns sync.Map // string -> *regexp.Regexp
-
-// compilePattern compiles a matches pattern: RE2 syntax (Go's regexp),
-// which matches in time linear in the input, so no pattern can backtrack
-// catastrophically; at most MaxPatternLength bytes.
-func compilePattern(p string) (*regexp.Regexp, error) {
-	if re, ok := patterns.Load(p); ok {
-		return re.(*regexp.Regexp), nil
-	}
-	if len(p) > MaxPatternLength {
-		return nil, fault.Errorf(fault.InvalidQuery, "a matches pattern may be at most %d bytes, this one is %d", MaxPatternLength, len(p))
-	}
-	re, err := regexp.Compile(p)
-	if err != nil {
-		return nil, fault.Errorf(fault.InvalidQuery, "a matches pattern is not a valid RE2 regular expression: %v", err)
-	}
-	patterns.Store(p, re)
-	return re, nil
-}
-
-// CheckPattern returns the error a matches filter's pattern would give.
-func CheckPattern(p string) error {
-	_, err := compilePattern(p)
-	return err
 }
 
 // propText is a custom property of an event's raw JSON as text, nil when

@@ -14,9 +14,10 @@ import (
 	"github.com/tally-analytics/tally/fault"
 )
 
-// maxLeaseBlock bounds one lease (README "Storage", "On PostgreSQL",
-// quota): an instance that stops uncleanly keeps at most this many events
-// of a site's quota from the others until its lease is reclaimed.
+// maxLeaseBlock bounds one lease
+// (docs/postgresql.md#several-instances-on-one-database, quota): an instance
+// that stops uncleanly keeps at most this many events of a site's quota from
+// the others until its lease is reclaimed.
 const maxLeaseBlock = 1000
 
 // leaseReclaimEvery is how often one instance (Leader) reclaims the
@@ -35,7 +36,7 @@ var errLeaseLost = &fault.Error{Code: fault.Unavailable, RetryAfter: 1,
 var errLeaseUnavailable = &fault.Error{Code: fault.Unavailable, RetryAfter: 1,
 	Message: "the monthly quota could not be checked; nothing was stored, retry"}
 
-// pgQuota is PostgreSQL's quotaShare (README "Storage", "On PostgreSQL"):
+// pgQuota is PostgreSQL's quotaShare (docs/postgresql.md#on-postgresql):
 // the instances together never accept more than the quota. Each takes
 // blocks of what remains (a lease, in quota_leases under its rollup slot)
 // in a short transaction under the site's advisory lock, and spends them

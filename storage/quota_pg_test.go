@@ -61,9 +61,9 @@ func leases(t *testing.T, db *DB, month string) int {
 	return n
 }
 
-// Two instances share one quota exactly (README "Storage", "On
-// PostgreSQL"): 3000 events offered at once across both against a quota
-// of 1000 give exactly 1000 accepted and stored, the rest refused.
+// Two instances share one quota exactly (docs/postgresql.md#on-postgresql):
+// 3000 events offered at once across both against a quota of 1000 give exactly
+// 1000 accepted and stored, the rest refused.
 func TestQuotaExactAcrossInstances(t *testing.T) {
 	onlyPostgres(t, "two instances on one database")
 	clk := &testClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}

@@ -14,8 +14,8 @@ import (
 	"modernc.org/sqlite"
 )
 
-// An event's wire bytes are stored compressed in events.raw (README
-// "Storage", "Event bytes"). The stored form is a BLOB: a format byte
+// An event's wire bytes are stored compressed in events.raw
+// (docs/storage.md#event-bytes). The stored form is a BLOB: a format byte
 // (rawFormatV1), then a zstd frame without its 4-byte magic number. Before
 // compression, every occurrence of a value the row also holds in a column
 // (rawFields) is replaced by one byte 0x01–0x07: the JSON of an event never
@@ -23,11 +23,12 @@ import (
 // whitespace outside), so the replacement is undone exactly when the row is
 // read, from its own columns. What is left is compressed with a fixed
 // dictionary (rawdict/v1.json) made of synthetic events, so the dictionary
-// holds no one's identifiers and an erasure leaves nothing of a subject
-// behind. So an events row's columns must never change once stored (no
-// UPDATE of them anywhere), or its raw would read back wrong; a change of
-// them would have to rewrite raw with them. Rows written before 0010 hold raw as TEXT, the JSON itself, until
-// the conversion (raw_convert.go) rewrites them; readers accept both.
+// holds no one's identifiers and an erasure leaves nothing of a subject behind.
+// So an events row's columns must never change once stored (no UPDATE of them
+// anywhere), or its raw would read back wrong; a change of them would have to
+// rewrite raw with them. Rows written before 0010 hold raw as TEXT, the JSON
+// itself, until the conversion (raw_convert.go) rewrites them; readers accept
+// both.
 
 // rawFormatV1 is the first byte of a stored raw in the form described above.
 const rawFormatV1 = 1

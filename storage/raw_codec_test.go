@@ -295,12 +295,12 @@ func erasureLeavesNoIdentifier(t *testing.T, mode string) {
 			e.Raw = []byte(fmt.Sprintf(`{"id":"ev-%d","anon_id":%q,"user_id":%q,"traits":{"note":"%s"}}`, i, anon, user, user))
 			// Visit values only the subject has: an agent off the codes'
 			// lists (kept as text in its visit and its events), a city, a
-			// campaign and a referrer (README "Visits", Stored form).
+			// campaign and a referrer (docs/intake.md#visits, Stored form).
 			// An identifying page (its path is in event_pages), in a url
 			// as long as the other events': longer rows make the erasure
 			// rebalance pages of events, which can leave stale copies in
-			// their unused space (README "GDPR", What is left in the
-			// file's bytes; TestErasureLeavesFragmentsOnlyInUnusedSpaceUntilVacuum).
+			// their unused space (docs/gdpr.md, What is left in the file's bytes;
+			// TestErasureLeavesFragmentsOnlyInUnusedSpaceUntilVacuum).
 			url = fmt.Sprintf("https://a/@zq7731%d?utm_campaign=zq-campaign-7731", i%5)
 			ref := "https://zq-ref-7731.test/x"
 			e.URL, e.Referrer, e.Browser, e.OS, e.DeviceType, e.City = &url, &ref, "ZqBrowser7731", "Linux", "desktop", "zq-city-7731"

@@ -14,7 +14,7 @@ const rawConvertChunk = 500
 
 // rawConversion rewrites the events stored before migration 0012 with raw
 // in its current form holding the received time (raw_codec.go), from the
-// lowest seq up (README "Storage", "Event bytes"). A raw that cannot be
+// lowest seq up (docs/storage.md#event-bytes). A raw that cannot be
 // re-encoded stays as it is, with received_at. Both forms stay readable
 // throughout.
 func (db *DB) rawConversion(chunk int) conversion {

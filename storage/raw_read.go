@@ -9,8 +9,8 @@ import (
 // (receivedSQL). SQLite decodes them inside the statement with the Go
 // functions registered in its driver; PostgreSQL cannot call Go, so there
 // the row's stored columns are read and decoded here by the same code
-// (README "On PostgreSQL"). Use: columns() in the select list, targets()
-// in Scan, then decode().
+// (docs/postgresql.md#on-postgresql). Use: columns() in the select list,
+// targets() in Scan, then decode().
 type rawRead struct {
 	pg bool
 	// Raw and Received are the decoded values after decode; Raw is not
@@ -119,15 +119,10 @@ func (r *rawRead) receivedDecode() error {
 
 // storedValue is the scanned stored raw as SQLite's functions see it.
 func (r *rawRead) storedValue() any {
-	switch {
-	case len(r.stored) > 0 && r.stored[0] > rawFormatV3:
-		// The wire text as is, which SQLite keeps as TEXT where the
-		// compressed form cannot take it (encodeRaw).
-		return string(r.stored)
-	case r.stored != nil:
-		return r.stored
+	if r.stored == nil {
+		return nil
 	}
-	return nil
+	return storedForm(r.stored)
 }
 
 // decodeRaw sets Raw from the scanned stored raw and fields (PostgreSQL)

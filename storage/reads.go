@@ -144,7 +144,8 @@ func timelineEvents(d dialect, l linkTables) string {
 // history costs no more than a short one. The candidates of all anon ids
 // are ranked from that index alone (ts is in it, seq is its rowid), and
 // only the ?4 kept are read from the table: a user linked to 200 devices
-// reads 101 rows rather than every event of every device (README "Reads").
+// reads 101 rows rather than every event of every device
+// (docs/benchmarks.md#reads).
 func timelineNewest(d dialect, l linkTables) string {
 	return `SELECT ` + timelineColumns + ` FROM events e WHERE e.seq IN (
 	SELECT x.seq FROM ` + l.byUser("l") + ` ` + d.crossJoin() + ` events x` + d.indexedBy("events_site_anon_ts") + `

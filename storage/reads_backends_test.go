@@ -111,7 +111,8 @@ func seedReadRows(t *testing.T, db *DB) {
 }
 
 // TestReadsMatchAcrossBackends reads the same rows from SQLite and from
-// PostgreSQL and compares every answer's JSON (README "On PostgreSQL").
+// PostgreSQL and compares every answer's JSON
+// (docs/postgresql.md#on-postgresql).
 func TestReadsMatchAcrossBackends(t *testing.T) {
 	dbtest.OnlyPostgres(t, "compares SQLite with the run's PostgreSQL")
 	ctx := context.Background()
@@ -175,7 +176,7 @@ func TestReadsMatchAcrossBackends(t *testing.T) {
 		},
 		"export": func(db *DB) (any, error) {
 			var all []ExportEvent
-			err := db.ExportEvents(ctx, "s", from, to, func(page []ExportEvent) error {
+			err := db.ExportEvents(ctx, "s", from, to, 0, func(page []ExportEvent) error {
 				all = append(all, page...)
 				return nil
 			})
@@ -204,7 +205,7 @@ func TestReadsMatchAcrossBackends(t *testing.T) {
 	}
 }
 
-// seedVisitRows stores visits of site w through intake (README "Visits"):
+// seedVisitRows stores visits of site w through intake (docs/intake.md#visits):
 // entry and exit pages, referrers and their sources, campaigns from URLs
 // and from Segment's context.campaign, locations and devices, sessions
 // across midnight in several zones, an identified user.
@@ -262,7 +263,7 @@ func seedVisitRows(t *testing.T, db *DB) {
 // TestVisitReadsMatchAcrossBackends reads visits stored through intake
 // from SQLite and from PostgreSQL: every visit dimension, as breakdown and
 // as filter, visit metrics by time in several zones, sessions, timeline
-// and first visit (README "Visits", "Query API").
+// and first visit (docs/intake.md#visits, docs/query-api.md).
 func TestVisitReadsMatchAcrossBackends(t *testing.T) {
 	dbtest.OnlyPostgres(t, "compares SQLite with the run's PostgreSQL")
 	ctx := context.Background()
@@ -583,8 +584,7 @@ func funnelAndGoalReads(t *testing.T, ctx context.Context) map[string]func(db *D
 // seedImportedRows writes two complete imports of site s (December 2025
 // and the first days of January 2026, which overlap its events) and one
 // not complete, with rollups of the whole site, sources, pages and
-// countries, as an import stores them (README "Switching from Plausible /
-// Umami / GoatCounter").
+// countries, as an import stores them (docs/import.md).
 func seedImportedRows(t *testing.T, db *DB) {
 	t.Helper()
 	ctx := context.Background()

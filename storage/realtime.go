@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// RealtimeMaxRows bounds the rows a realtime count reads (README
-// "Realtime"): the service's newest events, whatever their site. It is
-// five minutes of one site at the default rate limit, 1,000 events a
-// second.
+// RealtimeMaxRows bounds the rows a realtime count reads
+// (docs/query-api.md#realtime): the service's newest events, whatever their
+// site. It is five minutes of one site at the default rate limit, 1,000 events
+// a second.
 const RealtimeMaxRows = 300_000
 
 // RealtimeVisitors counts the distinct anon ids of site's events received

@@ -10,7 +10,7 @@ import (
 
 // loadRecent stores n pageviews, all received at now, of site web (every
 // other one) and site other, 3,000 visitors each, with a payload of about
-// the benchmark's shape (README "Benchmarks").
+// the benchmark's shape (docs/benchmarks.md).
 func loadRecent(b *testing.B, n int, now time.Time) *DB {
 	b.Helper()
 	db, err := openTestDB(b, context.Background(), Options{Path: filepath.Join(b.TempDir(), "a.db"), Now: func() time.Time { return now }})
@@ -62,7 +62,7 @@ func BenchmarkExportEvents(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		rows := 0
-		err := db.ExportEvents(context.Background(), "web", day, day.AddDate(0, 0, 1), func(page []ExportEvent) error {
+		err := db.ExportEvents(context.Background(), "web", day, day.AddDate(0, 0, 1), 0, func(page []ExportEvent) error {
 			rows += len(page)
 			return nil
 		})

@@ -7,7 +7,7 @@ import (
 	"sync"
 )
 
-// The report cache (README "Query API", How reports stay fast) keeps the
+// The report cache (docs/query-api.md#how-reports-stay-fast) keeps the
 // answers the day partials gave for ranges of closed days only, merged:
 // a warm 30-day report by event:page otherwise decodes and merges 30 days
 // × hundreds of pages of sketches at every request. An answer is used only

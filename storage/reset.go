@@ -33,7 +33,7 @@ func (db *DB) ResetData(ctx context.Context) (map[string]int64, error) {
 			n, _ := res.RowsAffected()
 			deleted["identity_links"] += n
 		}
-		// The query API's cache of those (README "Query API"), not counted.
+		// The query API's cache of those (docs/query-api.md), not counted.
 		if _, err := tx.Exec(`DELETE FROM day_partials`); err != nil {
 			return fmt.Errorf("reset day_partials: %w", err)
 		}
@@ -90,7 +90,7 @@ func (db *DB) ResetSiteData(ctx context.Context, site string) (map[string]int64,
 			}
 		}
 	}
-	// The query API's cache of the data (README "Query API"), not counted:
+	// The query API's cache of the data (docs/query-api.md), not counted:
 	// a day's rows of it are a few, so all of them go in one job.
 	err := db.writer.do(ctx, func(tx *writeTx) error {
 		tx.partialsChanged(site)

@@ -16,7 +16,7 @@ import (
 const purgeChunk = 250
 
 // purgeScan is how many rows of events or sessions one read of a purge
-// looks at. The events table has no index by time (README "Storage"), so
+// looks at. The events table has no index by time (docs/storage.md), so
 // the purge walks it in rowid order on a read connection, which never
 // holds up the writer, and hands the writer only the rows to delete.
 const purgeScan = 5000
@@ -69,9 +69,9 @@ func (db *DB) PurgeDue(ctx context.Context) (bool, error) {
 // Purge deletes the raw rows older than each site's retention (see
 // RetentionCuts): events by their ts, sessions that ended before the cut,
 // dedup ids, and DLQ rows by when they arrived. The per-day rollups stay,
-// and so do identity links and profiles (README "Retention"). Each writer
-// job deletes at most purgeChunk rows, so intake runs between them. First
-// each site's purged_before moves to its cut, so a reader is told about
+// and so do identity links and profiles (docs/storage.md#retention). Each
+// writer job deletes at most purgeChunk rows, so intake runs between them.
+// First each site's purged_before moves to its cut, so a reader is told about
 // the days that may be going; last the day is recorded as done. A purge
 // stopped midway (ctx, a crash) leaves the day not done, and the next one
 // finishes the work.

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// BenchmarkRetention measures README "Retention": TALLY_BENCH_EVENTS
+// BenchmarkRetention measures docs/storage.md#retention: TALLY_BENCH_EVENTS
 // events (default 200,000) of about 280 bytes of JSON over 90 days from
 // 200,000 visitors, each day's arriving on that day (dedup ids pruned as
 // the server does); then a purge of the older half (retention 45 days)

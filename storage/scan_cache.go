@@ -5,15 +5,15 @@ import (
 	"encoding/json"
 )
 
-// Filtered reports of closed days in the report cache (README "Query
-// API", How reports stay fast): a report the day partials cannot answer
-// (filters on more than one dimension) reads the range's visits and their
-// events; its answer over a range that ended more than partialMargin ago
-// is kept, exact, and served again while no writer has changed a visit or
-// event of the range or of the visits that run into it (the counts of
-// partialGens over [the range's lookback, its end), the same counts that
-// keep merged partials), so a dashboard's second view of a filter, or the
-// same filter's report read again, costs a map lookup.
+// Filtered reports of closed days in the report cache
+// (docs/query-api.md#how-reports-stay-fast): a report the day partials cannot
+// answer (filters on more than one dimension) reads the range's visits and
+// their events; its answer over a range that ended more than partialMargin ago
+// is kept, exact, and served again while no writer has changed a visit or event
+// of the range or of the visits that run into it (the counts of partialGens
+// over [the range's lookback, its end), the same counts that keep merged
+// partials), so a dashboard's second view of a filter, or the same filter's
+// report read again, costs a map lookup.
 
 // scanAnswer is a scanned report's groups and their first-seen order;
 // never modified once kept.

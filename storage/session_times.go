@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// A session's times are stored as integers since migration 0016 (README
-// "Event bytes", "Visits"): start_ms and duration_ms. Readers use the
-// generated columns, which read a row of the new form and a row stored
-// before (start_text, end_text) alike: started_ms and ended_ms, the
-// integers both indexes key, for bounds, order and arithmetic; started_at
-// and ended_at, the same text as before, for what is shown.
+// A session's times are stored as integers since migration 0016
+// (docs/storage.md#event-bytes, docs/intake.md#visits): start_ms and
+// duration_ms. Readers use the generated columns, which read a row of the new
+// form and a row stored before (start_text, end_text) alike: started_ms and
+// ended_ms, the integers both indexes key, for bounds, order and arithmetic;
+// started_at and ended_at, the same text as before, for what is shown.
 
 // visitRangeSQL bounds a read of sessions s to a site's visits that start
 // in a range (arguments: site, from and to in ms), by the index on

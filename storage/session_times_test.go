@@ -350,14 +350,14 @@ func TestVisitTimeBucketsFromMS(t *testing.T) {
 
 // TestEventsThroughVisitsUseIndexes: a filtered report's read of events
 // through the range's visits finds the visits by sessions_site_start and
-// each visit's events by events_site_anon_ts (README "Query API", How
-// reports stay fast), never scanning either table. With event_pages
-// complete, a read of names and pages reads the index entry and the
-// event_pages row by seq, and no column of the events row: SQLite defers
-// the seek of a row from an index until a column of it is read, so the
-// row is never looked up (the plan says INDEX, not COVERING INDEX: an
-// index over a virtual column never counts as covering). One that reads
-// a property keeps reading the events row.
+// each visit's events by events_site_anon_ts
+// (docs/query-api.md#how-reports-stay-fast), never scanning either table. With
+// event_pages complete, a read of names and pages reads the index entry and the
+// event_pages row by seq, and no column of the events row: SQLite defers the
+// seek of a row from an index until a column of it is read, so the row is never
+// looked up (the plan says INDEX, not COVERING INDEX: an index over a virtual
+// column never counts as covering). One that reads a property keeps reading the
+// events row.
 func TestEventsThroughVisitsUseIndexes(t *testing.T) {
 	onlySQLite(t, "SQLite's query plans")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))

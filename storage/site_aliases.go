@@ -13,9 +13,10 @@ import (
 )
 
 // Site aliases are the host names a site answers to besides its id, so that
-// Plausible's and Umami's trackers can name it as they do (README
-// "Plausible- and Umami-compatible intake"). They are held in memory like
-// the sites themselves and changed only through this process's writer.
+// Plausible's and Umami's trackers can name it as they do
+// (docs/intake.md#plausible--and-umami-compatible-intake). They are held in
+// memory like the sites themselves and changed only through this process's
+// writer.
 
 // Bounds of a site's aliases.
 const (
@@ -60,18 +61,24 @@ func (db *DB) SiteAliases(id string) []string {
 	return []string{}
 }
 
-// SiteNamed returns the site that name names: the site that has it as an
-// alias (compared without regard to case), else the site whose id it is.
-// An alias wins over a site id, so a site created later with that id does
-// not take the name's traffic.
+// SiteNamed returns the site that name names: the site whose id it is,
+// else the site that has it as an alias (compared without regard to
+// case). A site id wins over an alias, so no alias can take the traffic
+// of a name that is a site's id: a new alias that equals a site id
+// without regard to case is refused (SetSiteAliases), as is a new site
+// whose id equals an alias so (CreateSite); one stored before those
+// checks answers only for names that are no site's id (docs/intake.md#plausible--and-umami-compatible-intake, Aliases).
 func (db *DB) SiteNamed(name string) (*Site, bool) {
 	db.tenants.mu.RLock()
 	defer db.tenants.mu.RUnlock()
-	if id, ok := db.aliases[strings.ToLower(name)]; ok {
-		s, ok := db.sites[id]
-		return s, ok
+	if s, ok := db.sites[name]; ok {
+		return s, true
 	}
-	s, ok := db.sites[name]
+	id, ok := db.aliases[strings.ToLower(name)]
+	if !ok {
+		return nil, false
+	}
+	s, ok := db.sites[id]
 	return s, ok
 }
 
@@ -104,7 +111,8 @@ func CleanAliases(list []string) ([]string, error) {
 // SetSiteAliases replaces the aliases of site with aliases (cleaned by
 // CleanAliases), audited as site.aliases with the new and the previous
 // list. A name another site has as an alias, or that is another site's
-// id, is 409 alias_taken. A list equal to the current one writes nothing.
+// id without regard to case, is 409 alias_taken. A list equal to the
+// current one writes nothing.
 func (db *DB) SetSiteAliases(ctx context.Context, actor Actor, site *Site, aliases []string) ([]string, error) {
 	aliases, err := CleanAliases(aliases)
 	if err != nil {
@@ -117,19 +125,20 @@ func (db *DB) SetSiteAliases(ctx context.Context, actor Actor, site *Site, alias
 		if err := db.checkSite(site); err != nil {
 			return err
 		}
+		if err := db.coord().lockNames(tx); err != nil {
+			return err
+		}
 		// Read in the writer, after every earlier change's commit hook.
 		previous := db.SiteAliases(site.ID)
 		for _, a := range aliases {
-			var owner string
-			err := tx.QueryRow(`SELECT site_id FROM site_aliases WHERE alias = ? AND site_id <> ?
-				UNION ALL SELECT id FROM sites WHERE id = ? AND id <> ? LIMIT 1`, a, site.ID, a, site.ID).Scan(&owner)
-			if err == nil {
+			taken, err := nameTaken(tx, a, site.ID)
+			if err != nil {
+				return err
+			}
+			if taken {
 				// Which site has it is not said: it may be another
 				// workspace's.
 				return fault.Errorf(fault.AliasTaken, "the name %q is already an alias or the id of another site", a)
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return err
 			}
 		}
 		if _, err := tx.Exec(`DELETE FROM site_aliases WHERE site_id = ?`, site.ID); err != nil {
@@ -164,6 +173,20 @@ func (db *DB) SetSiteAliases(ctx context.Context, actor Actor, site *Site, alias
 		return nil, err
 	}
 	return aliases, nil
+}
+
+// nameTaken reports whether a site other than except answers to name (an
+// alias: lower case) already: as its alias, or as its id without regard to
+// case. Site ids are ASCII, so lower() of SQLite and of PostgreSQL's "C"
+// collation fold them alike.
+func nameTaken(tx *writeTx, name, except string) (bool, error) {
+	var one int
+	err := tx.QueryRow(`SELECT 1 FROM site_aliases WHERE alias = ? AND site_id <> ?
+		UNION ALL SELECT 1 FROM sites WHERE lower(id) = ? AND id <> ? LIMIT 1`, name, except, name, except).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // forgetAliases drops the deleted site id's aliases from memory (its rows

@@ -122,7 +122,8 @@ func (db *DB) DeleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 	db.tenants.mu.Unlock()
 	if !ok || s.WorkspaceID != ws.ID {
 		// On PostgreSQL, a site whose delete stopped midway stays hidden
-		// (README "On PostgreSQL"): deleting it again finishes the work.
+		// (docs/postgresql.md#on-postgresql): deleting it again finishes the
+		// work.
 		hidden, err := db.coord().hiddenSite(ctx, ws.ID, id)
 		if err != nil {
 			return err
@@ -134,7 +135,7 @@ func (db *DB) DeleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 	}
 	ctx = context.WithoutCancel(ctx)
 	// Two instances deleting the site at once: one deletes, the other
-	// waits and answers as it did (README "On PostgreSQL").
+	// waits and answers as it did (docs/postgresql.md#on-postgresql).
 	err := db.coord().exclusively(ctx, "sitedel:"+id, func() error {
 		gone, err := db.siteGone(ctx, s)
 		if err != nil || gone {
@@ -242,7 +243,7 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 			}
 			total[t.table] = deleted[t.table] + counts[t.table]
 		}
-		// The query API's cache of the site's data (README "Query API"),
+		// The query API's cache of the site's data (docs/query-api.md),
 		// not counted: at most a few rows a day.
 		if _, err := tx.Exec(`DELETE FROM day_partials WHERE site_id = ?`, id); err != nil {
 			return fmt.Errorf("delete day_partials of site: %w", err)

@@ -9,9 +9,9 @@ func siteLock(id string) int64 { return lockKey("site:" + id) }
 
 // holdSite takes the site's lock shared, then, in a snapshot taken after
 // it, checks that the row is still the one site describes and is not
-// being deleted (README "Storage", "On PostgreSQL", site deletion). A
-// delete's first transaction takes the lock exclusive, so it waits for
-// every write that passed here to commit, and its chunks then delete what
+// being deleted (docs/postgresql.md#several-instances-on-one-database, site
+// deletion). A delete's first transaction takes the lock exclusive, so it waits
+// for every write that passed here to commit, and its chunks then delete what
 // they wrote; a write that starts later finds deleting_since set and gets
 // ErrSiteGone, as one refused by checkSite does.
 func (c *pgCoord) holdSite(tx *writeTx, site *Site) error {

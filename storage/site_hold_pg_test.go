@@ -31,12 +31,12 @@ func siteRows(t *testing.T, db *DB, site string) int {
 	return total
 }
 
-// A write on one instance racing a delete of its site on another (README
-// "Storage", "On PostgreSQL", site deletion): every Ingest either
-// succeeds, and its rows go with the site, or gets ErrSiteGone, as on
-// SQLite; no row of the site remains. Then the same with the writing
-// instance's map stale (its listener stopped), where only the database's
-// check can refuse the write.
+// A write on one instance racing a delete of its site on another
+// (docs/postgresql.md#several-instances-on-one-database, site deletion): every
+// Ingest either succeeds, and its rows go with the site, or gets ErrSiteGone,
+// as on SQLite; no row of the site remains. Then the same with the writing
+// instance's map stale (its listener stopped), where only the database's check
+// can refuse the write.
 func TestWriteRacingSiteDeleteOnAnotherInstance(t *testing.T) {
 	onlyPostgres(t, "two instances on one database")
 	ctx := context.Background()

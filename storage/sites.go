@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"strings"
 
 	"github.com/tally-analytics/tally/fault"
 )
@@ -13,13 +14,13 @@ type Site struct {
 	Name        string
 	CreatedAt   string
 	// RetentionDays is the site's own retention: nil follows the server's
-	// RETENTION_DAYS, 0 keeps everything (README "Retention").
+	// RETENTION_DAYS, 0 keeps everything (docs/storage.md#retention).
 	RetentionDays *int
 	// PurgedBefore is the first UTC day (YYYY-MM-DD) whose raw rows are
 	// all kept; "" while no purge has removed any.
 	PurgedBefore string
 	// TimeZone is the site's IANA time zone ("UTC" unless set): the query
-	// API's days, hours and relative ranges are in it (README "Query API").
+	// API's days, hours and relative ranges are in it (docs/query-api.md).
 	TimeZone string
 }
 
@@ -60,8 +61,15 @@ func (db *DB) CreateSite(ctx context.Context, actor Actor, ws *Workspace, id, na
 	}
 	s := &Site{ID: id, WorkspaceID: ws.ID, Name: name, CreatedAt: FormatTime(db.now()), TimeZone: "UTC"}
 	err = db.writer.do(ctx, func(tx *writeTx) error {
+		if err := db.coord().lockNames(tx); err != nil {
+			return err
+		}
+		// An id that is an alias without regard to case is taken too: the
+		// alias's traffic would go to the new site (SiteNamed). Whose
+		// alias is not said: it may be another workspace's.
 		var n int
-		if err := tx.QueryRow(`SELECT COUNT(*) FROM sites WHERE id = ?`, id).Scan(&n); err != nil {
+		if err := tx.QueryRow(`SELECT (SELECT COUNT(*) FROM sites WHERE id = ?) + (SELECT COUNT(*) FROM site_aliases WHERE alias = ?)`,
+			id, strings.ToLower(id)).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 {
@@ -103,7 +111,7 @@ type SiteChange struct {
 	Retention     bool
 	RetentionDays *int
 	// TimeZone, when set, replaces the site's time zone: an IANA name
-	// (README "Query API").
+	// (docs/query-api.md).
 	TimeZone *string
 }
 

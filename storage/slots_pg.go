@@ -15,7 +15,7 @@ const slotLockClass = 0x74616c6c
 const maxSlots = 1024
 
 // claimSlot picks the rollup slot this instance writes on PostgreSQL
-// (README "Storage", "On PostgreSQL"): the lowest one whose advisory lock
+// (docs/postgresql.md#on-postgresql): the lowest one whose advisory lock
 // it gets, on a connection of its own held until Close, so that two live
 // instances do not update the same rollup rows. The sums are exact
 // whatever the slot (every write is an increment), so a slot held by a

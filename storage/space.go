@@ -13,9 +13,9 @@ type ObjectSpace struct {
 
 // Space copies the whole WAL into the database file and truncates it, then
 // returns the file's size and what each table and index takes of it, from
-// SQLite's dbstat table, largest first, then the free pages (README
-// "Event bytes"). It reads every
-// page of the file, so it is for benchmarks and maintenance, not requests.
+// SQLite's dbstat table, largest first, then the free pages
+// (docs/storage.md#event-bytes). It reads every page of the file, so it is for
+// benchmarks and maintenance, not requests.
 func (db *DB) Space(ctx context.Context) (fileBytes int64, objects []ObjectSpace, err error) {
 	if _, err := db.ckpt.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 		return 0, nil, fmt.Errorf("checkpoint: %w", err)

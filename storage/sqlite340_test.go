@@ -12,7 +12,7 @@ import (
 
 // TestOlderSQLiteShellReadsTheDatabase opens a database this package wrote
 // with the system's sqlite3 shell (Debian's is 3.40, the oldest version
-// README "Storage" promises), reads it, inserts a webhook secret the way an
+// docs/storage.md promises), reads it, inserts a webhook secret the way an
 // operator would, and sees the audit log refuse changes.
 func TestOlderSQLiteShellReadsTheDatabase(t *testing.T) {
 	onlySQLite(t, "SQLite's file format for an older shell")

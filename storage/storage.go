@@ -100,8 +100,8 @@ type DB struct {
 	writer *writer
 	now    func() time.Time
 	ingest *ingestStmts
-	// slot is the rollup slot this instance writes on PostgreSQL (README
-	// "Storage", "On PostgreSQL"); 0 on SQLite.
+	// slot is the rollup slot this instance writes on PostgreSQL
+	// (docs/postgresql.md#on-postgresql); 0 on SQLite.
 	slot int
 	// slotHold is the connection whose advisory lock claims slot, held
 	// until Close (slots_pg.go); nil on SQLite.
@@ -160,6 +160,11 @@ type DB struct {
 	// partialScans counts the day partials computed rather than read
 	// kept (partials_warmup.go).
 	partialScans atomic.Int64
+	// matchReads and matchValues count the reads of a dimension's values
+	// that matches filters make on PostgreSQL, and the values they read
+	// (match_values.go), so that tests can see them stay one a dimension
+	// and within the range without timing them.
+	matchReads, matchValues atomic.Int64
 	tenants
 
 	// eraseJobs counts the writer jobs erasures ran, so tests can tell a
@@ -451,8 +456,8 @@ func (db *DB) Ping(ctx context.Context) error {
 }
 
 // PoolStats reports the connection counts of both pools together, with
-// the checkpointer's on SQLite and the slot's on PostgreSQL (README
-// "Monitoring").
+// the checkpointer's on SQLite and the slot's on PostgreSQL
+// (docs/operations.md#metrics).
 func (db *DB) PoolStats() (open, idle int) {
 	w, r := db.write.Stats(), db.read.Stats()
 	open, idle = w.OpenConnections+r.OpenConnections, w.Idle+r.Idle

@@ -11,7 +11,7 @@ import (
 // so that the statement that writes them is plain SQL on every backend
 // (issue 17). Within the profile caps, mergeProfile gives the bytes
 // json_patch(old, json(patch)) gave (TestTraitsMergeMatchesSQLite): an RFC
-// 7396 merge patch, "later keys win" in README "Identity and sessions",
+// 7396 merge patch, "later keys win" in docs/intake.md#identity-and-sessions,
 // that keeps the order of names and the text of values, so a profile's
 // stored text is what it would have been.
 
@@ -25,7 +25,7 @@ const maxTraitsDepth = 1000
 // SQLite's json() refused them.
 var errBadTraits = errors.New("storage: traits are not valid JSON")
 
-// A profile is capped (README "Identity and sessions", Profile caps): one
+// A profile is capped (docs/intake.md#profile-caps): one
 // site id could otherwise grow a profile without limit, and every merge
 // rewrote all of it inside the writer, holding up every tenant's intake.
 const (
@@ -41,6 +41,29 @@ const (
 type profileCaps struct{ keys, bytes int }
 
 var defaultCaps = &profileCaps{MaxProfileTraits, MaxProfileBytes}
+
+// noCaps are caps no profile reaches: migrate-to merges two stored
+// profiles whose keys became equal (copy_merge.go) without them, so
+// that a copy loses no trait.
+var noCaps = &profileCaps{1 << 30, 1 << 30}
+
+// mergeTraits merges patch into the profile whose stored traits are old
+// (nil: none yet) under caps c, as mergeProfile does, and returns the
+// profile and the names the caps kept out.
+func mergeTraits(old, patch []byte, c *profileCaps) (*jsonNode, [][]byte, error) {
+	p, err := parseTraits(patch)
+	if err != nil {
+		return nil, nil, err
+	}
+	var t *jsonNode
+	if old != nil {
+		if t, err = parseTraits(old); err != nil {
+			return nil, nil, err
+		}
+	}
+	t, dropped := mergeProfile(t, p, c)
+	return t, dropped, nil
+}
 
 // mergeProfile merges one identify's traits, patch, into a profile's
 // traits t (nil: the user has no profile yet) and returns the result (t

@@ -15,21 +15,13 @@ func nested(depth int) string {
 	return `{"a":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`
 }
 
-// mergeTraits merges patch into the profile whose stored traits are old
-// (nil: none yet) as intake does, with caps c, and returns the traits text
-// the profile then holds.
-func mergeTraits(old, patch []byte, c *profileCaps) (string, [][]byte, error) {
-	p, err := parseTraits(patch)
+// mergedText is mergeTraits's profile as text, checked against the size
+// the profile kept as it changed.
+func mergedText(old, patch []byte, c *profileCaps) (string, [][]byte, error) {
+	t, dropped, err := mergeTraits(old, patch, c)
 	if err != nil {
 		return "", nil, err
 	}
-	var t *jsonNode
-	if old != nil {
-		if t, err = parseTraits(old); err != nil {
-			return "", nil, err
-		}
-	}
-	t, dropped := mergeProfile(t, p, c)
 	text := t.appendTo(nil)
 	if t.size() != len(text) {
 		return "", nil, fmt.Errorf("size %d, want %d, the length of %s", t.size(), len(text), text)
@@ -37,10 +29,7 @@ func mergeTraits(old, patch []byte, c *profileCaps) (string, [][]byte, error) {
 	return string(text), dropped, nil
 }
 
-// noCaps are caps no case reaches.
-var noCaps = &profileCaps{1 << 30, 1 << 30}
-
-// TestTraitsMergeMatchesSQLite compares mergeTraits with what SQLite's
+// TestTraitsMergeMatchesSQLite compares mergedText with what SQLite's
 // json() (a new profile) and json_patch (an existing one) stored before:
 // the same bytes, or an error from both.
 func TestTraitsMergeMatchesSQLite(t *testing.T) {
@@ -129,7 +118,7 @@ func TestTraitsMergeMatchesSQLite(t *testing.T) {
 	}
 }
 
-// checkMergeMatchesSQLite checks that mergeTraits gives what SQLite's
+// checkMergeMatchesSQLite checks that mergedText gives what SQLite's
 // json() (a new profile) or json_patch (an existing one, old) stored
 // before: the same bytes, or an error from both.
 func checkMergeMatchesSQLite(t *testing.T, lite *sql.DB, isNew bool, old, patch string) {
@@ -148,7 +137,7 @@ func checkMergeMatchesSQLite(t *testing.T, lite *sql.DB, isNew bool, old, patch 
 		stored = []byte(s)
 		wantErr = lite.QueryRow(`SELECT json_patch(?, json(?))`, s, patch).Scan(&want)
 	}
-	got, _, err := mergeTraits(stored, []byte(patch), noCaps)
+	got, _, err := mergedText(stored, []byte(patch), noCaps)
 	switch {
 	case wantErr != nil && err == nil:
 		t.Fatalf("got %q, want an error (SQLite: %v)", got, wantErr)
@@ -268,7 +257,7 @@ func TestProfileCaps(t *testing.T) {
 			if c.old != "" {
 				old = []byte(c.old)
 			}
-			got, dropped, err := mergeTraits(old, []byte(c.patch), caps)
+			got, dropped, err := mergedText(old, []byte(c.patch), caps)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,7 +24,7 @@ type VacuumResult struct {
 }
 
 // Vacuum rebuilds the database file at path without its free pages, so
-// that it shrinks to its data (README "Retention"). It needs the file to
+// that it shrinks to its data (docs/storage.md#retention). It needs the file to
 // itself: it takes SQLite's exclusive lock for the whole rebuild, so it
 // refuses with ErrInUse when the server, or any other connection, has the
 // file open, rather than stall their writes. It needs free room of up to

@@ -14,9 +14,9 @@ import (
 const visitBackfillChunk = 200
 
 // visitBackfill computes the visit attributes of the sessions stored
-// before migration 0013 from their events, from the lowest id up (README
-// "Visits"). A session that intake touches first gets them then (see
-// ingestRun.ready), and the backfill leaves it alone.
+// before migration 0013 from their events, from the lowest id up
+// (docs/intake.md#visits). A session that intake touches first gets them then
+// (see ingestRun.ready), and the backfill leaves it alone.
 func (db *DB) visitBackfill(chunk int) conversion {
 	if chunk == 0 {
 		chunk = visitBackfillChunk

@@ -8,10 +8,10 @@ import (
 // A visit's landing agent (browser, OS, device type) is stored as one
 // small integer, agent = browser + 32*os + 512*device, each the index of
 // its value in the lists below (0: none), when all three are on them
-// (README "Visits", "Event bytes"). The lists are the User-Agent parser's
-// names (privacy.ParseAgent) and nothing else, the same for every site:
-// they hold no one's values, so erasure has nothing to clean in them.
-// Migration 0016 decodes them in the generated columns browser, os and
+// (docs/intake.md#visits, docs/storage.md#event-bytes). The lists are the
+// User-Agent parser's names (privacy.ParseAgent) and nothing else, the same for
+// every site: they hold no one's values, so erasure has nothing to clean in
+// them. Migration 0016 decodes them in the generated columns browser, os and
 // device; the lists are fixed: a code never changes its meaning, and a
 // value that is not on them is stored as text.
 var (

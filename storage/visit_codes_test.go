@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// visitSource is a visit's source as README "Visits" states it: its
+// visitSource is a visit's source as docs/intake.md#visits states it: its
 // utm_source, else its referrer's host (the referrer up to its path), else
 // "" (Direct / None). The generated column source computes it in SQL
 // (migration 0016); TestSourceIsDerived holds the two together.

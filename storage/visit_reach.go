@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Visit reach (README "Query API", How reports stay fast): the query API
+// Visit reach (docs/query-api.md#how-reports-stay-fast): the query API
 // reads a range's events through the visits that overlap it, found by
 // their start (sessions_site_start). A visit has no bound on its length (a
 // run of events with no gap over 30 minutes), so the visits that started
@@ -23,7 +23,7 @@ const (
 )
 
 // visitTimeArg is t as the sessions' time columns that their indexes key
-// hold it (started_ms, ended_ms: README "Visits", Stored form).
+// hold it (started_ms, ended_ms: docs/intake.md#visits, Stored form).
 func visitTimeArg(t time.Time) any { return t.UnixMilli() }
 
 // reachSQL reads the latest end of the visits starting in each UTC hour

@@ -9,11 +9,11 @@ import (
 )
 
 // A visitorSketch estimates how many distinct visitor ids it was given: a
-// HyperLogLog of 2^sketchP one-byte registers (README "Query API",
-// visitors). Its standard error is 1.04/sqrt(2^14) = 0.81%, under the 1%
-// that the query API promises for the ranges it estimates. Sketches of
-// disjoint days merge into the sketch of their union, which is what makes
-// a 30-day figure cost 30 small reads instead of a scan of every visit.
+// HyperLogLog of 2^sketchP one-byte registers (docs/query-api.md, visitors).
+// Its standard error is 1.04/sqrt(2^14) = 0.81%, under the 1% that the query
+// API promises for the ranges it estimates. Sketches of disjoint days merge
+// into the sketch of their union, which is what makes a 30-day figure cost 30
+// small reads instead of a scan of every visit.
 //
 // While few registers are set it keeps only those (sparse): a day of a
 // small site costs a few hundred bytes, not 16 KB. Estimates use Ertl's

@@ -14,8 +14,8 @@ import (
 	"modernc.org/sqlite"
 )
 
-// A visit is a session (README "Identity and sessions") with the
-// attributes of README "Visits": entry and exit pages, pageviews, the
+// A visit is a session (docs/intake.md#identity-and-sessions) with the
+// attributes of docs/intake.md#visits: entry and exit pages, pageviews, the
 // referrer and source, the landing event's campaign, location and agent.
 // Each attribute is the minimum or maximum of its events by time, with a
 // fixed tie-break, so combining visits is associative and commutative:
@@ -389,7 +389,7 @@ func visitOfEvents(ctx context.Context, d dialect, q queryer, site, anon string,
 // context.campaign of a Segment message (whose raw has no top-level
 // anon_id, which every event of Tally's own format has), else nil. A batch
 // element's raw holds its own context only, so a campaign stated for a
-// whole batch is not found here (README "Visits").
+// whole batch is not found here (docs/intake.md#visits).
 func campaignOfRaw(raw []byte) *Campaign {
 	if !strings.Contains(string(raw), `"campaign"`) {
 		return nil

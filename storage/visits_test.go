@@ -282,7 +282,7 @@ func TestVisitsWhateverTheArrival(t *testing.T) {
 	}
 }
 
-// expectedVisits is the rule of README "Visits" computed directly: each
+// expectedVisits is the rule of docs/intake.md#visits computed directly: each
 // visitor's events sorted by time (at equal times, by the tie-breaks:
 // path, referrer, landing values), cut into sessions, each attribute taken
 // from the first or last event that has it.

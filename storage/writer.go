@@ -141,7 +141,8 @@ type writer struct {
 	// or a serialization conflict (PostgreSQL with several instances).
 	retries atomic.Int64
 
-	// health is the outcome of the latest commit that wrote something.
+	// health is the outcome of the latest commit that wrote something
+	// and of the latest refused write.
 	health writeHealth
 
 	// gens is the database's count of day partial changes (day_partials.go).
@@ -154,7 +155,7 @@ type writer struct {
 
 func newWriter(db *sql.DB, d dialect, size int, log *slog.Logger) *writer {
 	w := &writer{db: db, d: d, queue: make(chan *job, size), exited: make(chan struct{}), log: log,
-		health: writeHealth{log: log}, gens: &partialGens{}}
+		health: writeHealth{log: log, hold: refusalHold}, gens: &partialGens{}}
 	go w.loop()
 	return w
 }
@@ -416,7 +417,7 @@ func lockAll(sqlTx *sql.Tx, seq uint64, gens *partialGens, batch []*job) error {
 // first changes into an in-memory journal, and at the end of each
 // statement walks that journal from its start to truncate it, so a job of
 // many statements and pages slows down as it goes (half of an erasure's
-// rollup subtractions, README "GDPR"). A failing job is rolled back whole,
+// rollup subtractions, docs/gdpr.md). A failing job is rolled back whole,
 // which undoes only its own work.
 func (w *writer) commitOwn(j *job) {
 	start := time.Now()
@@ -606,6 +607,7 @@ func runJob(sqlTx *sql.Tx, seq uint64, gens *partialGens, fn func(*writeTx) erro
 }
 
 // WriterRetries is how many merged write transactions ran again whole
-// after losing a deadlock or a serialization conflict since Open (README
-// "Metrics"); always 0 on SQLite, where the writer is the only one.
+// after losing a deadlock or a serialization conflict since Open
+// (docs/operations.md#metrics); always 0 on SQLite, where the writer is the
+// only one.
 func (db *DB) WriterRetries() int64 { return db.writer.retries.Load() }

@@ -270,9 +270,9 @@ func TestWriterHealthCountsOnlyWrites(t *testing.T) {
 		{"a job that wrote", func(tx *writeTx) error { tx.markWritten(); return nil }, true},
 	}
 	for _, c := range cases {
-		_, before := db.writer.health.state()
+		_, _, before := db.writer.health.state()
 		db.writer.submit(ctx, 1, c.fn)
-		_, after := db.writer.health.state()
+		_, _, after := db.writer.health.state()
 		if got := after.After(before); got != c.want {
 			t.Errorf("%s: got health refreshed %v, want %v", c.name, got, c.want)
 		}

@@ -25,15 +25,19 @@ func browser(t *testing.T) (context.Context, context.CancelFunc) {
 }
 
 // pages serves test pages that include the tracking script, from an
-// origin other than the collector's.
+// origin other than the collector's: /granted*.html with
+// data-consent="granted", /dnt*.html in a browser with Do-Not-Track on.
 func pages(collector, site string) *httptest.Server {
-	tag := fmt.Sprintf(`<script defer src="%s/v1/script.js" data-site="%s"></script>`, collector, site)
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		head := tag
-		if r.URL.Path == "/dnt.html" {
+		attrs := ""
+		if strings.Contains(r.URL.Path, "granted") {
+			attrs = ` data-consent="granted"`
+		}
+		head := fmt.Sprintf(`<script defer src="%s/v1/script.js" data-site="%s"%s></script>`, collector, site, attrs)
+		if strings.HasPrefix(r.URL.Path, "/dnt") {
 			// What a browser with Do-Not-Track on reports to scripts.
-			head = `<script>Object.defineProperty(navigator, "doNotTrack", {get: function () { return "1"; }});</script>` + tag
+			head = `<script>Object.defineProperty(navigator, "doNotTrack", {get: function () { return "1"; }});</script>` + head
 		}
 		fmt.Fprintf(w, `<!doctype html><html><head><title>Test page</title>%s</head><body><h1>Shop</h1></body></html>`, head)
 	}))
@@ -52,70 +56,127 @@ func TestTrackingScriptInABrowser(t *testing.T) {
 	srv := servertest.New(t)
 	site := pages(srv.CollectorURL, srv.SiteID)
 	defer site.Close()
+	run := func(js string) string {
+		t.Helper()
+		out, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return out
+	}
+	const stored = `String(localStorage.getItem("tally_aid")) + " " + String(localStorage.getItem("tally_uid"))`
 
+	// Before any consent: cookieless, nothing stored.
 	if err := chromedp.Do(ctx, chromedp.Navigate(site.URL+"/page.html?ref=x")); err != nil {
 		t.Fatal(err)
 	}
 	events := srv.MustWaitEvents(t, 1, 15*time.Second)
 	pv := events[0]
 	if pv.Type != "pageview" || deref(pv.Browser) != "Chrome" || deref(pv.OS) != "Linux" || deref(pv.DeviceType) != "desktop" ||
-		deref(pv.URL) != site.URL+"/page.html?ref=x" || pv.AnonID == "" {
-		t.Fatalf("first pageview: got %+v", pv)
+		deref(pv.URL) != site.URL+"/page.html" || !strings.HasPrefix(pv.AnonID, "c_") || !strings.Contains(string(pv.Raw), `"consent":"denied"`) {
+		t.Fatalf("first pageview: got %+v %s, want a cookieless one", pv, pv.Raw)
 	}
-
-	// An SPA navigation through the History API is a second pageview; a hash change a third.
-	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`history.pushState({}, "", "/spa/next"), ""`)); err != nil {
-		t.Fatal(err)
-	}
+	// identify is ignored without consent; track is sent cookieless.
+	run(`tally.identify("u-0", {tier: "x"}); tally.track("early"); ""`)
 	events = srv.MustWaitEvents(t, 2, 15*time.Second)
-	if events[1].Type != "pageview" || deref(events[1].URL) != site.URL+"/spa/next" || events[1].AnonID != pv.AnonID {
-		t.Fatalf("SPA pageview: got %+v", events[1])
+	if e := events[1]; e.Type != "early" || e.UserID != nil || e.AnonID != pv.AnonID {
+		t.Fatalf("track before consent: got %+v", e)
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash = "#pricing", ""`)); err != nil {
-		t.Fatal(err)
-	}
-	events = srv.MustWaitEvents(t, 3, 15*time.Second)
-	if deref(events[2].URL) != site.URL+"/spa/next#pricing" {
-		t.Fatalf("hash change: got %+v", events[2])
+	if got := run(stored); got != "null null" {
+		t.Fatalf("before consent, localStorage holds %q, want nothing", got)
 	}
 
-	// track and identify.
+	// Consent granted: an id is kept, events carry it and consent "granted".
+	run(`tally.consent(true), ""`)
+	id := strings.Fields(run(stored))[0]
+	if id == "null" {
+		t.Fatal("consent(true) kept no id")
+	}
+	// An SPA navigation through the History API is a pageview; a hash change another.
+	run(`history.pushState({}, "", "/spa/next"), ""`)
+	events = srv.MustWaitEvents(t, 3, 15*time.Second)
+	if e := events[2]; e.Type != "pageview" || deref(e.URL) != site.URL+"/spa/next" || e.AnonID != id || !strings.Contains(string(e.Raw), `"consent":"granted"`) {
+		t.Fatalf("SPA pageview after consent: got %+v %s, want anon id %s", e, e.Raw, id)
+	}
+	run(`location.hash = "#pricing", ""`)
+	events = srv.MustWaitEvents(t, 4, 15*time.Second)
+	if deref(events[3].URL) != site.URL+"/spa/next#pricing" {
+		t.Fatalf("hash change: got %+v", events[3])
+	}
+	// track and identify (the API never throws into the page).
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`tally.track("signup", {plan: "pro"}); tally.identify("u-7", {tier: "gold"}); tally.track(); false`)); err != nil {
 		t.Fatalf("the API threw into the page: %v", err)
 	}
-	events = srv.MustWaitEvents(t, 6, 15*time.Second)
+	events = srv.MustWaitEvents(t, 7, 15*time.Second)
 	byType := map[string]servertest.Event{}
 	for _, e := range events {
 		byType[e.Type] = e
 	}
 	var raw map[string]any
 	json.Unmarshal(byType["signup"].Raw, &raw)
-	if props, _ := raw["properties"].(map[string]any); props["plan"] != "pro" {
+	if props, _ := raw["properties"].(map[string]any); props["plan"] != "pro" || byType["signup"].AnonID != id {
 		t.Fatalf("track: got %s", byType["signup"].Raw)
 	}
-	if id := byType["identify"]; deref(id.UserID) != "u-7" || !strings.Contains(string(id.Raw), `"tier":"gold"`) {
-		t.Fatalf("identify: got %+v %s", id, id.Raw)
+	if e := byType["identify"]; deref(e.UserID) != "u-7" || !strings.Contains(string(e.Raw), `"tier":"gold"`) || e.AnonID != id {
+		t.Fatalf("identify: got %+v %s", e, e.Raw)
 	}
 
-	// Do-Not-Track (another origin, so fresh storage): sent as consent "denied", nothing stored in the browser.
+	// The next page load reads nothing until the page grants again; then
+	// the kept id goes on.
+	if err := chromedp.Do(ctx, chromedp.Navigate(site.URL+"/second.html")); err != nil {
+		t.Fatal(err)
+	}
+	events = srv.MustWaitEvents(t, 8, 15*time.Second)
+	if e := events[7]; !strings.HasPrefix(e.AnonID, "c_") || e.UserID != nil {
+		t.Fatalf("next page load before consent: got %+v, want a cookieless pageview", e)
+	}
+	run(`tally.consent(true); tally.track("again"); ""`)
+	events = srv.MustWaitEvents(t, 9, 15*time.Second)
+	if e := events[8]; e.Type != "again" || e.AnonID != id || deref(e.UserID) != "u-7" {
+		t.Fatalf("after consent again: got %+v, want anon id %s and user u-7", e, id)
+	}
+	// Consent withdrawn: the ids are deleted, events cookieless again.
+	run(`tally.consent(false); tally.track("withdrawn"); ""`)
+	events = srv.MustWaitEvents(t, 10, 15*time.Second)
+	if e := events[9]; e.Type != "withdrawn" || !strings.HasPrefix(e.AnonID, "c_") || e.UserID != nil {
+		t.Fatalf("after consent(false): got %+v", e)
+	}
+	if got := run(stored); got != "null null" {
+		t.Fatalf("after consent(false), localStorage holds %q, want nothing", got)
+	}
+
+	// data-consent="granted" (another origin, so fresh storage): consent from
+	// the first pageview on.
+	granted := pages(srv.CollectorURL, srv.SiteID)
+	defer granted.Close()
+	if err := chromedp.Do(ctx, chromedp.Navigate(granted.URL+"/granted.html")); err != nil {
+		t.Fatal(err)
+	}
+	events = srv.MustWaitEvents(t, 11, 15*time.Second)
+	if e, kept := events[10], strings.Fields(run(stored))[0]; kept == "null" || e.AnonID != kept || !strings.Contains(string(e.Raw), `"consent":"granted"`) {
+		t.Fatalf("data-consent: got %+v %s, localStorage %q", e, e.Raw, kept)
+	}
+
+	// Do-Not-Track wins over data-consent and consent(true): consent
+	// "denied", nothing stored.
 	dnt := pages(srv.CollectorURL, srv.SiteID)
 	defer dnt.Close()
-	if err := chromedp.Do(ctx, chromedp.Navigate(dnt.URL+"/dnt.html"), chromedp.Sleep(300*time.Millisecond)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(dnt.URL+"/dnt-granted.html")); err != nil {
 		t.Fatal(err)
 	}
-	stored, err := chromedp.Run(ctx, chromedp.Evaluate[string](`String(localStorage.getItem("tally_aid"))`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	events = srv.MustWaitEvents(t, 7, 15*time.Second)
-	last := events[6]
-	if !strings.Contains(string(last.Raw), `"consent":"denied"`) || !strings.HasPrefix(last.AnonID, "c_") || stored != "null" {
-		t.Fatalf("DNT: got %+v raw %s, localStorage %q", last, last.Raw, stored)
+	run(`tally.consent(true); tally.identify("u-8"); ""`)
+	events = srv.MustWaitEvents(t, 12, 15*time.Second)
+	last := events[11]
+	if got := run(stored); !strings.Contains(string(last.Raw), `"consent":"denied"`) || !strings.HasPrefix(last.AnonID, "c_") || got != "null null" {
+		t.Fatalf("DNT: got %+v raw %s, localStorage %q", last, last.Raw, got)
 	}
 	for _, d := range srv.Decisions(servertest.Filter{}) {
 		if d.Outcome != "accepted" {
 			t.Errorf("decision %+v, want every event accepted", d)
 		}
+	}
+	if events, _ := srv.Events(); len(events) != 12 {
+		t.Errorf("got %d events, want 12 (no identify without consent)", len(events))
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 
 // Under Do-Not-Track the script keeps nothing and makes a new anon id on
 // every page load; the collector still counts the browser as one visitor
-// (README "Intake", gate 5): two page loads are stored with one cookieless
-// id.
+// (docs/intake.md#gates-in-order, gate 5): two page loads are stored with one
+// cookieless id.
 func TestCookielessPageLoadsAreOneVisitor(t *testing.T) {
 	ctx, cancel := browser(t)
 	defer cancel()

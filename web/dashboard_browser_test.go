@@ -23,7 +23,7 @@ import (
 // 14, the previous period March 1 to 7.
 var dashNow = time.Date(2026, 3, 15, 12, 0, 0, 0, time.UTC)
 
-// dashServer is a server with hand-counted visits (README "Dashboard"):
+// dashServer is a server with hand-counted visits (docs/dashboard.md):
 //
 //	a1  Mar 10  /home?utm_source=news, then /pricing   source news
 //	a2  Mar 11  /home       from google.test           source google.test
@@ -336,8 +336,9 @@ func TestDashboardOnAPhone(t *testing.T) {
 }
 
 // Goals show with their conversion rates and the funnel view counts the
-// steps done in order within a visit. Needs the goals API (README "Goals
-// and funnels"): without it the panels say so, and the test skips.
+// steps done in order within a visit. Needs the goals API
+// (docs/query-api.md#goals-and-funnels): without it the panels say so, and the
+// test skips.
 func TestDashboardGoalsAndFunnel(t *testing.T) {
 	srv := dashServer(t)
 	if res := call(t, srv, "GET", "/v1/sites/"+srv.SiteID+"/goals", srv.AdminToken, ""); res.StatusCode == 404 {

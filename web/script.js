@@ -1,6 +1,9 @@
 /* Tally tracking script. <script defer src="https://collector/v1/script.js" data-site="SITE_ID"></script>
-   Options: data-cookieless (no storage, consent "denied"), data-name (global name, default "tally").
-   Do-Not-Track and Global Privacy Control also make it cookieless. It never throws into the page. */
+   Until the page grants consent it stores and reads nothing on the device and sends consent "denied".
+   tally.consent(true) (or data-consent="granted") keeps an id in localStorage from then on;
+   tally.consent(false) deletes it. data-cookieless, Do-Not-Track and Global Privacy Control keep it
+   cookieless whatever the page grants. data-name renames the global (default "tally"). It never throws
+   into the page. */
 (function (w, d) {
   try {
     var s = d.currentScript || d.querySelector("script[data-site]");
@@ -14,17 +17,29 @@
         return (c ^ (Math.random() * 16) >> (c / 4)).toString(16);
       });
     };
-    var get = function (k) { try { return off ? null : localStorage.getItem(k); } catch (e) { return null; } };
-    var put = function (k, v) { try { if (!off) localStorage.setItem(k, v); } catch (e) {} };
-    var anon = get("tally_aid");
-    if (!anon) { anon = uuid(); put("tally_aid", anon); }
-    var user = get("tally_uid"), last;
+    // granted: the page said the visitor consents; only then is storage touched.
+    var granted = false, anon = uuid(), user = null, last;
+    var consent = function (yes) {
+      try {
+        granted = !!yes && !off;
+        var ls = localStorage;
+        if (granted) {
+          anon = ls.getItem("tally_aid") || anon; ls.setItem("tally_aid", anon);
+          user = ls.getItem("tally_uid");
+        } else {
+          anon = uuid(); user = null;
+          ls.removeItem("tally_aid"); ls.removeItem("tally_uid");
+        }
+      } catch (e) {}
+    };
+    if (s.getAttribute("data-consent") == "granted") consent(true);
     var send = function (type, props, extra) {
       try {
-        var e = { id: uuid(), site_id: site, anon_id: anon, type: String(type), ts: new Date().toISOString(), url: location.href };
+        var e = { id: uuid(), site_id: site, anon_id: anon, type: String(type), ts: new Date().toISOString(), url: location.href,
+          consent: granted ? "granted" : "denied" };
         if (d.referrer) e.referrer = d.referrer;
         if (props && typeof props == "object") e.properties = props;
-        if (off) e.consent = "denied"; else if (user) e.user_id = user;
+        if (granted && user) e.user_id = user;
         for (var k in extra || {}) e[k] = extra[k];
         fetch(api, { method: "POST", keepalive: true, body: JSON.stringify(e),
           headers: { "Content-Type": "application/json", Authorization: "Bearer " + site } })["catch"](function () {});
@@ -47,11 +62,12 @@
       track: function (type, props) { send(type, props); },
       identify: function (id, traits) {
         try {
-          if (off || !id) return;
-          user = String(id); put("tally_uid", user);
-          send("identify", null, traits && typeof traits == "object" ? { traits: traits } : {});
+          if (!granted || !id) return;
+          user = String(id); localStorage.setItem("tally_uid", user);
         } catch (e) {}
-      }
+        send("identify", null, traits && typeof traits == "object" ? { traits: traits } : {});
+      },
+      consent: consent
     };
     page();
   } catch (e) {}

@@ -17,7 +17,7 @@ import (
 	"testing"
 )
 
-// The environment that selects the backend (README "Tests").
+// The environment that selects the backend (docs/development.md#both-backends).
 const (
 	// URLEnv names a PostgreSQL server (any database on it; the tests
 	// create and drop their own) whose presence makes Main run every test

@@ -18,7 +18,8 @@ import (
 )
 
 // PendingFile lists, per package, the tests that do not pass on
-// PostgreSQL yet (README "Tests"); the PostgreSQL run skips them.
+// PostgreSQL yet (docs/development.md#both-backends); the PostgreSQL run skips
+// them.
 const PendingFile = "testdata/postgres_pending.txt"
 
 // reportEnv names the file where the PostgreSQL run writes which tests

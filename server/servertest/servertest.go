@@ -72,7 +72,7 @@ type Option func(*options)
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // WithPlan validates events against a tracking plan, in the format of
-// README "Tracking plan".
+// docs/intake.md#tracking-plan.
 func WithPlan(planJSON string) Option { return func(o *options) { o.planJSON = planJSON } }
 
 // WithRequireAPIKey sets the collector's REQUIRE_API_KEY mode.
@@ -111,7 +111,8 @@ func New(t testing.TB, opts ...Option) *Server {
 func Start(opts ...Option) (*Server, error) { return start(nil, opts...) }
 
 // testStorage, set by this package's own tests, puts the instances of a
-// test (t) on the database the test run is on (README "Tests").
+// test (t) on the database the test run is on
+// (docs/development.md#both-backends).
 var testStorage func(t testing.TB, o storage.Options) storage.Options
 
 func start(t testing.TB, opts ...Option) (*Server, error) {
@@ -257,7 +258,7 @@ func (s *Server) Reset() error {
 }
 
 // Fault is a failure or stall of the next intake requests, to test what an
-// SDK does when the backend fails (README "Retry testing").
+// SDK does when the backend fails (docs/testing.md#retry-testing).
 type Fault struct {
 	// Status is 429, 500, 502, 503 or 504; 0 only stalls.
 	Status int `json:"status,omitempty"`

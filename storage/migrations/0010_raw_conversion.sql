@@ -1,10 +1,10 @@
--- 0010: events.raw is stored compressed from now on (README "Storage",
--- "Event bytes"). Rows stored before keep their JSON text, which readers
--- still accept, until the conversion rewrites them a chunk per writer job,
--- from the lowest seq up to end_seq (the newest row before this migration;
+-- 0010: events.raw is stored compressed from now on
+-- (docs/storage.md#event-bytes). Rows stored before keep their JSON text, which
+-- readers still accept, until the conversion rewrites them a chunk per writer
+-- job, from the lowest seq up to end_seq (the newest row before this migration;
 -- later rows are written compressed). next_seq is where it resumes after a
--- restart; the row is deleted when it is done, and never added to a
--- database without events.
+-- restart; the row is deleted when it is done, and never added to a database
+-- without events.
 CREATE TABLE raw_conversion (
     id        INTEGER PRIMARY KEY CHECK (id = 1),
     next_seq  INTEGER NOT NULL,

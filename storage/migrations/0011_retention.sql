@@ -1,5 +1,5 @@
--- 0011: retention (README "Retention"). A site's retention_days is NULL to
--- follow RETENTION_DAYS, 0 to keep everything, else the days of raw rows
+-- 0011: retention (docs/storage.md#retention). A site's retention_days is NULL
+-- to follow RETENTION_DAYS, 0 to keep everything, else the days of raw rows
 -- kept. purged_before is the first UTC day (YYYY-MM-DD) whose raw rows are
 -- all still there: a purge may have removed those of earlier days (the
 -- rollups stay). It only moves forward.

@@ -1,4 +1,4 @@
--- 0012: fewer bytes per event (README "Event bytes").
+-- 0012: fewer bytes per event (docs/storage.md#event-bytes).
 --
 -- The one events index keys ts as integer milliseconds (7 bytes) rather
 -- than its 24-byte text. ts_ms is a virtual column: computed from ts when

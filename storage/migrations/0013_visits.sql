@@ -1,4 +1,4 @@
--- 0013: a session is a visit, with the attributes of README "Visits",
+-- 0013: a session is a visit, with the attributes of docs/intake.md#visits,
 -- kept by the writer with the session. Added columns, no table rewrite:
 -- rows stored before read NULL, 0 and visit_ready 0 until the backfill
 -- (visit_backfill below) or the next event of the session computes them

@@ -1,9 +1,9 @@
--- 0015: the query API's per-day partials (README "Query API", How reports
--- stay fast): for one local day of a site in a time zone, per value of one
--- dimension ('' for none), the sums of the day's events or visits (basis)
--- and a sketch of their visitors. A cache: any row may be deleted at any
--- time, and every write that changes a day's events or visits deletes the
--- rows of that day.
+-- 0015: the query API's per-day partials
+-- (docs/query-api.md#how-reports-stay-fast): for one local day of a site in a
+-- time zone, per value of one dimension ('' for none), the sums of the day's
+-- events or visits (basis) and a sketch of their visitors. A cache: any row may
+-- be deleted at any time, and every write that changes a day's events or visits
+-- deletes the rows of that day.
 CREATE TABLE day_partials (
     site_id   TEXT NOT NULL,
     zone      TEXT NOT NULL,

@@ -1,5 +1,6 @@
--- 0016: smaller sessions rows and indexes (README "Event bytes", "Visits"):
--- times as integers, the source derived, the agent as a code.
+-- 0016: smaller sessions rows and indexes (docs/storage.md#event-bytes,
+-- docs/intake.md#visits): times as integers, the source derived, the agent as a
+-- code.
 --
 -- start_ms is the start in milliseconds since the epoch and duration_ms
 -- the end minus the start (0 for a bounce, which takes no byte); the
@@ -31,7 +32,7 @@ ALTER TABLE sessions ADD COLUMN ended_at TEXT GENERATED ALWAYS AS
     (CASE WHEN start_ms IS NULL THEN end_text
      ELSE strftime('%Y-%m-%dT%H:%M:%fZ', (start_ms + duration_ms) / 1000.0, 'unixepoch') END) VIRTUAL;
 -- A visit's source is derived from utm_source and referrer when read
--- (README "Visits"): the column source becomes source_text, NULL in a row
+-- (docs/intake.md#visits): the column source becomes source_text, NULL in a row
 -- written since, and source is a generated column.
 ALTER TABLE sessions RENAME COLUMN source TO source_text;
 ALTER TABLE sessions ADD COLUMN source TEXT GENERATED ALWAYS AS (coalesce(source_text, utm_source,

@@ -1,6 +1,6 @@
--- 0017: identity_links without a rowid (README "Event bytes"). The primary
--- key is the row, so the table is no longer kept twice (a rowid table and
--- its primary key's index), and created_at is Unix milliseconds (INTEGER)
+-- 0017: identity_links without a rowid (docs/storage.md#event-bytes). The
+-- primary key is the row, so the table is no longer kept twice (a rowid table
+-- and its primary key's index), and created_at is Unix milliseconds (INTEGER)
 -- instead of 24 bytes of text; the GDPR export shows it as text, as before.
 -- The index by user holds the anon id (the primary key's columns), so a
 -- user's devices are read from it alone, in anon id order.

@@ -1,4 +1,4 @@
--- 0019: events.credential as a short code (README "Event bytes").
+-- 0019: events.credential as a short code (docs/storage.md#event-bytes).
 --
 -- Every event records the credential it came with: "site" (4 bytes) or
 -- "key:<key id>" (40 bytes, a UUID), repeated on every row. From this

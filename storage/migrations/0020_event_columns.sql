@@ -1,4 +1,4 @@
--- 0020: smaller events rows (README "Event bytes"): the browser, OS and
+-- 0020: smaller events rows (docs/storage.md#event-bytes): the browser, OS and
 -- device type as one code, the wire id of a canonical UUID as its 16 bytes.
 --
 -- The browser, OS and device type as one small integer, as sessions hold

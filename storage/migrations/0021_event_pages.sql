@@ -1,8 +1,8 @@
--- 0021: a narrow copy of what reports read of each event (README "Query
--- API", How reports stay fast): its name and its page path, one row per
--- event under the event's seq. A filtered report reads an event's index
--- entry and this row of ~17 bytes instead of the wide events row (~165
--- bytes), a 4 KiB page read per event at 10M events.
+-- 0021: a narrow copy of what reports read of each event
+-- (docs/query-api.md#how-reports-stay-fast): its name and its page path, one
+-- row per event under the event's seq. A filtered report reads an event's index
+-- entry and this row of ~17 bytes instead of the wide events row (~165 bytes),
+-- a 4 KiB page read per event at 10M events.
 --
 -- name is NULL for a pageview (most events: nothing stored) and the
 -- event's type otherwise; path is tally_page_path(url), NULL for a NULL url.

@@ -1,4 +1,4 @@
--- 0022: goals (README "Goals and funnels"): per site, by event name
+-- 0022: goals (docs/query-api.md#goals-and-funnels): per site, by event name
 -- (optionally with a custom property's value) or by page path pattern.
 -- Names are unique per site; a site's goals go with it (site_delete.go).
 CREATE TABLE goals (

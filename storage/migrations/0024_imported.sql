@@ -1,8 +1,7 @@
--- 0024: history imported from another product's export (README "Switching
--- from Plausible / Umami / GoatCounter"): aggregates per site and local
--- day, with no visitor in them. imports lists each import of a site with
--- its days; imported_rows holds its per-day rollups, one row per day,
--- dimension and shown value. A site's rows of both go with it
+-- 0024: history imported from another product's export (docs/import.md):
+-- aggregates per site and local day, with no visitor in them. imports lists
+-- each import of a site with its days; imported_rows holds its per-day rollups,
+-- one row per day, dimension and shown value. A site's rows of both go with it
 -- (site_delete.go).
 CREATE TABLE imports (
     -- AUTOINCREMENT: an id is never reused, so rows of a replaced import

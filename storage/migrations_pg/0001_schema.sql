@@ -1,5 +1,5 @@
 -- 0001 (PostgreSQL 15 or newer): the layout SQLite has after its migration
--- 0025 and every conversion, in one file (README "Storage", On PostgreSQL).
+-- 0025 and every conversion, in one file (docs/postgresql.md#on-postgresql).
 -- No conversion ever runs on PostgreSQL: rows are always written in the
 -- final form. Table, column and index names are SQLite's, so the SQL the
 -- two backends share reads the same text; TestPostgresSchemaMatchesSQLite
@@ -126,7 +126,7 @@ CREATE TABLE events (
     browser_text      text COLLATE "C",
     os_text           text COLLATE "C",
     device_type_text  text COLLATE "C",
-    -- Compressed (README "Event bytes"): a blob in SQLite's TEXT column.
+    -- Compressed (docs/storage.md#event-bytes): a blob in SQLite's TEXT column.
     raw               bytea NOT NULL,
     received_at       text COLLATE "C" NOT NULL,
     -- The credential's code (credentials.code). bigint, not SQLite's TEXT:
@@ -325,12 +325,12 @@ CREATE TABLE daily_salts (
 -- The rollups and the usage counters: SQLite's one row per key is updated
 -- by every commit, which with several instances would make them wait on
 -- each other's row locks (and risk deadlocks). Here each instance adds
--- into its own slot's row (slot is part of the key; README "Storage", On
--- PostgreSQL), and a view under SQLite's name sums the slots, so reads are
--- the same SQL on both backends. A key whose sums are all 0 (a session
--- merge or an erasure subtracted everything) is hidden, as SQLite deletes
--- such a row. fillfactor 80 keeps the updates HOT. The sums are cast back
--- to bigint (SUM of bigint is numeric).
+-- into its own slot's row (slot is part of the key;
+-- docs/postgresql.md#on-postgresql), and a view under SQLite's name sums the
+-- slots, so reads are the same SQL on both backends. A key whose sums are all 0
+-- (a session merge or an erasure subtracted everything) is hidden, as SQLite
+-- deletes such a row. fillfactor 80 keeps the updates HOT. The sums are cast
+-- back to bigint (SUM of bigint is numeric).
 CREATE TABLE daily_events_slots (
     site_id  text COLLATE "C" NOT NULL,
     day      text COLLATE "C" NOT NULL,
@@ -475,7 +475,7 @@ CREATE TABLE imported_ids (
 -- Not on SQLite (one process needs neither). partial_changes: a generation
 -- per site and UTC hour, bumped by a write to an hour whose local day may
 -- already be closed, so a stored day partial or cached report of another
--- instance is known stale (README "Query API", How reports stay fast).
+-- instance is known stale (docs/query-api.md#how-reports-stay-fast).
 -- quota_leases: blocks of INGEST_QUOTA taken by each instance's slot, so
 -- the instances together never accept more than the quota.
 CREATE TABLE partial_changes (

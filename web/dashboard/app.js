@@ -1,5 +1,5 @@
 // Tally dashboard: reads only the query API, so its numbers are the API's
-// (README "Dashboard"). The view (site, range, filters, property, funnel
+// (docs/dashboard.md). The view (site, range, filters, property, funnel
 // steps) lives in the URL's query string; the token never does.
 (function () {
   "use strict";
@@ -247,7 +247,7 @@
     var pts = labels.map(function (l) { return { t: l, v: by[l] || 0 }; });
     box.textContent = "";
     var max = Math.max.apply(null, pts.map(function (p) { return p.v; }).concat([1]));
-    // imported history (README "Switching from Plausible / Umami / GoatCounter"):
+    // imported history (docs/import.md):
     // its days are drawn apart and named under the chart
     var imported = (res.meta && res.meta.imported_ranges) || [];
     var included = res.meta && res.meta.imports_included;
@@ -387,8 +387,8 @@
   }
 
   // loadGoals loads the goal list, then the goal figures and the funnel
-  // side by side: the funnel needs the list, not the figures (README
-  // "Dashboard", First paint).
+  // side by side: the funnel needs the list, not the figures
+  // (docs/dashboard.md, First paint).
   function loadGoals(g) {
     var table = $("#goals");
     var list = api(base() + "/goals").then(function (b) {
@@ -519,14 +519,14 @@
     if ($("#tools").open) jobs.push(loadAdmin());
     return Promise.all(jobs.concat(first).map(function (j) { return j.catch(function (e) { status(e.message); }); })).then(function () {
       if (g !== gen) return;
-      // the moment every panel shows its answer (README "Dashboard": first paint)
+      // the moment every panel shows its answer (docs/dashboard.md: first paint)
       performance.mark("tally-panels-" + g);
       document.body.setAttribute("data-ready", g);
     });
   }
 
   // csvCell quotes a value as the query API's CSV does, a leading = + - @
-  // tab or carriage return prefixed with ' (README "Query API").
+  // tab or carriage return prefixed with ' (docs/query-api.md).
   function csvCell(v) {
     v = String(v);
     if (/^[=+\-@\t\r]/.test(v)) v = "'" + v;
