@@ -6,6 +6,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tally-analytics/tally/internal/chromiumtest"
+	"github.com/tally-analytics/tally/storage"
 )
 
 // TestDashboardShowsImportedHistory: the dashboard asks for imported days
@@ -60,7 +61,7 @@ func TestDashboardShowsImportedHistory(t *testing.T) {
 	}
 	// Filters on two dimensions: the imported rollups cannot answer.
 	show("/?ws=acme&site=web&period=30d&f=visit%3Asource,Google&f=visit%3Acountry,DE")
-	if got := text(`document.querySelector("#imported-note").textContent`); got != "Imported history of 2026-01-27 to 2026-01-29 is not in these figures: "+importsWarnings["unsupported_query"] {
+	if got := text(`document.querySelector("#imported-note").textContent`); got != "Imported history of 2026-01-27 to 2026-01-29 is not in these figures: "+storage.ImportsWarning(storage.ImportsUnsupportedQuery) {
 		t.Errorf("note with two filters: got %q", got)
 	}
 	if got := text(`document.querySelectorAll("#chart rect.imported").length + ""`); got != "0" {

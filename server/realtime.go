@@ -2,19 +2,15 @@ package server
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/tally-analytics/tally/storage"
 )
 
-// realtimeWindow is how far back the realtime count looks
-// (docs/query-api.md#realtime).
-const realtimeWindow = 5 * time.Minute
-
 // realtime answers {visitors}: the site's distinct visitors with an event
-// received in the last five minutes by the service's clock.
+// received in the last five minutes by the service's clock
+// (docs/query-api.md#realtime).
 //
 // GET /v1/sites/:siteId/realtime
 func (s *Server) realtime(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
@@ -22,7 +18,7 @@ func (s *Server) realtime(w http.ResponseWriter, r *http.Request, ps httprouter.
 	if err != nil {
 		return err
 	}
-	n, err := s.db.RealtimeVisitors(r.Context(), site.ID, s.now().Add(-realtimeWindow), storage.RealtimeMaxRows)
+	n, err := s.db.Realtime(r.Context(), site.ID, s.now())
 	if err != nil {
 		return err
 	}

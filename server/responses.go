@@ -738,6 +738,44 @@ type queryPagination struct {
 	Offset int `json:"offset"`
 }
 
+func queryAnswerOf(a *storage.QueryAnswer) queryAnswer {
+	meta := queryMeta{TimeLabels: a.Meta.TimeLabels, TotalRows: a.Meta.TotalRows, RevenueCurrency: a.Meta.RevenueCurrency}
+	if a.Meta.MetricWarnings != nil {
+		meta.MetricWarnings = map[string]queryMetricWarning{}
+		for m, w := range a.Meta.MetricWarnings {
+			meta.MetricWarnings[m] = queryMetricWarning{Code: w.Code, Warning: w.Warning}
+		}
+	}
+	if in := a.Meta.Imports; in != nil {
+		meta.ImportsIncluded, meta.ImportsSkipReason, meta.ImportsWarning = &in.Included, in.SkipReason, in.Warning
+		meta.ImportedRanges = rowsOf(in.Ranges, func(r *[2]string) []string { return r[:] })
+	}
+	return queryAnswer{Results: rowsOf(a.Results, queryResultOf), Meta: meta, Query: queryEchoOf(&a.Query)}
+}
+
+func queryResultOf(r *storage.QueryResult) queryResult {
+	res := queryResult{Dimensions: r.Dims, Metrics: r.Metrics}
+	if c := r.Comparison; c != nil {
+		res.Comparison = &queryComparison{Dimensions: c.Dims, Metrics: c.Metrics, Change: c.Change}
+	}
+	return res
+}
+
+func queryEchoOf(e *storage.QueryEcho) queryEcho {
+	order := make([][]string, len(e.OrderBy))
+	for i, o := range e.OrderBy {
+		order[i] = []string{o[0], o[1]}
+	}
+	echo := queryEcho{SiteID: e.SiteID, Metrics: e.Metrics, DateRange: e.DateRange, Filters: e.Filters,
+		Dimensions: e.Dimensions, OrderBy: order,
+		Include:    queryInclude{TotalRows: e.TotalRows, TimeLabels: e.TimeLabels, Imports: e.Imports},
+		Pagination: queryPagination{Limit: e.Limit, Offset: e.Offset}}
+	if c := e.Comparison; c != nil {
+		echo.Include.Comparisons = &queryComparisons{Mode: c.Mode, DateRange: c.DateRange}
+	}
+	return echo
+}
+
 // goalBody is a goal: the answer of POST /v1/sites/:siteId/goals and an
 // element of goalList. Exactly one of EventName and PagePath is set.
 type goalBody struct {
@@ -815,6 +853,14 @@ type funnelStep struct {
 	Visitors       int     `json:"visitors"`
 	ConversionRate float64 `json:"conversion_rate"`
 	Dropoff        int     `json:"dropoff"`
+}
+
+func funnelAnswerOf(a *storage.FunnelAnswer) funnelAnswer {
+	return funnelAnswer{Steps: rowsOf(a.Steps, funnelStepOf), DateRange: a.DateRange, PurgedRange: a.PurgedRange}
+}
+
+func funnelStepOf(st *storage.FunnelStep) funnelStep {
+	return funnelStep{Goal: st.Goal, Visitors: st.Visitors, ConversionRate: st.ConversionRate, Dropoff: st.Dropoff}
 }
 
 // importAnswer is the answer of POST /v1/sites/:siteId/imports: the

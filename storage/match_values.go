@@ -89,7 +89,7 @@ type matchSpan struct {
 	eventsFrom, eventsTo, visitsFrom, visitsTo time.Time
 }
 
-// matchRange is what q's reads read (query.go): the events of the range,
+// matchRange is what q's reads read (query_plan.go): the events of the range,
 // with the visits that reach it (from the visit lookback, visit_reach.go),
 // and the visits starting in the range, with, for session metrics of an
 // event-level query, all their events, which may run past its end.

@@ -12,6 +12,17 @@ import (
 // a second.
 const RealtimeMaxRows = 300_000
 
+// realtimeWindow is how far back the realtime report looks
+// (docs/query-api.md#realtime).
+const realtimeWindow = 5 * time.Minute
+
+// Realtime is the realtime report of site at now: the distinct visitors
+// with an event received in the last five minutes, counted over the
+// newest RealtimeMaxRows rows at most.
+func (db *DB) Realtime(ctx context.Context, site string, now time.Time) (int, error) {
+	return db.RealtimeVisitors(ctx, site, now.Add(-realtimeWindow), RealtimeMaxRows)
+}
+
 // RealtimeVisitors counts the distinct anon ids of site's events received
 // at or after since. Events have no index by time, but events is in
 // arrival order by seq, so it reads the newest rows backwards, of every

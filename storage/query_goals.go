@@ -1,29 +1,27 @@
-package server
+package storage
 
 import (
+	"context"
 	"encoding/json"
-	"net/http"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/tally-analytics/tally/storage"
 )
 
 // Goals in the query API (docs/query-api.md#goals-and-funnels): the event:goal
 // dimension and filter, conversion rates and revenue. An event:goal
 // filter is rewritten into the filters on events that define the goals it
-// names (storage.GoalFilter), a breakdown by
-// goal is one read of all goals (storage's Goals; one read per goal where
-// visit metrics or revenue need it), and the rates and revenue are
-// computed from further reads of the same machinery.
+// names (GoalFilter), a breakdown by goal is one read of all goals
+// (StatsQuery.Goals; one read per goal where visit metrics or revenue
+// need it), and the rates and revenue are computed from further reads of
+// the same machinery.
 
-// The query API's goal dimension and metrics, Plausible's names.
+// The query API's goal metrics, Plausible's names (the goal dimension is
+// GoalDimension).
 const (
-	goalDimension             = "event:goal"
 	metricConversionRate      = "conversion_rate"
 	metricGroupConversionRate = "group_conversion_rate"
 	metricTotalRevenue        = "total_revenue"
@@ -43,9 +41,9 @@ func goalMetric(m string) bool {
 }
 
 // namesGoal reports whether fs test event:goal anywhere.
-func namesGoal(fs []storage.QueryFilter) bool {
+func namesGoal(fs []QueryFilter) bool {
 	for _, f := range fs {
-		if f.Dim == goalDimension || namesGoal(f.Children) {
+		if f.Dim == GoalDimension || namesGoal(f.Children) {
 			return true
 		}
 	}
@@ -55,29 +53,29 @@ func namesGoal(fs []storage.QueryFilter) bool {
 // goalQuery reports whether pq needs this file: a goal dimension, filter
 // or metric.
 func (pq *parsedQuery) goalQuery() bool {
-	return slices.Contains(pq.dimensions, goalDimension) || namesGoal(pq.filters) || slices.ContainsFunc(pq.metrics, goalMetric)
+	return slices.Contains(pq.dimensions, GoalDimension) || namesGoal(pq.filters) || slices.ContainsFunc(pq.metrics, goalMetric)
 }
 
 // validateGoals checks the goal metrics' needs, as Plausible has them.
 func (pq *parsedQuery) validateGoals() error {
-	byGoal := slices.Contains(pq.dimensions, goalDimension)
+	byGoal := slices.Contains(pq.dimensions, GoalDimension)
 	for _, m := range pq.metrics {
 		if !goalMetric(m) {
-			if m == storage.MetricPercentage && byGoal {
-				return unsupported("the metric percentage cannot be queried with the event:goal dimension")
+			if m == MetricPercentage && byGoal {
+				return unsupportedQuery("the metric percentage cannot be queried with the event:goal dimension")
 			}
 			continue
 		}
 		if !byGoal && !namesGoal(pq.filters) {
-			return invalid("the metric %q requires an event:goal filter or an event:goal dimension", m)
+			return invalidQuery("the metric %q requires an event:goal filter or an event:goal dimension", m)
 		}
 		if m == metricGroupConversionRate && len(pq.dimensions) == 0 {
-			return invalid("the metric group_conversion_rate requires non-empty dimensions")
+			return invalidQuery("the metric group_conversion_rate requires non-empty dimensions")
 		}
 		if m == metricConversionRate || m == metricGroupConversionRate {
 			for _, f := range pq.filters {
-				if f.Dim != goalDimension && namesGoal([]storage.QueryFilter{f}) {
-					return unsupported("with %s, event:goal may be filtered on at the top level of filters only, not inside and, or or not", m)
+				if f.Dim != GoalDimension && namesGoal([]QueryFilter{f}) {
+					return unsupportedQuery("with %s, event:goal may be filtered on at the top level of filters only, not inside and, or or not", m)
 				}
 			}
 		}
@@ -85,35 +83,34 @@ func (pq *parsedQuery) validateGoals() error {
 	return nil
 }
 
-// statsRows answers pq over [from, to) as storage rows in pq's metric
-// order, and whether visitors are estimated.
-func (s *Server) statsRows(r *http.Request, pq *parsedQuery, from, to time.Time) ([]storage.StatsRow, bool, error) {
+// statsRows answers pq over [from, to) as rows in pq's metric order, and
+// whether visitors are estimated.
+func (db *DB) statsRows(ctx context.Context, pq *parsedQuery, from, to time.Time) ([]StatsRow, bool, error) {
 	if !pq.goalQuery() {
-		return s.db.StatsEstimate(r.Context(), pq.storageQuery(from, to))
+		return db.StatsEstimate(ctx, pq.statsQuery(from, to))
 	}
-	goals, err := s.db.Goals(r.Context(), pq.site.ID)
+	goals, err := db.Goals(ctx, pq.site.ID)
 	if err != nil {
 		return nil, false, err
 	}
-	return s.goalStats(r, pq, goals, from, to)
+	return db.goalStats(ctx, pq, goals, from, to)
 }
 
 // goalPart is one read of a goal query: all of it, or (by goal) one
 // goal's events.
 type goalPart struct {
 	name   string
-	filter []storage.QueryFilter
+	filter []QueryFilter
 }
 
 // goalStats answers a query with a goal dimension, filter or metric.
-func (s *Server) goalStats(r *http.Request, pq *parsedQuery, goals []storage.Goal, from, to time.Time) ([]storage.StatsRow, bool, error) {
-	ctx := r.Context()
-	gi := slices.Index(pq.dimensions, goalDimension)
+func (db *DB) goalStats(ctx context.Context, pq *parsedQuery, goals []Goal, from, to time.Time) ([]StatsRow, bool, error) {
+	gi := slices.Index(pq.dimensions, GoalDimension)
 	dims := slices.Clone(pq.dimensions)
 	parts := []goalPart{{}}
 	eventFilters := pq.filters
 	if gi >= 0 {
-		var listed []storage.Goal
+		var listed []Goal
 		var err error
 		if listed, eventFilters, err = listedGoals(pq.filters, goals); err != nil {
 			return nil, false, err
@@ -121,22 +118,22 @@ func (s *Server) goalStats(r *http.Request, pq *parsedQuery, goals []storage.Goa
 		dims = slices.Delete(dims, gi, gi+1)
 		parts = parts[:0]
 		for _, g := range listed {
-			parts = append(parts, goalPart{name: g.Name, filter: []storage.QueryFilter{storage.GoalFilter(g)}})
+			parts = append(parts, goalPart{name: g.Name, filter: []QueryFilter{GoalFilter(g)}})
 		}
 	}
 	filters, err := goalFilters(eventFilters, goals)
 	if err != nil {
 		return nil, false, err
 	}
-	// The metrics storage computes: the asked ones but the goal metrics,
+	// The metrics the reads compute: the asked ones but the goal metrics,
 	// and visitors and events, which the rates and the goal rows need.
-	base := []string{storage.MetricVisitors, storage.MetricEvents}
+	base := []string{MetricVisitors, MetricEvents}
 	for _, m := range pq.metrics {
 		if !goalMetric(m) && !slices.Contains(base, m) {
 			base = append(base, m)
 		}
 	}
-	q := pq.storageQuery(from, to)
+	q := pq.statsQuery(from, to)
 	q.Dimensions, q.Metrics = dims, base
 	withGoal := func(row []string, name string) []string {
 		if gi < 0 {
@@ -161,13 +158,13 @@ func (s *Server) goalStats(r *http.Request, pq *parsedQuery, goals []storage.Goa
 		pqq := q
 		pqq.Filters = append(slices.Clone(filters), p.filter...)
 		if oneRead {
-			pqq.Dimensions = slices.Insert(slices.Clone(dims), gi, storage.GoalDimension)
-			pqq.Goals = make([]storage.QueryFilter, len(parts))
+			pqq.Dimensions = slices.Insert(slices.Clone(dims), gi, GoalDimension)
+			pqq.Goals = make([]QueryFilter, len(parts))
 			for i, gp := range parts {
 				pqq.Goals[i] = gp.filter[0]
 			}
 		}
-		got, est, err := s.db.StatsEstimate(ctx, pqq)
+		got, est, err := db.StatsEstimate(ctx, pqq)
 		if err != nil {
 			return nil, false, err
 		}
@@ -185,7 +182,7 @@ func (s *Server) goalStats(r *http.Request, pq *parsedQuery, goals []storage.Goa
 			for i, m := range base {
 				vals[m] = row.Metrics[i]
 			}
-			if gi >= 0 && vals[storage.MetricEvents] == 0 {
+			if gi >= 0 && vals[MetricEvents] == 0 {
 				continue // a goal no event completed has no row
 			}
 			rows = append(rows, built{dims: withGoal(row.Dims, p.name), rest: row.Dims, vals: vals})
@@ -193,15 +190,15 @@ func (s *Server) goalStats(r *http.Request, pq *parsedQuery, goals []storage.Goa
 	}
 	if slices.Contains(pq.metrics, metricConversionRate) || slices.Contains(pq.metrics, metricGroupConversionRate) {
 		// Of all visitors of the range: the filters but those on goals.
-		var others []storage.QueryFilter
+		var others []QueryFilter
 		for _, f := range pq.filters {
-			if f.Dim != goalDimension {
+			if f.Dim != GoalDimension {
 				others = append(others, f)
 			}
 		}
-		all := pq.storageQuery(from, to)
-		all.Filters, all.Dimensions, all.Metrics = others, nil, []string{storage.MetricVisitors}
-		tot, _, err := s.db.StatsEstimate(ctx, all)
+		all := pq.statsQuery(from, to)
+		all.Filters, all.Dimensions, all.Metrics = others, nil, []string{MetricVisitors}
+		tot, _, err := db.StatsEstimate(ctx, all)
 		if err != nil {
 			return nil, false, err
 		}
@@ -209,7 +206,7 @@ func (s *Server) goalStats(r *http.Request, pq *parsedQuery, goals []storage.Goa
 		groups := map[string]float64{}
 		if slices.Contains(pq.metrics, metricGroupConversionRate) && len(dims) > 0 {
 			all.Dimensions = dims
-			byGroup, _, err := s.db.StatsEstimate(ctx, all)
+			byGroup, _, err := db.StatsEstimate(ctx, all)
 			if err != nil {
 				return nil, false, err
 			}
@@ -218,7 +215,7 @@ func (s *Server) goalStats(r *http.Request, pq *parsedQuery, goals []storage.Goa
 			}
 		}
 		for _, b := range rows {
-			v := b.vals[storage.MetricVisitors]
+			v := b.vals[MetricVisitors]
 			b.vals[metricConversionRate] = rate(v, total)
 			if len(dims) == 0 {
 				b.vals[metricGroupConversionRate] = rate(v, total)
@@ -228,7 +225,7 @@ func (s *Server) goalStats(r *http.Request, pq *parsedQuery, goals []storage.Goa
 		}
 	}
 	if slices.Contains(pq.metrics, metricTotalRevenue) || slices.Contains(pq.metrics, metricAverageRevenue) {
-		rev, err := s.revenue(r, pq, q, filters, parts, withGoal)
+		rev, err := db.revenue(ctx, pq, q, filters, parts, withGoal)
 		if err != nil {
 			return nil, false, err
 		}
@@ -240,16 +237,16 @@ func (s *Server) goalStats(r *http.Request, pq *parsedQuery, goals []storage.Goa
 			}
 		}
 	}
-	out := make([]storage.StatsRow, 0, len(rows))
+	out := make([]StatsRow, 0, len(rows))
 	for _, b := range rows {
-		row := storage.StatsRow{Dims: b.dims, Metrics: make([]float64, len(pq.metrics))}
+		row := StatsRow{Dims: b.dims, Metrics: make([]float64, len(pq.metrics))}
 		for i, m := range pq.metrics {
 			row.Metrics[i] = b.vals[m]
 		}
 		out = append(out, row)
 	}
 	if len(pq.dimensions) == 0 && len(out) == 0 {
-		out = append(out, storage.StatsRow{Dims: []string{}, Metrics: make([]float64, len(pq.metrics))})
+		out = append(out, StatsRow{Dims: []string{}, Metrics: make([]float64, len(pq.metrics))})
 	}
 	return out, estimated, nil
 }
@@ -259,7 +256,7 @@ func (s *Server) goalStats(r *http.Request, pq *parsedQuery, goals []storage.Goa
 // from events only (a visit's metrics read visits, per goal).
 func oneGoalRead(base []string) bool {
 	for _, m := range base {
-		if m != storage.MetricVisitors && m != storage.MetricEvents && m != storage.MetricPageviews {
+		if m != MetricVisitors && m != MetricEvents && m != MetricPageviews {
 			return false
 		}
 	}
@@ -290,17 +287,17 @@ type revenueSum struct {
 // breaking them down by their revenue and currency properties and
 // multiplying each amount by its events. Amounts in more than one
 // currency cannot be added: 400.
-func (s *Server) revenue(r *http.Request, pq *parsedQuery, q storage.StatsQuery, filters []storage.QueryFilter,
+func (db *DB) revenue(ctx context.Context, pq *parsedQuery, q StatsQuery, filters []QueryFilter,
 	parts []goalPart, withGoal func([]string, string) []string) (map[string]revenueSum, error) {
-	q.Metrics = []string{storage.MetricEvents}
+	q.Metrics = []string{MetricEvents}
 	n := len(q.Dimensions)
-	q.Dimensions = append(slices.Clone(q.Dimensions), storage.PropPrefix+revenueProp, storage.PropPrefix+currencyProp)
+	q.Dimensions = append(slices.Clone(q.Dimensions), PropPrefix+revenueProp, PropPrefix+currencyProp)
 	out := map[string]revenueSum{}
 	currencies := map[string]bool{}
 	for _, p := range parts {
 		pqq := q
 		pqq.Filters = append(slices.Clone(filters), p.filter...)
-		rows, err := s.db.Stats(r.Context(), pqq)
+		rows, err := db.Stats(ctx, pqq)
 		if err != nil {
 			return nil, err
 		}
@@ -323,7 +320,7 @@ func (s *Server) revenue(r *http.Request, pq *parsedQuery, q storage.StatsQuery,
 			list = append(list, c)
 		}
 		sort.Strings(list)
-		return nil, unsupported("the events' revenue is in several currencies (%s) and is not converted: add a filter such as [\"is\", \"event:props:currency\", [%q]]", strings.Join(list, ", "), list[0])
+		return nil, unsupportedQuery("the events' revenue is in several currencies (%s) and is not converted: add a filter such as [\"is\", \"event:props:currency\", [%q]]", strings.Join(list, ", "), list[0])
 	}
 	for c := range currencies {
 		if pq.revenueCurrency == "" {
@@ -365,8 +362,8 @@ func parseRevenue(revenue, currency string) (float64, string, bool) {
 // on events of the goals it selects (by name: is, contains and matches,
 // with case_sensitive false for is and contains, and their _not forms).
 // is and is_not must name goals of the site.
-func goalFilters(fs []storage.QueryFilter, goals []storage.Goal) ([]storage.QueryFilter, error) {
-	out := make([]storage.QueryFilter, 0, len(fs))
+func goalFilters(fs []QueryFilter, goals []Goal) ([]QueryFilter, error) {
+	out := make([]QueryFilter, 0, len(fs))
 	for _, f := range fs {
 		g, err := goalNode(f, goals)
 		if err != nil {
@@ -377,30 +374,30 @@ func goalFilters(fs []storage.QueryFilter, goals []storage.Goal) ([]storage.Quer
 	return out, nil
 }
 
-func goalNode(f storage.QueryFilter, goals []storage.Goal) (storage.QueryFilter, error) {
+func goalNode(f QueryFilter, goals []Goal) (QueryFilter, error) {
 	if len(f.Children) > 0 {
 		children, err := goalFilters(f.Children, goals)
 		f.Children = children
 		return f, err
 	}
-	if f.Dim != goalDimension {
+	if f.Dim != GoalDimension {
 		return f, nil
 	}
 	picked, err := pickGoals(f, goals)
 	if err != nil {
 		return f, err
 	}
-	var or []storage.QueryFilter
+	var or []QueryFilter
 	for _, g := range picked {
-		or = append(or, storage.GoalFilter(g))
+		or = append(or, GoalFilter(g))
 	}
 	// No goal picked: an empty is, which matches nothing.
-	node := storage.QueryFilter{Op: "or", Children: or}
+	node := QueryFilter{Op: "or", Children: or}
 	if len(or) == 0 {
-		node = storage.QueryFilter{Op: "is", Dim: "event:name", Values: []string{}}
+		node = QueryFilter{Op: "is", Dim: "event:name", Values: []string{}}
 	}
 	if strings.HasSuffix(f.Op, "_not") {
-		node = storage.QueryFilter{Op: "not", Children: []storage.QueryFilter{node}}
+		node = QueryFilter{Op: "not", Children: []QueryFilter{node}}
 	}
 	return node, nil
 }
@@ -408,7 +405,7 @@ func goalNode(f storage.QueryFilter, goals []storage.Goal) (storage.QueryFilter,
 // pickGoals returns the goals whose names the condition f on event:goal
 // names (its _not form: the goals its positive form names). is and
 // is_not must name goals of the site.
-func pickGoals(f storage.QueryFilter, goals []storage.Goal) ([]storage.Goal, error) {
+func pickGoals(f QueryFilter, goals []Goal) ([]Goal, error) {
 	op := strings.TrimSuffix(f.Op, "_not")
 	fold := func(s string) string {
 		if f.Fold {
@@ -421,13 +418,13 @@ func pickGoals(f storage.QueryFilter, goals []storage.Goal) ([]storage.Goal, err
 		for _, v := range f.Values {
 			re, err := regexp.Compile(v)
 			if err != nil {
-				return nil, invalid("a matches pattern is not a valid RE2 regular expression: %v", err)
+				return nil, invalidQuery("a matches pattern is not a valid RE2 regular expression: %v", err)
 			}
 			res = append(res, re)
 		}
 	}
 	named := map[string]bool{}
-	var picked []storage.Goal
+	var picked []Goal
 	for _, g := range goals {
 		hit := false
 		for i, v := range f.Values {
@@ -449,7 +446,7 @@ func pickGoals(f storage.QueryFilter, goals []storage.Goal) ([]storage.Goal, err
 	if op == "is" {
 		for _, v := range f.Values {
 			if !named[fold(v)] {
-				return nil, invalid("the goal %q is not configured for this site (GET /v1/sites/:siteId/goals lists them)", v)
+				return nil, invalidQuery("the goal %q is not configured for this site (GET /v1/sites/:siteId/goals lists them)", v)
 			}
 		}
 	}
@@ -460,11 +457,11 @@ func pickGoals(f storage.QueryFilter, goals []storage.Goal) ([]storage.Goal, err
 // top-level conditions on event:goal choose the goals listed (all must
 // hold; a _not form leaves out the goals it names); the rest filter
 // events.
-func listedGoals(fs []storage.QueryFilter, goals []storage.Goal) ([]storage.Goal, []storage.QueryFilter, error) {
+func listedGoals(fs []QueryFilter, goals []Goal) ([]Goal, []QueryFilter, error) {
 	listed := goals
-	var rest []storage.QueryFilter
+	var rest []QueryFilter
 	for _, f := range fs {
-		if f.Dim != goalDimension {
+		if f.Dim != GoalDimension {
 			rest = append(rest, f)
 			continue
 		}
@@ -474,7 +471,7 @@ func listedGoals(fs []storage.QueryFilter, goals []storage.Goal) ([]storage.Goal
 		}
 		keep := listed[:0:0]
 		for _, g := range listed {
-			in := slices.ContainsFunc(picked, func(p storage.Goal) bool { return p.ID == g.ID })
+			in := slices.ContainsFunc(picked, func(p Goal) bool { return p.ID == g.ID })
 			if in != strings.HasSuffix(f.Op, "_not") {
 				keep = append(keep, g)
 			}
@@ -482,16 +479,4 @@ func listedGoals(fs []storage.QueryFilter, goals []storage.Goal) ([]storage.Goal
 		listed = keep
 	}
 	return listed, rest, nil
-}
-
-// asciiLower folds ASCII letters only, as the query API's case-insensitive
-// tests do.
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
