@@ -2,10 +2,14 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/storage"
 )
 
 // decision is what one intake request came to; it is logged as one line
@@ -66,6 +70,9 @@ func (s *Server) logDecision(d *decision, took time.Duration) {
 	attrs := []any{"endpoint", d.endpoint, "site_id", d.site, "status", d.status, "reason", d.reason,
 		"events", d.events, "accepted", d.answer.Accepted, "duplicates", d.answer.Duplicates,
 		"quarantined", d.answer.Quarantined, "dropped", d.answer.Dropped, "duration_ms", float64(took.Microseconds()) / 1000}
+	if d.answer.TraitsDropped > 0 {
+		attrs = append(attrs, "traits_dropped", d.answer.TraitsDropped)
+	}
 	if len(d.details) > 0 {
 		paths := make([]string, 0, len(d.details))
 		for _, dt := range d.details {
@@ -105,4 +112,28 @@ func (d *decision) dropReasons() string {
 		reasons = append(reasons, reasonConsentRequired)
 	}
 	return strings.Join(reasons, ", ")
+}
+
+// traitsDroppedMessage is the inspection feed's detail of an identify
+// whose traits names its user's profile did not take: how many, the first
+// few (each cut to 64 bytes), and why.
+func traitsDroppedMessage(names []string) string {
+	const shown, nameMax = 5, 64
+	quoted := make([]string, 0, shown)
+	for _, n := range names[:min(len(names), shown)] {
+		if len(n) > nameMax {
+			cut := nameMax
+			for cut > 0 && !utf8.RuneStart(n[cut]) {
+				cut--
+			}
+			n = n[:cut] + "…"
+		}
+		quoted = append(quoted, strconv.Quote(n))
+	}
+	list := strings.Join(quoted, ", ")
+	if more := len(names) - shown; more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	return fmt.Sprintf("the event is stored, but %d of its traits were not merged into the user's profile (%s): a profile holds at most %d traits and %d bytes; past that, its traits still change and go, new ones are not taken",
+		len(names), list, storage.MaxProfileTraits, storage.MaxProfileBytes)
 }

@@ -420,7 +420,9 @@ func (p *intakePipeline) enrichment() error {
 // maxJob is the most events (and DLQ rows) one writer job holds: a
 // native request's largest batch, so a longer Segment batch holds the
 // writer no longer at a time than a native one
-// (docs/intake.md#segment-compatible-intake).
+// (docs/intake.md#segment-compatible-intake). A job also merges
+// identifies into at most storage.MaxJobProfiles profiles
+// (storage.JobLength).
 const maxJob = schema.MaxBatch
 
 // ingestJobs has the writer store the rows, then the DLQ rows, in jobs of
@@ -428,7 +430,7 @@ const maxJob = schema.MaxBatch
 // the jobs that succeeded stored (or found duplicates); res covers those.
 func (p *intakePipeline) ingestJobs() (res storage.IngestResult, committed int, err error) {
 	stats := func(took time.Duration) { p.m.storage[p.f.endpoint].Update(took.Seconds()) }
-	if len(p.rows)+len(p.quarantined) <= maxJob {
+	if len(p.rows)+len(p.quarantined) <= maxJob && storage.JobLength(p.rows, maxJob) == len(p.rows) {
 		res, err = p.s.db.Ingest(p.ctx, p.rows, p.quarantined, stats)
 		if err == nil {
 			committed = len(p.rows)
@@ -436,14 +438,16 @@ func (p *intakePipeline) ingestJobs() (res storage.IngestResult, committed int, 
 		return res, committed, err
 	}
 	res.Duplicate = make([]bool, 0, len(p.rows))
-	for start := 0; start < len(p.rows); start += maxJob {
-		chunk := p.rows[start:min(start+maxJob, len(p.rows))]
+	for committed < len(p.rows) {
+		chunk := p.rows[committed:]
+		chunk = chunk[:storage.JobLength(chunk, maxJob)]
 		r, err := p.s.db.Ingest(p.ctx, chunk, nil, stats)
 		if err != nil {
 			return res, committed, err
 		}
 		res.Accepted += r.Accepted
 		res.Duplicate = append(res.Duplicate, r.Duplicate...)
+		res.TraitsDropped = append(res.TraitsDropped, r.TraitsDropped...)
 		committed += len(chunk)
 	}
 	for start := 0; start < len(p.quarantined); start += maxJob {
@@ -523,7 +527,12 @@ func (p *intakePipeline) store() error {
 			storedDenied++
 			reason = reasonAcceptedConsent
 		}
-		d.mark(ev.Index, outcomeAccepted, reason, nil)
+		var details []fault.Detail
+		if names := res.TraitsDropped[i]; names != nil {
+			d.answer.TraitsDropped++
+			details = []fault.Detail{{Path: ev.Pointer + "/traits", Message: traitsDroppedMessage(names)}}
+		}
+		d.mark(ev.Index, outcomeAccepted, reason, details)
 		if d.records != nil {
 			row := &p.rows[i]
 			d.records[ev.Index].Enrichment = &Enrichment{AnonID: row.AnonID, Browser: row.Browser, OS: row.OS,

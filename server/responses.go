@@ -63,6 +63,10 @@ type intakeAnswer struct {
 	Duplicates  int `json:"duplicates"`
 	Quarantined int `json:"quarantined"`
 	Dropped     int `json:"dropped"`
+	// TraitsDropped counts the accepted identifies some of whose traits
+	// the user's profile did not take, being at its caps
+	// (docs/intake.md#profile-caps); absent when none.
+	TraitsDropped int `json:"traits_dropped,omitempty"`
 }
 
 // segmentAnswer is the 200 of the Segment intake

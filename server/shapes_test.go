@@ -16,6 +16,7 @@ import (
 
 	"github.com/tally-analytics/tally/internal/dbtest"
 	"github.com/tally-analytics/tally/schema"
+	"github.com/tally-analytics/tally/storage"
 )
 
 var updateShapes = flag.Bool("update", false, "rewrite testdata/shapes.golden from today's answers")
@@ -92,6 +93,10 @@ func TestResponseShapes(t *testing.T) {
 			body: ev("web", 5, map[string]any{"anon_id": "anon-2", "user_agent": chromeUA})},
 		{api: "c", method: "POST", path: "/v1/events", token: "web", status: 202, headers: []string{ua, "Googlebot/2.1"},
 			body: ev("web", 6, nil)},
+		// An identify whose trait the profile cannot take: traits_dropped.
+		{api: "c", method: "POST", path: "/v1/s2s/events", token: "web", status: 202,
+			body: ev("web", 90, map[string]any{"type": "identify", "user_id": "u1", "user_agent": chromeUA,
+				"traits": map[string]any{"plan": strings.Repeat("x", storage.MaxProfileBytes)}})},
 		{api: "c", method: "POST", path: "/v1/events", token: "web", status: 400, headers: []string{ua, chromeUA},
 			body: ev("web", 7, map[string]any{"anon_id": nil})},
 		{api: "c", method: "POST", path: "/v1/events", token: "nope", status: 401, body: ev("web", 8, nil)},

@@ -1,12 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,7 +44,7 @@ func BenchmarkWriterFairness(b *testing.B) {
 			defer bt.close()
 			var heavy func(ctx context.Context, i int) error
 			if c.setup != nil {
-				heavy = c.setup(b, db, path)
+				heavy = c.setup(b, db, path, bt.url)
 			}
 			ctx, stop := context.WithCancel(context.Background())
 			var jobs []time.Duration
@@ -78,26 +83,114 @@ func BenchmarkWriterFairness(b *testing.B) {
 }
 
 // fairnessCases are the heavy jobs BenchmarkWriterFairness runs beside
-// site bench's intake. setup prepares the data on db (whose file is path)
-// and returns the job; the benchmark calls it with i = 0, 1, 2, ... until
+// site bench's intake. setup prepares the data on db (whose file is path;
+// url is the collector's) and returns the job; the benchmark calls it with i = 0, 1, 2, ... until
 // the load ends. A case with no setup is the baseline.
 // fairnessEvery is how often a heavy job starts.
 const fairnessEvery = 100 * time.Millisecond
 
 var fairnessCases = []struct {
 	name  string
-	setup func(b *testing.B, db *storage.DB, path string) func(ctx context.Context, i int) error
+	setup func(b *testing.B, db *storage.DB, path, url string) func(ctx context.Context, i int) error
 }{
 	{"none", nil},
 	{"out_of_order_100k_sessions", outOfOrderVisitor},
 	{"site_delete_many_rollup_rows", rollupHeavySites},
+	{"track_batches_one_user", segmentBatches("track", 1, false)},
+	{"identify_batches_one_user", segmentBatches("identify", 1, false)},
+	{"identify_batches_400_users_at_cap", segmentBatches("identify", 400, true)},
+}
+
+// segmentBatches gives another workspace a site "heavy" and returns a
+// job that posts one Segment /v1/batch of 2,500 messages of type typ
+// (about 430 KB) to it over HTTP, one request at a time. Identifies are
+// what issue 29 found stalling the writer: they name `users` users,
+// round robin, and give each 3 new traits (the i-th job's own names); a
+// track of the same shape carries them as properties instead, the
+// yardstick of what such a stream of requests costs other tenants
+// without profiles. With atCap each user's profile is first filled to
+// about 31 KB (900 traits, stored in the jobs JobLength cuts, or one job
+// of 500 events before it existed).
+func segmentBatches(typ string, users int, atCap bool) func(b *testing.B, db *storage.DB, path, url string) func(ctx context.Context, i int) error {
+	return func(b *testing.B, db *storage.DB, _, url string) func(ctx context.Context, i int) error {
+		b.Helper()
+		sys := storage.Actor{Kind: storage.ActorSystem}
+		ws, err := db.CreateWorkspace(context.Background(), sys, "Abuser", "abuser")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := db.CreateSite(context.Background(), sys, ws, "heavy", "Heavy"); err != nil {
+			b.Fatal(err)
+		}
+		if atCap {
+			var full strings.Builder
+			full.WriteString("{")
+			for k := range 900 {
+				if k > 0 {
+					full.WriteByte(',')
+				}
+				fmt.Fprintf(&full, `"k%03d":"%023d"`, k, k)
+			}
+			full.WriteString("}")
+			evs := make([]storage.IngestEvent, users)
+			for u := range evs {
+				user := fmt.Sprint("user-", u)
+				evs[u] = storage.IngestEvent{ID: uuid.NewString(), SiteID: "heavy", Type: "identify", AnonID: "anon-" + user, UserID: &user,
+					Traits: []byte(full.String()), TS: time.Now(), Raw: []byte(`{}`)}
+			}
+			for len(evs) > 0 {
+				n := min(len(evs), 500)
+				n = storage.JobLength(evs, n)
+				if _, err := db.Ingest(context.Background(), evs[:n], nil, nil); err != nil {
+					b.Fatal(err)
+				}
+				evs = evs[n:]
+			}
+		}
+		client := &http.Client{}
+		auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("heavy:"))
+		return func(ctx context.Context, i int) error {
+			var body bytes.Buffer
+			body.WriteString(`{"batch":[`)
+			for k := range segmentMaxBatch {
+				if k > 0 {
+					body.WriteByte(',')
+				}
+				// user_id too: the benchmark's tracking plan requires it of
+				// an identify.
+				user := fmt.Sprint("user-", k%users)
+				field := "traits"
+				if typ == "track" {
+					field = `event":"Order Completed","properties`
+				}
+				fmt.Fprintf(&body, `{"type":%q,"userId":%q,"user_id":%q,"messageId":"%d-%d","%s":{"j%d_%d_a":"%s","j%d_%d_b":%d,"j%d_%d_c":true}}`,
+					typ, user, user, i, k, field, i, k, strings.Repeat("v", 20), i, k, k, i, k)
+			}
+			body.WriteString(`]}`)
+			req, err := http.NewRequestWithContext(ctx, "POST", url+"/v1/batch", &body)
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Authorization", auth)
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("heavy batch: status %d", resp.StatusCode)
+			}
+			return nil
+		}
+	}
 }
 
 // outOfOrderVisitor gives site "heavy" a visitor with 100,000 sessions, 50
 // minutes apart (written with SQL: through intake it would take a while),
 // and returns a job that stores one event of that visitor at a time far
 // before its newest session, each joining a different old session.
-func outOfOrderVisitor(b *testing.B, db *storage.DB, path string) func(ctx context.Context, i int) error {
+func outOfOrderVisitor(b *testing.B, db *storage.DB, path, _ string) func(ctx context.Context, i int) error {
 	b.Helper()
 	const sessions = 100_000
 	const spacing = 50 * time.Minute
@@ -137,7 +230,7 @@ func outOfOrderVisitor(b *testing.B, db *storage.DB, path string) func(ctx conte
 // rollupHeavySites gives as many sites as the load can delete ("heavy-0",
 // "heavy-1", ...) 20,000 distinct urls and 2,000 event types each in the
 // rollups (written with SQL), and returns a job that deletes site heavy-i.
-func rollupHeavySites(b *testing.B, db *storage.DB, path string) func(ctx context.Context, i int) error {
+func rollupHeavySites(b *testing.B, db *storage.DB, path, _ string) func(ctx context.Context, i int) error {
 	b.Helper()
 	const urls, types = 20_000, 2_000
 	sites := b.N/500*int(time.Second/fairnessEvery) + 10 // one job per fairnessEvery

@@ -180,10 +180,11 @@ func (m *copyMerge) profiles(ctx context.Context, tx pgx.Tx) error {
 		if text(row[updated]) < have[2] {
 			older, newer = newer, older
 		}
-		merged, err := mergeTraits([]byte(older), []byte(newer))
+		t, _, err := mergeTraits([]byte(older), []byte(newer), noCaps)
 		if err != nil {
 			return fmt.Errorf("merge user profiles: %w", err)
 		}
+		merged := string(t.appendTo(nil))
 		cond, args = m.where(row, 4)
 		if _, err := tx.Exec(ctx, `UPDATE user_profiles SET traits = $1, created_at = LEAST(created_at, $2), updated_at = GREATEST(updated_at, $3) WHERE `+cond,
 			append([]any{merged, text(row[created]), text(row[updated])}, args...)...); err != nil {

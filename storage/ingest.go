@@ -86,6 +86,11 @@ type QuarantinedAgent struct {
 type IngestResult struct {
 	Duplicate []bool
 	Accepted  int
+	// TraitsDropped holds, per event, the names of the traits of an
+	// identify that its user's profile did not take because of the
+	// profile caps (MaxProfileTraits, MaxProfileBytes); nil for most.
+	// The event itself is stored.
+	TraitsDropped [][]string
 }
 
 // insertEventSQL stores an event: the id as dedupKey gives it and the
@@ -310,6 +315,11 @@ type ingestRun struct {
 	// firstSeq is the seq of the run's first stored event: the events
 	// below it were stored before the run (see ready).
 	firstSeq int64
+	// profiles are the profiles of the users the run's identifies name,
+	// written at its end (profiles.go); profileRead counts the bytes of
+	// traits read for them.
+	profiles    map[[2]string]*runProfile
+	profileRead int64
 }
 
 // stmt returns s bound to the run's transaction, binding it once per run.
@@ -364,7 +374,6 @@ func (j *ingestRun) add(w *ingestWork) error {
 		return err
 	}
 	dedup, insert, link := j.stmt(st.dedup), j.stmt(st.insertEvent), j.stmt(st.link)
-	profileTraits, profile := j.stmt(st.profileTraits), j.stmt(st.profile)
 	for i := range w.events {
 		e := &w.events[i]
 		key := j.db.d.eventIDKey(e.ID)
@@ -413,9 +422,11 @@ func (j *ingestRun) add(w *ingestWork) error {
 				}
 			}
 			if e.Type == "identify" {
-				if err := j.profile(profileTraits, profile, e.SiteID, *e.UserID, e.Traits, recv); err != nil {
+				dropped, err := j.identify(e, recv)
+				if err != nil {
 					return fmt.Errorf("user profile: %w", err)
 				}
+				w.traitsDropped[i] = dropped
 			}
 		}
 		w.accepted++
@@ -454,28 +465,11 @@ func (j *ingestRun) add(w *ingestWork) error {
 	return nil
 }
 
-// profile merges an identify's traits (nil for none) into the user's
-// profile, made at the first identify: one read of the profile's row and
-// one write.
-func (j *ingestRun) profile(read, write *sql.Stmt, site, user string, traits []byte, now string) error {
-	if traits == nil {
-		traits = []byte("{}")
-	}
-	var old []byte
-	err := read.QueryRow(site, user).Scan(&old)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return err
-	}
-	merged, err := mergeTraits(old, traits)
-	if err != nil {
-		return err
-	}
-	_, err = write.Exec(site, user, merged, now, now)
-	return err
-}
-
-// finish writes the sessions and rollups of everything added.
+// finish writes the profiles, sessions and rollups of everything added.
 func (j *ingestRun) finish() error {
+	if err := j.writeProfiles(); err != nil {
+		return err
+	}
 	for _, g := range j.order {
 		if err := j.sessions(g[0], g[1], j.groups[g]); err != nil {
 			return err

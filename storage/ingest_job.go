@@ -33,13 +33,15 @@ type ingestWork struct {
 	dup      []bool
 	accepted int
 	usage    map[string]int // site -> events accepted, for the quota book
+	// traitsDropped are, per event, the traits its profile did not take.
+	traitsDropped [][]string
 }
 
 // ingestJob returns the writer job that stores events and dlq, and the
 // work that holds its outcome once the job is committed.
 func (db *DB) ingestJob(events []IngestEvent, dlq []Quarantined, stats func(time.Duration)) (*ingestWork, *job) {
 	w := &ingestWork{events: events, dlq: dlq, received: db.now().UTC(), dup: make([]bool, len(events)), stored: make([]any, len(events)),
-		receivedAt: make([]string, len(events))}
+		receivedAt: make([]string, len(events)), traitsDropped: make([][]string, len(events))}
 	recv := FormatTime(w.received)
 	for i := range events {
 		r := recv
@@ -48,12 +50,59 @@ func (db *DB) ingestJob(events []IngestEvent, dlq []Quarantined, stats func(time
 		}
 		w.stored[i], w.receivedAt[i] = storedRaw(events[i].Raw, fieldsOf(&events[i]), FormatTime(events[i].TS), r)
 	}
-	return w, &job{group: &db.intake, part: w, weight: max(len(events)+len(dlq), 1), done: make(chan error, 1), stats: stats}
+	_, users := profileCut(events, len(events))
+	weight := len(events) + len(dlq) + profileWeight*users
+	return w, &job{group: &db.intake, part: w, weight: max(weight, 1), done: make(chan error, 1), stats: stats}
+}
+
+// MaxJobProfiles is the most users one intake job merges identifies of.
+// Each profile the job touches is read and written whole, up to
+// MaxProfileBytes each, so this bounds the profile bytes a job rewrites
+// (512 KiB, about what its events' own bytes may be) however the job's
+// identifies are spread over users; a request with identifies of more
+// users is stored in more jobs (JobLength).
+const MaxJobProfiles = 16
+
+// profileWeight is what merging into one profile weighs in a job (the
+// writer's batches hold at most maxBatchWeight): about what rewriting
+// a profile at the cap costs, in events.
+const profileWeight = 16
+
+// JobLength is how many of events, from the first, the next writer job of
+// a request takes: at most max, and identifies of at most MaxJobProfiles
+// users (docs/intake.md#profile-caps).
+func JobLength(events []IngestEvent, max int) int {
+	n, _ := profileCut(events[:min(len(events), max)], MaxJobProfiles)
+	return n
+}
+
+// profileCut returns how many of events, from the first, hold identifies
+// of at most limit users, and how many users those are.
+func profileCut(events []IngestEvent, limit int) (n, users int) {
+	var seen map[[2]string]bool
+	for i := range events {
+		e := &events[i]
+		if e.Type != "identify" || e.UserID == nil {
+			continue
+		}
+		k := [2]string{e.SiteID, *e.UserID}
+		if seen[k] {
+			continue
+		}
+		if len(seen) == limit {
+			return i, len(seen)
+		}
+		if seen == nil {
+			seen = map[[2]string]bool{}
+		}
+		seen[k] = true
+	}
+	return len(events), len(seen)
 }
 
 // result is what Ingest answers for a committed work.
 func (w *ingestWork) result() IngestResult {
-	return IngestResult{Duplicate: w.dup, Accepted: w.accepted}
+	return IngestResult{Duplicate: w.dup, Accepted: w.accepted, TraitsDropped: w.traitsDropped}
 }
 
 // intake is the merge group of intake jobs (see mergeGroup), and keeps the
@@ -96,6 +145,7 @@ func (in *intake) runMerged(tx *writeTx, parts []any, alone bool) error {
 	for _, p := range parts {
 		w := p.(*ingestWork)
 		clear(w.dup)
+		clear(w.traitsDropped)
 		w.accepted = 0
 		w.usage = map[string]int{}
 		if err := run.add(w); err != nil {

@@ -139,6 +139,10 @@ type DB struct {
 	// sessionRowsRead counts the sessions rows intake has read, so that
 	// tests can see the writer's reads stay bounded without timing them.
 	sessionRowsRead atomic.Int64
+	// profileRunBytes, when set by a test, is told the bytes of profile
+	// traits each intake run that merged identifies read and wrote, so
+	// that tests can see the runs stay bounded without timing them.
+	profileRunBytes func(read, written int64)
 	// siteDeleteJob, when set by a test, is told the rows of each table
 	// every writer job of deleteSite removed (final for its last job), so
 	// that tests can see the jobs stay bounded without timing them.
