@@ -21,7 +21,7 @@ type TableCheck struct {
 	Table            string
 	SQLite, Postgres int64
 	// Merged counts the SQLite rows folded into another row on
-	// PostgreSQL, their keys being equal once stored there (copy_merge.go).
+	// PostgreSQL, their keys being equal once stored there (copy_merge_pg.go).
 	Merged int64
 	Sums   []SumCheck
 }

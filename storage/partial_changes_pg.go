@@ -56,7 +56,7 @@ func (c *pgChanges) bump(tx *writeTx, site, span string) error {
 	}
 	keys := make([]int64, len(hours))
 	for i, h := range hours {
-		keys[i] = h*changeSlots + c.slot // ascending: lock_order.go
+		keys[i] = h*changeSlots + c.slot // ascending: intake_lock_order.go
 	}
 	_, err := tx.Exec(`INSERT INTO partial_changes(site_id, utc_hour, gen) SELECT ?, h, 1 FROM unnest(?::bigint[]) h
 		ON CONFLICT (site_id, utc_hour) DO UPDATE SET gen = partial_changes.gen + 1`, site, keys)

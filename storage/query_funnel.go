@@ -11,7 +11,7 @@ import (
 // A funnel of the query API (docs/query-api.md#goals-and-funnels): its
 // body read with the query's range and filter parsers, and each step's
 // visitors, conversion rate and drop-off. The walk over each visit's
-// events is funnel.go's.
+// events is report_funnel.go's.
 
 // minFunnelSteps is the fewest steps a funnel has: one step is a goal's
 // visitors, which the query API gives.

@@ -7,7 +7,7 @@ import (
 
 // Imported history in the query API (docs/query-api.md, include.imports,
 // and docs/import.md): what the answer's meta says of it, and where the
-// range "all" starts. The rollups' reads are imported.go's.
+// range "all" starts. The rollups' reads are import_days.go's.
 
 // importsWarnings are Plausible's imports_warning texts
 // (lib/plausible/stats/query_result.ex, @imports_warnings), by skip

@@ -102,14 +102,14 @@ type StatsQuery struct {
 	// the range answers every goal (docs/query-api.md#goals-and-funnels).
 	Goals []QueryFilter
 	// Imports adds the imported rollups of the range's whole days
-	// (imported.go), where they can answer the query.
+	// (import_days.go), where they can answer the query.
 	Imports bool
 
 	// eventBasis counts visitors from events even without an event
 	// dimension or filter: the total of a percentage whose rows do.
 	eventBasis bool
 	// estimated, when set, is set to true when visitors are estimated
-	// from day partials (day_partials.go).
+	// from day partials (partial_days.go).
 	estimated *bool
 	// scan reads the tables even where day partials would answer (tests
 	// compare the two).
@@ -127,7 +127,7 @@ type StatsQuery struct {
 	// rather than in two halves at once (readEvents; tests compare the two).
 	oneRead bool
 	// pages reads each event's name and page from event_pages rather than
-	// from its events row (event_pages.go; set by usePages); wideEvents
+	// from its events row (report_event_pages.go; set by usePages); wideEvents
 	// never does (tests compare the two).
 	pages, wideEvents bool
 }
@@ -412,7 +412,7 @@ func (db *DB) scanStats(ctx context.Context, q StatsQuery) (map[string]*aggregat
 // events_site_anon_ts (docs/query-api.md#how-reports-stay-fast): a
 // filtered report reads the events of the visits it keeps, not every event
 // of the site. Visits starting before the range that run into it are
-// found from the visit reach (visit_reach.go). Every event has a visit (the
+// found from the visit reach (report_visit_reach.go). Every event has a visit (the
 // writer assigns it in the same transaction; retention keeps a visit until
 // its end passes the cut), so no event is missed.
 //

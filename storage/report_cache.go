@@ -36,9 +36,9 @@ type cachedReport struct {
 	gen    uint64
 	answer *basisAnswer
 	// scan is a filtered report's answer read from the tables instead
-	// (scan_cache.go), when answer is nil.
+	// (report_scan_cache.go), when answer is nil.
 	scan *scanAnswer
-	// funnel is a funnel's counts per step (funnel_cache.go), when answer
+	// funnel is a funnel's counts per step (report_funnel_cache.go), when answer
 	// and scan are nil.
 	funnel []int
 	bytes  int

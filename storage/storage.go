@@ -30,7 +30,7 @@ import (
 var migrationFiles embed.FS
 
 // migrationPGFiles are PostgreSQL's migrations, numbered on their own
-// (open_pg.go).
+// (db_open_pg.go).
 //
 //go:embed migrations_pg/*.sql
 var migrationPGFiles embed.FS
@@ -50,7 +50,7 @@ type Options struct {
 	// gives a throw-away database shared by the writer and the readers.
 	Path string
 	// DatabaseURL, when set (postgres:// or postgresql://), is the
-	// PostgreSQL database to use instead of Path (open_pg.go).
+	// PostgreSQL database to use instead of Path (db_open_pg.go).
 	DatabaseURL string
 	// Now is the clock; nil means time.Now. Tests inject a fixed clock.
 	Now func() time.Time
@@ -91,9 +91,9 @@ type Options struct {
 // in-memory copies of the small tenancy tables used on every request.
 type DB struct {
 	path string
-	// d is the backend's SQL fragments and error classes (dialect.go).
+	// d is the backend's SQL fragments and error classes (db_dialect.go).
 	d dialect
-	// co coordinates instances on one database (coord.go); nil on SQLite.
+	// co coordinates instances on one database (db_coord.go); nil on SQLite.
 	co     coord
 	write  *sql.DB
 	read   *sql.DB
@@ -104,37 +104,37 @@ type DB struct {
 	// (docs/postgresql.md#on-postgresql); 0 on SQLite.
 	slot int
 	// slotHold is the connection whose advisory lock claims slot, held
-	// until Close (slots_pg.go); nil on SQLite.
+	// until Close (intake_slots_pg.go); nil on SQLite.
 	slotHold *sql.DB
-	// unroll are the erasure's rollup subtractions (erase.go).
+	// unroll are the erasure's rollup subtractions (gdpr_erase.go).
 	unroll unrollStmts
-	// pgSize measures the database on PostgreSQL (diskusage_pg.go); nil
+	// pgSize measures the database on PostgreSQL (db_diskusage_pg.go); nil
 	// on SQLite.
 	pgSize *pgDiskUsage
 	// ckpt runs WAL checkpoints; nil for :memory:, which has no WAL.
 	ckpt               *sql.DB
 	ckptStop, ckptDone chan struct{}
 	// convStop and convDone stop the background conversions
-	// (conversion.go) and wait for them.
+	// (convert_runner.go) and wait for them.
 	convStop context.CancelFunc
 	convDone chan struct{}
 	// eventPagesReady: event_pages holds every event's row, so reports
-	// read it (event_pages.go); set at Open and when its backfill ends.
+	// read it (report_event_pages.go); set at Open and when its backfill ends.
 	eventPagesReady atomic.Bool
 	// wideReads: reports read the wide events rows even when event_pages
 	// is complete (ReadWideEvents).
 	wideReads atomic.Bool
 	// oldLinks is whether links of before migration 0017 may remain in
-	// the old table (links.go).
+	// the old table (intake_links.go).
 	oldLinks atomic.Bool
 	quota    quotaBook
-	// qs is where the quota book's share comes from (quota.go); nil is
+	// qs is where the quota book's share comes from (intake_quota.go); nil is
 	// SQLite's, the whole quota.
 	qs quotaShare
 	// replays are the DLQ entries this process is replaying (ClaimReplay).
 	replays replayClaims
 	// intake merges the writer's intake jobs and keeps their memo of
-	// sessions (ingest_job.go).
+	// sessions (intake_job.go).
 	intake intake
 	// sessionRowsRead counts the sessions rows intake has read, so that
 	// tests can see the writer's reads stay bounded without timing them.
@@ -158,11 +158,11 @@ type DB struct {
 	// reports keeps merged answers of closed days (report_cache.go).
 	reports reportCache
 	// partialScans counts the day partials computed rather than read
-	// kept (partials_warmup.go).
+	// kept (partial_warmup.go).
 	partialScans atomic.Int64
 	// matchReads and matchValues count the reads of a dimension's values
 	// that matches filters make on PostgreSQL, and the values they read
-	// (match_values.go), so that tests can see them stay one a dimension
+	// (query_match_values.go), so that tests can see them stay one a dimension
 	// and within the range without timing them.
 	matchReads, matchValues atomic.Int64
 	tenants
@@ -179,14 +179,14 @@ type DB struct {
 	// transaction.
 	eraseStep func(e *eraser, tx *eraseTx)
 	// eraseSettleWaits, when set by a test, runs each time an erasure
-	// waits for other transactions to end (erase_pg.go).
+	// waits for other transactions to end (gdpr_erase_pg.go).
 	eraseSettleWaits func()
 
 	// exactVisitorsBelow is ExactVisitorsBelow; tests lower it to compare
 	// estimates of small ranges with their exact figures.
 	exactVisitorsBelow int64
 	// splitReads is held by the one event read in two halves at a time
-	// (event_parts.go); readConns is the read pool's size.
+	// (report_event_parts.go); readConns is the read pool's size.
 	splitReads sync.Mutex
 	readConns  int
 

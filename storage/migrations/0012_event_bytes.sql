@@ -12,7 +12,7 @@ ALTER TABLE events ADD COLUMN ts_ms INTEGER
 DROP INDEX events_site_anon_ts;
 CREATE INDEX events_site_anon_ts ON events(site_id, anon_id, ts_ms);
 
--- events.received_at moves into raw (rawFormatV2 in storage/raw_codec.go):
+-- events.received_at moves into raw (rawFormatV2 in storage/intake_raw_codec.go):
 -- the background conversion rewrites every row from the first, rows of
 -- 0010's form and rows still in text alike (a conversion of 0010 not
 -- finished yet is taken over). MAX(seq) reads one entry of the table.

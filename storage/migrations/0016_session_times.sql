@@ -42,7 +42,7 @@ ALTER TABLE sessions ADD COLUMN source TEXT GENERATED ALWAYS AS (coalesce(source
 
 -- The landing's browser, OS and device type as one small integer, agent =
 -- browser + 32 * os + 512 * device, each a code of a fixed list (the User-Agent
--- parser's names, storage/visit_codes.go; 0 is none), when all three are on
+-- parser's names, storage/intake_visit_codes.go; 0 is none), when all three are on
 -- the lists; then browser_text, os_text and device_text (the former browser,
 -- os and device) are NULL. Otherwise agent is NULL and the texts hold the
 -- values. browser, os and device are generated columns that read either form.

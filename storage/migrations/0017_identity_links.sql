@@ -6,7 +6,7 @@
 -- user's devices are read from it alone, in anon id order.
 --
 -- The old table keeps its rows under a new name; they move into the new one
--- in the background after start, a chunk per writer job (links.go), and the
+-- in the background after start, a chunk per writer job (intake_links.go), and the
 -- old table, empty by then, is dropped at the next start. On a new
 -- database it is empty and dropped at once.
 ALTER TABLE identity_links RENAME TO identity_links_rowid;

@@ -4,7 +4,7 @@
 -- The browser, OS and device type as one small integer, as sessions hold
 -- their landing's since 0016: agent = browser + 32 * os + 512 * device,
 -- each a code of a fixed list (the User-Agent parser's names,
--- storage/visit_codes.go; 0 is none, read as NULL), when all three are on
+-- storage/intake_visit_codes.go; 0 is none, read as NULL), when all three are on
 -- the lists; then browser_text, os_text and device_type_text (the former
 -- browser, os and device_type) are NULL. Otherwise agent is NULL and the
 -- texts hold the values. browser, os and device_type are generated columns

@@ -1,6 +1,6 @@
 -- 0022: goals (docs/query-api.md#goals-and-funnels): per site, by event name
 -- (optionally with a custom property's value) or by page path pattern.
--- Names are unique per site; a site's goals go with it (site_delete.go).
+-- Names are unique per site; a site's goals go with it (lifecycle_site_delete.go).
 CREATE TABLE goals (
     -- AUTOINCREMENT: a deleted goal's id is never given to another, so a
     -- stale id cannot delete a newer goal.

@@ -2,7 +2,7 @@
 -- aggregates per site and local day, with no visitor in them. imports lists
 -- each import of a site with its days; imported_rows holds its per-day rollups,
 -- one row per day, dimension and shown value. A site's rows of both go with it
--- (site_delete.go).
+-- (lifecycle_site_delete.go).
 CREATE TABLE imports (
     -- AUTOINCREMENT: an id is never reused, so rows of a replaced import
     -- cannot be mistaken for a later one's.

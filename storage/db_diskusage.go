@@ -1,0 +1,36 @@
+package storage
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// DiskUsage is the size of the database's files and the room left for
+// them, so operators see a full disk coming.
+type DiskUsage struct {
+	// DatabaseBytes and WALBytes are the sizes of the database file and of
+	// its write-ahead log (0 when absent).
+	DatabaseBytes, WALBytes int64
+	// FreeBytes is what the database's file system has left for an
+	// unprivileged user; 0 where it cannot be known.
+	FreeBytes int64
+}
+
+// DiskUsage measures the database's files now; all zero for :memory:. On
+// PostgreSQL it is the database's size on the server (db_diskusage_pg.go).
+func (db *DB) DiskUsage() DiskUsage {
+	if db.pgSize != nil {
+		return db.pgSize.usage()
+	}
+	if db.path == ":memory:" || db.path == "" {
+		return DiskUsage{}
+	}
+	size := func(p string) int64 {
+		if fi, err := os.Stat(p); err == nil {
+			return fi.Size()
+		}
+		return 0
+	}
+	free, _ := freeBytes(filepath.Dir(db.path))
+	return DiskUsage{DatabaseBytes: size(db.path), WALBytes: size(db.path + "-wal"), FreeBytes: free}
+}
