@@ -39,9 +39,9 @@ func (db *DB) startConversions(log *slog.Logger, list ...conversion) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	db.convStop, db.convDone = cancel, make(chan struct{})
+	db.conv = background{stop: cancel, done: make(chan struct{})}
 	go func() {
-		defer close(db.convDone)
+		defer close(db.conv.done)
 		for _, c := range run {
 			if err := c.run(ctx, log); err != nil && ctx.Err() == nil && log != nil {
 				log.Warn(c.name+" stopped; it resumes at the next start", "err", err.Error())

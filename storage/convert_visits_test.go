@@ -102,7 +102,7 @@ func TestMigration0013BackfillsVisits(t *testing.T) {
 		t.Fatalf("got %d visitors in the fixture, want 6", len(want))
 	}
 	db := openTest(t, path)
-	<-db.convDone
+	<-db.conv.done
 	if got := allVisitAttrs(t, db); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got backfilled visits\n%v\nwant those intake computed\n%v", got, want)
 	}
@@ -151,7 +151,7 @@ func TestVisitBackfillInChunksResumesAfterACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	<-db.convDone
+	<-db.conv.done
 	if got := allVisitAttrs(t, db); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got backfilled visits\n%v\nwant\n%v", got, want)
 	}

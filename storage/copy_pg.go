@@ -66,9 +66,9 @@ func CopyToPostgres(ctx context.Context, path, databaseURL string, progress Copy
 	defer src.Close()
 	// Waited for, not refused: a conversion resumes where it stopped and
 	// takes minutes at most, and the copy needs the final row forms.
-	if src.convDone != nil {
+	if src.conv.done != nil {
 		select {
-		case <-src.convDone:
+		case <-src.conv.done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -181,7 +181,8 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 	read.SetMaxIdleConns(opts.ReadConns)
 	read.SetConnMaxIdleTime(0)
 
-	db := &DB{d: pgDialect{creds: &knownCredentials{}}, write: write, read: read, now: opts.Now, exactVisitorsBelow: ExactVisitorsBelow, readConns: opts.ReadConns}
+	db := &DB{d: pgDialect{creds: &knownCredentials{}}, write: write, read: read, now: opts.Now, readConns: opts.ReadConns}
+	db.hooks.exactVisitorsBelow = ExactVisitorsBelow
 	db.pgSize = &pgDiskUsage{db: read, now: time.Now} // the real clock: the cache saves real work
 	// Every event has its event_pages row from the start, and there never
 	// was an old links table.

@@ -368,8 +368,8 @@ func TestWriterBusy(t *testing.T) {
 	onlySQLite(t, "it drives the writer from the test goroutine, which needs the writer idle; on PostgreSQL the listener queues tenancy reloads on the writer at any time")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	ctx := context.Background()
-	if db.convDone != nil {
-		<-db.convDone // the background conversion's jobs, if any, are over
+	if db.conv.done != nil {
+		<-db.conv.done // the background conversion's jobs, if any, are over
 	}
 	if db.writer.busy() || db.writer.waiting() {
 		t.Fatal("got an idle writer busy")

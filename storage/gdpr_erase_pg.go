@@ -48,8 +48,8 @@ func (pgDialect) eraseSettle(ctx context.Context, e *eraser) error {
 	}
 	// Each transaction holds the lock of its own virtual id to its end.
 	for held != "" {
-		if e.db.eraseSettleWaits != nil {
-			e.db.eraseSettleWaits()
+		if e.db.hooks.eraseSettleWaits != nil {
+			e.db.hooks.eraseSettleWaits()
 		}
 		time.Sleep(eraseSettlePoll)
 		if err := e.db.read.QueryRowContext(ctx, `SELECT COALESCE(string_agg(virtualxid, ','), '') FROM pg_locks

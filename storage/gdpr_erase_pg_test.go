@@ -66,24 +66,24 @@ func TestEraseSubjectWhileAnotherInstanceIngests(t *testing.T) {
 	}
 
 	const stopAtJob = 4 // b stops sending once a has begun this many erasure jobs
-	jobs0 := a.eraseJobs.Load()
+	jobs0 := a.hooks.eraseJobs.Load()
 	sent := make(chan int, 1)
 	stoppedAt := make(chan int64, 1)
 	go func() {
 		i := 0
-		for ; a.eraseJobs.Load()-jobs0 < stopAtJob; i++ {
+		for ; a.hooks.eraseJobs.Load()-jobs0 < stopAtJob; i++ {
 			events, dlq := batch(i, true)
 			if _, err := b.Ingest(ctx, events, dlq, nil); err != nil {
 				t.Error(err)
 				break
 			}
 		}
-		stoppedAt <- a.eraseJobs.Load() - jobs0
+		stoppedAt <- a.hooks.eraseJobs.Load() - jobs0
 		sent <- i
 	}()
 	errs := make(chan error, 1000)
 	var queued int
-	a.eraseStep = func(*eraser, *eraseTx) {
+	a.hooks.eraseStep = func(*eraser, *eraseTx) {
 		queued++
 		queueIntake(a, queued, errs, "o")
 	}
@@ -98,7 +98,7 @@ func TestEraseSubjectWhileAnotherInstanceIngests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	total := a.eraseJobs.Load() - jobs0
+	total := a.hooks.eraseJobs.Load() - jobs0
 	if total <= stopped {
 		t.Fatalf("the erasure ran %d jobs, the other instance stopped sending after job %d: want the last job after it", total, stopped)
 	}
@@ -186,7 +186,7 @@ func TestEraseSubjectWaitsForRowsInFlight(t *testing.T) {
 
 	var once sync.Once
 	waiting := make(chan struct{})
-	db.eraseSettleWaits = func() { once.Do(func() { close(waiting) }) }
+	db.hooks.eraseSettleWaits = func() { once.Do(func() { close(waiting) }) }
 	done := make(chan error, 1)
 	site, _ := db.Site("s")
 	go func() {

@@ -221,8 +221,8 @@ func TestEraseSubjectWholeOrChunked(t *testing.T) {
 				withSites(t, db, "s")
 				newEraseFixtureOf(t, db, withSubject, tt.perDevice)
 				if withSubject {
-					if db.convDone != nil {
-						<-db.convDone // no job but the test's may wait for the writer
+					if db.conv.done != nil {
+						<-db.conv.done // no job but the test's may wait for the writer
 					}
 					site, _ := db.Site("s")
 					counts, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, Subject{UserID: "u"})
@@ -232,7 +232,7 @@ func TestEraseSubjectWholeOrChunked(t *testing.T) {
 					if counts.Events != int64(3*tt.perDevice) || counts.IdentityLinks != 3 || counts.UserProfiles != 1 {
 						t.Fatalf("got counts %+v, want %d events, 3 links, 1 profile", counts, 3*tt.perDevice)
 					}
-					if n := db.eraseJobs.Load(); !tt.wantJobs(n) {
+					if n := db.hooks.eraseJobs.Load(); !tt.wantJobs(n) {
 						t.Fatalf("got %d writer jobs", n)
 					}
 				}
@@ -256,17 +256,17 @@ func TestEraseSubjectSmallIsWholeWhileOthersWait(t *testing.T) {
 			withSites(t, db, "s")
 			newEraseFixtureOf(t, db, true, 300) // more than one step's rows, fewer than eraseWholeRows
 			site, _ := db.Site("s")
-			if db.convDone != nil {
-				<-db.convDone
+			if db.conv.done != nil {
+				<-db.conv.done
 			}
 			var steps, queued int
 			errs := make(chan error, 100)
-			db.eraseStep = func(*eraser, *eraseTx) {
+			db.hooks.eraseStep = func(*eraser, *eraseTx) {
 				steps++
 				queued++
 				queueIntake(db, queued, errs)
 			}
-			jobs := db.eraseJobs.Load()
+			jobs := db.hooks.eraseJobs.Load()
 			counts, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, s)
 			if err != nil {
 				t.Fatal(err)
@@ -276,7 +276,7 @@ func TestEraseSubjectSmallIsWholeWhileOthersWait(t *testing.T) {
 					t.Fatalf("queued intake: %v", err)
 				}
 			}
-			if n := db.eraseJobs.Load() - jobs; n != 1 || steps < 2 {
+			if n := db.hooks.eraseJobs.Load() - jobs; n != 1 || steps < 2 {
 				t.Fatalf("got %d steps in %d jobs, want several steps in one job", steps, n)
 			}
 			if want := int64(map[bool]int{true: 900, false: 300}[s.UserID != ""]); counts.Events != want {
@@ -333,8 +333,8 @@ func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
 			withSites(t, db, "s")
 			newEraseFixtureOf(t, db, true, perDevice)
 			site, _ := db.Site("s")
-			if db.convDone != nil {
-				<-db.convDone // no job but the test's may wait for the writer
+			if db.conv.done != nil {
+				<-db.conv.done // no job but the test's may wait for the writer
 			}
 
 			type stepAt struct {
@@ -347,9 +347,9 @@ func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
 			var steps []stepAt
 			var queued, rests int64
 			errs := make(chan error, 100)
-			jobs := db.eraseJobs.Load()
-			db.eraseStep = func(e *eraser, tx *eraseTx) {
-				steps = append(steps, stepAt{db.eraseJobs.Load(), tx.rows, e.mayBeWhole(), e.stalled})
+			jobs := db.hooks.eraseJobs.Load()
+			db.hooks.eraseStep = func(e *eraser, tx *eraseTx) {
+				steps = append(steps, stepAt{db.hooks.eraseJobs.Load(), tx.rows, e.mayBeWhole(), e.stalled})
 				if !tt.queue(len(steps)) {
 					return
 				}
@@ -404,7 +404,7 @@ func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
 			if !steps[0].whole || steps[len(steps)-1].whole {
 				t.Fatalf("got steps %+v, want the first ones with the subject possibly whole, not the last", steps)
 			}
-			rests = db.eraseRests.Load()
+			rests = db.hooks.eraseRests.Load()
 			if rests != wantRests {
 				t.Fatalf("got %d rests, want %d (one per job that ended with intake queued)", rests, wantRests)
 			}
@@ -424,16 +424,16 @@ func TestEraseSubjectSweepsOnlyAfterACommit(t *testing.T) {
 	withSites(t, db, "s")
 	newEraseFixture(t, db, true)
 	site, _ := db.Site("s")
-	if db.convDone != nil {
-		<-db.convDone // no job but the test's may wait for the writer
+	if db.conv.done != nil {
+		<-db.conv.done // no job but the test's may wait for the writer
 	}
 	var phases []erasePhase
-	db.eraseStep = func(e *eraser, tx *eraseTx) { phases = append(phases, e.phase) }
-	jobs := db.eraseJobs.Load()
+	db.hooks.eraseStep = func(e *eraser, tx *eraseTx) { phases = append(phases, e.phase) }
+	jobs := db.hooks.eraseJobs.Load()
 	if _, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, Subject{UserID: "u"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := db.eraseJobs.Load() - jobs; n != 1 || len(phases) < 2 {
+	if n := db.hooks.eraseJobs.Load() - jobs; n != 1 || len(phases) < 2 {
 		t.Fatalf("got %d steps in %d jobs, want several steps in one job", len(phases), n)
 	}
 	for i, p := range phases {
@@ -491,17 +491,17 @@ func TestEraseSubjectEndsInItsLastStepsJob(t *testing.T) {
 		withSites(t, db, "s")
 		newEraseFixture(t, db, true)
 		site, _ := db.Site("s")
-		if db.convDone != nil {
-			<-db.convDone
+		if db.conv.done != nil {
+			<-db.conv.done
 		}
 		errs := make(chan error, 1)
-		db.eraseStep = func(*eraser, *eraseTx) {
+		db.hooks.eraseStep = func(*eraser, *eraseTx) {
 			if steps++; steps != int64(queueAt) {
 				return
 			}
 			queueIntake(db, 1, errs)
 		}
-		jobs = db.eraseJobs.Load()
+		jobs = db.hooks.eraseJobs.Load()
 		counts, err := db.EraseSubject(context.Background(), Actor{Kind: ActorSystem}, site, Subject{UserID: "u"})
 		if err != nil {
 			t.Fatal(err)
@@ -518,7 +518,7 @@ func TestEraseSubjectEndsInItsLastStepsJob(t *testing.T) {
 		if err != nil || len(entries) == 0 || entries[0].Action != "gdpr.delete" {
 			t.Fatalf("got audit %+v (%v), want gdpr.delete", entries, err)
 		}
-		return steps, db.eraseJobs.Load() - jobs
+		return steps, db.hooks.eraseJobs.Load() - jobs
 	}
 	steps, jobs := run(0)
 	// The check and every step in one job, which ends the erasure.

@@ -322,7 +322,7 @@ func TestEventColumnsConversionRunsAtStart(t *testing.T) {
 	if _, err := db.Ingest(context.Background(), later, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	<-db.convDone
+	<-db.conv.done
 	if blobs, coded := eventForms(t, db); blobs != wantBlobs+1 || coded != wantCoded+1 {
 		t.Fatalf("got %d ids as bytes and %d agents coded, want %d and %d", blobs, coded, wantBlobs+1, wantCoded+1)
 	}

@@ -788,7 +788,7 @@ func (j *ingestRun) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) (
 	defer rows.Close()
 	var list []*session
 	for rows.Next() {
-		j.db.sessionRowsRead.Add(1)
+		j.db.hooks.sessionRowsRead.Add(1)
 		s := &session{}
 		var start, end int64
 		var vs visitScan

@@ -197,9 +197,9 @@ func TestSessionsMemoSparesReads(t *testing.T) {
 	onlySQLite(t, "the sessions memo is off on PostgreSQL: another instance may change a session")
 	v := newMemoVisitor(t)
 	read := func(send func()) int64 {
-		before := v.db.sessionRowsRead.Load()
+		before := v.db.hooks.sessionRowsRead.Load()
 		send()
-		return v.db.sessionRowsRead.Load() - before
+		return v.db.hooks.sessionRowsRead.Load() - before
 	}
 	other := newJob(1, func(tx *writeTx) error {
 		_, err := tx.Exec(`INSERT OR IGNORE INTO daily_salts(day, salt) VALUES ('2000-01-01', x'00')`)

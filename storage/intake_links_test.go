@@ -129,7 +129,7 @@ func TestMigration0017MovesLinksResumably(t *testing.T) {
 		ingestAll(t, db, IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-a000-%012d", i), SiteID: "s", Type: "pageview",
 			AnonID: anon, UserID: &u, URL: &url, TS: at, Raw: []byte(`{}`)})
 	}
-	<-db.convDone
+	<-db.conv.done
 	got := linkDump(t, db)
 	var d7 string
 	for _, line := range strings.Split(got, "\n") {
@@ -190,7 +190,7 @@ func TestLinksReadAndErasedAlikeDuringTheMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	<-a.convDone
+	<-a.conv.done
 	b, err := openTestDB(t, context.Background(), Options{Path: pathB, Now: now, linkMoveChunk: -1})
 	if err != nil {
 		t.Fatal(err)

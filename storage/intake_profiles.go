@@ -92,7 +92,7 @@ func (j *ingestRun) writeProfiles() error {
 			return fmt.Errorf("user profile: %w", err)
 		}
 	}
-	if f := j.db.profileRunBytes; f != nil {
+	if f := j.db.hooks.profileRunBytes; f != nil {
 		f(j.profileRead, written)
 	}
 	return nil

@@ -91,7 +91,7 @@ func TestProfileWrittenOncePerRun(t *testing.T) {
 	withSites(t, db, "s")
 	type run struct{ read, written int64 }
 	var runs []run
-	db.profileRunBytes = func(read, written int64) { runs = append(runs, run{read, written}) }
+	db.hooks.profileRunBytes = func(read, written int64) { runs = append(runs, run{read, written}) }
 	seq := 0
 	before := 0
 	for i := range 3 {
@@ -135,7 +135,7 @@ func TestJobsBoundProfileBytes(t *testing.T) {
 		return b.String() + `}`
 	}
 	store := func(evs []IngestEvent, check func(read, written int64)) int {
-		db.profileRunBytes = check
+		db.hooks.profileRunBytes = check
 		jobs := 0
 		for len(evs) > 0 {
 			n := JobLength(evs, 500)

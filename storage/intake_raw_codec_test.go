@@ -186,7 +186,7 @@ func TestRawConversionInChunksResumesAfterACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	<-db.convDone
+	<-db.conv.done
 	if text, blob := rawForms(t, db); text != 0 || blob != 250 {
 		t.Fatalf("after restart: got %d text and %d compressed rows, want 0 and 250", text, blob)
 	}
@@ -243,7 +243,7 @@ func TestMigration0010ConvertsExistingEvents(t *testing.T) {
 		`DELETE FROM schema_migrations WHERE version = 10`)
 	db.Close()
 	db = openTest(t, path)
-	<-db.convDone
+	<-db.conv.done
 	if text, blob := rawForms(t, db); text != 0 || blob != 120 {
 		t.Fatalf("got %d text and %d compressed rows, want 0 and 120", text, blob)
 	}

@@ -179,7 +179,7 @@ func TestSessionTimesConversionRunsAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	<-db.convDone
+	<-db.conv.done
 	if text, _ := sessionForms(t, db); text != 0 {
 		t.Fatalf("got %d rows still in text form, want 0", text)
 	}

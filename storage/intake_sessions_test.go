@@ -258,11 +258,11 @@ func TestSessionsOfAVisitorWithManySessions(t *testing.T) {
 			n++
 		}
 		all = append(all, events...)
-		before := db.sessionRowsRead.Load()
+		before := db.hooks.sessionRowsRead.Load()
 		if _, err := db.Ingest(ctx, events, nil, nil); err != nil {
 			t.Fatal(err)
 		}
-		if read := db.sessionRowsRead.Load() - before; read > c.maxRead {
+		if read := db.hooks.sessionRowsRead.Load() - before; read > c.maxRead {
 			t.Errorf("%s: got %d session rows read, want at most %d", c.name, read, c.maxRead)
 		}
 

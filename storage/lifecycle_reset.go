@@ -82,8 +82,8 @@ func (db *DB) ResetSiteData(ctx context.Context, site string) (map[string]int64,
 				return deleted, err
 			}
 			deleted[t.table] += n
-			if db.siteDeleteJob != nil {
-				db.siteDeleteJob(t.table, n, false)
+			if db.hooks.siteDeleteJob != nil {
+				db.hooks.siteDeleteJob(t.table, n, false)
 			}
 			if n < int64(t.chunk) {
 				break

@@ -38,14 +38,14 @@ func TestResetSiteDataBoundsEveryJob(t *testing.T) {
 		chunks[table.table] = int64(table.chunk)
 	}
 	jobs := map[string]int{}
-	db.siteDeleteJob = func(table string, rows int64, _ bool) {
+	db.hooks.siteDeleteJob = func(table string, rows int64, _ bool) {
 		jobs[table]++
 		if rows > chunks[table] {
 			t.Errorf("got a job deleting %d rows of %s, want at most %d", rows, table, chunks[table])
 		}
 	}
 	deleted, err := db.ResetSiteData(ctx, "big")
-	db.siteDeleteJob = nil
+	db.hooks.siteDeleteJob = nil
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,8 +143,8 @@ func (db *DB) Purge(ctx context.Context, defaultDays int) (PurgeResult, error) {
 // notePurgeJob tells a test's hook what a purge job deleted, and how long
 // its work inside the writer took.
 func (db *DB) notePurgeJob(table string, rows int64, took time.Duration) {
-	if db.purgeJob != nil {
-		db.purgeJob(table, rows, took)
+	if db.hooks.purgeJob != nil {
+		db.hooks.purgeJob(table, rows, took)
 	}
 }
 

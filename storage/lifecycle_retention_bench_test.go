@@ -82,13 +82,13 @@ func BenchmarkRetention(b *testing.B) {
 
 		clk.Set(retentionStart.AddDate(0, 0, 89).Add(23 * time.Hour))
 		var jobs []time.Duration
-		db.purgeJob = func(_ string, _ int64, took time.Duration) { jobs = append(jobs, took) }
+		db.hooks.purgeJob = func(_ string, _ int64, took time.Duration) { jobs = append(jobs, took) }
 		stop := probeWriter(db)
 		start := time.Now()
 		res, err := db.Purge(ctx, 45)
 		took := time.Since(start)
 		longest := stop()
-		db.purgeJob = nil
+		db.hooks.purgeJob = nil
 		if err != nil {
 			b.Fatal(err)
 		}

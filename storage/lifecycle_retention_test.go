@@ -140,7 +140,7 @@ func TestPurgeDeletesRawRowsOlderThanTheCut(t *testing.T) {
 	}
 	jobs := map[string]int{}
 	late := IngestEvent{ID: "late", SiteID: "live", Type: "pageview", AnonID: "v1", TS: today.Add(12 * time.Hour), Raw: []byte(`{}`)}
-	db.purgeJob = func(table string, rows int64, _ time.Duration) {
+	db.hooks.purgeJob = func(table string, rows int64, _ time.Duration) {
 		jobs[table]++
 		if rows > purgeChunk {
 			t.Errorf("got a job deleting %d rows of %s, want at most %d", rows, table, purgeChunk)
@@ -153,7 +153,7 @@ func TestPurgeDeletesRawRowsOlderThanTheCut(t *testing.T) {
 		}
 	}
 	res, err := db.Purge(ctx, 20)
-	db.purgeJob = nil
+	db.hooks.purgeJob = nil
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestPurgeResumesAfterACrash(t *testing.T) {
 
 	stopCtx, stop := context.WithCancel(ctx)
 	jobs := 0
-	db.purgeJob = func(string, int64, time.Duration) {
+	db.hooks.purgeJob = func(string, int64, time.Duration) {
 		if jobs++; jobs == 2 {
 			stop()
 		}

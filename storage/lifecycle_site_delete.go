@@ -182,8 +182,8 @@ func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id str
 					return err
 				}
 				deleted[t.table] += n
-				if db.siteDeleteJob != nil {
-					db.siteDeleteJob(t.table, n, false)
+				if db.hooks.siteDeleteJob != nil {
+					db.hooks.siteDeleteJob(t.table, n, false)
 				}
 				if n < int64(t.chunk) {
 					break
@@ -265,9 +265,9 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 		})
 		return nil
 	})
-	if err == nil && db.siteDeleteJob != nil {
+	if err == nil && db.hooks.siteDeleteJob != nil {
 		for table, n := range counts {
-			db.siteDeleteJob(table, n, true)
+			db.hooks.siteDeleteJob(table, n, true)
 		}
 	}
 	return err

@@ -34,7 +34,7 @@ func BenchmarkDeleteSiteRollups(b *testing.B) {
 	var longest time.Duration
 	var last time.Time
 	jobs, finalSeen := 0, false
-	db.siteDeleteJob = func(_ string, _ int64, final bool) {
+	db.hooks.siteDeleteJob = func(_ string, _ int64, final bool) {
 		if final && finalSeen { // the final job reports each table
 			return
 		}

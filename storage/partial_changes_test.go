@@ -21,7 +21,7 @@ func TestReportsFollowOtherInstances(t *testing.T) {
 	a, b := twoInstances(t)
 	withSites(t, a, "s")
 	within(t, "the other instance knows site s", func() bool { _, ok := b.Site("s"); return ok })
-	a.exactVisitorsBelow, b.exactVisitorsBelow = 0, 0 // from partials even for these few visitors
+	a.hooks.exactVisitorsBelow, b.hooks.exactVisitorsBelow = 0, 0 // from partials even for these few visitors
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(5, 6))
 	ingestBatches(t, a, randomEvents(r, "a", 800, 60, 12))
@@ -125,12 +125,12 @@ func TestKeptPartialOfADayAnotherInstanceChanged(t *testing.T) {
 	read := func() int64 {
 		t.Helper()
 		a.reports = reportCache{} // the partials, not a merged answer
-		n := a.partialScans.Load()
+		n := a.hooks.partialScans.Load()
 		if _, err := a.Stats(ctx, q); err != nil {
 			t.Fatal(err)
 		}
 		waitPartials(t, a)
-		return a.partialScans.Load() - n
+		return a.hooks.partialScans.Load() - n
 	}
 	if n := read(); n != 4 {
 		t.Fatalf("got %d days computed at first, want 4", n)

@@ -697,7 +697,7 @@ func (db *DB) partialGroups(ctx context.Context, q StatsQuery) (map[string]*aggr
 		}
 	}
 	if plan.needVisitors {
-		if visitorAnswer == nil || visitorAnswer.total < db.exactVisitorsBelow {
+		if visitorAnswer == nil || visitorAnswer.total < db.hooks.exactVisitorsBelow {
 			return nil, nil, false, nil
 		}
 		if q.estimated != nil {
@@ -895,7 +895,7 @@ func (db *DB) keptPartials(ctx context.Context, site string, loc *time.Location,
 		if err != nil {
 			return nil, err
 		}
-		db.partialScans.Add(int64(hi + 1 - lo))
+		db.hooks.partialScans.Add(int64(hi + 1 - lo))
 		held := held || holdsValues(dim, blobs)
 		for k, b := range blobs {
 			i := lo + k

@@ -175,7 +175,7 @@ func comparePartials(t *testing.T, db *DB, zone *time.Location, from, to time.Ti
 // of the tables, in UTC and in a zone with a DST change in the range.
 func TestPartialsMatchTheScan(t *testing.T) {
 	db, _, ws := openPartialsDB(t)
-	db.exactVisitorsBelow = 0 // estimate even these few visitors
+	db.hooks.exactVisitorsBelow = 0 // estimate even these few visitors
 	r := rand.New(rand.NewPCG(1, 2))
 	ingestBatches(t, db, randomEvents(r, "a", 3000, 300, 12))
 	newYork, err := time.LoadLocation("America/New_York") // DST starts 2026-03-08
@@ -312,7 +312,7 @@ func TestPartialsLateEventInvalidates(t *testing.T) {
 // events and the subject is in no figure.
 func TestPartialsErasureLeavesNoTrace(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
-	db.exactVisitorsBelow = 0
+	db.hooks.exactVisitorsBelow = 0
 	url := "https://shop.test/"
 	var events []IngestEvent
 	for i, anon := range []string{"a", "b", "gone", "gone"} {

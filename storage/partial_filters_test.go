@@ -68,7 +68,7 @@ func page(op string, values ...string) QueryFilter {
 // fixed data, before and after an erasure.
 func TestPartialFiltersMatchTheScan(t *testing.T) {
 	db := filterFixture(t)
-	db.exactVisitorsBelow = 0 // estimate even these few visitors
+	db.hooks.exactVisitorsBelow = 0 // estimate even these few visitors
 	from, to := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 6, 0, 0, 0, 0, time.UTC)
 	fold := func(f QueryFilter) QueryFilter { f.Fold = true; return f }
 	metrics := []string{MetricVisitors, MetricPageviews, MetricEvents}
@@ -166,7 +166,7 @@ func TestPartialFiltersMatchTheScan(t *testing.T) {
 // filter (a visit with two passing pages counts once), hours.
 func TestPartialFiltersFallBack(t *testing.T) {
 	db := filterFixture(t)
-	db.exactVisitorsBelow = 0
+	db.hooks.exactVisitorsBelow = 0
 	from, to := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 6, 0, 0, 0, 0, time.UTC)
 	country := QueryFilter{Op: "is", Dim: "visit:country", Values: []string{"DE"}}
 	cases := []struct {
@@ -230,7 +230,7 @@ func TestPartialFiltersExactBelowTenThousand(t *testing.T) {
 // metrics, equal figures and visitors within three standard errors.
 func TestPartialFiltersRandom(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
-	db.exactVisitorsBelow = 0
+	db.hooks.exactVisitorsBelow = 0
 	r := rand.New(rand.NewPCG(3, 4))
 	ingestBatches(t, db, randomEvents(r, "a", 3000, 300, 12))
 	newYork, err := time.LoadLocation("America/New_York")

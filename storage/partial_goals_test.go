@@ -82,7 +82,7 @@ func compareGoalPartials(t *testing.T, db *DB, from, to time.Time, stage string)
 // again.
 func TestGoalPartialsMatchTheScan(t *testing.T) {
 	db, _, ws := openPartialsDB(t)
-	db.exactVisitorsBelow = 0 // estimate even these few visitors
+	db.hooks.exactVisitorsBelow = 0 // estimate even these few visitors
 	r := rand.New(rand.NewPCG(3, 4))
 	ingestBatches(t, db, randomEvents(r, "a", 3000, 300, 12))
 	createGoals(t, db, eventGoal("Signup", "signup"), pageGoal("Blog", "/blog/*"), pageGoal("Pricing", "/pricing"),
@@ -153,7 +153,7 @@ func goalRowsText(t *testing.T, db *DB, from, to time.Time) (string, bool) {
 // changed before it was stored is not stored.
 func TestGoalPartialsFollowTheGoalSet(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
-	db.exactVisitorsBelow = 0
+	db.hooks.exactVisitorsBelow = 0
 	url := func(p string) *string { u := "https://shop.test" + p; return &u }
 	ev := func(id, anon, typ, path string, ts time.Time) IngestEvent {
 		return IngestEvent{ID: id, SiteID: "s", Type: typ, AnonID: anon, TS: ts, URL: url(path), Raw: []byte(`{}`)}
@@ -226,7 +226,7 @@ func TestGoalPartialsFollowTheGoalSet(t *testing.T) {
 // sketches) answers as the scan and is not stored; 15 such goals are.
 func TestGoalPartialsKeptOnlyWhenSmall(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
-	db.exactVisitorsBelow = 0
+	db.hooks.exactVisitorsBelow = 0
 	u := "https://shop.test/pricing"
 	events := make([]IngestEvent, 7000)
 	for i := range events {

@@ -15,7 +15,7 @@ import (
 // again by the next report.
 func TestPropertyPartialsKeptOnlyWhenFew(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
-	db.exactVisitorsBelow = 0
+	db.hooks.exactVisitorsBelow = 0
 	// Day 1: maxPropPartialValues distinct order ids; day 2: one more.
 	// Every event also carries one of two plans.
 	var events []IngestEvent
@@ -67,7 +67,7 @@ func TestPropertyPartialsKeptOnlyWhenFew(t *testing.T) {
 // events have keeps one a day; both answer as the scan does.
 func TestPropertyPartialsOnlyOfHeldNames(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
-	db.exactVisitorsBelow = 0
+	db.hooks.exactVisitorsBelow = 0
 	const days = 10
 	var events []IngestEvent
 	for d := range days {

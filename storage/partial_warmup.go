@@ -43,7 +43,7 @@ const warmRecheck = time.Hour
 
 // partialDaysComputed counts the day partials computed by a scan rather
 // than read kept (tests see that a warmed report reads only kept ones).
-func (db *DB) partialDaysComputed() int64 { return db.partialScans.Load() }
+func (db *DB) partialDaysComputed() int64 { return db.hooks.partialScans.Load() }
 
 // WarmPartials runs the warm-up until ctx ends: every site at once, then
 // each site again at its next local midnight plus the session gap.

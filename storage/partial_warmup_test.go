@@ -14,7 +14,7 @@ import (
 // what the scan does.
 func TestWarmupLeavesOnlyKeptPartialsToRead(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
-	db.exactVisitorsBelow = 0
+	db.hooks.exactVisitorsBelow = 0
 	ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(7, 8)), "a", 3000, 300, 19))
 	if err := db.warmSite(context.Background(), "s", time.UTC, partialsNow); err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestWarmupLeavesOnlyKeptPartialsToRead(t *testing.T) {
 // before them) compute no partial (docs/dashboard.md).
 func TestWarmupCoversTheDashboard(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
-	db.exactVisitorsBelow = 0
+	db.hooks.exactVisitorsBelow = 0
 	ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(7, 9)), "a", 3000, 300, 19))
 	createGoals(t, db, eventGoal("Signup", "signup"), pageGoal("Blog", "/blog/*"), pageGoal("Pricing", "/pricing"))
 	if err := db.warmSite(context.Background(), "s", time.UTC, partialsNow); err != nil {

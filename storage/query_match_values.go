@@ -145,7 +145,7 @@ func (db *DB) matchValuesOf(ctx context.Context, q *StatsQuery, r matchSpan, g *
 		query = `SELECT DISTINCT ` + expr + ` FROM events e WHERE e.site_id = ? AND e.ts_ms >= ? AND e.ts_ms < ?`
 		args = append(args[:len(args)-3], q.Site, r.eventsFrom.UnixMilli(), r.eventsTo.UnixMilli())
 	}
-	db.matchReads.Add(1)
+	db.hooks.matchReads.Add(1)
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
@@ -157,7 +157,7 @@ func (db *DB) matchValuesOf(ctx context.Context, q *StatsQuery, r matchSpan, g *
 		if err := rows.Scan(&s); err != nil {
 			return err
 		}
-		db.matchValues.Add(1)
+		db.hooks.matchValues.Add(1)
 		for i, re := range res {
 			if s != nil && re.MatchString(*s) {
 				lists[i] = append(lists[i], *s)

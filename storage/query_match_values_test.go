@@ -47,7 +47,7 @@ func TestMatchesReadOneDimensionInRange(t *testing.T) {
 			{Op: "matches", Dim: "visit:country", Values: []string{"^D"}},
 			{Op: "matches_not", Dim: "event:props:plan", Values: []string{"^free$"}},
 		}}
-	reads, values := db.matchReads.Load(), db.matchValues.Load()
+	reads, values := db.hooks.matchReads.Load(), db.hooks.matchValues.Load()
 	rows, err := db.Stats(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
@@ -57,11 +57,11 @@ func TestMatchesReadOneDimensionInRange(t *testing.T) {
 	if got, want := rowsText(rows), []string{": [0 900]"}; !slices.Equal(got, want) {
 		t.Errorf("got rows %v, want %v", got, want)
 	}
-	if got := db.matchReads.Load() - reads; got != 3 {
+	if got := db.hooks.matchReads.Load() - reads; got != 3 {
 		t.Errorf("got %d reads of values for 3 dimensions of 22 patterns, want 3", got)
 	}
 	// Pages /in/a, /in/b, /late; country DE; plans pro and free.
-	if got := db.matchValues.Load() - values; got != 6 {
+	if got := db.hooks.matchValues.Load() - values; got != 6 {
 		t.Errorf("got %d values read, want the range's 6", got)
 	}
 }

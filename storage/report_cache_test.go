@@ -22,7 +22,7 @@ func (c *reportCache) hitCount() int {
 // when only another day changes (today's events).
 func TestReportCacheFollowsThePartials(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
-	db.exactVisitorsBelow = 0
+	db.hooks.exactVisitorsBelow = 0
 	url := "https://shop.test/"
 	n := 0
 	event := func(anon string, ts time.Time) IngestEvent {
@@ -98,7 +98,7 @@ func TestReportCacheIsBounded(t *testing.T) {
 // partial of the site be computed again).
 func TestForgetReportsKeepsThePartials(t *testing.T) {
 	db, _, _ := openPartialsDB(t)
-	db.exactVisitorsBelow = 0
+	db.hooks.exactVisitorsBelow = 0
 	ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(3, 4)), "a", 300, 40, 5))
 	q := StatsQuery{Site: "s", From: partialsStart, To: partialsStart.AddDate(0, 0, 5), Zone: time.UTC,
 		Metrics: []string{MetricVisitors, MetricPageviews}, Dimensions: []string{"event:page"}}

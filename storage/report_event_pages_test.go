@@ -284,7 +284,7 @@ func TestEventPagesBackfillRunsAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	<-db.convDone
+	<-db.conv.done
 	if !db.EventPagesReady() {
 		t.Fatal("got event_pages not ready after the runner ended, want ready")
 	}

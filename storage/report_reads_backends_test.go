@@ -568,8 +568,8 @@ func funnelAndGoalReads(t *testing.T, ctx context.Context) map[string]func(db *D
 				q.Zone = time.UTC
 			}
 			if name == "goals from partials" {
-				db.exactVisitorsBelow = 0 // the sketches' estimate, the same bytes on both
-				defer func() { db.exactVisitorsBelow = ExactVisitorsBelow }()
+				db.hooks.exactVisitorsBelow = 0 // the sketches' estimate, the same bytes on both
+				defer func() { db.hooks.exactVisitorsBelow = ExactVisitorsBelow }()
 			}
 			rows, err := db.Stats(ctx, q)
 			// Rows merged from partials come in no set order (the server

@@ -100,7 +100,7 @@ type jobGaps struct {
 
 func ownJobs(db *DB) *jobGaps {
 	g := &jobGaps{}
-	db.sourcemapJobBytes = func(int64) {
+	db.hooks.sourcemapJobBytes = func(int64) {
 		if g.on {
 			g.longest = max(g.longest, time.Since(g.last))
 			g.last = time.Now()

@@ -330,7 +330,7 @@ func (db *DB) pruneSourcemapParts(ctx context.Context) error {
 }
 
 // sourcemapJob runs fn as a writer job; fn returns the bytes of map it
-// wrote or freed, which a test hook (DB.sourcemapJobBytes) is told.
+// wrote or freed, which a test hook (DB.hooks.sourcemapJobBytes) is told.
 func (db *DB) sourcemapJob(ctx context.Context, fn func(tx *writeTx) (int64, error)) error {
 	var n int64
 	err := db.writer.do(ctx, func(tx *writeTx) error {
@@ -338,8 +338,8 @@ func (db *DB) sourcemapJob(ctx context.Context, fn func(tx *writeTx) (int64, err
 		n, err = fn(tx)
 		return err
 	})
-	if err == nil && db.sourcemapJobBytes != nil {
-		db.sourcemapJobBytes(n)
+	if err == nil && db.hooks.sourcemapJobBytes != nil {
+		db.hooks.sourcemapJobBytes(n)
 	}
 	return err
 }

@@ -66,7 +66,7 @@ type jobBytes struct {
 }
 
 func (j *jobBytes) watch(db *DB) {
-	db.sourcemapJobBytes = func(n int64) {
+	db.hooks.sourcemapJobBytes = func(n int64) {
 		j.mu.Lock()
 		j.jobs = append(j.jobs, n)
 		j.mu.Unlock()
@@ -223,10 +223,10 @@ func TestSourcemapUploadCutShortLeavesNoParts(t *testing.T) {
 			upload, cancel := context.WithCancel(ctx)
 			defer cancel()
 			jobs := 0
-			db.sourcemapJobBytes = func(int64) {
+			db.hooks.sourcemapJobBytes = func(int64) {
 				jobs++
 				if jobs == max(tt.after, 3) {
-					db.sourcemapJobBytes = nil
+					db.hooks.sourcemapJobBytes = nil
 					tt.between(t, db, ws, site, cancel)
 				}
 			}

@@ -1,9 +1,21 @@
-// Package storage keeps the service's state in one SQLite file in WAL mode.
+// Package storage keeps the service's state: events and what intake derives
+// from them (sessions and visits, identity links, profiles, rollups), the
+// tenancy (workspaces, sites, keys), the query API's model and its reads,
+// GDPR erasure and export, retention, backups and imports
+// (docs/storage.md, docs/architecture.md#storages-files).
 //
-// One goroutine owns the only write connection (see writer); every mutation
-// is a job handed to it, and jobs queued together commit in one transaction.
-// Reads use a separate pool of read-only connections, which WAL lets run
-// while the writer commits. The package imports nothing from HTTP.
+// It runs over either backend: one SQLite file in WAL mode, or one
+// PostgreSQL database shared by several instances
+// (docs/postgresql.md#on-postgresql), what differs kept behind the dialect
+// and in _pg.go files. One goroutine owns the only write connection (the
+// single writer, db_writer.go): every mutation is a job handed to it, and
+// jobs queued together commit in one transaction. Reads use a pool of their
+// own; the query API answers most reports of closed days from day partials
+// (partial_ files) and the report cache rather than a scan
+// (docs/query-api.md#how-reports-stay-fast). Files of one concern share a
+// prefix (db_, intake_, query_, report_, partial_, gdpr, lifecycle_,
+// tenancy_, import_, convert_, copy_). The package imports nothing from
+// HTTP.
 package storage
 
 import (
@@ -112,12 +124,10 @@ type DB struct {
 	// on SQLite.
 	pgSize *pgDiskUsage
 	// ckpt runs WAL checkpoints; nil for :memory:, which has no WAL.
-	ckpt               *sql.DB
-	ckptStop, ckptDone chan struct{}
-	// convStop and convDone stop the background conversions
-	// (convert_runner.go) and wait for them.
-	convStop context.CancelFunc
-	convDone chan struct{}
+	ckpt *sql.DB
+	// ckptLoop is the checkpoint loop; conv the background conversions
+	// (convert_runner.go). Close ends both.
+	ckptLoop, conv background
 	// eventPagesReady: event_pages holds every event's row, so reports
 	// read it (report_event_pages.go); set at Open and when its backfill ends.
 	eventPagesReady atomic.Bool
@@ -136,55 +146,12 @@ type DB struct {
 	// intake merges the writer's intake jobs and keeps their memo of
 	// sessions (intake_job.go).
 	intake intake
-	// sessionRowsRead counts the sessions rows intake has read, so that
-	// tests can see the writer's reads stay bounded without timing them.
-	sessionRowsRead atomic.Int64
-	// profileRunBytes, when set by a test, is told the bytes of profile
-	// traits each intake run that merged identifies read and wrote, so
-	// that tests can see the runs stay bounded without timing them.
-	profileRunBytes func(read, written int64)
-	// siteDeleteJob, when set by a test, is told the rows of each table
-	// every writer job of deleteSite removed (final for its last job), so
-	// that tests can see the jobs stay bounded without timing them.
-	siteDeleteJob func(table string, rows int64, final bool)
-	// sourcemapJobBytes, when set by a test, is told the bytes of map each
-	// writer job of a sourcemap upload, delete or prune wrote or freed, so
-	// that tests can see the jobs stay bounded without timing them.
-	sourcemapJobBytes func(bytes int64)
-	// purgeJob, when set by a test, is told the rows of each table every
-	// writer job of Purge removed and how long its work took.
-	purgeJob func(table string, rows int64, took time.Duration)
-	salts    saltCache
+	salts  saltCache
 	// reports keeps merged answers of closed days (report_cache.go).
 	reports reportCache
-	// partialScans counts the day partials computed rather than read
-	// kept (partial_warmup.go).
-	partialScans atomic.Int64
-	// matchReads and matchValues count the reads of a dimension's values
-	// that matches filters make on PostgreSQL, and the values they read
-	// (query_match_values.go), so that tests can see them stay one a dimension
-	// and within the range without timing them.
-	matchReads, matchValues atomic.Int64
 	tenants
-
-	// eraseJobs counts the writer jobs erasures ran, so tests can tell a
-	// whole erasure from a chunked one.
-	eraseJobs atomic.Int64
-	// eraseRests counts the rests large erasures took between two of their
-	// jobs, because other jobs waited for the writer.
-	eraseRests atomic.Int64
-	// eraseStep, when set by a test, runs on the writer goroutine after
-	// each step of a large erasure, before the job asks whether other jobs
-	// wait: a test can queue one there, or look at the erasure and its
-	// transaction.
-	eraseStep func(e *eraser, tx *eraseTx)
-	// eraseSettleWaits, when set by a test, runs each time an erasure
-	// waits for other transactions to end (gdpr_erase_pg.go).
-	eraseSettleWaits func()
-
-	// exactVisitorsBelow is ExactVisitorsBelow; tests lower it to compare
-	// estimates of small ranges with their exact figures.
-	exactVisitorsBelow int64
+	// hooks are the test-only counters, funcs and knobs (test_hooks.go).
+	hooks testHooks
 	// splitReads is held by the one event read in two halves at a time
 	// (report_event_parts.go); readConns is the read pool's size.
 	splitReads sync.Mutex
@@ -254,7 +221,8 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	read.SetMaxIdleConns(opts.ReadConns)
 	read.SetConnMaxIdleTime(0)
 
-	db := &DB{d: sqliteDialect{}, write: write, read: read, now: opts.Now, path: opts.Path, exactVisitorsBelow: ExactVisitorsBelow, readConns: opts.ReadConns}
+	db := &DB{d: sqliteDialect{}, write: write, read: read, now: opts.Now, path: opts.Path, readConns: opts.ReadConns}
+	db.hooks.exactVisitorsBelow = ExactVisitorsBelow
 	old, err := openLinks(ctx, write)
 	db.oldLinks.Store(old)
 	if err == nil {
@@ -287,8 +255,9 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 			return nil, err
 		}
 		db.ckpt.SetMaxOpenConns(1)
-		db.ckptStop, db.ckptDone = make(chan struct{}), make(chan struct{})
-		go checkpointLoop(db.ckpt, db.writer, opts.CheckpointEvery, opts.walRestartFrames, opts.Logger, db.ckptStop, db.ckptDone)
+		stop, done := make(chan struct{}), make(chan struct{})
+		db.ckptLoop = background{stop: func() { close(stop) }, done: done}
+		go checkpointLoop(db.ckpt, db.writer, opts.CheckpointEvery, opts.walRestartFrames, opts.Logger, stop, done)
 	}
 	db.startConversions(opts.Logger, db.linkMove(opts.linkMoveChunk), db.rawConversion(opts.rawConvertChunk), db.visitBackfill(opts.visitBackfillChunk),
 		db.sessionTimesConversion(opts.sessionTimesChunk), db.eventColumnsConversion(opts.eventColumnsChunk),
@@ -422,22 +391,33 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// background is a goroutine of the DB that Close ends: stop asks it to
+// end, done is closed when it has. The zero background was never started.
+type background struct {
+	stop func()
+	done chan struct{}
+}
+
+// end stops b and waits for it; it does nothing for a zero background.
+func (b background) end() {
+	if b.stop != nil {
+		b.stop()
+		<-b.done
+	}
+}
+
 // Close stops accepting writes, commits every queued job, and closes both
 // pools. Everything acknowledged before Close is durable after it.
 // A second Close does nothing and returns the first one's result.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
-		if db.convStop != nil {
-			db.convStop()
-			<-db.convDone
-		}
+		db.conv.end()
 		db.coord().close()
 		db.writer.close()
 		db.share().close()
 		var cerr error
+		db.ckptLoop.end()
 		if db.ckpt != nil {
-			close(db.ckptStop)
-			<-db.ckptDone
 			cerr = db.ckpt.Close()
 		}
 		rerr := db.read.Close()

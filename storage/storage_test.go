@@ -424,7 +424,7 @@ func TestDeleteSiteBoundsEveryJob(t *testing.T) {
 	last := siteDataTables[len(siteDataTables)-1].table
 	injected := false
 	finals := map[string]int64{}
-	db.siteDeleteJob = func(table string, rows int64, final bool) {
+	db.hooks.siteDeleteJob = func(table string, rows int64, final bool) {
 		if rows > chunks[table] {
 			t.Errorf("got a job deleting %d rows of %s (final: %v), want at most %d", rows, table, final, chunks[table])
 		}
@@ -454,7 +454,7 @@ func TestDeleteSiteBoundsEveryJob(t *testing.T) {
 	if err := db.DeleteSite(ctx, sys, ws, "big"); err != nil {
 		t.Fatal(err)
 	}
-	db.siteDeleteJob = nil
+	db.hooks.siteDeleteJob = nil
 
 	if len(finals) != len(siteDataTables) {
 		t.Errorf("got a final job over %d tables, want %d", len(finals), len(siteDataTables))
