@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -12,10 +12,6 @@ import (
 	"testing"
 	"time"
 )
-
-// testVersion is stamped into the binary TestCommandLine builds, as
-// scripts/release stamps a release's.
-const testVersion = "v0.0.0-test"
 
 // runBinary runs bin with args and env (added to the test's) and returns
 // its exit code, standard output and standard error.
@@ -39,12 +35,8 @@ func runBinary(t *testing.T, bin string, args []string, env ...string) (int, str
 // The binary as a person meets it: version, help, and one line with exit
 // code 2 for what it does not know.
 func TestCommandLine(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "tally")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-X main.version="+testVersion, "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	t.Parallel()
+	bin := buildBinary(t)
 
 	t.Run("version", func(t *testing.T) {
 		for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
@@ -158,7 +150,7 @@ func TestCheckConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr strings.Builder
-			code := run([]string{"check-config"}, func(k string) string { return tt.env[k] }, &stdout, &stderr)
+			code := Run([]string{"check-config"}, func(k string) string { return tt.env[k] }, &stdout, &stderr)
 			switch {
 			case tt.want == "" && (code != 0 || !strings.HasPrefix(stdout.String(), "configuration OK")):
 				t.Fatalf("got exit %d, stdout %q, stderr %q, want 0 and OK", code, stdout.String(), stderr.String())
@@ -200,7 +192,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 	var b strings.Builder
 	printHelp(&b)
 	help := b.String()
-	page, err := os.ReadFile("docs/configuration.md")
+	page, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}

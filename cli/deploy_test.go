@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 )
 
 // unitPath is the systemd unit docs/operations.md#run-it-on-a-vm installs.
-const unitPath = "deploy/tally.service"
+const unitPath = "../deploy/tally.service"
 
 // The unit passes `systemd-analyze verify` without a warning (it exits 0
 // on many), with ExecStart pointed at a binary built from this tree, as

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -20,18 +20,6 @@ import (
 	"github.com/tally-analytics/tally/server"
 	"github.com/tally-analytics/tally/storage"
 )
-
-// buildBinary builds the server once per test binary run, without cgo.
-func buildBinary(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tally")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("CGO_ENABLED=0 go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // process is the server binary running on free loopback ports.
 type process struct {
@@ -183,7 +171,7 @@ func TestBadConfigurationExitsNonZero(t *testing.T) {
 				env[k] = v
 			}
 			var stderr strings.Builder
-			if code := run(tt.args, func(k string) string { return env[k] }, io.Discard, &stderr); code == 0 {
+			if code := Run(tt.args, func(k string) string { return env[k] }, io.Discard, &stderr); code == 0 {
 				t.Fatalf("got exit 0, want non-zero")
 			}
 			if stderr.Len() == 0 {
@@ -288,7 +276,7 @@ func TestMigrationFailureExitsNonZero(t *testing.T) {
 	}
 	env := map[string]string{"DATABASE_PATH": path, "COLLECTOR_ADDR": "127.0.0.1:0", "QUERY_ADDR": "127.0.0.1:0"}
 	var stderr strings.Builder
-	if code := run(nil, func(k string) string { return env[k] }, io.Discard, &stderr); code == 0 {
+	if code := Run(nil, func(k string) string { return env[k] }, io.Discard, &stderr); code == 0 {
 		t.Fatal("got exit 0, want non-zero")
 	}
 	for _, want := range []string{"0004_daily_dimensions.sql", "stays at schema version 3"} {
@@ -454,7 +442,7 @@ func runRefused(t *testing.T, args []string, env map[string]string) (int, string
 	out := &startWriter{started: make(chan struct{})}
 	var stderr strings.Builder
 	done := make(chan int, 1)
-	go func() { done <- run(args, func(k string) string { return env[k] }, out, &stderr) }()
+	go func() { done <- Run(args, func(k string) string { return env[k] }, out, &stderr) }()
 	select {
 	case code := <-done:
 		return code, stderr.String()

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ func TestBackupUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr strings.Builder
-			code := run(append([]string{"backup"}, tt.args...), func(k string) string { return tt.env[k] }, io.Discard, &stderr)
+			code := Run(append([]string{"backup"}, tt.args...), func(k string) string { return tt.env[k] }, io.Discard, &stderr)
 			if code != 2 || !strings.Contains(stderr.String(), tt.want) {
 				t.Fatalf("got exit %d, %q; want 2 and a message containing %q", code, stderr.String(), tt.want)
 			}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func importEnv(extra map[string]string) func(string) string {
 func runImport(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr strings.Builder
-	code := run(append([]string{"import"}, args...), importEnv(env), &stdout, &stderr)
+	code := Run(append([]string{"import"}, args...), importEnv(env), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -159,7 +159,7 @@ func TestImportGoatCounter(t *testing.T) {
 	bin := buildBinary(t)
 	p := start(t, bin, "DATABASE_PATH="+filepath.Join(t.TempDir(), "a.db"), "ADMIN_TOKEN=tok")
 	newSite(t, p)
-	file := filepath.Join("testdata", "import", "goatcounter-v2.csv")
+	file := filepath.Join("../testdata", "import", "goatcounter-v2.csv")
 	code, stdout, stderr := runImport(t, nil, "--site", "web", "--from", "goatcounter", "--url", p.query, file)
 	if code != 0 {
 		t.Fatalf("import: got exit %d, %s", code, stderr)
@@ -209,7 +209,7 @@ func TestImportUmamiCSVIntoAStoppedServer(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "a.db")
 	p := start(t, bin, "DATABASE_PATH="+dbPath, "ADMIN_TOKEN=tok")
 	newSite(t, p)
-	file := filepath.Join("testdata", "import", "umami.csv")
+	file := filepath.Join("../testdata", "import", "umami.csv")
 	nobody := "127.0.0.1:1" // no server answers there: the command goes to the file
 	code, _, stderr := runImport(t, map[string]string{"DATABASE_PATH": dbPath, "QUERY_ADDR": nobody}, "--site", "web", "--from", "umami", file)
 	if code != 1 || !strings.Contains(stderr, "open in another process") {
@@ -407,7 +407,7 @@ func TestImportUsageErrors(t *testing.T) {
 // answers alike.
 func TestImportPlausible(t *testing.T) {
 	bin := buildBinary(t)
-	files, err := filepath.Glob(filepath.Join("testdata", "import", "plausible", "*.csv"))
+	files, err := filepath.Glob(filepath.Join("../testdata", "import", "plausible", "*.csv"))
 	if err != nil || len(files) != 10 {
 		t.Fatalf("got %d sample files (%v), want 10", len(files), err)
 	}
@@ -478,7 +478,7 @@ func TestImportPlausible(t *testing.T) {
 // website's event is not read; running it again imports nothing.
 func TestImportUmamiDatabase(t *testing.T) {
 	conn := dbtest.StartPostgres(t, "umami")
-	script, err := os.ReadFile(filepath.Join("testdata", "import", "umami-postgres.sql"))
+	script, err := os.ReadFile(filepath.Join("../testdata", "import", "umami-postgres.sql"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,9 +535,9 @@ func TestImportRefusesPostgresWithoutServer(t *testing.T) {
 		env  []string
 		args []string
 	}{
-		{"variable, rows", []string{"DATABASE_URL=" + url}, []string{"--from", "umami", filepath.Join("testdata", "import", "umami.csv")}},
-		{"flag, rows", nil, []string{"--database-url", url, "--from", "umami", filepath.Join("testdata", "import", "umami.csv")}},
-		{"variable, rollups", []string{"DATABASE_URL=" + url}, []string{"--from", "plausible", filepath.Join("testdata", "import", "plausible")}},
+		{"variable, rows", []string{"DATABASE_URL=" + url}, []string{"--from", "umami", filepath.Join("../testdata", "import", "umami.csv")}},
+		{"flag, rows", nil, []string{"--database-url", url, "--from", "umami", filepath.Join("../testdata", "import", "umami.csv")}},
+		{"variable, rollups", []string{"DATABASE_URL=" + url}, []string{"--from", "plausible", filepath.Join("../testdata", "import", "plausible")}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dbPath := filepath.Join(t.TempDir(), "a.db")
