@@ -18,6 +18,7 @@ import (
 )
 
 func TestBackupUsageErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	existing := filepath.Join(dir, "existing.db")
 	os.WriteFile(existing, []byte("keep me"), 0o644)
@@ -54,6 +55,7 @@ func TestBackupUsageErrors(t *testing.T) {
 // keeps the audit log append-only. With the server stopped, the command
 // copies the file itself.
 func TestBackupCommand(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "analytics.db")

@@ -117,6 +117,7 @@ func TestCommandLine(t *testing.T) {
 // check-config finds every problem serving would stop at, and accepts
 // what serving accepts.
 func TestCheckConfig(t *testing.T) {
+	t.Parallel()
 	authority := newTestCA(t)
 	dir := t.TempDir()
 	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
@@ -163,6 +164,7 @@ func TestCheckConfig(t *testing.T) {
 
 // With HTTPS on, the plain listeners move to loopback unless set.
 func TestTLSKeepsPlainListenersOnLoopback(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		env                   map[string]string
 		collector, query, web string
@@ -189,6 +191,7 @@ func TestTLSKeepsPlainListenersOnLoopback(t *testing.T) {
 // `tally -h` lists every setting of the one table, under its group, and
 // the settings table of docs/configuration.md documents every one.
 func TestHelpListsEverySetting(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	printHelp(&b)
 	help := b.String()

@@ -10,6 +10,7 @@ import (
 // dev mode without the upload rate, and a bad value stopping the start
 // with exit code 2 and a message naming the setting.
 func TestSourcemapSettings(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name             string
 		args             []string

@@ -22,6 +22,7 @@ import (
 // middle of a load, restarts it on the same file, and checks that every
 // event it answered 202 is stored.
 func TestSIGKILLLosesNoAcknowledgedEvent(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	dbPath := filepath.Join(t.TempDir(), "crash.db")
 	env := []string{"DATABASE_PATH=" + dbPath, "ADMIN_TOKEN=tok", "INGEST_RATE_LIMIT=0"}

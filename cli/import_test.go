@@ -156,6 +156,7 @@ func gzipFile(t *testing.T, src string) string {
 // through the query API; the same rows again (gzipped) import nothing and
 // change no answer; each run is one audit entry with counts and names only.
 func TestImportGoatCounter(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	p := start(t, bin, "DATABASE_PATH="+filepath.Join(t.TempDir(), "a.db"), "ADMIN_TOKEN=tok")
 	newSite(t, p)
@@ -205,6 +206,7 @@ func TestImportGoatCounter(t *testing.T) {
 // itself; the server started again answers the hand-counted totals.
 // While a server has the file open, the command refuses.
 func TestImportUmamiCSVIntoAStoppedServer(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	dbPath := filepath.Join(t.TempDir(), "a.db")
 	p := start(t, bin, "DATABASE_PATH="+dbPath, "ADMIN_TOKEN=tok")
@@ -244,6 +246,7 @@ func TestImportUmamiCSVIntoAStoppedServer(t *testing.T) {
 // the same bytes (ids, times, received times, properties, agent and place),
 // and importing it again changes nothing.
 func TestImportTallyExportRoundTrip(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	a := start(t, bin, "DATABASE_PATH="+filepath.Join(t.TempDir(), "a.db"), "ADMIN_TOKEN=tok", "BOT_FILTER=off")
 	newSite(t, a)
@@ -332,6 +335,7 @@ func TestImportTallyExportRoundTrip(t *testing.T) {
 // with its name and line: a bad row after several chunks' worth of good
 // ones stores none of them.
 func TestImportRefusesBadFiles(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	p := start(t, bin, "DATABASE_PATH="+filepath.Join(t.TempDir(), "a.db"), "ADMIN_TOKEN=tok")
 	newSite(t, p)
@@ -376,6 +380,7 @@ func TestImportRefusesBadFiles(t *testing.T) {
 }
 
 func TestImportUsageErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -406,6 +411,7 @@ func TestImportUsageErrors(t *testing.T) {
 // server's temporary file; the same export into a stopped server's file
 // answers alike.
 func TestImportPlausible(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	files, err := filepath.Glob(filepath.Join("../testdata", "import", "plausible", "*.csv"))
 	if err != nil || len(files) != 10 {
@@ -477,6 +483,7 @@ func TestImportPlausible(t *testing.T) {
 // totals as the CSV's; the custom event keeps its event_data; another
 // website's event is not read; running it again imports nothing.
 func TestImportUmamiDatabase(t *testing.T) {
+	t.Parallel()
 	conn := dbtest.StartPostgres(t, "umami")
 	script, err := os.ReadFile(filepath.Join("../testdata", "import", "umami-postgres.sql"))
 	if err != nil {
@@ -528,6 +535,7 @@ func TestImportUmamiDatabase(t *testing.T) {
 // never read, for rows and rollups alike; it neither creates that file
 // nor repeats the URL's credentials.
 func TestImportRefusesPostgresWithoutServer(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	const url = "postgres://owner:s3cret@127.0.0.1:1/analytics"
 	for _, tt := range []struct {

@@ -127,6 +127,7 @@ func pgCall(t *testing.T, method, url, token, body string) (int, map[string]any)
 // database: it migrates it, answers its health checks, and serves the
 // tenancy endpoints; a restart finds what was made.
 func TestServeOnPostgres(t *testing.T) {
+	t.Parallel()
 	url, password := postgresURL(t)
 	bin := buildBinary(t)
 	cmd, collector, query, log, exited := startLogged(t, bin, "DATABASE_URL="+url, "ADMIN_TOKEN=tok", "DATABASE_PATH=/nonexistent/ignored.db")
@@ -236,6 +237,7 @@ func waitExit(t *testing.T, exited <-chan error) {
 }
 
 func TestPostgresSettings(t *testing.T) {
+	t.Parallel()
 	const secret = "hunter2-secret"
 	t.Run("dev mode refused", func(t *testing.T) {
 		code, stderr := runRefused(t, []string{"serve"}, map[string]string{"DEV": "true", "DATABASE_URL": "postgres://u:" + secret + "@127.0.0.1:1/x"})
@@ -282,6 +284,7 @@ func TestPostgresSettings(t *testing.T) {
 // the server and schema, version prints the server's version; neither
 // shows the password.
 func TestCheckConfigAndVersionOnPostgres(t *testing.T) {
+	t.Parallel()
 	url, password := postgresURL(t)
 	env := func(k string) string {
 		return map[string]string{"DATABASE_URL": url, "DATABASE_PATH": "/elsewhere.db"}[k]

@@ -96,6 +96,7 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	dbPath := filepath.Join(t.TempDir(), "data", "analytics.db")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
@@ -139,6 +140,7 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 }
 
 func TestBadConfigurationExitsNonZero(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -194,6 +196,7 @@ func writeFile(t *testing.T, content string) string {
 }
 
 func TestConfigFlagsOverrideEnvironment(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"DATABASE_PATH": "/env.db", "INGEST_RATE_LIMIT": "5", "REQUIRE_API_KEY": "tag"}
 	c, err := loadConfig([]string{"--database-path", "/flag.db", "--collector-url", "http://x:1/"},
 		func(k string) string { return env[k] }, io.Discard)
@@ -211,6 +214,7 @@ func TestConfigFlagsOverrideEnvironment(t *testing.T) {
 }
 
 func TestDurabilitySetting(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		env  string
@@ -233,6 +237,7 @@ func TestDurabilitySetting(t *testing.T) {
 // TestQueryTimeoutSetting: QUERY_TIMEOUT is a duration from 1s to 55s,
 // 30s by default, the flag winning over the variable.
 func TestQueryTimeoutSetting(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		env  string
@@ -258,6 +263,7 @@ func TestQueryTimeoutSetting(t *testing.T) {
 }
 
 func TestMigrationFailureExitsNonZero(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a.db")
 	db, err := storage.Open(context.Background(), storage.Options{Path: path})
 	if err != nil {
@@ -291,6 +297,7 @@ func TestMigrationFailureExitsNonZero(t *testing.T) {
 }
 
 func TestSIGHUPReloadsThePlan(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	plan := writeFile(t, `{"events":{"pageview":{"type":"object"}}}`)
 	p := start(t, bin, "DATABASE_PATH=:memory:", "ADMIN_TOKEN=tok", "SCHEMA_BUNDLE_PATH="+plan)
@@ -355,6 +362,7 @@ func startDevJSON(t *testing.T, bin string, args ...string) (*exec.Cmd, []byte) 
 }
 
 func TestDevModeBinary(t *testing.T) {
+	t.Parallel()
 	cmd, line := startDevJSON(t, buildBinary(t))
 	var setup struct {
 		CollectorURL string `json:"collector_url"`
@@ -455,6 +463,7 @@ func runRefused(t *testing.T, args []string, env map[string]string) (int, string
 }
 
 func TestDevModeStaysOnLoopback(t *testing.T) {
+	t.Parallel()
 	refused := []struct {
 		name    string
 		args    []string
@@ -511,6 +520,7 @@ func TestDevModeStaysOnLoopback(t *testing.T) {
 }
 
 func TestDevSetupTextShowsHowToReset(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	printDevSetup(&out, server.DevSetup{QueryURL: "http://127.0.0.1:8081"}, false)
 	want := "curl -X POST -H 'Content-Type: application/json' http://127.0.0.1:8081/v1/debug/reset"
@@ -522,6 +532,7 @@ func TestDevSetupTextShowsHowToReset(t *testing.T) {
 // TestModeSettingsAcceptEveryMode guards that the settings accept exactly
 // the modes the server and privacy packages define, by their constants.
 func TestModeSettingsAcceptEveryMode(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		env, value string
 		got        func(config) string
@@ -549,6 +560,7 @@ func TestModeSettingsAcceptEveryMode(t *testing.T) {
 }
 
 func TestBotFilterSetting(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		env  map[string]string
@@ -578,6 +590,7 @@ func TestBotFilterSetting(t *testing.T) {
 // `tally serve` is the server, as `tally` alone is; flags follow the
 // subcommand's name.
 func TestServeSubcommand(t *testing.T) {
+	t.Parallel()
 	_, line := startDevJSON(t, buildBinary(t), "serve")
 	var setup struct {
 		QueryURL string `json:"query_url"`
