@@ -70,6 +70,7 @@ func debianNode(name string) bool {
 // first and only then, and never asks for Debian's nodejs or npm; without
 // node and npm on the machine it stops with a message naming them.
 func TestCIInstallsOnlyWhatIsMissing(t *testing.T) {
+	t.Parallel()
 	all := ciPackages(t)
 	if !slices.Contains(all, "sqlite3") {
 		t.Fatalf("got packages %v, want sqlite3 among them (the case below removes its command)", all)
@@ -151,6 +152,7 @@ func TestCIInstallsOnlyWhatIsMissing(t *testing.T) {
 // Debian nodejs or npm, and the simulation does catch the conflict the
 // step hit before (nodejs : Conflicts: npm).
 func TestCIInstallResolvesOnAFreshMachine(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("apt-get"); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal("apt-get is missing: CI runs on Debian")

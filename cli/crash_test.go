@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 // middle of a load, restarts it on the same file, and checks that every
 // event it answered 202 is stored.
 func TestSIGKILLLosesNoAcknowledgedEvent(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	dbPath := filepath.Join(t.TempDir(), "crash.db")
 	env := []string{"DATABASE_PATH=" + dbPath, "ADMIN_TOKEN=tok", "INGEST_RATE_LIMIT=0"}
@@ -44,7 +45,13 @@ func TestSIGKILLLosesNoAcknowledgedEvent(t *testing.T) {
 		seq   atomic.Int64
 		stop  atomic.Bool
 		wg    sync.WaitGroup
+		// loaded is closed once loadedAt events are acknowledged: the
+		// kill then lands in the middle of a load, however slow the
+		// machine.
+		loaded     = make(chan struct{})
+		loadedOnce sync.Once
 	)
+	const loadedAt = 500
 	client := &http.Client{Timeout: 5 * time.Second}
 	for w := range 8 {
 		wg.Add(1)
@@ -71,17 +78,23 @@ func TestSIGKILLLosesNoAcknowledgedEvent(t *testing.T) {
 				if res.StatusCode == http.StatusAccepted {
 					mu.Lock()
 					acked = append(acked, ids...)
+					if len(acked) >= loadedAt {
+						loadedOnce.Do(func() { close(loaded) })
+					}
 					mu.Unlock()
 				}
 			}
 		}()
 	}
-	time.Sleep(700 * time.Millisecond)
+	select {
+	case <-loaded:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("fewer than %d events acknowledged in 30 s: the load did not run", loadedAt)
+	}
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	p.cmd.Wait()
-	time.Sleep(100 * time.Millisecond)
 	stop.Store(true)
 	wg.Wait()
 	if len(acked) < 100 {

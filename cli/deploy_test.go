@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -11,12 +11,13 @@ import (
 )
 
 // unitPath is the systemd unit docs/operations.md#run-it-on-a-vm installs.
-const unitPath = "deploy/tally.service"
+const unitPath = "../deploy/tally.service"
 
 // The unit passes `systemd-analyze verify` without a warning (it exits 0
 // on many), with ExecStart pointed at a binary built from this tree, as
 // verify checks that the command exists.
 func TestSystemdUnitVerifies(t *testing.T) {
+	t.Parallel()
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -47,6 +48,7 @@ func TestSystemdUnitVerifies(t *testing.T) {
 // directory, no privilege but binding 80 and 443, a restart on failure,
 // and a stop timeout longer than the server's drain at its longest.
 func TestSystemdUnitSettings(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open(unitPath)
 	if err != nil {
 		t.Fatal(err)

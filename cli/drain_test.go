@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 )
 
 func TestShutdownDrainSetting(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		env  string
@@ -100,6 +101,7 @@ func sendEvent(client *http.Client, collector, id string) (acked, closed bool, e
 // the process exits 0 once the drain and the usual shutdown are over, and
 // after a restart every event answered 202 is stored.
 func TestDrainAnswersUnhealthyThenStops(t *testing.T) {
+	t.Parallel()
 	const drainFor = 2 * time.Second
 	bin := buildBinary(t)
 	dbPath := filepath.Join(t.TempDir(), "drain.db")
@@ -198,6 +200,7 @@ func TestDrainAnswersUnhealthyThenStops(t *testing.T) {
 // TestSecondSignalEndsDrain stops a binary draining for 90 s with a second
 // signal: it exits 0 well before the drain would have ended.
 func TestSecondSignalEndsDrain(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -228,6 +231,7 @@ func TestSecondSignalEndsDrain(t *testing.T) {
 
 // DATABASE_POOL sizes the read pool of the database serve opens.
 func TestDatabasePoolSetting(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		args []string
 		env  string

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"crypto/rand"
@@ -149,156 +149,192 @@ func (e usageError) Unwrap() error { return e.err }
 
 // loadConfig reads every setting from getenv, overridden by args. It
 // returns flag.ErrHelp for -h and a usageError for an unknown flag or an
-// argument.
+// argument. The steps: the table walked into values, each group of
+// settings parsed and checked (the first mistake is the one reported),
+// then the defaults TLS and dev mode change.
 func loadConfig(args []string, getenv func(string) string, _ io.Writer) (config, error) {
 	var c config
-	vals := make(map[string]string, len(settings))
+	v, err := readSettings(args, getenv)
+	if err != nil {
+		return c, err
+	}
+	for _, step := range []func(settingValues) error{
+		c.loadText, c.loadSwitches, c.loadTLS, c.loadModes, c.loadLimits, c.loadDurations, c.applyModeDefaults,
+	} {
+		if err := step(v); err != nil {
+			return c, err
+		}
+	}
+	c.CollectorURL = strings.TrimRight(c.CollectorURL, "/")
+	return c, nil
+}
+
+// settingValues are the settings as given: each one's text (flag, else
+// environment, else default) and which ones the caller set.
+type settingValues struct {
+	vals   map[string]string
+	set    map[string]bool // flag names given on the command line
+	getenv func(string) string
+}
+
+// readSettings walks the settings table: every setting's default, its
+// environment variable over it, its flag over both.
+func readSettings(args []string, getenv func(string) string) (settingValues, error) {
+	v := settingValues{vals: make(map[string]string, len(settings)), set: map[string]bool{}, getenv: getenv}
 	fs := flag.NewFlagSet("tally", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // the caller prints one line, or the help
 	fs.Usage = func() {}
 	for _, s := range settings {
-		vals[s.env] = s.def
-		if v := getenv(s.env); v != "" {
-			vals[s.env] = v
+		v.vals[s.env] = s.def
+		if e := getenv(s.env); e != "" {
+			v.vals[s.env] = e
 		}
-		fs.Var(settingValue{vals, s.env, s.boolean}, s.flagName(), s.usage)
+		fs.Var(settingValue{v.vals, s.env, s.boolean}, s.flagName(), s.usage)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return c, err
+			return v, err
 		}
-		return c, usageError{err}
+		return v, usageError{err}
 	}
 	if fs.NArg() > 0 {
-		return c, usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+		return v, usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	// unset reports a setting left to its default by flag and environment.
-	unset := func(env string) bool { return !set[setting{env: env}.flagName()] && getenv(env) == "" }
-	boolean := func(env string) (bool, error) {
-		b, err := strconv.ParseBool(vals[env])
-		if err != nil {
-			return false, fmt.Errorf("%s must be true or false, not %q", env, vals[env])
-		}
-		return b, nil
+	fs.Visit(func(f *flag.Flag) { v.set[f.Name] = true })
+	return v, nil
+}
+
+// unset reports a setting left to its default by flag and environment.
+func (v settingValues) unset(env string) bool {
+	return !v.set[setting{env: env}.flagName()] && v.getenv(env) == ""
+}
+
+// boolean parses a true/false setting.
+func (v settingValues) boolean(env string) (bool, error) {
+	b, err := strconv.ParseBool(v.vals[env])
+	if err != nil {
+		return false, fmt.Errorf("%s must be true or false, not %q", env, v.vals[env])
 	}
-	c.DatabasePath = vals["DATABASE_PATH"]
-	c.DatabaseURL = vals["DATABASE_URL"]
+	return b, nil
+}
+
+// nonNegative parses a whole-number setting of 0 or more.
+func (v settingValues) nonNegative(env string) (int, error) { return nonNegative(env, v.vals[env]) }
+
+// loadText takes the settings used as given: addresses, paths, the
+// token; the database URL only checked for its scheme.
+func (c *config) loadText(v settingValues) error {
+	c.DatabasePath = v.vals["DATABASE_PATH"]
+	c.DatabaseURL = v.vals["DATABASE_URL"]
 	if c.DatabaseURL != "" && !storage.IsPostgresURL(c.DatabaseURL) {
 		// Not the value: it may hold a password.
-		return c, errors.New("DATABASE_URL must start with postgres:// or postgresql://")
+		return errors.New("DATABASE_URL must start with postgres:// or postgresql://")
 	}
-	c.CollectorAddr = vals["COLLECTOR_ADDR"]
-	c.QueryAddr = vals["QUERY_ADDR"]
-	c.CollectorURL = vals["COLLECTOR_URL"]
-	c.AdminToken = vals["ADMIN_TOKEN"]
-	c.RequireAPIKey = vals["REQUIRE_API_KEY"]
-	c.SchemaBundlePath = vals["SCHEMA_BUNDLE_PATH"]
-	c.ConsentMode = vals["CONSENT_MODE"]
-	c.GeoIPDBPath = vals["GEOIP_DB_PATH"]
-	c.BotFilter = vals["BOT_FILTER"]
-	rate, quota, retention, feed := vals["INGEST_RATE_LIMIT"], vals["INGEST_QUOTA"], vals["RETENTION_DAYS"], vals["DEBUG_FEED_SIZE"]
-	smRate, smFiles, smMiB := vals["SOURCEMAP_UPLOAD_RATE"], vals["SOURCEMAP_MAX_FILES"], vals["SOURCEMAP_MAX_MIB"]
+	c.CollectorAddr = v.vals["COLLECTOR_ADDR"]
+	c.QueryAddr = v.vals["QUERY_ADDR"]
+	c.CollectorURL = v.vals["COLLECTOR_URL"]
+	c.AdminToken = v.vals["ADMIN_TOKEN"]
+	c.RequireAPIKey = v.vals["REQUIRE_API_KEY"]
+	c.SchemaBundlePath = v.vals["SCHEMA_BUNDLE_PATH"]
+	c.ConsentMode = v.vals["CONSENT_MODE"]
+	c.GeoIPDBPath = v.vals["GEOIP_DB_PATH"]
+	c.BotFilter = v.vals["BOT_FILTER"]
+	return nil
+}
+
+// loadSwitches parses the true/false settings; DEV_JSON implies DEV.
+func (c *config) loadSwitches(v settingValues) error {
 	var err error
 	for _, b := range []struct {
 		env string
 		to  *bool
 	}{{"DEV", &c.Dev}, {"DEV_JSON", &c.DevJSON}, {"DEV_ALLOW_REMOTE", &c.DevAllowRemote}, {"TRUST_PROXY_HEADERS", &c.TrustProxy}} {
-		if *b.to, err = boolean(b.env); err != nil {
-			return c, err
+		if *b.to, err = v.boolean(b.env); err != nil {
+			return err
 		}
-	}
-	if c.TLS, err = loadTLSConfig(vals); err != nil {
-		return c, err
-	}
-	if !server.ValidKeyMode(c.RequireAPIKey) {
-		return c, fmt.Errorf("REQUIRE_API_KEY must be %s, %s or %s, not %q", server.KeyModeNone, server.KeyModeTag, server.KeyModeRequire, c.RequireAPIKey)
-	}
-	if c.IngestRateLimit, err = nonNegative("INGEST_RATE_LIMIT", rate); err != nil {
-		return c, err
-	}
-	if c.IngestQuota, err = nonNegative("INGEST_QUOTA", quota); err != nil {
-		return c, err
-	}
-	if c.RetentionDays, err = nonNegative("RETENTION_DAYS", retention); err != nil {
-		return c, err
-	}
-	if c.RetentionDays > storage.MaxRetentionDays {
-		return c, fmt.Errorf("RETENTION_DAYS must be at most %d, not %q", storage.MaxRetentionDays, retention)
-	}
-	if c.SourcemapUploadRate, err = nonNegative("SOURCEMAP_UPLOAD_RATE", smRate); err != nil {
-		return c, err
-	}
-	if c.SourcemapMaxFiles, err = nonNegative("SOURCEMAP_MAX_FILES", smFiles); err != nil {
-		return c, err
-	}
-	if c.SourcemapMaxMiB, err = nonNegative("SOURCEMAP_MAX_MIB", smMiB); err != nil {
-		return c, err
-	}
-	if c.SourcemapMaxMiB > maxSourcemapMiB {
-		return c, fmt.Errorf("SOURCEMAP_MAX_MIB must be at most %d (1 TiB), not %q", maxSourcemapMiB, smMiB)
-	}
-	if !privacy.ValidConsentMode(c.ConsentMode) {
-		return c, fmt.Errorf("CONSENT_MODE must be %s or %s, not %q", privacy.ConsentCookieless, privacy.ConsentRequire, c.ConsentMode)
-	}
-	if c.BotFilter != "" && !privacy.ValidBotFilter(c.BotFilter) {
-		return c, fmt.Errorf("BOT_FILTER must be %s or %s, not %q", privacy.BotFilterOn, privacy.BotFilterOff, c.BotFilter)
-	}
-	if c.DebugFeedSize, err = nonNegative("DEBUG_FEED_SIZE", feed); err != nil {
-		return c, err
-	}
-	if c.DatabasePool, err = strconv.Atoi(vals["DATABASE_POOL"]); err != nil || c.DatabasePool < 1 || c.DatabasePool > maxDatabasePool {
-		return c, fmt.Errorf("DATABASE_POOL must be a whole number from 1 to %d, not %q", maxDatabasePool, vals["DATABASE_POOL"])
-	}
-	if c.Durability, err = storage.ParseDurability(vals["DURABILITY"]); err != nil {
-		return c, err
-	}
-	if c.ShutdownDrain, err = parseShutdownDrain(vals["SHUTDOWN_DRAIN"]); err != nil {
-		return c, err
-	}
-	if c.QueryTimeout, err = time.ParseDuration(vals["QUERY_TIMEOUT"]); err != nil || c.QueryTimeout < time.Second || c.QueryTimeout > server.MaxQueryTimeout {
-		return c, fmt.Errorf("QUERY_TIMEOUT must be a duration from 1s to %s such as 30s, not %q", server.MaxQueryTimeout, vals["QUERY_TIMEOUT"])
 	}
 	if c.DevJSON {
 		c.Dev = true
 	}
+	return nil
+}
+
+// loadTLS parses the HTTPS settings (docs/operations.md#https).
+func (c *config) loadTLS(v settingValues) (err error) {
+	c.TLS, err = loadTLSConfig(v.vals)
+	return err
+}
+
+// loadModes checks the settings that name one of a few modes.
+func (c *config) loadModes(v settingValues) (err error) {
+	switch {
+	case !server.ValidKeyMode(c.RequireAPIKey):
+		return fmt.Errorf("REQUIRE_API_KEY must be %s, %s or %s, not %q", server.KeyModeNone, server.KeyModeTag, server.KeyModeRequire, c.RequireAPIKey)
+	case !privacy.ValidConsentMode(c.ConsentMode):
+		return fmt.Errorf("CONSENT_MODE must be %s or %s, not %q", privacy.ConsentCookieless, privacy.ConsentRequire, c.ConsentMode)
+	case c.BotFilter != "" && !privacy.ValidBotFilter(c.BotFilter):
+		return fmt.Errorf("BOT_FILTER must be %s or %s, not %q", privacy.BotFilterOn, privacy.BotFilterOff, c.BotFilter)
+	}
+	c.Durability, err = storage.ParseDurability(v.vals["DURABILITY"])
+	return err
+}
+
+// loadLimits parses the whole-number settings: rates, quotas, sizes,
+// each with its bounds.
+func (c *config) loadLimits(v settingValues) error {
+	for _, n := range []struct {
+		env string
+		to  *int
+	}{
+		{"INGEST_RATE_LIMIT", &c.IngestRateLimit}, {"INGEST_QUOTA", &c.IngestQuota}, {"RETENTION_DAYS", &c.RetentionDays},
+		{"SOURCEMAP_UPLOAD_RATE", &c.SourcemapUploadRate}, {"SOURCEMAP_MAX_FILES", &c.SourcemapMaxFiles},
+		{"SOURCEMAP_MAX_MIB", &c.SourcemapMaxMiB}, {"DEBUG_FEED_SIZE", &c.DebugFeedSize},
+	} {
+		var err error
+		if *n.to, err = v.nonNegative(n.env); err != nil {
+			return err
+		}
+	}
+	switch {
+	case c.RetentionDays > storage.MaxRetentionDays:
+		return fmt.Errorf("RETENTION_DAYS must be at most %d, not %q", storage.MaxRetentionDays, v.vals["RETENTION_DAYS"])
+	case c.SourcemapMaxMiB > maxSourcemapMiB:
+		return fmt.Errorf("SOURCEMAP_MAX_MIB must be at most %d (1 TiB), not %q", maxSourcemapMiB, v.vals["SOURCEMAP_MAX_MIB"])
+	}
+	var err error
+	if c.DatabasePool, err = strconv.Atoi(v.vals["DATABASE_POOL"]); err != nil || c.DatabasePool < 1 || c.DatabasePool > maxDatabasePool {
+		return fmt.Errorf("DATABASE_POOL must be a whole number from 1 to %d, not %q", maxDatabasePool, v.vals["DATABASE_POOL"])
+	}
+	return nil
+}
+
+// loadDurations parses the settings that are times.
+func (c *config) loadDurations(v settingValues) (err error) {
+	if c.ShutdownDrain, err = parseShutdownDrain(v.vals["SHUTDOWN_DRAIN"]); err != nil {
+		return err
+	}
+	if c.QueryTimeout, err = time.ParseDuration(v.vals["QUERY_TIMEOUT"]); err != nil || c.QueryTimeout < time.Second || c.QueryTimeout > server.MaxQueryTimeout {
+		return fmt.Errorf("QUERY_TIMEOUT must be a duration from 1s to %s such as 30s, not %q", server.MaxQueryTimeout, v.vals["QUERY_TIMEOUT"])
+	}
+	return nil
+}
+
+// applyModeDefaults changes the defaults of settings the caller left
+// unset, for HTTPS and for dev mode, and refuses what dev mode cannot do.
+func (c *config) applyModeDefaults(v settingValues) error {
 	if c.TLS.on() {
 		// HTTPS_ADDR is the public door: the plain listeners stay for
 		// `tally backup`, DLQ replay and local checks, on loopback.
-		if unset("COLLECTOR_ADDR") {
+		if v.unset("COLLECTOR_ADDR") {
 			c.CollectorAddr = "127.0.0.1:8080"
 		}
-		if unset("QUERY_ADDR") {
+		if v.unset("QUERY_ADDR") {
 			c.QueryAddr = "127.0.0.1:8081"
 		}
-	}
-	if c.Dev && c.DatabaseURL != "" {
-		return c, errors.New("dev mode is single-instance SQLite: unset DATABASE_URL, or DEV")
 	}
 	if c.Dev {
-		// Dev defaults apply to every setting the caller left unset.
-		if unset("DATABASE_PATH") {
-			c.DatabasePath = ":memory:"
-		}
-		if unset("COLLECTOR_ADDR") {
-			c.CollectorAddr = "127.0.0.1:8080"
-		}
-		if unset("QUERY_ADDR") {
-			c.QueryAddr = "127.0.0.1:8081"
-		}
-		if unset("INGEST_RATE_LIMIT") {
-			c.IngestRateLimit = 0
-		}
-		if unset("SOURCEMAP_UPLOAD_RATE") {
-			c.SourcemapUploadRate = 0
-		}
-		if unset("ADMIN_TOKEN") {
-			c.AdminToken = "dev_" + randomHex(16)
-		}
-		if name, addr := c.remoteListener(); name != "" && !c.DevAllowRemote {
-			return c, fmt.Errorf("dev mode listens only on loopback, as its debug endpoints read and wipe data without a credential: "+
-				"%s is %q; use 127.0.0.1:<port>, or set DEV_ALLOW_REMOTE=true (--dev-allow-remote) to expose it anyway", name, addr)
+		if err := c.applyDevDefaults(v); err != nil {
+			return err
 		}
 	} else {
 		c.DebugFeedSize = 0 // the inspection feed exists only in dev mode
@@ -310,8 +346,39 @@ func loadConfig(args []string, getenv func(string) string, _ io.Writer) (config,
 			c.BotFilter = privacy.BotFilterOff
 		}
 	}
-	c.CollectorURL = strings.TrimRight(c.CollectorURL, "/")
-	return c, nil
+	return nil
+}
+
+// applyDevDefaults gives dev mode's defaults to every setting the caller
+// left unset (docs/testing.md#dev-mode), on loopback only unless
+// DEV_ALLOW_REMOTE.
+func (c *config) applyDevDefaults(v settingValues) error {
+	if c.DatabaseURL != "" {
+		return errors.New("dev mode is single-instance SQLite: unset DATABASE_URL, or DEV")
+	}
+	if v.unset("DATABASE_PATH") {
+		c.DatabasePath = ":memory:"
+	}
+	if v.unset("COLLECTOR_ADDR") {
+		c.CollectorAddr = "127.0.0.1:8080"
+	}
+	if v.unset("QUERY_ADDR") {
+		c.QueryAddr = "127.0.0.1:8081"
+	}
+	if v.unset("INGEST_RATE_LIMIT") {
+		c.IngestRateLimit = 0
+	}
+	if v.unset("SOURCEMAP_UPLOAD_RATE") {
+		c.SourcemapUploadRate = 0
+	}
+	if v.unset("ADMIN_TOKEN") {
+		c.AdminToken = "dev_" + randomHex(16)
+	}
+	if name, addr := c.remoteListener(); name != "" && !c.DevAllowRemote {
+		return fmt.Errorf("dev mode listens only on loopback, as its debug endpoints read and wipe data without a credential: "+
+			"%s is %q; use 127.0.0.1:<port>, or set DEV_ALLOW_REMOTE=true (--dev-allow-remote) to expose it anyway", name, addr)
+	}
+	return nil
 }
 
 // database is what logs and check-config show of the database: the

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -12,8 +12,9 @@ import (
 )
 
 // version is the release, stamped by scripts/release with
-// -ldflags "-X main.version=v1.2.0". Unstamped, the module version
-// (`go install ...@v1.2.0`) stands in, else "devel".
+// -ldflags "-X github.com/tally-analytics/tally/cli.version=v1.2.0".
+// Unstamped, the module version (`go install ...@v1.2.0`) stands in, else
+// "devel".
 var version string
 
 // buildVersion is what `tally version` prints.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -43,8 +43,10 @@ func init() {
 	}
 }
 
-// run dispatches to the subcommand args name, serving by default.
-func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// Run is the tally binary: it dispatches to the subcommand args name, serving
+// by default, and returns the process exit code. getenv reads the
+// environment (os.Getenv in main), so tests run it in process.
+func Run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
 		return versionCommand(nil, getenv, stdout, stderr)
 	}

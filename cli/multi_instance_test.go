@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -74,6 +74,7 @@ type multiRequest struct {
 // instance, and compares every read: both instances of the pair must
 // answer what the SQLite one answers (docs/postgresql.md#on-postgresql).
 func TestTwoInstancesOneDatabase(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(dbtest.URLEnv) == "" {
 		t.Skip("PostgreSQL only: set TEST_DATABASE_URL to a PostgreSQL 15 server (docs/development.md#both-backends)")
 	}

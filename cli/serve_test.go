@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -20,18 +20,6 @@ import (
 	"github.com/tally-analytics/tally/server"
 	"github.com/tally-analytics/tally/storage"
 )
-
-// buildBinary builds the server once per test binary run, without cgo.
-func buildBinary(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tally")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("CGO_ENABLED=0 go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // process is the server binary running on free loopback ports.
 type process struct {
@@ -108,6 +96,7 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	dbPath := filepath.Join(t.TempDir(), "data", "analytics.db")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
@@ -151,6 +140,7 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 }
 
 func TestBadConfigurationExitsNonZero(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -183,7 +173,7 @@ func TestBadConfigurationExitsNonZero(t *testing.T) {
 				env[k] = v
 			}
 			var stderr strings.Builder
-			if code := run(tt.args, func(k string) string { return env[k] }, io.Discard, &stderr); code == 0 {
+			if code := Run(tt.args, func(k string) string { return env[k] }, io.Discard, &stderr); code == 0 {
 				t.Fatalf("got exit 0, want non-zero")
 			}
 			if stderr.Len() == 0 {
@@ -206,6 +196,7 @@ func writeFile(t *testing.T, content string) string {
 }
 
 func TestConfigFlagsOverrideEnvironment(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"DATABASE_PATH": "/env.db", "INGEST_RATE_LIMIT": "5", "REQUIRE_API_KEY": "tag"}
 	c, err := loadConfig([]string{"--database-path", "/flag.db", "--collector-url", "http://x:1/"},
 		func(k string) string { return env[k] }, io.Discard)
@@ -223,6 +214,7 @@ func TestConfigFlagsOverrideEnvironment(t *testing.T) {
 }
 
 func TestDurabilitySetting(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		env  string
@@ -245,6 +237,7 @@ func TestDurabilitySetting(t *testing.T) {
 // TestQueryTimeoutSetting: QUERY_TIMEOUT is a duration from 1s to 55s,
 // 30s by default, the flag winning over the variable.
 func TestQueryTimeoutSetting(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		env  string
@@ -270,6 +263,7 @@ func TestQueryTimeoutSetting(t *testing.T) {
 }
 
 func TestMigrationFailureExitsNonZero(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a.db")
 	db, err := storage.Open(context.Background(), storage.Options{Path: path})
 	if err != nil {
@@ -288,7 +282,7 @@ func TestMigrationFailureExitsNonZero(t *testing.T) {
 	}
 	env := map[string]string{"DATABASE_PATH": path, "COLLECTOR_ADDR": "127.0.0.1:0", "QUERY_ADDR": "127.0.0.1:0"}
 	var stderr strings.Builder
-	if code := run(nil, func(k string) string { return env[k] }, io.Discard, &stderr); code == 0 {
+	if code := Run(nil, func(k string) string { return env[k] }, io.Discard, &stderr); code == 0 {
 		t.Fatal("got exit 0, want non-zero")
 	}
 	for _, want := range []string{"0004_daily_dimensions.sql", "stays at schema version 3"} {
@@ -303,6 +297,7 @@ func TestMigrationFailureExitsNonZero(t *testing.T) {
 }
 
 func TestSIGHUPReloadsThePlan(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	plan := writeFile(t, `{"events":{"pageview":{"type":"object"}}}`)
 	p := start(t, bin, "DATABASE_PATH=:memory:", "ADMIN_TOKEN=tok", "SCHEMA_BUNDLE_PATH="+plan)
@@ -367,6 +362,7 @@ func startDevJSON(t *testing.T, bin string, args ...string) (*exec.Cmd, []byte) 
 }
 
 func TestDevModeBinary(t *testing.T) {
+	t.Parallel()
 	cmd, line := startDevJSON(t, buildBinary(t))
 	var setup struct {
 		CollectorURL string `json:"collector_url"`
@@ -454,7 +450,7 @@ func runRefused(t *testing.T, args []string, env map[string]string) (int, string
 	out := &startWriter{started: make(chan struct{})}
 	var stderr strings.Builder
 	done := make(chan int, 1)
-	go func() { done <- run(args, func(k string) string { return env[k] }, out, &stderr) }()
+	go func() { done <- Run(args, func(k string) string { return env[k] }, out, &stderr) }()
 	select {
 	case code := <-done:
 		return code, stderr.String()
@@ -467,6 +463,7 @@ func runRefused(t *testing.T, args []string, env map[string]string) (int, string
 }
 
 func TestDevModeStaysOnLoopback(t *testing.T) {
+	t.Parallel()
 	refused := []struct {
 		name    string
 		args    []string
@@ -523,6 +520,7 @@ func TestDevModeStaysOnLoopback(t *testing.T) {
 }
 
 func TestDevSetupTextShowsHowToReset(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	printDevSetup(&out, server.DevSetup{QueryURL: "http://127.0.0.1:8081"}, false)
 	want := "curl -X POST -H 'Content-Type: application/json' http://127.0.0.1:8081/v1/debug/reset"
@@ -534,6 +532,7 @@ func TestDevSetupTextShowsHowToReset(t *testing.T) {
 // TestModeSettingsAcceptEveryMode guards that the settings accept exactly
 // the modes the server and privacy packages define, by their constants.
 func TestModeSettingsAcceptEveryMode(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		env, value string
 		got        func(config) string
@@ -561,6 +560,7 @@ func TestModeSettingsAcceptEveryMode(t *testing.T) {
 }
 
 func TestBotFilterSetting(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		env  map[string]string
@@ -590,6 +590,7 @@ func TestBotFilterSetting(t *testing.T) {
 // `tally serve` is the server, as `tally` alone is; flags follow the
 // subcommand's name.
 func TestServeSubcommand(t *testing.T) {
+	t.Parallel()
 	_, line := startDevJSON(t, buildBinary(t), "serve")
 	var setup struct {
 		QueryURL string `json:"query_url"`

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -127,6 +127,7 @@ func pgCall(t *testing.T, method, url, token, body string) (int, map[string]any)
 // database: it migrates it, answers its health checks, and serves the
 // tenancy endpoints; a restart finds what was made.
 func TestServeOnPostgres(t *testing.T) {
+	t.Parallel()
 	url, password := postgresURL(t)
 	bin := buildBinary(t)
 	cmd, collector, query, log, exited := startLogged(t, bin, "DATABASE_URL="+url, "ADMIN_TOKEN=tok", "DATABASE_PATH=/nonexistent/ignored.db")
@@ -236,6 +237,7 @@ func waitExit(t *testing.T, exited <-chan error) {
 }
 
 func TestPostgresSettings(t *testing.T) {
+	t.Parallel()
 	const secret = "hunter2-secret"
 	t.Run("dev mode refused", func(t *testing.T) {
 		code, stderr := runRefused(t, []string{"serve"}, map[string]string{"DEV": "true", "DATABASE_URL": "postgres://u:" + secret + "@127.0.0.1:1/x"})
@@ -253,7 +255,7 @@ func TestPostgresSettings(t *testing.T) {
 		var stdout, stderr strings.Builder
 		env := map[string]string{"DATABASE_URL": "postgres://u:" + secret + "@127.0.0.1:1/x?connect_timeout=5",
 			"COLLECTOR_ADDR": "127.0.0.1:0", "QUERY_ADDR": "127.0.0.1:0"}
-		code := run([]string{"serve"}, func(k string) string { return env[k] }, &stdout, &stderr)
+		code := Run([]string{"serve"}, func(k string) string { return env[k] }, &stdout, &stderr)
 		if code != 1 || !strings.Contains(stderr.String(), "cannot open the database") || strings.Contains(stderr.String(), secret) {
 			t.Errorf("got exit %d, %q, want 1, the failure logged without the password", code, stderr.String())
 		}
@@ -265,7 +267,7 @@ func TestPostgresSettings(t *testing.T) {
 			if command == "backup" {
 				args = append(args, t.TempDir()+"/copy.db")
 			}
-			code := run(args, func(k string) string {
+			code := Run(args, func(k string) string {
 				if k == "DATABASE_URL" {
 					return "postgres://u:" + secret + "@127.0.0.1:1/x"
 				}
@@ -282,12 +284,13 @@ func TestPostgresSettings(t *testing.T) {
 // the server and schema, version prints the server's version; neither
 // shows the password.
 func TestCheckConfigAndVersionOnPostgres(t *testing.T) {
+	t.Parallel()
 	url, password := postgresURL(t)
 	env := func(k string) string {
 		return map[string]string{"DATABASE_URL": url, "DATABASE_PATH": "/elsewhere.db"}[k]
 	}
 	var stdout, stderr strings.Builder
-	if code := run([]string{"check-config"}, env, &stdout, &stderr); code != 0 {
+	if code := Run([]string{"check-config"}, env, &stdout, &stderr); code != 0 {
 		t.Fatalf("check-config: got exit %d, %s", code, stderr.String())
 	}
 	out := stdout.String()
@@ -297,7 +300,7 @@ func TestCheckConfigAndVersionOnPostgres(t *testing.T) {
 		}
 	}
 	stdout.Reset()
-	if code := run([]string{"version"}, env, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "\npostgres 15") {
+	if code := Run([]string{"version"}, env, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "\npostgres 15") {
 		t.Errorf("version: got exit %d, %q, want a line postgres 15...", code, stdout.String())
 	}
 	if strings.Contains(stdout.String()+out+stderr.String(), password) {
@@ -319,7 +322,7 @@ func TestCheckConfigAndVersionOnPostgres(t *testing.T) {
 		stdout.Reset()
 		stderr.Reset()
 		env := func(k string) string { return map[string]string{"DATABASE_URL": tt.url}[k] }
-		code := run([]string{"check-config"}, env, &stdout, &stderr)
+		code := Run([]string{"check-config"}, env, &stdout, &stderr)
 		got := stderr.String()
 		if code != 1 || !strings.HasPrefix(got, tt.want) || strings.Count(got, "\n") != 1 {
 			t.Errorf("check-config, %s: got exit %d, %q, want 1 and one line starting %q", tt.name, code, got, tt.want)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -12,10 +12,6 @@ import (
 	"testing"
 	"time"
 )
-
-// testVersion is stamped into the binary TestCommandLine builds, as
-// scripts/release stamps a release's.
-const testVersion = "v0.0.0-test"
 
 // runBinary runs bin with args and env (added to the test's) and returns
 // its exit code, standard output and standard error.
@@ -39,12 +35,8 @@ func runBinary(t *testing.T, bin string, args []string, env ...string) (int, str
 // The binary as a person meets it: version, help, and one line with exit
 // code 2 for what it does not know.
 func TestCommandLine(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "tally")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-X main.version="+testVersion, "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	t.Parallel()
+	bin := buildBinary(t)
 
 	t.Run("version", func(t *testing.T) {
 		for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
@@ -125,6 +117,7 @@ func TestCommandLine(t *testing.T) {
 // check-config finds every problem serving would stop at, and accepts
 // what serving accepts.
 func TestCheckConfig(t *testing.T) {
+	t.Parallel()
 	authority := newTestCA(t)
 	dir := t.TempDir()
 	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
@@ -158,7 +151,7 @@ func TestCheckConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr strings.Builder
-			code := run([]string{"check-config"}, func(k string) string { return tt.env[k] }, &stdout, &stderr)
+			code := Run([]string{"check-config"}, func(k string) string { return tt.env[k] }, &stdout, &stderr)
 			switch {
 			case tt.want == "" && (code != 0 || !strings.HasPrefix(stdout.String(), "configuration OK")):
 				t.Fatalf("got exit %d, stdout %q, stderr %q, want 0 and OK", code, stdout.String(), stderr.String())
@@ -171,6 +164,7 @@ func TestCheckConfig(t *testing.T) {
 
 // With HTTPS on, the plain listeners move to loopback unless set.
 func TestTLSKeepsPlainListenersOnLoopback(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		env                   map[string]string
 		collector, query, web string
@@ -197,10 +191,11 @@ func TestTLSKeepsPlainListenersOnLoopback(t *testing.T) {
 // `tally -h` lists every setting of the one table, under its group, and
 // the settings table of docs/configuration.md documents every one.
 func TestHelpListsEverySetting(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	printHelp(&b)
 	help := b.String()
-	page, err := os.ReadFile("docs/configuration.md")
+	page, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}

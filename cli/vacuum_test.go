@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 // open, and once it is stopped shrinks the file to its data, rollups,
 // tenants and audit triggers kept.
 func TestVacuumCommand(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	dbPath := filepath.Join(t.TempDir(), "analytics.db")
 	p := start(t, bin, "DATABASE_PATH="+dbPath, "ADMIN_TOKEN=tok", "INGEST_RATE_LIMIT=0")

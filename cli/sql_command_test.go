@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -97,6 +97,7 @@ func jsonRows(t *testing.T, out string) []map[string]any {
 // TSV and JSON, takes SQL from the arguments or standard input, and
 // refuses writes unless --write.
 func TestSQLCommandReads(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "analytics.db")
 	sqlDatabase(t, path, "")
 	env := map[string]string{"DATABASE_PATH": path}
@@ -151,6 +152,7 @@ func TestSQLCommandReads(t *testing.T) {
 }
 
 func TestSQLCommandMistakes(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "analytics.db")
 	sqlDatabase(t, path, "")
 	env := map[string]string{"DATABASE_PATH": path}
@@ -190,6 +192,7 @@ func TestSQLCommandMistakes(t *testing.T) {
 // shell lacks), a failing statement rolls back the ones before it, and a
 // write that changed rows drops the kept report partials.
 func TestSQLCommandWrites(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "analytics.db")
 	sqlDatabase(t, path, "")
 	env := map[string]string{"DATABASE_PATH": path}
@@ -264,6 +267,7 @@ func TestSQLCommandWrites(t *testing.T) {
 // --timeout, and decodes raw in Go where the row holds the columns
 // event_raw takes (PostgreSQL cannot call Go); --write is refused.
 func TestSQLCommandOnPostgres(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(dbtest.URLEnv) == "" {
 		t.Skip("PostgreSQL only: set TEST_DATABASE_URL to a PostgreSQL 15 server (docs/development.md#both-backends)")
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 )
 
 func TestBackupUsageErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	existing := filepath.Join(dir, "existing.db")
 	os.WriteFile(existing, []byte("keep me"), 0o644)
@@ -37,7 +38,7 @@ func TestBackupUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr strings.Builder
-			code := run(append([]string{"backup"}, tt.args...), func(k string) string { return tt.env[k] }, io.Discard, &stderr)
+			code := Run(append([]string{"backup"}, tt.args...), func(k string) string { return tt.env[k] }, io.Discard, &stderr)
 			if code != 2 || !strings.Contains(stderr.String(), tt.want) {
 				t.Fatalf("got exit %d, %q; want 2 and a message containing %q", code, stderr.String(), tt.want)
 			}
@@ -54,6 +55,7 @@ func TestBackupUsageErrors(t *testing.T) {
 // keeps the audit log append-only. With the server stopped, the command
 // copies the file itself.
 func TestBackupCommand(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "analytics.db")

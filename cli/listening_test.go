@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 // all-interfaces bind is logged as such ([::] or 0.0.0.0, with a hint
 // naming the listeners the network can reach), never as 127.0.0.1.
 func TestListeningLineNamesTheBoundAddress(t *testing.T) {
+	t.Parallel()
 	tcp := func(ip net.IP, port int) net.Addr { return &net.TCPAddr{IP: ip, Port: port} }
 	for _, tt := range []struct {
 		name     string

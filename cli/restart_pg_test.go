@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"database/sql"
@@ -18,6 +18,7 @@ import (
 // the same process serves again, without a restart, and stores what it is
 // sent. docs/postgresql.md#running-n-instances-on-postgresql.
 func TestPostgresRestartRecovers(t *testing.T) {
+	t.Parallel()
 	pg := dbtest.StartPostgresServer(t, "tally")
 	admin, err := sql.Open("pgx", pg.URL)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"archive/zip"
@@ -49,6 +49,46 @@ var importSources = map[string]importSource{
 // done, 1 not done (a bad file, a refusal), 2 bad arguments or no server for
 // PostgreSQL.
 func importCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	f, code, ok := parseImportFlags(args, getenv, stdout, stderr)
+	if !ok {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	base := f.baseURL
+	if base == "" {
+		base = serverURL(f.queryAddr)
+	}
+	running := serverAnswers(ctx, base)
+	if !running && f.databaseURL != "" {
+		// The command writes into a database itself only where it can
+		// tell that no server has it open: a SQLite file's lock. Other
+		// instances may be serving a PostgreSQL database while this one
+		// is stopped (docs/import.md).
+		fmt.Fprintf(stderr, "tally import: DATABASE_URL is set and no server answered at %s: on PostgreSQL the command imports only through a running server; start one (or give another instance's query API with --url) and run the import again (nothing was imported)\n", base)
+		return 2
+	}
+	if f.src.rollups != nil {
+		if running {
+			return uploadRollups(ctx, base, f.token, f.site, f.from, f.files, stdout, stderr)
+		}
+		return importRollups(ctx, f.src, f.dbPath, f.site, f.files, stdout, stderr)
+	}
+	return importRows(ctx, f, base, running, stdout, stderr)
+}
+
+// importFlags is a `tally import` command line, checked.
+type importFlags struct {
+	site, from, website                            string
+	dbPath, databaseURL, queryAddr, baseURL, token string
+	files                                          []string
+	src                                            importSource
+	dbURL                                          bool // files[0] is an Umami database's URL
+}
+
+// parseImportFlags reads the flags (their defaults from getenv) and the
+// files, and refuses a command line that cannot import (exit 2).
+func parseImportFlags(args []string, getenv func(string) string, stdout, stderr io.Writer) (f importFlags, code int, ok bool) {
 	env := func(name, def string) string {
 		if v := getenv(name); v != "" {
 			return v
@@ -61,88 +101,53 @@ func importCommand(args []string, getenv func(string) string, stdout, stderr io.
 	}
 	sort.Strings(names)
 	fs := flag.NewFlagSet("tally import", flag.ContinueOnError)
-	site := fs.String("site", "", "the site to import into (its id)")
-	from := fs.String("from", "", "the product the files come from: "+strings.Join(names, ", "))
-	website := fs.String("website", "", "with an Umami database URL: the Umami website id to read")
-	dbPath := fs.String("database-path", env("DATABASE_PATH", "./data/analytics.db"), "the database, when no server runs [DATABASE_PATH]")
-	databaseURL := fs.String("database-url", env("DATABASE_URL", ""), "the servers' PostgreSQL: the command then imports only through a running server [DATABASE_URL]")
-	queryAddr := fs.String("query-addr", env("QUERY_ADDR", ":8081"), "where the running server's query API listens [QUERY_ADDR]")
-	baseURL := fs.String("url", "", "the running server's query API base URL, instead of --query-addr (say https://stats.example.com)")
-	token := fs.String("admin-token", env("ADMIN_TOKEN", ""), "the running server's operator token or an admin key; prefer the environment variable [ADMIN_TOKEN]")
+	fs.StringVar(&f.site, "site", "", "the site to import into (its id)")
+	fs.StringVar(&f.from, "from", "", "the product the files come from: "+strings.Join(names, ", "))
+	fs.StringVar(&f.website, "website", "", "with an Umami database URL: the Umami website id to read")
+	fs.StringVar(&f.dbPath, "database-path", env("DATABASE_PATH", "./data/analytics.db"), "the database, when no server runs [DATABASE_PATH]")
+	fs.StringVar(&f.databaseURL, "database-url", env("DATABASE_URL", ""), "the servers' PostgreSQL: the command then imports only through a running server [DATABASE_URL]")
+	fs.StringVar(&f.queryAddr, "query-addr", env("QUERY_ADDR", ":8081"), "where the running server's query API listens [QUERY_ADDR]")
+	fs.StringVar(&f.baseURL, "url", "", "the running server's query API base URL, instead of --query-addr (say https://stats.example.com)")
+	fs.StringVar(&f.token, "admin-token", env("ADMIN_TOKEN", ""), "the running server's operator token or an admin key; prefer the environment variable [ADMIN_TOKEN]")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: tally import --site SITE --from "+strings.Join(names, "|")+" FILE...\n"+
 			"       tally import --site SITE --from umami --website ID postgres://...|mysql://...\n\n"+
 			"Imports another product's history (or a Tally export) into a site, through the running server or,\nwith none running, into the database file. Running it again imports nothing twice.")
 		fs.PrintDefaults()
 	}
-	files, code, ok := parseFlagsAndArgs(fs, args, stdout, stderr)
-	if !ok {
-		return code
+	if f.files, code, ok = parseFlagsAndArgs(fs, args, stdout, stderr); !ok {
+		return f, code, false
 	}
-	src, ok := importSources[*from]
+	f.src, ok = importSources[f.from]
+	f.dbURL = f.from == "umami" && len(f.files) > 0 && importer.IsDatabaseURL(f.files[0])
 	switch {
-	case *site == "":
+	case f.site == "":
 		fmt.Fprintln(stderr, "tally import: --site is required (the id of the site to import into)")
-		return 2
 	case !ok:
-		fmt.Fprintf(stderr, "tally import: --from %q: want one of %s\n", *from, strings.Join(names, ", "))
-		return 2
-	case len(files) == 0:
+		fmt.Fprintf(stderr, "tally import: --from %q: want one of %s\n", f.from, strings.Join(names, ", "))
+	case len(f.files) == 0:
 		fmt.Fprintln(stderr, "tally import: want at least one FILE to import")
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-
-	dbURL := *from == "umami" && importer.IsDatabaseURL(files[0])
-	if dbURL && (len(files) != 1 || *website == "") {
+	case f.dbURL && (len(f.files) != 1 || f.website == ""):
 		fmt.Fprintln(stderr, "tally import: an Umami database takes one URL and --website (the Umami website id)")
-		return 2
-	}
-	if !dbURL && *website != "" {
+	case !f.dbURL && f.website != "":
 		fmt.Fprintln(stderr, "tally import: --website goes with an Umami database URL only")
-		return 2
+	default:
+		return f, 0, true
 	}
-	base := *baseURL
-	if base == "" {
-		base = serverURL(*queryAddr)
-	}
-	running := serverAnswers(ctx, base)
-	if !running && *databaseURL != "" {
-		// The command writes into a database itself only where it can
-		// tell that no server has it open: a SQLite file's lock. Other
-		// instances may be serving a PostgreSQL database while this one
-		// is stopped (docs/import.md).
-		fmt.Fprintf(stderr, "tally import: DATABASE_URL is set and no server answered at %s: on PostgreSQL the command imports only through a running server; start one (or give another instance's query API with --url) and run the import again (nothing was imported)\n", base)
-		return 2
-	}
+	return f, 2, false
+}
 
-	if src.rollups != nil {
-		if running {
-			return uploadRollups(ctx, base, *token, *site, *from, files, stdout, stderr)
-		}
-		return importRollups(ctx, src, *dbPath, *site, files, stdout, stderr)
-	}
+// rowReader reads a rows source once, calling emit for each row and
+// onBytes (when not nil) as the files are read.
+type rowReader func(emit func(importer.Row) error, onBytes func(int64)) (importer.ReadStats, error)
 
-	// Rows: read everything once first, so that a bad file is refused
-	// before anything is stored, and the totals are known for progress.
-	var read func(emit func(importer.Row) error, onBytes func(int64)) (importer.ReadStats, error)
-	var totalBytes int64
-	auditNames := importer.BaseNames(files)
-	if dbURL {
-		conn := files[0]
-		auditNames = []string{importer.DatabaseName(conn)}
-		read = func(emit func(importer.Row) error, _ func(int64)) (importer.ReadStats, error) {
-			return importer.ReadUmamiDatabase(ctx, conn, *website, emit)
-		}
-	} else {
-		totalBytes = importer.FileSizes(files)
-		read = func(emit func(importer.Row) error, onBytes func(int64)) (importer.ReadStats, error) {
-			return importer.ReadFiles(ctx, *from, files, emit, onBytes)
-		}
-	}
+// importRows imports a source of rows: everything read once first, so
+// that a bad file is refused before anything is stored and the totals
+// are known for progress, then streamed to the server or into the file.
+func importRows(ctx context.Context, f importFlags, base string, running bool, stdout, stderr io.Writer) int {
+	read, auditNames, totalBytes := f.rowReader(ctx)
 	var totalRows int64
-	if !dbURL {
+	if !f.dbURL {
 		st, err := read(func(importer.Row) error { return nil }, nil)
 		if err != nil {
 			fmt.Fprintln(stderr, "tally import:", err, "(nothing was imported)")
@@ -151,10 +156,49 @@ func importCommand(args []string, getenv func(string) string, stdout, stderr io.
 		totalRows = st.Rows
 	}
 	progress := importer.NewProgress(stdout, totalRows, totalBytes)
-	stream := func(w io.Writer) error {
+	stream := rowStream(importer.Header{Source: f.from, Files: auditNames}, read, progress)
+	var ans importAnswer
+	var err error
+	how := ""
+	if running {
+		how = "through the server at " + base
+		ans, err = importThroughServer(ctx, base, f.token, f.site, "/imports", "application/x-ndjson", stream)
+	} else {
+		how = "into " + f.dbPath + " (no server answered at " + base + ")"
+		ans, err = importIntoFile(ctx, f.dbPath, f.site, stream)
+	}
+	progress.Done()
+	if err != nil {
+		fmt.Fprintln(stderr, "tally import:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "tally import: %d rows from %s: %d imported, %d already there, %d skipped (bots), in %.1f s, %s\n",
+		ans.Rows, f.from, ans.Imported, ans.Duplicates, ans.Skipped, float64(ans.DurationMS)/1000, how)
+	return 0
+}
+
+// rowReader is the reader of the command's rows: the Umami database, or
+// the files (with their total size, for progress); auditNames are what
+// the import's audit entry names.
+func (f importFlags) rowReader(ctx context.Context) (read rowReader, auditNames []string, totalBytes int64) {
+	if f.dbURL {
+		conn := f.files[0]
+		return func(emit func(importer.Row) error, _ func(int64)) (importer.ReadStats, error) {
+			return importer.ReadUmamiDatabase(ctx, conn, f.website, emit)
+		}, []string{importer.DatabaseName(conn)}, 0
+	}
+	return func(emit func(importer.Row) error, onBytes func(int64)) (importer.ReadStats, error) {
+		return importer.ReadFiles(ctx, f.from, f.files, emit, onBytes)
+	}, importer.BaseNames(f.files), importer.FileSizes(f.files)
+}
+
+// rowStream writes the import stream: the header, one JSON line a row
+// (counted into progress), the trailer with the reader's totals.
+func rowStream(h importer.Header, read rowReader, progress *importer.Progress) func(io.Writer) error {
+	return func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 64<<10)
 		enc := json.NewEncoder(bw)
-		if err := enc.Encode(importer.Header{Source: *from, Files: auditNames}); err != nil {
+		if err := enc.Encode(h); err != nil {
 			return err
 		}
 		var n int64
@@ -173,25 +217,6 @@ func importCommand(args []string, getenv func(string) string, stdout, stderr io.
 		}
 		return bw.Flush()
 	}
-
-	var ans importAnswer
-	var err error
-	how := ""
-	if running {
-		how = "through the server at " + base
-		ans, err = importThroughServer(ctx, base, *token, *site, "/imports", "application/x-ndjson", stream)
-	} else {
-		how = "into " + *dbPath + " (no server answered at " + base + ")"
-		ans, err = importIntoFile(ctx, *dbPath, *site, stream)
-	}
-	progress.Done()
-	if err != nil {
-		fmt.Fprintln(stderr, "tally import:", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "tally import: %d rows from %s: %d imported, %d already there, %d skipped (bots), in %.1f s, %s\n",
-		ans.Rows, *from, ans.Imported, ans.Duplicates, ans.Skipped, float64(ans.DurationMS)/1000, how)
-	return 0
 }
 
 // importAnswer is the server's answer to an import, and the command's

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 // each case ends with its exit code and a message naming the cause, and
 // never prints the URL's password.
 func TestMigrateToRefuses(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	url, password := postgresURL(t)
 	dir := t.TempDir()
@@ -61,6 +62,7 @@ func TestMigrateToRefuses(t *testing.T) {
 // on PostgreSQL) count as matching and are said; a real difference is
 // still a mismatch.
 func TestMigrateToPrintsMerges(t *testing.T) {
+	t.Parallel()
 	merged := []storage.TableCheck{{Table: "daily_events_slots", SQLite: 3, Postgres: 2, Merged: 1,
 		Sums: []storage.SumCheck{{Column: "count", SQLite: 7, Postgres: 7}}}}
 	var out, errOut strings.Builder

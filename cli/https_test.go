@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -310,6 +310,7 @@ func servedSerial(t *testing.T, client *http.Client) int64 {
 // routes to the collector and the rest to the query API; HTTP_ADDR
 // redirects to it.
 func TestCertFilesHTTPS(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	authority := newTestCA(t)
 	dir := t.TempDir()

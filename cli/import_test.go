@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func importEnv(extra map[string]string) func(string) string {
 func runImport(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr strings.Builder
-	code := run(append([]string{"import"}, args...), importEnv(env), &stdout, &stderr)
+	code := Run(append([]string{"import"}, args...), importEnv(env), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -156,10 +156,11 @@ func gzipFile(t *testing.T, src string) string {
 // through the query API; the same rows again (gzipped) import nothing and
 // change no answer; each run is one audit entry with counts and names only.
 func TestImportGoatCounter(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	p := start(t, bin, "DATABASE_PATH="+filepath.Join(t.TempDir(), "a.db"), "ADMIN_TOKEN=tok")
 	newSite(t, p)
-	file := filepath.Join("testdata", "import", "goatcounter-v2.csv")
+	file := filepath.Join("../testdata", "import", "goatcounter-v2.csv")
 	code, stdout, stderr := runImport(t, nil, "--site", "web", "--from", "goatcounter", "--url", p.query, file)
 	if code != 0 {
 		t.Fatalf("import: got exit %d, %s", code, stderr)
@@ -205,11 +206,12 @@ func TestImportGoatCounter(t *testing.T) {
 // itself; the server started again answers the hand-counted totals.
 // While a server has the file open, the command refuses.
 func TestImportUmamiCSVIntoAStoppedServer(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	dbPath := filepath.Join(t.TempDir(), "a.db")
 	p := start(t, bin, "DATABASE_PATH="+dbPath, "ADMIN_TOKEN=tok")
 	newSite(t, p)
-	file := filepath.Join("testdata", "import", "umami.csv")
+	file := filepath.Join("../testdata", "import", "umami.csv")
 	nobody := "127.0.0.1:1" // no server answers there: the command goes to the file
 	code, _, stderr := runImport(t, map[string]string{"DATABASE_PATH": dbPath, "QUERY_ADDR": nobody}, "--site", "web", "--from", "umami", file)
 	if code != 1 || !strings.Contains(stderr, "open in another process") {
@@ -244,6 +246,7 @@ func TestImportUmamiCSVIntoAStoppedServer(t *testing.T) {
 // the same bytes (ids, times, received times, properties, agent and place),
 // and importing it again changes nothing.
 func TestImportTallyExportRoundTrip(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	a := start(t, bin, "DATABASE_PATH="+filepath.Join(t.TempDir(), "a.db"), "ADMIN_TOKEN=tok", "BOT_FILTER=off")
 	newSite(t, a)
@@ -332,6 +335,7 @@ func TestImportTallyExportRoundTrip(t *testing.T) {
 // with its name and line: a bad row after several chunks' worth of good
 // ones stores none of them.
 func TestImportRefusesBadFiles(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	p := start(t, bin, "DATABASE_PATH="+filepath.Join(t.TempDir(), "a.db"), "ADMIN_TOKEN=tok")
 	newSite(t, p)
@@ -376,6 +380,7 @@ func TestImportRefusesBadFiles(t *testing.T) {
 }
 
 func TestImportUsageErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -406,8 +411,9 @@ func TestImportUsageErrors(t *testing.T) {
 // server's temporary file; the same export into a stopped server's file
 // answers alike.
 func TestImportPlausible(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
-	files, err := filepath.Glob(filepath.Join("testdata", "import", "plausible", "*.csv"))
+	files, err := filepath.Glob(filepath.Join("../testdata", "import", "plausible", "*.csv"))
 	if err != nil || len(files) != 10 {
 		t.Fatalf("got %d sample files (%v), want 10", len(files), err)
 	}
@@ -477,8 +483,9 @@ func TestImportPlausible(t *testing.T) {
 // totals as the CSV's; the custom event keeps its event_data; another
 // website's event is not read; running it again imports nothing.
 func TestImportUmamiDatabase(t *testing.T) {
+	t.Parallel()
 	conn := dbtest.StartPostgres(t, "umami")
-	script, err := os.ReadFile(filepath.Join("testdata", "import", "umami-postgres.sql"))
+	script, err := os.ReadFile(filepath.Join("../testdata", "import", "umami-postgres.sql"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,6 +535,7 @@ func TestImportUmamiDatabase(t *testing.T) {
 // never read, for rows and rollups alike; it neither creates that file
 // nor repeats the URL's credentials.
 func TestImportRefusesPostgresWithoutServer(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	const url = "postgres://owner:s3cret@127.0.0.1:1/analytics"
 	for _, tt := range []struct {
@@ -535,9 +543,9 @@ func TestImportRefusesPostgresWithoutServer(t *testing.T) {
 		env  []string
 		args []string
 	}{
-		{"variable, rows", []string{"DATABASE_URL=" + url}, []string{"--from", "umami", filepath.Join("testdata", "import", "umami.csv")}},
-		{"flag, rows", nil, []string{"--database-url", url, "--from", "umami", filepath.Join("testdata", "import", "umami.csv")}},
-		{"variable, rollups", []string{"DATABASE_URL=" + url}, []string{"--from", "plausible", filepath.Join("testdata", "import", "plausible")}},
+		{"variable, rows", []string{"DATABASE_URL=" + url}, []string{"--from", "umami", filepath.Join("../testdata", "import", "umami.csv")}},
+		{"flag, rows", nil, []string{"--database-url", url, "--from", "umami", filepath.Join("../testdata", "import", "umami.csv")}},
+		{"variable, rollups", []string{"DATABASE_URL=" + url}, []string{"--from", "plausible", filepath.Join("../testdata", "import", "plausible")}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dbPath := filepath.Join(t.TempDir(), "a.db")

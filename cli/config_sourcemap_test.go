@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"io"
@@ -10,6 +10,7 @@ import (
 // dev mode without the upload rate, and a bad value stopping the start
 // with exit code 2 and a message naming the setting.
 func TestSourcemapSettings(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name             string
 		args             []string
@@ -44,7 +45,7 @@ func TestSourcemapSettings(t *testing.T) {
 		t.Run(bad.name+"="+bad.value, func(t *testing.T) {
 			env := map[string]string{"DATABASE_PATH": ":memory:", "COLLECTOR_ADDR": "127.0.0.1:0", "QUERY_ADDR": "127.0.0.1:0", bad.name: bad.value}
 			var stderr strings.Builder
-			if code := run(nil, func(k string) string { return env[k] }, io.Discard, &stderr); code != 2 {
+			if code := Run(nil, func(k string) string { return env[k] }, io.Discard, &stderr); code != 2 {
 				t.Fatalf("got exit %d, want 2", code)
 			}
 			if !strings.Contains(stderr.String(), bad.name) {
