@@ -18,12 +18,14 @@ const pgTestDriver = "tally-postgres"
 
 // testOptions is opts for a test's storage: on PostgreSQL a fresh
 // database per test and per opts.Path (dbtest.DatabaseFor), on SQLite
-// opts unchanged.
+// a new file a copy of a migrated template (dbtest.SQLiteFile).
 func testOptions(t testing.TB, opts storage.Options) storage.Options {
 	t.Helper()
 	if url := dbtest.DatabaseFor(t, opts.Path, migrateTemplate); url != "" {
 		opts.DatabaseURL = url
+		return opts
 	}
+	dbtest.SQLiteFile(t, opts.Path, migrateSQLiteTemplate)
 	return opts
 }
 
@@ -50,3 +52,13 @@ func onlySQLite(t testing.TB, why string) {
 }
 
 func TestPostgresPendingListIsTrue(t *testing.T) { dbtest.CheckPending(t) }
+
+// migrateSQLiteTemplate migrates the SQLite template file the tests' new
+// files are copied from.
+func migrateSQLiteTemplate(path string) error {
+	db, err := storage.Open(context.Background(), storage.Options{Path: path})
+	if err != nil {
+		return err
+	}
+	return db.Close()
+}

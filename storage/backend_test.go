@@ -13,11 +13,15 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // testOptions is opts for a test's storage: on PostgreSQL a fresh
 // database per test and per opts.Path (dbtest.DatabaseFor), on SQLite
-// opts unchanged.
+// a new file a copy of a migrated template (dbtest.SQLiteFile).
 func testOptions(t testing.TB, opts Options) Options {
 	t.Helper()
 	if url := dbtest.DatabaseFor(t, opts.Path, migrateTemplate); url != "" {
 		opts.DatabaseURL = url
+		return opts
+	}
+	if opts.migrations == nil { // a test's own migrations start from nothing
+		dbtest.SQLiteFile(t, opts.Path, migrateSQLiteTemplate)
 	}
 	return opts
 }
@@ -64,3 +68,13 @@ func onlyPostgres(t testing.TB, why string) {
 }
 
 func TestPostgresPendingListIsTrue(t *testing.T) { dbtest.CheckPending(t) }
+
+// migrateSQLiteTemplate migrates the SQLite template file the tests' new
+// files are copied from.
+func migrateSQLiteTemplate(path string) error {
+	db, err := Open(context.Background(), Options{Path: path})
+	if err != nil {
+		return err
+	}
+	return db.Close()
+}

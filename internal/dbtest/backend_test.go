@@ -329,3 +329,38 @@ func TestStaleDatabasesDropped(t *testing.T) {
 		}
 	}
 }
+
+func TestSQLiteFileCopiesTheTemplate(t *testing.T) {
+	if Postgres() {
+		t.Skip("SQLite only: the template is a file")
+	}
+	migrations := 0
+	migrate := func(path string) error {
+		migrations++
+		return os.WriteFile(path, []byte("migrated"), 0o644)
+	}
+	dir := t.TempDir()
+	fresh := filepath.Join(dir, "sub", "fresh.db")
+	SQLiteFile(t, fresh, migrate)
+	SQLiteFile(t, filepath.Join(dir, "second.db"), migrate)
+	own := filepath.Join(dir, "own.db")
+	os.WriteFile(own, []byte("old layout"), 0o644)
+	SQLiteFile(t, own, migrate)
+	SQLiteFile(t, ":memory:", migrate)
+	for _, c := range []struct{ path, want string }{
+		{fresh, "migrated"},
+		{filepath.Join(dir, "second.db"), "migrated"},
+		{own, "old layout"},
+	} {
+		got, err := os.ReadFile(c.path)
+		if err != nil || string(got) != c.want {
+			t.Errorf("%s: got %q (%v), want %q", c.path, got, err, c.want)
+		}
+	}
+	if migrations > 1 {
+		t.Errorf("got %d migrations, want at most one per process", migrations)
+	}
+	if _, err := os.Stat(":memory:"); err == nil {
+		t.Errorf("got a file named :memory:, want none")
+	}
+}

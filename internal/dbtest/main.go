@@ -35,6 +35,7 @@ const reportEnv = "TALLY_TEST_REPORT"
 func Main(m *testing.M) {
 	start := time.Now()
 	code := m.Run()
+	removeSQLiteTemplate()
 	if Postgres() {
 		if err := dropTemplate(); err != nil {
 			fmt.Fprintf(os.Stderr, "dbtest: dropping the template database: %v\n", err)
