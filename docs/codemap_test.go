@@ -17,7 +17,8 @@ var codeName = regexp.MustCompile("`([\\w./*-]+(?:\\.go|/))`")
 // file that does not exist (a file renamed or moved without its row), and
 // when a source file of storage is named by no row, so that the map stays
 // the whole of `ls storage`. A bare name in a row's first column is in the
-// folder of the path named before it; in its text, only paths are checked.
+// folder of the path named before it (a folder's own name, `x/`, is from
+// the root); in its text, only paths are checked.
 func TestCodeMapNamesFiles(t *testing.T) {
 	text, err := os.ReadFile("architecture.md")
 	if err != nil {
@@ -45,7 +46,9 @@ func TestCodeMapNamesFiles(t *testing.T) {
 			for _, m := range codeName.FindAllStringSubmatch(cell, -1) {
 				name := m[1]
 				switch {
-				case strings.Contains(strings.TrimSuffix(name, "/"), "/"):
+				case strings.HasSuffix(name, "/"): // a folder, named from the root
+					dir = strings.TrimSuffix(name, "/")
+				case strings.Contains(name, "/"):
 					dir = path.Dir(strings.TrimSuffix(name, "/"))
 				case text:
 					continue // a bare name in the text may be of any folder
