@@ -17,7 +17,7 @@ func TestPostgresDatabaseBytes(t *testing.T) {
 	}
 	defer db.Close()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	db.pgSize.now = func() time.Time { return now }
+	db.pg.size.now = func() time.Time { return now }
 	first := db.DiskUsage()
 	if first.DatabaseBytes <= 0 || first.WALBytes != 0 || first.FreeBytes != 0 {
 		t.Fatalf("got %+v, want a database size and no WAL or free figure", first)

@@ -225,7 +225,7 @@ func (db *DB) Ingest(ctx context.Context, events []IngestEvent, dlq []Quarantine
 		return IngestResult{Duplicate: []bool{}}, nil
 	}
 	w, j := db.ingestJob(events, dlq, stats)
-	if err := db.writer.run(ctx, j, false); err != nil {
+	if err := db.writer.Run(ctx, j, false); err != nil {
 		return IngestResult{}, err
 	}
 	return w.result(), nil
