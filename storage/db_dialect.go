@@ -32,12 +32,6 @@ type tables interface {
 	// pages and erasure floors: SQLite's rowid, PostgreSQL's dlq.seq
 	// (ctid is neither stable nor ordered).
 	dlqSeq() string
-	// storedText is s as a text column holds it and gives it back:
-	// PostgreSQL's text refuses NUL and invalid UTF-8, so its driver
-	// stores U+FFFD instead (engine.PGText), and what RETURNING
-	// gives back is matched
-	// in this form.
-	storedText(s string) string
 	// stored is the table that holds the rows read as table: on
 	// PostgreSQL the rollups are views over per-instance slot rows.
 	stored(table string) string
@@ -81,8 +75,6 @@ type sqliteDialect struct{ engine.SQLite }
 func (sqliteDialect) fileCopies() error { return nil }
 
 func (sqliteDialect) dlqSeq() string { return "rowid" }
-
-func (sqliteDialect) storedText(s string) string { return s }
 
 func (sqliteDialect) stored(table string) string { return table }
 

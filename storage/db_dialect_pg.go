@@ -27,12 +27,6 @@ func (pgDialect) fileCopies() error { return ErrPostgresBackup }
 
 func (pgDialect) dlqSeq() string { return "seq" }
 
-// storedText replaces NUL and invalid UTF-8 with U+FFFD, as engine.PGText does
-// with every text argument (docs/postgresql.md#text-with-nul-and-invalid-utf-8). A DLQ row's user_agent is re-sent only as the header
-// of an /events replay, which can never carry NUL, so an s2s row
-// (replayed with its payload, verbatim) loses nothing.
-func (pgDialect) storedText(s string) string { return engine.PGString(s) }
-
 func (pgDialect) stored(table string) string {
 	switch table {
 	case "daily_events", "daily_dimensions", "daily_sessions", "site_usage":

@@ -19,10 +19,11 @@ type DiskUsage struct {
 }
 
 // DiskUsage measures the database's files now; all zero for :memory:. On
-// PostgreSQL it is the database's size on the server (db_diskusage_pg.go).
+// PostgreSQL it is the database's size on the server (engine.PGSize: the
+// WAL and the free space are the server's, read as 0).
 func (db *DB) DiskUsage() DiskUsage {
 	if db.pg.size != nil {
-		return db.pg.size.usage()
+		return DiskUsage{DatabaseBytes: db.pg.size.Bytes()}
 	}
 	if db.path == ":memory:" || db.path == "" {
 		return DiskUsage{}

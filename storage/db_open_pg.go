@@ -61,8 +61,8 @@ type pgState struct {
 	// slotHold is the connection whose advisory lock claims slot, held
 	// until Close (intake_slots_pg.go).
 	slotHold *sql.DB
-	// size measures the database on the server (db_diskusage_pg.go).
-	size *pgDiskUsage
+	// size measures the database on the server.
+	size *engine.PGSize
 	// qs is where the quota book's share comes from (intake_quota.go);
 	// nil is SQLite's, the whole quota.
 	qs quotaShare
@@ -110,7 +110,7 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 
 	db := &DB{d: pgDialect{creds: &knownCredentials{}}, write: write, read: read, now: opts.Now, readConns: opts.ReadConns}
 	db.hooks.exactVisitorsBelow = ExactVisitorsBelow
-	db.pg.size = &pgDiskUsage{db: read, now: time.Now} // the real clock: the cache saves real work
+	db.pg.size = &engine.PGSize{DB: read, Now: time.Now} // the real clock: the cache saves real work
 	// Every event has its event_pages row from the start, and there never
 	// was an old links table.
 	db.eventPagesReady.Store(true)

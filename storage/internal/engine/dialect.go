@@ -22,6 +22,11 @@ type Dialect interface {
 	// RowHandle is the column that names a row for as long as a
 	// transaction holds it: rowid, or PostgreSQL's ctid.
 	RowHandle() string
+	// StoredText is s as a text column holds it and gives it back:
+	// PostgreSQL's text refuses NUL and invalid UTF-8, so its driver
+	// stores U+FFFD instead (PGText), and what RETURNING gives back is
+	// matched in this form.
+	StoredText(s string) string
 	// SoleWriter reports whether this process's writer is the database's
 	// only one, so that memos of written rows stay true between
 	// transactions.
@@ -88,6 +93,9 @@ func (SQLite) Name() string { return "sqlite" }
 
 // RowHandle is rowid.
 func (SQLite) RowHandle() string { return "rowid" }
+
+// StoredText is s: SQLite's text holds any bytes.
+func (SQLite) StoredText(s string) string { return s }
 
 // SoleWriter is true: SQLite's file has one writer, this process's.
 func (SQLite) SoleWriter() bool { return true }

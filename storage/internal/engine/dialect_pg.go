@@ -20,6 +20,10 @@ func (Postgres) Name() string { return "postgres" }
 // RowHandle is ctid.
 func (Postgres) RowHandle() string { return "ctid" }
 
+// StoredText replaces NUL and invalid UTF-8 with U+FFFD, as PGText does
+// with every text argument (docs/postgresql.md#text-with-nul-and-invalid-utf-8).
+func (Postgres) StoredText(s string) string { return PGString(s) }
+
 // SoleWriter is false: other instances write the same database.
 func (Postgres) SoleWriter() bool { return false }
 
