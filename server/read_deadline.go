@@ -24,7 +24,7 @@ const MaxQueryTimeout = 55 * time.Second
 // bounded runs h with a request context that ends at the query timeout.
 // The database stops the read then too: SQLite's driver interrupts the
 // statement (sqlite3_interrupt), PostgreSQL's is sent a cancel request
-// (storage/db_driver_pg.go). The net/http server's own timeouts cancel
+// (storage/internal/engine/driver_pg.go). The net/http server's own timeouts cancel
 // nothing of a handler's work, so without it a read ran as long as the
 // database took. A read that ends so is 503 query_timeout.
 func (s *Server) bounded(h handler) handler {

@@ -21,8 +21,8 @@ func (db *DB) rawConversion(chunk int) conversion {
 	if chunk == 0 {
 		chunk = rawConvertChunk
 	}
-	return conversion{name: "raw conversion", done: "events converted to compressed raw", unit: "events",
-		chunk: chunk, step: db.convertRawChunk}
+	return conversion{Name: "raw conversion", Done: "events converted to compressed raw", Unit: "events",
+		Chunk: chunk, Step: db.convertRawChunk}
 }
 
 // convertRawChunk converts the next chunk of rows; done reports that no

@@ -21,8 +21,8 @@ func (db *DB) visitBackfill(chunk int) conversion {
 	if chunk == 0 {
 		chunk = visitBackfillChunk
 	}
-	return conversion{name: "visit backfill", done: "visits backfilled", unit: "sessions", chunk: chunk,
-		step: func(ctx context.Context, chunk int) (int64, bool, error) {
+	return conversion{Name: "visit backfill", Done: "visits backfilled", Unit: "sessions", Chunk: chunk,
+		Step: func(ctx context.Context, chunk int) (int64, bool, error) {
 			c, err := db.readVisitChunk(ctx, chunk)
 			if err != nil || c == nil {
 				return 0, c == nil && err == nil, err

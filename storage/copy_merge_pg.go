@@ -11,7 +11,7 @@ import (
 
 // The copy's merges (docs/postgresql.md#moving-from-sqlite-to-postgresql, Keys
 // equal on PostgreSQL). Text is copied as PostgreSQL's driver stores it,
-// NUL and bytes that are not UTF-8 written U+FFFD (pgText), so rows whose
+// NUL and bytes that are not UTF-8 written U+FFFD (engine.PGText), so rows whose
 // keys differ on SQLite only there (an event type "\x00" beside one
 // "\uFFFD") share one key on PostgreSQL, where a COPY of both would
 // break a unique key and the whole copy. Intake on PostgreSQL would have

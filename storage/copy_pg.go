@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 // TableCheck is one line of `tally migrate-to`'s verification (docs/postgresql.md#moving-from-sqlite-to-postgresql): a table's rows on both sides and,
@@ -78,7 +80,7 @@ func CopyToPostgres(ctx context.Context, path, databaseURL string, progress Copy
 	}
 	conn, err := pgx.Connect(ctx, databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", DescribeDatabaseURL(databaseURL), redactErr(redactConnect(err), databaseURL))
+		return nil, fmt.Errorf("connect to %s: %w", DescribeDatabaseURL(databaseURL), redactErr(engine.RedactConnect(err), databaseURL))
 	}
 	defer conn.Close(context.Background())
 	if err := requireEmpty(ctx, conn); err != nil {
@@ -134,12 +136,12 @@ func requireEmpty(ctx context.Context, conn *pgx.Conn) error {
 
 // migrateTarget applies the PostgreSQL migrations.
 func migrateTarget(ctx context.Context, databaseURL string) error {
-	db, err := sql.Open(pgDriverName, databaseURL)
+	db, err := sql.Open(engine.PGDriverName, databaseURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if _, err := checkPostgres(ctx, db); err != nil {
+	if _, err := engine.CheckServer(ctx, db); err != nil {
 		return err
 	}
 	return migratePG(ctx, db, migrationPGFiles, time.Now)
@@ -468,7 +470,7 @@ func (s *rowSource) next() bool {
 		if t, ok := v.(string); ok && col.typ == "json" {
 			v = pgJSON(t)
 		}
-		s.out[i] = pgText(v) // as the driver stores text (docs/postgresql.md#text-with-nul-and-invalid-utf-8)
+		s.out[i] = engine.PGText(v) // as the driver stores text (docs/postgresql.md#text-with-nul-and-invalid-utf-8)
 	}
 	s.done++
 	if s.c.progress != nil && s.done%50000 == 0 {

@@ -19,8 +19,8 @@ func TestPostgresConnectionsPerInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	co := db.co.(*pgCoord)
-	for deadline := time.Now().Add(30 * time.Second); !co.up.Load(); time.Sleep(10 * time.Millisecond) {
+	co := db.pg.co.(*pgCoord)
+	for deadline := time.Now().Add(30 * time.Second); !co.l.Up(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the listener did not connect within 30 s")
 		}

@@ -79,10 +79,10 @@ const listenerGrace = 500 * time.Millisecond
 
 // co is the DB's coord, noCoord when none was set.
 func (db *DB) coord() coord {
-	if db.co == nil {
+	if db.pg.co == nil {
 		return noCoord{}
 	}
-	return db.co
+	return db.pg.co
 }
 
 // Leader runs f on one instance at a time for the job of that name (the

@@ -5,145 +5,53 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
-	"hash/fnv"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 // notifyChannel is the channel of every instance's LISTEN.
 const notifyChannel = "tally"
 
-// pgCoord is PostgreSQL's coord (docs/postgresql.md#on-postgresql): a
-// listener connection per instance that reloads the tenancy maps whenever
-// another instance commits a change of them, and advisory locks.
+// pgCoord is PostgreSQL's coord (docs/postgresql.md#on-postgresql): the
+// engine's listener connection per instance, which reloads the tenancy
+// maps whenever another instance commits a change of them, and advisory
+// locks.
 type pgCoord struct {
-	db  *DB
-	url string
-	log *slog.Logger
-	// up is whether the listener is connected and has reloaded since;
-	// downSince (unix ns) when it last stopped being so.
-	up        atomic.Bool
-	downSince atomic.Int64
-	// pid is the listener's backend (tests end it to check the fallback).
-	pid    atomic.Uint32
-	cancel context.CancelFunc
-	done   chan struct{}
+	db *DB
+	l  *engine.Listener
 }
 
 // startPGCoord sets db's coord and starts its listener on the database at
-// url. db.co is set before the listener starts: the listener's reloads
-// run on the writer, which reads db.co.
+// url. db.pg.co is set before the listener starts: the listener's reloads
+// run on the writer, which reads db.pg.co.
 func startPGCoord(db *DB, url string, log *slog.Logger) {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &pgCoord{db: db, url: url, log: log, cancel: cancel, done: make(chan struct{})}
-	c.downSince.Store(time.Now().UnixNano())
-	db.co = c
-	go c.listen(ctx)
-}
-
-// listen keeps one connection LISTENing, reconnecting with backoff. Each
-// (re)connection reloads every map, since changes made while it was away
-// were announced to nobody; each notification reloads them too (the
-// tables are small: one reload reads what a full Open reads).
-func (c *pgCoord) listen(ctx context.Context) {
-	defer close(c.done)
-	backoff := 10 * time.Millisecond
-	for ctx.Err() == nil {
-		err := c.session(ctx, func() { backoff = 10 * time.Millisecond })
-		if c.up.Swap(false) {
-			c.downSince.Store(time.Now().UnixNano())
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if c.log != nil {
-			c.log.Warn("PostgreSQL listener lost; API keys are checked in the database until it is back", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
-	}
-}
-
-// session runs one listener connection until it fails or ctx ends.
-func (c *pgCoord) session(ctx context.Context, connected func()) error {
-	conn, err := pgx.Connect(ctx, c.url)
-	if err != nil {
-		return redactConnect(err) // logged by listen
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, `LISTEN `+notifyChannel); err != nil {
-		return err
-	}
-	c.pid.Store(conn.PgConn().PID())
-	if err := c.db.reloadTenants(ctx); err != nil {
-		return err
-	}
-	c.up.Store(true)
-	connected()
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		if err := c.db.reloadTenants(ctx); err != nil {
-			return err
-		}
-	}
+	c := &pgCoord{db: db, l: engine.NewListener(url, notifyChannel, log,
+		"PostgreSQL listener lost; API keys are checked in the database until it is back", db.reloadTenants)}
+	db.pg.co = c
+	c.l.Start()
 }
 
 func (c *pgCoord) notify(tx *writeTx, kind, id string) error {
-	_, err := tx.Exec(`SELECT pg_notify('`+notifyChannel+`', ?)`, kind+":"+id)
-	return err
+	return engine.Notify(tx, notifyChannel, kind+":"+id)
 }
 
-func (c *pgCoord) listening() bool {
-	return c.up.Load() || time.Since(time.Unix(0, c.downSince.Load())) < listenerGrace
-}
+func (c *pgCoord) listening() bool { return c.l.Listening(listenerGrace) }
 
 // leader takes the job's session advisory lock on a connection held for
 // the run; an instance that finds it taken skips this round.
 func (c *pgCoord) leader(ctx context.Context, job string, f func() error) (bool, error) {
-	conn, err := c.db.read.Conn(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
-	key := lockKey("job:" + job)
-	var got bool
-	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(?)`, key).Scan(&got); err != nil || !got {
-		return false, err
-	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?)`, key)
-	return true, f()
+	return engine.Leader(ctx, c.db.read, "job:"+job, f)
 }
 
 func (c *pgCoord) lockWorkspace(tx *writeTx, workspaceID string) error {
-	_, err := tx.Exec(`SELECT pg_advisory_xact_lock(?)`, lockKey("audit:"+workspaceID))
-	return err
+	return engine.XactLock(tx, "audit:"+workspaceID)
 }
 
-func (c *pgCoord) lockNames(tx *writeTx) error {
-	_, err := tx.Exec(`SELECT pg_advisory_xact_lock(?)`, lockKey("names"))
-	return err
-}
+func (c *pgCoord) lockNames(tx *writeTx) error { return engine.XactLock(tx, "names") }
 
-func (c *pgCoord) close() {
-	c.cancel()
-	<-c.done
-}
-
-// lockKey is the advisory lock key of name.
-func lockKey(name string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return int64(h.Sum64())
-}
+func (c *pgCoord) close() { c.l.Close() }
 
 // authenticateInDB is Authenticate while the listener is down: the key
 // read from the database, so that a revocation made on another instance
@@ -197,17 +105,7 @@ func (c *pgCoord) hiddenSite(ctx context.Context, wsID, id string) (*Site, error
 // exclusively holds a session advisory lock on a connection of its own
 // for f's run.
 func (c *pgCoord) exclusively(ctx context.Context, name string, f func() error) error {
-	conn, err := c.db.read.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	key := lockKey(name)
-	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(?)`, key); err != nil {
-		return err
-	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?)`, key)
-	return f()
+	return engine.Exclusively(ctx, c.db.read, name, f)
 }
 
 // claimReplay sets the entry's replay_until, in one statement, only where

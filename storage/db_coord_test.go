@@ -81,7 +81,7 @@ func TestRevocationAcrossInstances(t *testing.T) {
 	t.Run("listener killed", func(t *testing.T) {
 		id, plaintext := newKey()
 		within(t, "key created", func() bool { _, ok, _ := b.Authenticate(plaintext); return ok })
-		pid := b.co.(*pgCoord).pid.Load()
+		pid := b.pg.co.(*pgCoord).l.PID()
 		var ended bool
 		if err := a.read.QueryRowContext(ctx, `SELECT pg_terminate_backend(?)`, int64(pid)).Scan(&ended); err != nil || !ended {
 			t.Fatalf("pg_terminate_backend: got %v, %v, want true", ended, err)
@@ -90,14 +90,14 @@ func TestRevocationAcrossInstances(t *testing.T) {
 			t.Fatal(err)
 		}
 		within(t, "revocation", func() bool { _, ok, _ := b.Authenticate(plaintext); return !ok })
-		within(t, "listener back", func() bool { return b.co.(*pgCoord).up.Load() })
+		within(t, "listener back", func() bool { return b.pg.co.(*pgCoord).l.Up() })
 		revoked(newKey())
 	})
 	t.Run("listener stopped", func(t *testing.T) {
 		// Never back: only the fallback to the database can refuse it.
 		id, plaintext := newKey()
 		within(t, "key created", func() bool { _, ok, _ := b.Authenticate(plaintext); return ok })
-		b.co.close()
+		b.pg.co.close()
 		if _, ok, _ := b.Authenticate(plaintext); !ok {
 			t.Fatalf("with the listener down: got the active key refused, want accepted")
 		}
@@ -312,7 +312,7 @@ func TestSiteHiddenWhileDeleting(t *testing.T) {
 	}
 	within(t, "site created", func() bool { _, ok := b.Site("shop"); return ok })
 	// A delete that stopped after its first transaction (a crash).
-	if err := a.writer.do(ctx, func(tx *writeTx) error { return a.co.hideSite(tx, "shop") }); err != nil {
+	if err := a.writer.do(ctx, func(tx *writeTx) error { return a.pg.co.hideSite(tx, "shop") }); err != nil {
 		t.Fatal(err)
 	}
 	within(t, "site hidden", func() bool { _, ok := b.Site("shop"); return !ok })

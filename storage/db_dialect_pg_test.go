@@ -10,24 +10,26 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tally-analytics/tally/internal/dbtest"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 func TestPostgresClassifyCodes(t *testing.T) {
 	for _, c := range []struct {
 		code string
-		want errClass
+		want engine.ErrClass
 	}{
-		{"53100", errFull}, {"25006", errReadOnlyDB}, {"57P01", errUnavailable}, {"57P03", errUnavailable},
-		{"08006", errUnavailable}, {"40P01", errRetry}, {"40001", errRetry}, {"23505", errUnique},
-		{"23503", errOther}, {"42601", errOther},
+		{"53100", engine.ClassFull}, {"25006", engine.ClassReadOnly}, {"57P01", engine.ClassUnavailable}, {"57P03", engine.ClassUnavailable},
+		{"08006", engine.ClassUnavailable}, {"40P01", engine.ClassRetry}, {"40001", engine.ClassRetry}, {"23505", engine.ClassUnique},
+		{"23503", engine.ClassOther}, {"42601", engine.ClassOther},
 	} {
 		err := fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: c.code})
-		if got := (pgDialect{}).classify(err); got != c.want {
+		if got := (pgDialect{}).Classify(err); got != c.want {
 			t.Errorf("%s: got class %d, want %d", c.code, got, c.want)
 		}
 	}
-	if got := (pgDialect{}).classify(context.Canceled); got != errOther {
-		t.Errorf("context.Canceled: got class %d, want errOther", got)
+	if got := (pgDialect{}).Classify(context.Canceled); got != engine.ClassOther {
+		t.Errorf("context.Canceled: got class %d, want engine.ClassOther", got)
 	}
 }
 
@@ -35,7 +37,7 @@ func TestPostgresClassifyCodes(t *testing.T) {
 // made to say here.
 func TestPostgresClassify(t *testing.T) {
 	url := dbtest.StartPostgres(t, "tally")
-	db, err := sql.Open(pgDriverName, url)
+	db, err := sql.Open(engine.PGDriverName, url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +47,8 @@ func TestPostgresClassify(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = db.ExecContext(ctx, `INSERT INTO u VALUES (1), (1)`)
-	if got := (pgDialect{}).classify(err); got != errUnique {
-		t.Errorf("duplicate key (%v): got class %d, want errUnique", err, got)
+	if got := (pgDialect{}).Classify(err); got != engine.ClassUnique {
+		t.Errorf("duplicate key (%v): got class %d, want engine.ClassUnique", err, got)
 	}
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -54,8 +56,8 @@ func TestPostgresClassify(t *testing.T) {
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO u VALUES (2)`)
 	tx.Rollback()
-	if got := unwritable(pgDialect{}, err); got != errReadOnly {
-		t.Errorf("write in a read-only transaction (%v): got %v, want errReadOnly", err, got)
+	if got := engine.Unwritable(pgDialect{}, err); got != engine.ErrReadOnly {
+		t.Errorf("write in a read-only transaction (%v): got %v, want engine.ErrReadOnly", err, got)
 	}
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -64,13 +66,13 @@ func TestPostgresClassify(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	gone, err := sql.Open(pgDriverName, "postgres://tally@"+addr+"/postgres?sslmode=disable&connect_timeout=5")
+	gone, err := sql.Open(engine.PGDriverName, "postgres://tally@"+addr+"/postgres?sslmode=disable&connect_timeout=5")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gone.Close()
 	err = gone.PingContext(ctx)
-	if got := unwritable(pgDialect{}, err); got != errUnreachable {
-		t.Errorf("refused connection (%v): got %v, want errUnreachable", err, got)
+	if got := engine.Unwritable(pgDialect{}, err); got != engine.ErrUnreachable {
+		t.Errorf("refused connection (%v): got %v, want engine.ErrUnreachable", err, got)
 	}
 }

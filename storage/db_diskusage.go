@@ -3,6 +3,8 @@ package storage
 import (
 	"os"
 	"path/filepath"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 // DiskUsage is the size of the database's files and the room left for
@@ -17,10 +19,11 @@ type DiskUsage struct {
 }
 
 // DiskUsage measures the database's files now; all zero for :memory:. On
-// PostgreSQL it is the database's size on the server (db_diskusage_pg.go).
+// PostgreSQL it is the database's size on the server (engine.PGSize: the
+// WAL and the free space are the server's, read as 0).
 func (db *DB) DiskUsage() DiskUsage {
-	if db.pgSize != nil {
-		return db.pgSize.usage()
+	if db.pg.size != nil {
+		return DiskUsage{DatabaseBytes: db.pg.size.Bytes()}
 	}
 	if db.path == ":memory:" || db.path == "" {
 		return DiskUsage{}
@@ -31,6 +34,6 @@ func (db *DB) DiskUsage() DiskUsage {
 		}
 		return 0
 	}
-	free, _ := freeBytes(filepath.Dir(db.path))
+	free, _ := engine.FreeBytes(filepath.Dir(db.path))
 	return DiskUsage{DatabaseBytes: size(db.path), WALBytes: size(db.path + "-wal"), FreeBytes: free}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 // TestPostgresDatabaseBytes: on PostgreSQL the database's size is the
-// server's figure, measured again only once it is pgSizeEvery old.
+// server's figure, measured again only once it is engine.PGSizeEvery old.
 func TestPostgresDatabaseBytes(t *testing.T) {
 	onlyPostgres(t, "pg_database_size")
 	ctx := context.Background()
@@ -17,7 +19,7 @@ func TestPostgresDatabaseBytes(t *testing.T) {
 	}
 	defer db.Close()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	db.pgSize.now = func() time.Time { return now }
+	db.pg.size.Now = func() time.Time { return now }
 	first := db.DiskUsage()
 	if first.DatabaseBytes <= 0 || first.WALBytes != 0 || first.FreeBytes != 0 {
 		t.Fatalf("got %+v, want a database size and no WAL or free figure", first)
@@ -26,12 +28,12 @@ func TestPostgresDatabaseBytes(t *testing.T) {
 	if _, err := db.write.ExecContext(ctx, `CREATE TABLE size_probe AS SELECT repeat('x', 1000) AS s FROM generate_series(1, 8000)`); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(pgSizeEvery - time.Second)
+	now = now.Add(engine.PGSizeEvery - time.Second)
 	if got := db.DiskUsage().DatabaseBytes; got != first.DatabaseBytes {
-		t.Errorf("within %v: got %d bytes, want the cached %d", pgSizeEvery, got, first.DatabaseBytes)
+		t.Errorf("within %v: got %d bytes, want the cached %d", engine.PGSizeEvery, got, first.DatabaseBytes)
 	}
 	now = now.Add(time.Second)
 	if got := db.DiskUsage().DatabaseBytes; got <= first.DatabaseBytes {
-		t.Errorf("after %v: got %d bytes, want more than %d", pgSizeEvery, got, first.DatabaseBytes)
+		t.Errorf("after %v: got %d bytes, want more than %d", engine.PGSizeEvery, got, first.DatabaseBytes)
 	}
 }

@@ -1,51 +1,23 @@
 package storage
 
-import "fmt"
+import "github.com/tally-analytics/tally/storage/internal/engine"
 
-// Durability is what a commit, and so an answer given after it, survives.
-type Durability string
+// Durability is what a commit, and so an answer given after it, survives
+// (engine.Durability).
+type Durability = engine.Durability
 
+// The durabilities (docs/storage.md): DurabilityPower fsyncs the WAL at
+// every commit, DurabilityProcess only at checkpoints.
 const (
-	// DurabilityPower fsyncs the WAL at every commit (synchronous=FULL):
-	// a committed transaction survives a process crash, an OS crash and a
-	// power loss. Group commit shares that fsync between every job queued
-	// behind the previous commit.
-	DurabilityPower Durability = "power"
-	// DurabilityProcess fsyncs only at checkpoints (synchronous=NORMAL): a
-	// committed transaction survives a process crash, but an OS crash or
-	// power loss can roll back the newest commits (never corrupt the file).
-	DurabilityProcess Durability = "process"
+	DurabilityPower   = engine.DurabilityPower
+	DurabilityProcess = engine.DurabilityProcess
 )
 
 // ParseDurability checks a DURABILITY setting.
 func ParseDurability(s string) (Durability, error) {
 	d := Durability(s)
-	if _, err := d.synchronous(); err != nil {
+	if _, err := d.Synchronous(); err != nil {
 		return "", err
 	}
 	return d, nil
-}
-
-// synchronous is the PRAGMA synchronous value of d in WAL mode.
-func (d Durability) synchronous() (string, error) {
-	switch d {
-	case DurabilityPower:
-		return "FULL", nil
-	case DurabilityProcess:
-		return "NORMAL", nil
-	}
-	return "", fmt.Errorf("DURABILITY must be power or process, not %q", string(d))
-}
-
-// synchronousCommit is PostgreSQL's synchronous_commit for d: on waits
-// for the WAL's flush at every commit, off returns before it (a crash of
-// the server, not of Tally, can lose the newest commits).
-func (d Durability) synchronousCommit() (string, error) {
-	switch d {
-	case DurabilityPower:
-		return "on", nil
-	case DurabilityProcess:
-		return "off", nil
-	}
-	return "", fmt.Errorf("DURABILITY must be power or process, not %q", string(d))
 }

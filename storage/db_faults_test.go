@@ -14,6 +14,8 @@ import (
 
 	"github.com/tally-analytics/tally/fault"
 	"github.com/tally-analytics/tally/internal/smallfs"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 func TestDurabilityPragmas(t *testing.T) {
@@ -72,7 +74,7 @@ func embeddedMigrations(t *testing.T, upTo string) fstest.MapFS {
 // Open does, without loading what a full schema has.
 func migrateOnly(t *testing.T, path string, files fs.FS) error {
 	t.Helper()
-	dsn, _, err := dsns(path, DurabilityPower)
+	dsn, _, err := engine.SQLiteDSNs(path, DurabilityPower)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,10 +18,7 @@ import (
 // holdFor shortens the time a refused write keeps the health check
 // unavailable, so that a test sees the hold end.
 func holdFor(db *DB, d time.Duration) {
-	h := &db.writer.health
-	h.mu.Lock()
-	h.hold = d
-	h.mu.Unlock()
+	db.writer.HoldRefusalsFor(d)
 }
 
 // healthWithin polls WriteHealth until ok(err) holds, failing after limit.
@@ -147,7 +144,7 @@ func TestHealthFollowsTheRoomLeft(t *testing.T) {
 		t.Fatalf("got write health %v with 3 MiB left, want nil", err)
 	}
 	big := func(tx *writeTx) error {
-		tx.markWritten()
+		tx.MarkWritten()
 		_, err := tx.Exec(`INSERT INTO schema_migrations(version, name, applied_at) VALUES (-1, hex(randomblob(3145728)), '')`)
 		return err
 	}

@@ -3,161 +3,38 @@ package storage
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"io/fs"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
-// migrations is what differs between the backends' migrations: where
-// their numbered files are, and how one runs in its transaction.
-type migrations struct {
-	// glob names the backend's files in their FS.
-	glob string
-	// inTx runs step in one transaction and commits it: on SQLite a
-	// plain one (the writer's BEGIN IMMEDIATE already excludes other
-	// writers); on PostgreSQL one that first takes migrateLockKey, so
-	// that instances starting together apply each migration once.
-	inTx func(ctx context.Context, db *sql.DB, step func(*sql.Tx) error) error
-}
+// sqliteMigrationsGlob names SQLite's migrations (migrations/) in their FS;
+// pgMigrationsGlob PostgreSQL's (migrations_pg/), numbered on their own.
+const (
+	sqliteMigrationsGlob = "migrations/*.sql"
+	pgMigrationsGlob     = "migrations_pg/*.sql"
+)
 
-// sqliteMigrations are SQLite's (migrations/).
-var sqliteMigrations = migrations{glob: "migrations/*.sql", inTx: plainTx}
+// migrateLockKey is the advisory lock every instance takes, inside each
+// migration's transaction, before it looks at schema_migrations: two
+// instances started together apply each migration once, one after the
+// other, and the second finds it recorded. The value is "tallymig".
+const migrateLockKey int64 = 0x74616c6c796d6967
 
-// migrate applies SQLite's migrations of files (Open).
+// migrate applies SQLite's migrations of files (Open), through the
+// engine's one runner of both backends.
 func migrate(ctx context.Context, db *sql.DB, files fs.FS, now func() time.Time) error {
-	return sqliteMigrations.run(ctx, db, files, now)
+	return engine.Migrations{Files: files, Glob: sqliteMigrationsGlob}.Run(ctx, db, now)
 }
 
-// run applies every migration of files not yet recorded, each in its own
-// transaction together with its row in schema_migrations, so that one
-// that fails (a bad file, a full disk) leaves the database at the version
-// before it. A migration is looked up again inside its transaction: on
-// PostgreSQL another instance may have applied it since. A database newer
-// than the files is refused.
-func (m migrations) run(ctx context.Context, db *sql.DB, files fs.FS, now func() time.Time) error {
-	err := m.inTx(ctx, db, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-			version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
-	}
-	names, err := fs.Glob(files, m.glob)
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	var newest int
-	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&newest); err != nil {
-		return fmt.Errorf("read schema_migrations: %w", err)
-	}
-	applied, err := appliedMigrations(ctx, db)
-	if err != nil {
-		return err
-	}
-	known, current := 0, newest
-	for _, name := range names {
-		base := filepath.Base(name)
-		version, err := migrationVersion(base)
-		if err != nil {
-			return err
-		}
-		known = max(known, version)
-		if applied[version] {
-			continue
-		}
-		body, err := fs.ReadFile(files, name)
-		if err != nil {
-			return err
-		}
-		err = m.inTx(ctx, db, func(tx *sql.Tx) error {
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil || n > 0 {
-				return err
-			}
-			// No arguments: the file goes as one text, so it may hold many
-			// statements.
-			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)`,
-				version, base, FormatTime(now())); err != nil {
-				return fmt.Errorf("record the migration: %w", err)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("migration %s failed and was rolled back; the database stays at schema version %d: %w", base, current, err)
-		}
-		current = max(current, version)
-	}
-	if newest > known {
-		return fmt.Errorf("database schema version %d is newer than this binary knows (%d); run a newer release", newest, known)
-	}
-	return nil
+// migratePG applies PostgreSQL's migrations of files, each under
+// migrateLockKey.
+func migratePG(ctx context.Context, db *sql.DB, files fs.FS, now func() time.Time) error {
+	return engine.Migrations{Files: files, Glob: pgMigrationsGlob, LockKey: migrateLockKey}.Run(ctx, db, now)
 }
 
-// appliedMigrations are the versions schema_migrations records.
-func appliedMigrations(ctx context.Context, db *sql.DB) (map[int]bool, error) {
-	rows, err := db.QueryContext(ctx, `SELECT version FROM schema_migrations`)
-	if err != nil {
-		return nil, fmt.Errorf("read schema_migrations: %w", err)
-	}
-	defer rows.Close()
-	applied := map[int]bool{}
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		applied[v] = true
-	}
-	return applied, rows.Err()
-}
-
-// plainTx runs step in a transaction and commits it.
-func plainTx(ctx context.Context, db *sql.DB, step func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // a no-op after Commit
-	if err := step(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
-// migrationVersion is the number a migration's file name starts with.
-func migrationVersion(base string) (int, error) {
-	version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-	if err != nil {
-		return 0, fmt.Errorf("migration %s: name must start with a number", base)
-	}
-	return version, nil
-}
-
-// newestMigration is the highest version among the files of glob.
-func newestMigration(files fs.FS, glob string) (int, error) {
-	names, err := fs.Glob(files, glob)
-	if err != nil {
-		return 0, err
-	}
-	newest := 0
-	for _, name := range names {
-		v, err := migrationVersion(filepath.Base(name))
-		if err != nil {
-			return 0, err
-		}
-		newest = max(newest, v)
-	}
-	return newest, nil
+// newestPGMigration is the highest version of PostgreSQL's migrations.
+func newestPGMigration() (int, error) {
+	return engine.Migrations{Files: migrationPGFiles, Glob: pgMigrationsGlob}.Newest()
 }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 // TestPGJSON: each \u0000 escape and each lone surrogate's escape of a
@@ -78,12 +80,12 @@ func TestPGText(t *testing.T) {
 		{"nil", nil, nil},
 	}
 	for _, tt := range tests {
-		if got := pgText(tt.in); !reflect.DeepEqual(got, tt.out) {
+		if got := engine.PGText(tt.in); !reflect.DeepEqual(got, tt.out) {
 			t.Errorf("%s: got %#v, want %#v", tt.name, got, tt.out)
 		}
 	}
 	in := []string{s}
-	pgText(in)
+	engine.PGText(in)
 	if in[0] != s {
 		t.Errorf("got the caller's list changed to %q, want it kept", in[0])
 	}

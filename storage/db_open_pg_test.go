@@ -11,13 +11,15 @@ import (
 
 	"github.com/tally-analytics/tally/fault"
 	"github.com/tally-analytics/tally/internal/dbtest"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 // pgDatabase creates an empty database on the cluster at url and returns
 // its URL.
 func pgDatabase(t *testing.T, url, name, options string) string {
 	t.Helper()
-	admin, err := sql.Open(pgDriverName, url)
+	admin, err := sql.Open(engine.PGDriverName, url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func TestPostgresOpen(t *testing.T) {
 		if !db.eventPagesReady.Load() || db.oldLinks.Load() {
 			t.Errorf("got eventPagesReady %v, oldLinks %v, want true, false", db.eventPagesReady.Load(), db.oldLinks.Load())
 		}
-		if got := db.d.name(); got != "postgres" {
+		if got := db.d.Name(); got != "postgres" {
 			t.Errorf("got dialect %s, want postgres", got)
 		}
 		if _, err := db.Backup(ctx, t.TempDir()+"/x.db", false); fault.As(err) == nil || fault.As(err).Code != fault.UnsupportedBackend {
@@ -123,7 +125,7 @@ func TestPostgresMigrationFailsWhole(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "0002_b.sql failed and was rolled back; the database stays at schema version 1") {
 		t.Fatalf("got %v, want migration 0002 rolled back at version 1", err)
 	}
-	check, err := sql.Open(pgDriverName, url)
+	check, err := sql.Open(engine.PGDriverName, url)
 	if err != nil {
 		t.Fatal(err)
 	}

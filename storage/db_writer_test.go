@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/tally-analytics/tally/fault"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 func TestWriterIsolatesFailingJobs(t *testing.T) {
@@ -63,7 +65,7 @@ func TestWriterQueueFullAndDrainOnClose(t *testing.T) {
 	}
 	ctx := context.Background()
 	insert := func(anon string) *job {
-		return newJob(1, func(tx *writeTx) error {
+		return db.writer.newJob(1, func(tx *writeTx) error {
 			_, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES ('s', ?, 'u', 0)`, anon)
 			return err
 		})
@@ -74,7 +76,7 @@ func TestWriterQueueFullAndDrainOnClose(t *testing.T) {
 	<-started // the writer is busy; the queue (2) fills up
 	queued := []*job{insert("0"), insert("1")}
 	for _, j := range queued {
-		if err := db.writer.enqueue(ctx, j, false); err != nil {
+		if err := db.writer.Enqueue(ctx, j, false); err != nil {
 			t.Fatalf("got %v queueing into a queue with room, want nil", err)
 		}
 	}
@@ -83,7 +85,7 @@ func TestWriterQueueFullAndDrainOnClose(t *testing.T) {
 	}
 	close(release)
 	for _, j := range queued {
-		if err := j.wait(ctx); err != nil {
+		if err := j.Wait(ctx); err != nil {
 			t.Fatalf("queued job: %v", err)
 		}
 	}
@@ -93,14 +95,14 @@ func TestWriterQueueFullAndDrainOnClose(t *testing.T) {
 	go db.writer.submit(ctx, 1, func(tx *writeTx) error { close(running); <-block; return nil })
 	<-running // the writer is inside that job, so the next one stays queued
 	late := insert("late")
-	if err := db.writer.enqueue(ctx, late, false); err != nil {
+	if err := db.writer.Enqueue(ctx, late, false); err != nil {
 		t.Fatal(err)
 	}
 	closed := make(chan struct{})
 	go func() { db.Close(); close(closed) }()
 	close(block)
 	<-closed
-	if err := late.wait(ctx); err != nil {
+	if err := late.Wait(ctx); err != nil {
 		t.Fatalf("job queued before Close: %v", err)
 	}
 	if err := db.writer.submit(ctx, 1, func(*writeTx) error { return nil }); !errors.Is(err, ErrClosed) {
@@ -122,7 +124,7 @@ type testGroup struct {
 	done *[]int    // the ids committed, in the order of the commit hooks
 }
 
-func (g *testGroup) runMerged(tx *writeTx, parts []any, alone bool) error {
+func (g *testGroup) RunMerged(tx *engine.Tx, parts []any, alone bool) error {
 	var ids []int
 	failed := false
 	for _, p := range parts {
@@ -141,7 +143,7 @@ func (g *testGroup) runMerged(tx *writeTx, parts []any, alone bool) error {
 	if failed {
 		return errors.New("a part fails")
 	}
-	tx.onCommit(func() { *g.done = append(*g.done, ids...) })
+	tx.OnCommit(func() { *g.done = append(*g.done, ids...) })
 	return nil
 }
 
@@ -166,22 +168,20 @@ func TestWriterMergedRuns(t *testing.T) {
 	a := &testGroup{name: "a", log: &log, done: &done}
 	b := &testGroup{name: "b", log: &log, done: &done}
 	part := func(g *testGroup, id int) *job {
-		return &job{group: g, part: testPart{id: id}, weight: 1, done: make(chan error, 1)}
+		return engine.NewPart(g, testPart{id: id}, 1)
 	}
 	failing := func(g *testGroup, id int) *job {
-		j := part(g, id)
-		j.part = testPart{id: id, fail: true}
-		return j
+		return engine.NewPart(g, testPart{id: id, fail: true}, 1)
 	}
 	plain := func(id int, fail bool) *job {
-		return newJob(1, func(tx *writeTx) error {
+		return db.writer.newJob(1, func(tx *writeTx) error {
 			if _, err := tx.Exec(`INSERT INTO parts(id) VALUES (?)`, id); err != nil {
 				return err
 			}
 			if fail {
 				return errors.New("a plain job fails")
 			}
-			tx.onCommit(func() { done = append(done, id) })
+			tx.OnCommit(func() { done = append(done, id) })
 			return nil
 		})
 	}
@@ -211,20 +211,20 @@ func TestWriterMergedRuns(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			log, done = nil, nil
-			seq := db.writer.seq
+			seq := db.writer.Seq()
 			// The writer goroutine is idle: commit runs the batch as it
 			// would a queue that held these jobs.
-			db.writer.commit(c.batch)
+			db.writer.CommitNow(c.batch)
 			var failed []int
 			for i, j := range c.batch {
-				if err := <-j.done; err != nil {
+				if err := j.Wait(context.Background()); err != nil {
 					failed = append(failed, i)
 				}
 			}
 			if fmt.Sprint(log) != fmt.Sprint(c.log) {
 				t.Errorf("got runs %q, want %q", log, c.log)
 			}
-			if got := db.writer.seq - seq; got != c.txs {
+			if got := db.writer.Seq() - seq; got != c.txs {
 				t.Errorf("got %d transactions, want %d", got, c.txs)
 			}
 			if fmt.Sprint(done) != fmt.Sprint(c.done) {
@@ -266,13 +266,13 @@ func TestWriterHealthCountsOnlyWrites(t *testing.T) {
 		want bool
 	}{
 		{"a job that changed nothing", func(*writeTx) error { return nil }, false},
-		{"a job that wrote and failed", func(tx *writeTx) error { tx.markWritten(); return errors.New("fails") }, false},
-		{"a job that wrote", func(tx *writeTx) error { tx.markWritten(); return nil }, true},
+		{"a job that wrote and failed", func(tx *writeTx) error { tx.MarkWritten(); return errors.New("fails") }, false},
+		{"a job that wrote", func(tx *writeTx) error { tx.MarkWritten(); return nil }, true},
 	}
 	for _, c := range cases {
-		_, _, before := db.writer.health.state()
+		before := db.writer.LastWrite()
 		db.writer.submit(ctx, 1, c.fn)
-		_, _, after := db.writer.health.state()
+		after := db.writer.LastWrite()
 		if got := after.After(before); got != c.want {
 			t.Errorf("%s: got health refreshed %v, want %v", c.name, got, c.want)
 		}
@@ -301,7 +301,7 @@ func TestWriterOwnTransaction(t *testing.T) {
 			for i := range results {
 				results[i] = make(chan error, 1)
 				fn := func(tx *writeTx) error {
-					seqs[i] = tx.seq
+					seqs[i] = tx.Seq
 					if _, err := tx.Exec(`INSERT INTO identity_links(site_id, anon_id, user_id, created_at) VALUES ('s', ?, 'u', 0)`, fmt.Sprint(i)); err != nil {
 						return err
 					}
@@ -334,7 +334,7 @@ func TestWriterOwnTransaction(t *testing.T) {
 						results[i] <- db.writer.do(ctx, fn)
 					}
 				}()
-				for len(db.writer.queue) != i+1 {
+				for db.writer.Queued() != i+1 {
 					time.Sleep(100 * time.Microsecond) // until the job is queued
 				}
 			}
@@ -371,7 +371,7 @@ func TestWriterBusy(t *testing.T) {
 	if db.conv.done != nil {
 		<-db.conv.done // the background conversion's jobs, if any, are over
 	}
-	if db.writer.busy() || db.writer.waiting() {
+	if db.writer.Busy() || db.writer.Waiting() {
 		t.Fatal("got an idle writer busy")
 	}
 	started, release := make(chan struct{}), make(chan struct{})
@@ -380,20 +380,20 @@ func TestWriterBusy(t *testing.T) {
 		done <- db.writer.do(ctx, func(tx *writeTx) error { close(started); <-release; return nil })
 	}()
 	<-started
-	if got := [2]bool{db.writer.waiting(), db.writer.busy()}; got != [2]bool{false, true} {
+	if got := [2]bool{db.writer.Waiting(), db.writer.Busy()}; got != [2]bool{false, true} {
 		t.Fatalf("while a job runs: got waiting, busy %v, want [false true]", got)
 	}
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if db.writer.busy() {
+	if db.writer.Busy() {
 		t.Fatal("got the writer busy after its only job was answered")
 	}
 	if err := db.writer.submit(ctx, 1, func(tx *writeTx) error { return errors.New("refused") }); err == nil {
 		t.Fatal("got no error from a failing job")
 	}
-	if db.writer.busy() {
+	if db.writer.Busy() {
 		t.Fatal("got the writer busy after a failed job was answered")
 	}
 }

@@ -123,7 +123,7 @@ func (s Subject) dlqWhere(d dialect, l linkTables) string {
 		// site's whole DLQ.
 		seq := d.dlqSeq()
 		return seq + ` IN (SELECT ` + seq + ` FROM dlq WHERE site_id = ?1 AND user_id = ?2
-			UNION SELECT d.` + seq + ` FROM ` + l.byUser("l") + ` ` + d.crossJoin() + ` dlq d
+			UNION SELECT d.` + seq + ` FROM ` + l.byUser("l") + ` ` + d.CrossJoin() + ` dlq d
 			ON d.site_id = l.site_id AND d.anon_id = l.anon_id WHERE l.site_id = ?1 AND l.user_id = ?2)`
 	}
 	return `site_id = ?1 AND anon_id = ?2`

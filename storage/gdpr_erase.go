@@ -110,7 +110,7 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 	ctx = context.WithoutCancel(ctx)
 	e := newEraser(db, site.ID, s)
 	audit := func(tx *eraseTx) error {
-		tx.onCommit(db.intake.forget) // the subject's anon ids leave memory too
+		tx.OnCommit(db.intake.forget) // the subject's anon ids leave memory too
 		return db.audit(tx.writeTx, site.WorkspaceID, actor, "gdpr.delete", site.ID, map[string]any{
 			"subject_kind": s.kind(), "subject_hash": s.hash(), "counts": e.counts})
 	}
@@ -127,7 +127,7 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 			}
 			start := time.Now()
 			var err error
-			finished, busy, err = e.job(tx, db.writer.waiting, audit)
+			finished, busy, err = e.job(tx, db.writer.Waiting, audit)
 			held = time.Since(start)
 			return err
 		})
@@ -138,7 +138,7 @@ func (db *DB) EraseSubject(ctx context.Context, actor Actor, site *Site, s Subje
 			db.d.eraseVacuum(ctx, db)
 			return e.counts, nil
 		}
-		if !busy && !db.writer.busy() {
+		if !busy && !db.writer.Busy() {
 			continue // nobody waited for the writer: nobody to make room for
 		}
 		// Other jobs waited (when the job ended, or since: during its
@@ -466,7 +466,7 @@ func (e *eraser) sweep(tx *eraseTx, chunk int64) (caughtUp bool, err error) {
 		}
 		// +site_id keeps SQLite on the rowid range rather than the
 		// site's index, which would walk all of the site's rows.
-		cond := t.rowid + ` > ?3 AND ` + t.rowid + ` <= ?4 AND ` + e.db.d.noIndex("site_id") + ` = ?1 AND ` + e.sweepMatch(t.table)
+		cond := t.rowid + ` > ?3 AND ` + t.rowid + ` <= ?4 AND ` + e.db.d.NoIndex("site_id") + ` = ?1 AND ` + e.sweepMatch(t.table)
 		et := e.tables()[i]
 		n, err := et.erase(tx, cond, e.site, e.s.id(), e.floors[i], hi)
 		if err != nil {
@@ -490,7 +490,7 @@ func (e *eraser) links(tx *eraseTx) (done bool, err error) {
 			return false, err
 		}
 		n, err = deleteRows(tx, "identity_links", `site_id = ?1 AND user_id = ?2 AND `+d.someRows("identity_links", "anon_id",
-			"identity_links"+d.indexedBy("identity_links_user"), `site_id = ?1 AND user_id = ?2 LIMIT ?3`),
+			"identity_links"+d.IndexedBy("identity_links_user"), `site_id = ?1 AND user_id = ?2 LIMIT ?3`),
 			e.site, e.s.UserID, eraseChunk)
 		e.counts.IdentityLinks += n
 		if err != nil || !e.lt.old || n == eraseChunk {

@@ -86,7 +86,7 @@ func (pgDialect) unroll(tx *eraseTx, r rollupTable, rows [][]any) error {
 	if err != nil {
 		return fmt.Errorf("unroll %s: %w", r.table, err)
 	}
-	add, err := tx.stmt(rollupUpsert(stored, r.keys, r.amounts, "slot", fmt.Sprint(tx.db.slot)))
+	add, err := tx.stmt(rollupUpsert(stored, r.keys, r.amounts, "slot", fmt.Sprint(tx.db.pg.slot)))
 	if err != nil {
 		return fmt.Errorf("unroll %s: %w", r.table, err)
 	}

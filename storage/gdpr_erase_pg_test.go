@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 // One instance erases a user while another keeps ingesting the user's
@@ -166,7 +168,7 @@ func TestEraseSubjectWaitsForRowsInFlight(t *testing.T) {
 	f := &eraseFixture{t: t, db: db}
 	f.send("a", nil, 3, false)
 
-	other, err := sql.Open(pgDriverName, opts.DatabaseURL)
+	other, err := sql.Open(engine.PGDriverName, opts.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -541,7 +541,7 @@ func queueIntake(db *DB, n int, errs chan<- error, site ...string) {
 		_, err := db.Ingest(context.Background(), []IngestEvent{e}, nil, nil)
 		errs <- err
 	}()
-	for !db.writer.waiting() {
+	for !db.writer.Waiting() {
 		time.Sleep(100 * time.Microsecond) // until the job is queued
 	}
 }

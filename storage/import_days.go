@@ -182,7 +182,7 @@ func (db *DB) withImported(ctx context.Context, q StatsQuery, groups map[string]
 		case "day":
 			bucket = "day"
 		case "week":
-			bucket = db.d.weekStart("day")
+			bucket = db.d.WeekStart("day")
 		case "month":
 			bucket = "substr(day, 1, 7) || '-01'"
 		default:

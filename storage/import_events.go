@@ -29,7 +29,7 @@ func (db *DB) ImportEvents(ctx context.Context, events []IngestEvent) (IngestRes
 	}
 	w, j := db.ingestJob(events, nil, nil)
 	w.imported = true
-	if err := db.writer.run(ctx, j, true); err != nil {
+	if err := db.writer.Run(ctx, j, true); err != nil {
 		return IngestResult{}, err
 	}
 	return w.result(), nil

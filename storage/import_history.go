@@ -131,7 +131,7 @@ func (im *Import) Add(ctx context.Context, rows []ImportedRow) error {
 				return fmt.Errorf("write imported row: %w", err)
 			}
 		}
-		tx.markWritten()
+		tx.MarkWritten()
 		return nil
 	})
 	if err != nil {

@@ -94,13 +94,13 @@ func TestCredentialCodeAfterARolledBackRun(t *testing.T) {
 	jobs := make([]*job, len(requests))
 	for i, evs := range requests {
 		_, jobs[i] = db.ingestJob(evs, nil, nil)
-		if err := db.writer.enqueue(ctx, jobs[i], false); err != nil {
+		if err := db.writer.Enqueue(ctx, jobs[i], false); err != nil {
 			t.Fatal(err)
 		}
 	}
 	close(release)
 	for i, j := range jobs {
-		if err := j.wait(ctx); (err != nil) != (i == 1) {
+		if err := j.Wait(ctx); (err != nil) != (i == 1) {
 			t.Fatalf("request %d: got error %v", i, err)
 		}
 	}

@@ -102,7 +102,7 @@ func TestTsMillisecondsOrderAsTs(t *testing.T) {
 	if _, err := db.Ingest(context.Background(), batch, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.read.Query(`SELECT ts, ts_ms FROM events` + db.d.indexedBy("events_site_anon_ts") + ` WHERE site_id = 's' AND anon_id = 'v' ORDER BY ts_ms`)
+	rows, err := db.read.Query(`SELECT ts, ts_ms FROM events` + db.d.IndexedBy("events_site_anon_ts") + ` WHERE site_id = 's' AND anon_id = 'v' ORDER BY ts_ms`)
 	if err != nil {
 		t.Fatal(err)
 	}

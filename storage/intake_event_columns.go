@@ -39,8 +39,8 @@ func (db *DB) eventColumnsConversion(chunk int) conversion {
 	if chunk == 0 {
 		chunk = eventColumnsChunk
 	}
-	return conversion{name: "event columns conversion", done: "event columns converted", unit: "events",
-		chunk: chunk, step: db.convertEventColumns}
+	return conversion{Name: "event columns conversion", Done: "event columns converted", Unit: "events",
+		Chunk: chunk, Step: db.convertEventColumns}
 }
 
 // oldEventAgent is the agent code of a row stored before migration 0020,

@@ -225,7 +225,7 @@ func (db *DB) Ingest(ctx context.Context, events []IngestEvent, dlq []Quarantine
 		return IngestResult{Duplicate: []bool{}}, nil
 	}
 	w, j := db.ingestJob(events, dlq, stats)
-	if err := db.writer.run(ctx, j, false); err != nil {
+	if err := db.writer.Run(ctx, j, false); err != nil {
 		return IngestResult{}, err
 	}
 	return w.result(), nil
@@ -456,7 +456,10 @@ func (j *ingestRun) add(w *ingestWork) error {
 			if q.Cookieless {
 				cookieless = 1
 			}
-			if _, err := ins.Exec(q.ID, q.SiteID, string(q.Payload), q.Errors, recv, q.AnonID, q.UserID, q.Endpoint, nullable(j.db.d.storedText(q.UserAgent)),
+			// A DLQ row's user_agent is re-sent only as the header of an
+			// /events replay, which can never carry NUL, so an s2s row
+			// (replayed with its payload, verbatim) loses nothing.
+			if _, err := ins.Exec(q.ID, q.SiteID, string(q.Payload), q.Errors, recv, q.AnonID, q.UserID, q.Endpoint, nullable(j.db.d.StoredText(q.UserAgent)),
 				cookieless, nullable(q.Agent.Browser), nullable(q.Agent.OS), nullable(q.Agent.DeviceType)); err != nil {
 				return fmt.Errorf("insert dlq: %w", err)
 			}
@@ -660,8 +663,8 @@ func (j *ingestRun) insertSessions() error {
 			s := n.s
 			args = append(args, n.site, n.anon, s.userID, s.start.UnixMilli(), s.end.Sub(s.start).Milliseconds(), s.count)
 			args = append(args, s.visit.args(s.start, s.end)...)
-			// RETURNING gives anon_id back as stored (storedText).
-			byKey[sessionKey{n.site, j.db.d.storedText(n.anon), s.start.UnixMilli()}] = s
+			// RETURNING gives anon_id back as stored (StoredText).
+			byKey[sessionKey{n.site, j.db.d.StoredText(n.anon), s.start.UnixMilli()}] = s
 		}
 		rows, err := j.stmt(j.db.ingest.insertSessions[k]).Query(args...)
 		if err != nil {

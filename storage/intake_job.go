@@ -3,6 +3,8 @@ package storage
 import (
 	"fmt"
 	"time"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 // This file holds how intake jobs share the writer's transactions: which
@@ -52,7 +54,9 @@ func (db *DB) ingestJob(events []IngestEvent, dlq []Quarantined, stats func(time
 	}
 	_, users := profileCut(events, len(events))
 	weight := len(events) + len(dlq) + profileWeight*users
-	return w, &job{group: &db.intake, part: w, weight: max(weight, 1), done: make(chan error, 1), stats: stats}
+	j := engine.NewPart(&db.intake, w, weight)
+	j.Stats = stats
+	return w, j
 }
 
 // MaxJobProfiles is the most users one intake job merges identifies of.
@@ -128,7 +132,7 @@ func (in *intake) runMerged(tx *writeTx, parts []any, alone bool) error {
 		hours: map[[2]string]bool{}}
 	// The memo holds only while no other writer can change a session
 	// between two transactions: on PostgreSQL other instances can.
-	if alone && db.d.soleWriter() {
+	if alone && db.d.SoleWriter() {
 		if !in.memo.current(tx) {
 			in.memo.clear()
 		}
@@ -157,13 +161,13 @@ func (in *intake) runMerged(tx *writeTx, parts []any, alone bool) error {
 		return err
 	}
 	if wrote {
-		tx.markWritten() // a run of duplicates only may write no page
+		tx.MarkWritten() // a run of duplicates only may write no page
 	}
-	if alone && db.d.soleWriter() {
+	if alone && db.d.SoleWriter() {
 		// Even with nothing to add, the memo stays current past this
 		// transaction.
-		latest, seq := run.latest, tx.seq
-		tx.onCommit(func() { in.memo.put(latest, seq) })
+		latest, seq := run.latest, tx.Seq
+		tx.OnCommit(func() { in.memo.put(latest, seq) })
 	}
 	return db.share().spend(tx, works)
 }
@@ -204,7 +208,7 @@ const latestSessionsMax = 100_000
 // current reports whether no transaction came between the one that last
 // filled the memo and tx.
 func (l *latestSessions) current(tx *writeTx) bool {
-	return l.seq == tx.seq-1
+	return l.seq == tx.Seq-1
 }
 
 // get returns the memo's newest session of the visitor key. A nil memo, as

@@ -39,7 +39,7 @@ func TestMergedIngestIsolatesAFailingRequest(t *testing.T) {
 	jobs := make([]*job, len(requests))
 	for i, evs := range requests {
 		works[i], jobs[i] = db.ingestJob(evs, nil, nil)
-		if err := db.writer.enqueue(ctx, jobs[i], false); err != nil {
+		if err := db.writer.Enqueue(ctx, jobs[i], false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -47,7 +47,7 @@ func TestMergedIngestIsolatesAFailingRequest(t *testing.T) {
 	results := make([]IngestResult, len(requests))
 	errs := make([]error, len(requests))
 	for i, j := range jobs {
-		if errs[i] = j.wait(ctx); errs[i] == nil {
+		if errs[i] = j.Wait(ctx); errs[i] == nil {
 			results[i] = works[i].result()
 		}
 	}
@@ -117,7 +117,7 @@ func (v *memoVisitor) ingest(n int, traits string) *job {
 
 // erase is a job that deletes the visitor's sessions, as an erasure does.
 func (v *memoVisitor) erase() *job {
-	return newJob(1, func(tx *writeTx) error {
+	return v.db.writer.newJob(1, func(tx *writeTx) error {
 		_, err := tx.Exec(`DELETE FROM sessions WHERE anon_id = 'v'`)
 		return err
 	})
@@ -127,10 +127,10 @@ func (v *memoVisitor) erase() *job {
 // queued; the writer goroutine is idle meanwhile. It returns the jobs'
 // errors.
 func (v *memoVisitor) commit(batch ...*job) []error {
-	v.db.writer.commit(batch)
+	v.db.writer.CommitNow(batch)
 	errs := make([]error, len(batch))
 	for i, j := range batch {
-		errs[i] = <-j.done
+		errs[i] = j.Wait(context.Background())
 	}
 	return errs
 }
@@ -201,7 +201,7 @@ func TestSessionsMemoSparesReads(t *testing.T) {
 		send()
 		return v.db.hooks.sessionRowsRead.Load() - before
 	}
-	other := newJob(1, func(tx *writeTx) error {
+	other := v.db.writer.newJob(1, func(tx *writeTx) error {
 		_, err := tx.Exec(`INSERT OR IGNORE INTO daily_salts(day, salt) VALUES ('2000-01-01', x'00')`)
 		return err
 	})

@@ -81,7 +81,7 @@ func (db *DB) links() linkTables {
 	if db.oldLinks.Load() {
 		l = bothLinks
 	}
-	l.noHints = db.d.indexedBy("x") == ""
+	l.noHints = db.d.IndexedBy("x") == ""
 	return l
 }
 
@@ -159,8 +159,8 @@ func (db *DB) linkMove(chunk int) conversion {
 	if !db.oldLinks.Load() {
 		chunk = -1
 	}
-	return conversion{name: "identity link move", done: "identity links moved", unit: "links", chunk: chunk,
-		step: func(ctx context.Context, chunk int) (int64, bool, error) {
+	return conversion{Name: "identity link move", Done: "identity links moved", Unit: "links", Chunk: chunk,
+		Step: func(ctx context.Context, chunk int) (int64, bool, error) {
 			return db.moveLinks(ctx, chunk)
 		}}
 }
@@ -191,7 +191,7 @@ func (db *DB) moveLinks(ctx context.Context, chunk int) (moved int64, done bool,
 			return fmt.Errorf("move links: %w", err)
 		}
 		if done = moved < int64(chunk); done {
-			tx.onCommit(func() { db.oldLinks.Store(false) })
+			tx.OnCommit(func() { db.oldLinks.Store(false) })
 		}
 		return nil
 	})

@@ -117,7 +117,7 @@ func (k *knownCredentials) missing(tx *writeTx, creds []string) ([]string, error
 		}
 	}
 	if len(found) > 0 {
-		tx.onCommit(func() {
+		tx.OnCommit(func() {
 			k.mu.Lock()
 			defer k.mu.Unlock()
 			if k.m == nil {

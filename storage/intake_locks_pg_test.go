@@ -120,8 +120,8 @@ func TestConcurrentIngestTwoDBs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if a.slot == b.slot {
-		t.Fatalf("got slot %d for both instances, want two slots", a.slot)
+	if a.pg.slot == b.pg.slot {
+		t.Fatalf("got slot %d for both instances, want two slots", a.pg.slot)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(batches))
@@ -155,7 +155,7 @@ func TestConcurrentIngestTwoDBs(t *testing.T) {
 			t.Errorf("%s: got\n%s\nwant (SQLite, one instance)\n%s", n, got[n], want[n])
 		}
 	}
-	if n := a.writer.retries.Load() + b.writer.retries.Load(); n != 0 {
+	if n := a.writer.Retries() + b.writer.Retries(); n != 0 {
 		t.Errorf("got %d runs retried after a deadlock, want 0", n)
 	}
 }
@@ -242,7 +242,7 @@ func TestConcurrentFirstCredentialUseTwoDBs(t *testing.T) {
 	if events != rounds*senders*perBatch {
 		t.Errorf("got %d events, want %d", events, rounds*senders*perBatch)
 	}
-	if n := a.writer.retries.Load() + b.writer.retries.Load(); n != 0 {
+	if n := a.writer.Retries() + b.writer.Retries(); n != 0 {
 		t.Errorf("got %d runs retried after a deadlock, want 0", n)
 	}
 	// A credential seen committed needs no lock again.
@@ -295,9 +295,9 @@ func TestMixedBatchLocksInOneOrder(t *testing.T) {
 		_, j := db.ingestJob([]IngestEvent{{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), SiteID: "s", Type: "pageview", AnonID: anon, TS: at}}, nil, nil)
 		return j
 	}
-	jobs := []*job{ingest(1, hi), newJob(1, func(*writeTx) error { return nil }), ingest(2, lo)}
+	jobs := []*job{ingest(1, hi), db.writer.newJob(1, func(*writeTx) error { return nil }), ingest(2, lo)}
 	for _, j := range jobs {
-		if err := db.writer.enqueue(ctx, j, false); err != nil {
+		if err := db.writer.Enqueue(ctx, j, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -317,7 +317,7 @@ func TestMixedBatchLocksInOneOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, j := range jobs {
-		if err := j.wait(ctx); err != nil {
+		if err := j.Wait(ctx); err != nil {
 			t.Errorf("job %d: got %v, want stored", i, err)
 		}
 	}

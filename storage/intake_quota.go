@@ -67,10 +67,10 @@ type quotaShare interface {
 
 // share is the DB's quotaShare: bookShare unless Open set another.
 func (db *DB) share() quotaShare {
-	if db.qs == nil {
+	if db.pg.qs == nil {
 		return bookShare{db}
 	}
-	return db.qs
+	return db.pg.qs
 }
 
 // ReserveQuota reserves n events of site's monthly quota limit. It reports
@@ -113,7 +113,7 @@ func (bookShare) close() {}
 func (q *quotaBook) spent(tx *writeTx, works []*ingestWork) {
 	for _, w := range works {
 		received, usage := w.received, w.usage
-		tx.onCommit(func() { q.commit(received, usage) })
+		tx.OnCommit(func() { q.commit(received, usage) })
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/tally-analytics/tally/fault"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 // maxLeaseBlock bounds one lease
@@ -62,16 +64,16 @@ type pgQuota struct {
 // those of every gone instance every leaseReclaimEvery, when it is the
 // leader.
 func startPGQuota(ctx context.Context, db *DB, log *slog.Logger) error {
-	if db.slotHold != nil {
+	if db.pg.slotHold != nil {
 		// Only while this session holds the slot's lock: with every slot
 		// taken (claimSlot), slot 0 is shared with its live owner.
-		if _, err := db.slotHold.ExecContext(ctx, `DELETE FROM quota_leases WHERE slot = ?1 AND EXISTS (SELECT 1 FROM pg_locks
+		if _, err := db.pg.slotHold.ExecContext(ctx, `DELETE FROM quota_leases WHERE slot = ?1 AND EXISTS (SELECT 1 FROM pg_locks
 			WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND classid::bigint = ?2 AND objid::bigint = ?1 AND objsubid = 2)`,
-			db.slot, slotLockClass); err != nil {
+			db.pg.slot, slotLockClass); err != nil {
 			return fmt.Errorf("drop leftover quota leases: %w", err)
 		}
 	}
-	db.qs = &pgQuota{db: db, leased: map[[2]string]int{}, log: log}
+	db.pg.qs = &pgQuota{db: db, leased: map[[2]string]int{}, log: log}
 	return nil
 }
 
@@ -166,7 +168,7 @@ func (p *pgQuota) takeBlock(ctx context.Context, site, month string, need, limit
 		return 0, fmt.Errorf("quota lease: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, lockKey("quota:"+site)); err != nil {
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, engine.LockKey("quota:"+site)); err != nil {
 		return 0, fmt.Errorf("quota lease: %w", err)
 	}
 	// One statement, one snapshot: an intake commit moves events from a
@@ -190,7 +192,7 @@ func (p *pgQuota) takeBlock(ctx context.Context, site, month string, need, limit
 	block = max(block, need)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO quota_leases(site_id, month, slot, leased) VALUES (?, ?, ?, ?)
 		ON CONFLICT (site_id, month, slot) DO UPDATE SET leased = quota_leases.leased + excluded.leased`,
-		site, month, p.db.slot, block); err != nil {
+		site, month, p.db.pg.slot, block); err != nil {
 		return 0, fmt.Errorf("quota lease: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -223,7 +225,7 @@ func (p *pgQuota) spend(tx *writeTx, works []*ingestWork) error {
 	slices.SortFunc(keys, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
 	for _, k := range keys {
 		r, err := tx.Exec(`UPDATE quota_leases SET leased = leased - ?1 WHERE site_id = ?2 AND month = ?3 AND slot = ?4 AND leased >= ?1`,
-			spent[k], k[0], k[1], p.db.slot)
+			spent[k], k[0], k[1], p.db.pg.slot)
 		if err != nil {
 			return fmt.Errorf("spend quota lease: %w", err)
 		}
@@ -235,7 +237,7 @@ func (p *pgQuota) spend(tx *writeTx, works []*ingestWork) error {
 		}
 	}
 	q.spent(tx, works)
-	tx.onCommit(func() {
+	tx.OnCommit(func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		for k, n := range spent {
@@ -291,11 +293,11 @@ func (p *pgQuota) close() {
 		defer tx.Rollback()
 		for k, n := range held {
 			if _, err := tx.ExecContext(ctx, `UPDATE quota_leases SET leased = leased - ? WHERE site_id = ? AND month = ? AND slot = ?`,
-				n, k[0], k[1], p.db.slot); err != nil {
+				n, k[0], k[1], p.db.pg.slot); err != nil {
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM quota_leases WHERE slot = ? AND leased <= 0`, p.db.slot); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM quota_leases WHERE slot = ? AND leased <= 0`, p.db.pg.slot); err != nil {
 			return err
 		}
 		return tx.Commit()

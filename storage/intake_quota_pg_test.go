@@ -99,7 +99,7 @@ func TestQuotaExactAcrossInstances(t *testing.T) {
 	}
 	for _, db := range []*DB{a, b} {
 		if got := db.MonthlyAccepted("s"); got != limit {
-			t.Errorf("slot %d: got MonthlyAccepted %d, want %d (every instance's events)", db.slot, got, limit)
+			t.Errorf("slot %d: got MonthlyAccepted %d, want %d (every instance's events)", db.pg.slot, got, limit)
 		}
 	}
 	// Closed instances give their leases back.
@@ -140,12 +140,12 @@ func TestQuotaLeaseOfAGoneInstanceIsReclaimed(t *testing.T) {
 	}
 	// a "crashes": its slot's session ends, its lease stays.
 	if _, err := b.read.Exec(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = ? AND objid = ? AND objsubid = 2`,
-		slotLockClass, a.slot); err != nil {
+		slotLockClass, a.pg.slot); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, func() bool {
 		var n int
-		b.read.QueryRow(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = ? AND objid = ? AND objsubid = 2`, slotLockClass, a.slot).Scan(&n)
+		b.read.QueryRow(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = ? AND objid = ? AND objsubid = 2`, slotLockClass, a.pg.slot).Scan(&n)
 		return n == 0
 	})
 	n := 0
@@ -157,7 +157,7 @@ func TestQuotaLeaseOfAGoneInstanceIsReclaimed(t *testing.T) {
 	if want := limit - 1 - held; n != want {
 		t.Fatalf("before the reclaim: got %d accepted on the live instance, want %d (the gone one's lease of %d held)", n, want, held)
 	}
-	if err := b.qs.(*pgQuota).reclaim(context.Background()); err != nil {
+	if err := b.pg.qs.(*pgQuota).reclaim(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for i := range limit {
@@ -170,15 +170,15 @@ func TestQuotaLeaseOfAGoneInstanceIsReclaimed(t *testing.T) {
 	}
 	// A lease left under a slot is dropped by the next instance that
 	// claims the slot.
-	if _, err := b.read.Exec(`INSERT INTO quota_leases(site_id, month, slot, leased) VALUES ('s', '2026-03', ?, 7)`, a.slot); err != nil {
+	if _, err := b.read.Exec(`INSERT INTO quota_leases(site_id, month, slot, leased) VALUES ('s', '2026-03', ?, 7)`, a.pg.slot); err != nil {
 		t.Fatal(err)
 	}
 	c := openAnother(t, opts)
-	if c.slot != a.slot {
-		t.Fatalf("got slot %d for the new instance, want the gone one's %d", c.slot, a.slot)
+	if c.pg.slot != a.pg.slot {
+		t.Fatalf("got slot %d for the new instance, want the gone one's %d", c.pg.slot, a.pg.slot)
 	}
 	var left int
-	if err := c.read.QueryRow(`SELECT count(*) FROM quota_leases WHERE slot = ?`, c.slot).Scan(&left); err != nil {
+	if err := c.read.QueryRow(`SELECT count(*) FROM quota_leases WHERE slot = ?`, c.pg.slot).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	if left != 0 {
@@ -196,7 +196,7 @@ func TestQuotaLeasesRollOverTheMonth(t *testing.T) {
 	const limit = 10
 	for _, db := range []*DB{a, b} {
 		for i := range limit {
-			offer(t, db, fmt.Sprintf("m%d-%02d", db.slot, i), limit)
+			offer(t, db, fmt.Sprintf("m%d-%02d", db.pg.slot, i), limit)
 		}
 	}
 	if got := a.MonthlyAccepted("s"); got != limit {
@@ -209,7 +209,7 @@ func TestQuotaLeasesRollOverTheMonth(t *testing.T) {
 	n := 0
 	for _, db := range []*DB{b, a} {
 		for i := range limit {
-			if offer(t, db, fmt.Sprintf("a%d-%02d", db.slot, i), limit) {
+			if offer(t, db, fmt.Sprintf("a%d-%02d", db.pg.slot, i), limit) {
 				n++
 			}
 		}
@@ -217,7 +217,7 @@ func TestQuotaLeasesRollOverTheMonth(t *testing.T) {
 	if n != limit || a.MonthlyAccepted("s") != limit {
 		t.Fatalf("got %d accepted in April (%d counted), want %d", n, a.MonthlyAccepted("s"), limit)
 	}
-	if err := a.qs.(*pgQuota).reclaim(context.Background()); err != nil {
+	if err := a.pg.qs.(*pgQuota).reclaim(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if n := leases(t, a, "2026-03"); n != 0 {

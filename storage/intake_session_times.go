@@ -55,8 +55,8 @@ func (db *DB) sessionTimesConversion(chunk int) conversion {
 	if chunk == 0 {
 		chunk = sessionTimesChunk
 	}
-	return conversion{name: "session times conversion", done: "session times converted", unit: "sessions",
-		chunk: chunk, step: db.convertSessionTimes}
+	return conversion{Name: "session times conversion", Done: "session times converted", Unit: "sessions",
+		Chunk: chunk, Step: db.convertSessionTimes}
 }
 
 // sessionConvertSQL rewrites the rows of a range of ids stored before

@@ -218,7 +218,7 @@ func TestSessionsOfAVisitorWithManySessions(t *testing.T) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		upsert := db.d.rollupUpsertSQL("daily_sessions", []string{"site_id", "day"}, []string{"sessions", "duration_ms", "events", "bounces"}, db.slot)
+		upsert := db.d.rollupUpsertSQL("daily_sessions", []string{"site_id", "day"}, []string{"sessions", "duration_ms", "events", "bounces"}, db.pg.slot)
 		for day, n := range days {
 			if _, err := tx.Exec(upsert, "s", day, n, 0, n, n); err != nil {
 				return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 // slotLockClass is the first key of the advisory locks that claim rollup
@@ -22,7 +24,7 @@ const maxSlots = 1024
 // gone instance's leftover session, or shared when all are taken, costs
 // only lock waits.
 func claimSlot(ctx context.Context, url string) (*sql.DB, int, error) {
-	hold, err := sql.Open(pgDriverName, url)
+	hold, err := sql.Open(engine.PGDriverName, url)
 	if err != nil {
 		return nil, 0, fmt.Errorf("open database: %w", err)
 	}

@@ -12,6 +12,8 @@ import (
 	sqlite "modernc.org/sqlite"
 
 	"github.com/tally-analytics/tally/fault"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 // backupStepPages is how many pages (4 KiB each) one backup step copies.
@@ -68,7 +70,7 @@ func (db *DB) Backup(ctx context.Context, path string, force bool) (BackupStats,
 	if db.path != ":memory:" && samePathOrSidecar(db.path, path) {
 		return BackupStats{}, fault.Errorf(fault.InvalidBackup, "the backup cannot replace the database itself or its -wal or -shm file")
 	}
-	return backupInSteps(ctx, db.writer.outside, path, force, 0)
+	return backupInSteps(ctx, db.writer.Outside, path, force, 0)
 }
 
 // BackupFolder is the folder, next to the database file, that the running
@@ -93,7 +95,7 @@ func (db *DB) BackupIntoFolder(ctx context.Context) (BackupStats, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return BackupStats{}, fmt.Errorf("create the backup folder: %w", err)
 	}
-	name := "tally-" + db.now().UTC().Format("20060102T150405Z") + "-" + randomHex(4) + ".db"
+	name := "tally-" + db.now().UTC().Format("20060102T150405Z") + "-" + engine.RandomHex(4) + ".db"
 	return db.Backup(ctx, filepath.Join(dir, name), false)
 }
 

@@ -37,9 +37,9 @@ func (db *DB) ResetData(ctx context.Context) (map[string]int64, error) {
 		if _, err := tx.Exec(`DELETE FROM day_partials`); err != nil {
 			return fmt.Errorf("reset day_partials: %w", err)
 		}
-		tx.onCommit(db.intake.forget)
+		tx.OnCommit(db.intake.forget)
 		tx.partialsChanged("")
-		tx.onCommit(func() {
+		tx.OnCommit(func() {
 			db.quota.mu.Lock()
 			db.quota.used, db.quota.reserved = map[string]int{}, map[string]int{}
 			db.quota.mu.Unlock()
@@ -68,9 +68,9 @@ func (db *DB) ResetSiteData(ctx context.Context, site string) (map[string]int64,
 				if n, err = t.deleteChunk(tx, db, site); err != nil {
 					return err
 				}
-				tx.onCommit(db.intake.forget)
+				tx.OnCommit(db.intake.forget)
 				if t.table == "site_usage" {
-					tx.onCommit(func() {
+					tx.OnCommit(func() {
 						db.quota.mu.Lock()
 						delete(db.quota.used, site)
 						db.quota.mu.Unlock()

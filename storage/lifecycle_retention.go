@@ -92,7 +92,7 @@ func (db *DB) Purge(ctx context.Context, defaultDays int) (PurgeResult, error) {
 				return res, err
 			}
 		}
-		h := db.d.rowHandle()
+		h := db.d.RowHandle()
 		for site, ts := range cutTS {
 			cutMS, _ := time.Parse(timeLayout, ts)
 			for _, q := range []struct{ table, sql string }{
@@ -175,7 +175,7 @@ func (db *DB) markPurged(ctx context.Context, cuts PurgeCuts) error {
 			updated.PurgedBefore = cut
 			changed = append(changed, &updated)
 		}
-		tx.onCommit(func() {
+		tx.OnCommit(func() {
 			for _, s := range changed {
 				db.replaceSite(s)
 			}
@@ -219,7 +219,7 @@ func (db *DB) purgeScanned(ctx context.Context, table, col string, cuts map[stri
 				}
 				if table == "sessions" && rows > 0 {
 					// The memo may hold a session just deleted.
-					tx.onCommit(db.intake.forget)
+					tx.OnCommit(db.intake.forget)
 				}
 				return nil
 			})

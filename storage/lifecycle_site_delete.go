@@ -57,7 +57,7 @@ func (t siteTable) deleteChunk(tx *writeTx, db *DB, site string) (int64, error) 
 	var res sql.Result
 	var err error
 	if t.pk == "" {
-		h := db.d.rowHandle()
+		h := db.d.RowHandle()
 		res, err = tx.Exec(`DELETE FROM `+table+` WHERE `+h+` IN
 			(SELECT `+h+` FROM `+table+` WHERE site_id = ? LIMIT ?)`, site, t.chunk)
 	} else {
@@ -164,8 +164,8 @@ func (db *DB) siteGone(ctx context.Context, s *Site) (bool, error) {
 func (db *DB) deleteSite(ctx context.Context, actor Actor, ws *Workspace, id string) error {
 	deleted := map[string]int64{}
 	// Hidden from the other instances too, before the first chunk goes.
-	if db.co != nil {
-		if err := db.writer.do(ctx, func(tx *writeTx) error { return db.co.hideSite(tx, id) }); err != nil {
+	if db.pg.co != nil {
+		if err := db.writer.do(ctx, func(tx *writeTx) error { return db.pg.co.hideSite(tx, id) }); err != nil {
 			return err
 		}
 	}
@@ -255,9 +255,9 @@ func (db *DB) deleteSiteFinal(ctx context.Context, actor Actor, ws *Workspace, i
 		if err := db.coord().notify(tx, "site", id); err != nil {
 			return err
 		}
-		tx.onCommit(db.intake.forget)
-		tx.onCommit(func() { db.forgetAliases(id) })
-		tx.onCommit(func() {
+		tx.OnCommit(db.intake.forget)
+		tx.OnCommit(func() { db.forgetAliases(id) })
+		tx.OnCommit(func() {
 			// site_usage went with the site; so does its in-memory count.
 			db.quota.mu.Lock()
 			delete(db.quota.used, id)

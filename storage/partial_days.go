@@ -198,7 +198,7 @@ func (tx *writeTx) partialDaysChanged(site, date string) {
 	}
 	g := tx.gens
 	g.bump(site, date)
-	tx.onCommit(func() { g.bump(site, date) })
+	tx.OnCommit(func() { g.bump(site, date) })
 	if g.stored != nil {
 		_ = g.stored.bump(tx, site, date)
 	}
@@ -914,7 +914,7 @@ func (db *DB) keptPartials(ctx context.Context, site string, loc *time.Location,
 	if len(store) == 0 {
 		return out, nil
 	}
-	j := newJob(len(store), func(tx *writeTx) error {
+	j := db.writer.newJob(len(store), func(tx *writeTx) error {
 		if tx.gens.daysGen(site, days[0].start, days[len(days)-1].end) != gen {
 			return nil
 		}
@@ -933,11 +933,11 @@ func (db *DB) keptPartials(ctx context.Context, site string, loc *time.Location,
 				return err
 			}
 		}
-		tx.markWritten()
+		tx.MarkWritten()
 		return nil
 	})
 	// A full queue or a closing database only leaves the days to compute
 	// again next time.
-	_ = db.writer.enqueue(context.Background(), j, false)
+	_ = db.writer.Enqueue(context.Background(), j, false)
 	return out, nil
 }

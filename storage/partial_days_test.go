@@ -426,8 +426,8 @@ func TestPartialStoreRefusedAfterAChange(t *testing.T) {
 	ingestBatches(t, db, []IngestEvent{at("1", partialsStart.Add(time.Hour))})
 	// The writer is held; an intake of day one waits in its queue.
 	release, running := make(chan struct{}), make(chan struct{})
-	blocker := newJob(1, func(*writeTx) error { close(running); <-release; return nil })
-	if err := db.writer.enqueue(context.Background(), blocker, false); err != nil {
+	blocker := db.writer.newJob(1, func(*writeTx) error { close(running); <-release; return nil })
+	if err := db.writer.Enqueue(context.Background(), blocker, false); err != nil {
 		t.Fatal(err)
 	}
 	<-running
@@ -436,7 +436,7 @@ func TestPartialStoreRefusedAfterAChange(t *testing.T) {
 		_, err := db.Ingest(context.Background(), []IngestEvent{at("2", partialsStart.Add(2*time.Hour))}, nil, nil)
 		intake <- err
 	}()
-	for len(db.writer.queue) == 0 {
+	for db.writer.Queued() == 0 {
 		time.Sleep(time.Millisecond) // waits for the intake to be queued
 	}
 	// Day one is read now, without the intake, and its store is queued

@@ -135,7 +135,7 @@ func (db *DB) matchValuesOf(ctx context.Context, q *StatsQuery, r matchSpan, g *
 	if g.fold {
 		// The pattern is matched against the folded value, as SQLite's
 		// tally_match(?, lower(expr)).
-		expr = db.d.fold(expr)
+		expr = db.d.Fold(expr)
 	}
 	// A visit dimension is the visit's alone, an event dimension the
 	// event's alone: neither read joins the other table.

@@ -366,7 +366,7 @@ func (db *DB) scanStats(ctx context.Context, q StatsQuery) (map[string]*aggregat
 		if err != nil {
 			return nil, nil, err
 		}
-		query := `SELECT ` + dims + `COUNT(*), COALESCE(SUM(` + q.dialect().boolInt("s.event_count = 1") + `), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)
+		query := `SELECT ` + dims + `COUNT(*), COALESCE(SUM(` + q.dialect().BoolInt("s.event_count = 1") + `), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)
 			FROM sessions s WHERE ` + visitRangeSQL + `
 			AND EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id
 				AND e.ts_ms >= ` + visitStartMS("s") + ` AND e.ts_ms <= ` + visitEndMS("s") + ` AND ` + where + `)` + sb.groupBy()
@@ -390,7 +390,7 @@ func (db *DB) scanStats(ctx context.Context, q StatsQuery) (map[string]*aggregat
 		return nil, nil, err
 	}
 	query := `SELECT ` + dims + `COUNT(DISTINCT s.anon_id), COUNT(*), COALESCE(SUM(s.pageviews), 0),
-		COALESCE(SUM(` + q.dialect().boolInt("s.event_count = 1") + `), 0), COALESCE(SUM(` + durationSQL + `), 0)
+		COALESCE(SUM(` + q.dialect().BoolInt("s.event_count = 1") + `), 0), COALESCE(SUM(` + durationSQL + `), 0)
 		FROM sessions s WHERE ` + visitRangeSQL + where + b.groupBy()
 	err = db.scanGroups(ctx, query, b.args(), len(q.Dimensions), 5, func(key string, v []float64) {
 		a := get(key)
@@ -450,7 +450,7 @@ func (q *StatsQuery) eventIndexRead(eventLevel bool) (string, []any, error) {
 		visitsSQL = `COUNT(DISTINCT s.id)`
 	}
 	from += b.goalRows()
-	query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), ` + visitsSQL + `, COALESCE(SUM(` + q.dialect().boolInt("e.type = 'pageview'") + `), 0), COUNT(*)
+	query := `SELECT ` + dims + `COUNT(DISTINCT e.anon_id), ` + visitsSQL + `, COALESCE(SUM(` + q.dialect().BoolInt("e.type = 'pageview'") + `), 0), COUNT(*)
 		FROM ` + from + ` WHERE e.site_id = ? AND e.ts_ms >= ? AND e.ts_ms < ?` + where + b.groupBy()
 	return query, b.args(), nil
 }
@@ -498,11 +498,11 @@ func (q *StatsQuery) visitsEventRead(lo, hi time.Time, byAnon bool) (string, []a
 		where = ` AND p.seq = e.seq` + where
 	}
 	from += b.goalRows()
-	query := `SELECT ` + dims + counts + `, COALESCE(SUM(` + d.boolInt(pageview) + `), 0), COUNT(*)
+	query := `SELECT ` + dims + counts + `, COALESCE(SUM(` + d.BoolInt(pageview) + `), 0), COUNT(*)
 		FROM ` + from + `
 		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?
 		AND e.site_id = s.site_id AND e.anon_id = s.anon_id
-		AND e.ts_ms >= ` + d.greatest("?", visitStartMS("s")) + ` AND e.ts_ms <= ` + d.least("?", visitEndMS("s")) + where + groupBy
+		AND e.ts_ms >= ` + d.Greatest("?", visitStartMS("s")) + ` AND e.ts_ms <= ` + d.Least("?", visitEndMS("s")) + where + groupBy
 	args := append([]any{}, b.dimArgs...)
 	args = append(args, q.Site, visitTimeArg(lo), visitTimeArg(hi), visitTimeArg(q.From), q.From.UnixMilli(), q.To.UnixMilli()-1)
 	return query, append(args, b.whereArgs...), nil
@@ -630,7 +630,7 @@ func (b *sqlBuilder) where() (string, error) {
 			}
 			fmt.Fprintf(&sb, " WHEN %d THEN %s", i, f)
 		}
-		sb.WriteString(" ELSE " + b.q.dialect().boolLit(false) + " END")
+		sb.WriteString(" ELSE " + b.q.dialect().BoolLit(false) + " END")
 		sql += sb.String()
 	}
 	return sql, nil
@@ -662,7 +662,7 @@ func (b *sqlBuilder) goalRows() string {
 // event dimensions are read from e even though the read is of visits.
 func (b *sqlBuilder) filterSQL(fs []QueryFilter, inner bool) (string, error) {
 	if len(fs) == 0 {
-		return b.q.dialect().boolLit(true), nil
+		return b.q.dialect().BoolLit(true), nil
 	}
 	parts := make([]string, 0, len(fs))
 	for _, f := range fs {
@@ -687,7 +687,7 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 			parts = append(parts, p)
 		}
 		if len(parts) == 0 {
-			return b.q.dialect().boolLit(true), nil
+			return b.q.dialect().BoolLit(true), nil
 		}
 		return "(" + strings.Join(parts, " "+strings.ToUpper(f.Op)+" ") + ")", nil
 	case "not":
@@ -710,7 +710,7 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 	}
 	value := "?"
 	if f.Fold {
-		expr, value = b.q.dialect().fold(expr), b.q.dialect().fold("?")
+		expr, value = b.q.dialect().Fold(expr), b.q.dialect().Fold("?")
 	}
 	var each []string
 	for _, v := range f.Values {
@@ -719,7 +719,7 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 			each = append(each, expr+" = "+value)
 			b.whereArgs = append(append(b.whereArgs, args...), v)
 		case "contains", "contains_not":
-			each = append(each, b.q.dialect().contains(expr, value))
+			each = append(each, b.q.dialect().Contains(expr, value))
 			b.whereArgs = append(append(b.whereArgs, args...), v)
 		case "matches", "matches_not":
 			if _, err := compilePattern(v); err != nil {
@@ -737,7 +737,7 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 		}
 	}
 	// An empty list of clauses matches nothing, so its negation all.
-	cond := b.q.dialect().boolLit(false)
+	cond := b.q.dialect().BoolLit(false)
 	if len(each) > 0 {
 		cond = "(" + strings.Join(each, " OR ") + ")"
 	}
@@ -816,7 +816,7 @@ func (b *sqlBuilder) timeExpr(d string, col timeCol) (string, []any, error) {
 	case "day":
 		return "substr(" + local + ", 1, 10)", args, nil
 	case "week":
-		return b.q.dialect().weekStart("substr(" + local + ", 1, 10)"), args, nil
+		return b.q.dialect().WeekStart("substr(" + local + ", 1, 10)"), args, nil
 	case "month":
 		return "substr(" + local + ", 1, 7) || '-01'", args, nil
 	}
@@ -856,7 +856,7 @@ func localTimeSQL(d dialect, col timeCol, loc *time.Location, from, to time.Time
 	for {
 		_, off := t.In(loc).Zone()
 		_, end := t.In(loc).ZoneBounds()
-		shift := d.localTime(col, off)
+		shift := d.LocalTime(col.expr, col.ms, off)
 		if end.IsZero() || !end.Before(to) {
 			if len(whens) == 0 {
 				return shift, nil, nil

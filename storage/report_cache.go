@@ -121,7 +121,7 @@ func (db *DB) ForgetPartials(ctx context.Context, site string, rows bool) error 
 			if _, err := tx.Exec(`DELETE FROM day_partials WHERE site_id = ?`, site); err != nil {
 				return err
 			}
-			tx.markWritten()
+			tx.MarkWritten()
 			tx.partialsChanged(site)
 			return nil
 		}
@@ -131,7 +131,7 @@ func (db *DB) ForgetPartials(ctx context.Context, site string, rows bool) error 
 		// of the site be computed again).
 		if g := tx.gens; g != nil {
 			g.bump(site, "")
-			tx.onCommit(func() { g.bump(site, "") })
+			tx.OnCommit(func() { g.bump(site, "") })
 		}
 		return nil
 	})

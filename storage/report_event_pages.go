@@ -39,8 +39,8 @@ func (db *DB) eventPagesBackfill(chunk int) conversion {
 	if chunk == 0 {
 		chunk = eventPagesChunk
 	}
-	return conversion{name: "event pages backfill", done: "event pages backfilled", unit: "events",
-		chunk: chunk, step: func(ctx context.Context, chunk int) (int64, bool, error) {
+	return conversion{Name: "event pages backfill", Done: "event pages backfilled", Unit: "events",
+		Chunk: chunk, Step: func(ctx context.Context, chunk int) (int64, bool, error) {
 			return db.backfillEventPages(ctx, chunk, nil)
 		}}
 }

@@ -250,7 +250,7 @@ func TestMigration0021BackfillsEventPages(t *testing.T) {
 		got, _, _ := statsText(t, db, q, true)
 		want = append(want, fmt.Sprint(got))
 	}
-	if got := runConversion(t, 10, db.eventPagesBackfill(0).step); got != 3 {
+	if got := runConversion(t, 10, db.eventPagesBackfill(0).Step); got != 3 {
 		t.Fatalf("got %d rows backfilled by the rest, want 3 (seq 7, 9, 10)", got)
 	}
 	if !db.EventPagesReady() {

@@ -137,7 +137,7 @@ func (db *DB) exportPage(ctx context.Context, site, lo, hi string, cursor, last 
 	rr := newRawRead(db.d)
 	rows, err := db.read.QueryContext(ctx, `SELECT seq, id, type, url, ts, anon_id, user_id, referrer, country, city, browser, os, device_type,
 		`+rr.columns()+` FROM events
-		WHERE seq > ? AND seq <= ? AND `+db.d.noIndex("site_id")+` = ? AND ts >= ? AND ts < ? ORDER BY seq LIMIT ?`,
+		WHERE seq > ? AND seq <= ? AND `+db.d.NoIndex("site_id")+` = ? AND ts >= ? AND ts < ? ORDER BY seq LIMIT ?`,
 		cursor, last, site, lo, hi, ExportPageRows)
 	if err != nil {
 		return nil, 0, err

@@ -149,7 +149,7 @@ func (db *DB) funnelMatcher(q *FunnelQuery) (*funnelMatcher, error) {
 func (db *DB) funnelBests(ctx context.Context, q *FunnelQuery, m *funnelMatcher, lo time.Time, extra string) (map[string]int, error) {
 	parts := []string{""}
 	if db.readConns >= 2 {
-		last := db.d.lastChar("s.anon_id")
+		last := db.d.LastChar("s.anon_id")
 		parts = []string{" AND COALESCE(" + last + ", 0) % 2 = 0", " AND COALESCE(" + last + ", 0) % 2 = 1"}
 	}
 	// Each part runs on its own connection of the read pool; neither holds
@@ -222,7 +222,7 @@ func (db *DB) funnelPart(ctx context.Context, q *FunnelQuery, m *funnelMatcher, 
 		body: from + `
 		WHERE s.site_id = ? AND s.started_ms >= ? AND s.started_ms < ? AND s.ended_ms >= ?` + part + `
 		AND e.site_id = s.site_id AND e.anon_id = s.anon_id
-		AND e.ts_ms >= ` + db.d.greatest("?", visitStartMS("s")) + ` AND e.ts_ms <= ` + db.d.least("?", visitEndMS("s")) + `
+		AND e.ts_ms >= ` + db.d.Greatest("?", visitStartMS("s")) + ` AND e.ts_ms <= ` + db.d.Least("?", visitEndMS("s")) + `
 		AND ` + typeCond + where}
 	r.args = []any{q.Site, visitTimeArg(lo), visitTimeArg(q.To), visitTimeArg(q.From), q.From.UnixMilli(), q.To.UnixMilli() - 1}
 	r.args = append(r.args, typeArgs...)

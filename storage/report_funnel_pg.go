@@ -5,10 +5,6 @@ import (
 	"database/sql"
 )
 
-// lastChar: ascii gives the code point of a UTF-8 text's first
-// character, 0 for an empty one.
-func (pgDialect) lastChar(col string) string { return "ascii(right(" + col + ", 1))" }
-
 // walkFunnel is PostgreSQL's funnel read (docs/postgresql.md#on-postgresql): it
 // cannot call Go, so the events are streamed to Go ordered by visit, and
 // each visit's are handed to w when the next visit begins. Each event's

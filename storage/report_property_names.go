@@ -35,7 +35,7 @@ func (db *DB) PropertyNames(ctx context.Context, site string, maxRows int) ([]st
 	}
 	// +site_id: the newest rows by seq, not the site's index.
 	rr := newRawRead(db.d)
-	rows, err := tx.QueryContext(ctx, `SELECT `+rr.columns()+` FROM events WHERE seq > ? AND `+db.d.noIndex("site_id")+` = ?`, max(last-int64(maxRows), 0), site)
+	rows, err := tx.QueryContext(ctx, `SELECT `+rr.columns()+` FROM events WHERE seq > ? AND `+db.d.NoIndex("site_id")+` = ?`, max(last-int64(maxRows), 0), site)
 	if err != nil {
 		return nil, err
 	}

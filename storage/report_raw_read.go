@@ -21,7 +21,7 @@ type rawRead struct {
 	column, ts    sql.NullString
 }
 
-func newRawRead(d dialect) *rawRead { return &rawRead{pg: d.name() == "postgres"} }
+func newRawRead(d dialect) *rawRead { return &rawRead{pg: d.Name() == "postgres"} }
 
 // columns is the select list: the raw text, then the received_at text.
 func (r *rawRead) columns() string {

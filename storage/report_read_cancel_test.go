@@ -33,7 +33,7 @@ func TestReadStopsAtItsDeadline(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("got the read running a minute after its deadline, want it stopped")
 	}
-	if db.d.name() == "postgres" {
+	if db.d.Name() == "postgres" {
 		// The server stops the statement: wait for it to leave.
 		deadline := time.Now().Add(time.Minute)
 		for {

@@ -133,7 +133,7 @@ const timelineColumns = `e.seq, e.id, e.type, e.url, e.ts, e.anon_id, e.referrer
 // (site_id, user_id) index, then each one's events. Left to itself, SQLite
 // walks every event of the site and looks each one's link up.
 func timelineEvents(d dialect, l linkTables) string {
-	return `SELECT ` + timelineColumns + ` FROM ` + l.byUser("l") + ` ` + d.crossJoin() + ` events e
+	return `SELECT ` + timelineColumns + ` FROM ` + l.byUser("l") + ` ` + d.CrossJoin() + ` events e
 	ON e.site_id = l.site_id AND e.anon_id = l.anon_id WHERE l.site_id = ?1 AND l.user_id = ?2`
 }
 
@@ -148,7 +148,7 @@ func timelineEvents(d dialect, l linkTables) string {
 // (docs/benchmarks.md#reads).
 func timelineNewest(d dialect, l linkTables) string {
 	return `SELECT ` + timelineColumns + ` FROM events e WHERE e.seq IN (
-	SELECT x.seq FROM ` + l.byUser("l") + ` ` + d.crossJoin() + ` events x` + d.indexedBy("events_site_anon_ts") + `
+	SELECT x.seq FROM ` + l.byUser("l") + ` ` + d.CrossJoin() + ` events x` + d.IndexedBy("events_site_anon_ts") + `
 	ON x.site_id = l.site_id AND x.anon_id = l.anon_id AND x.ts_ms < ?3 AND x.ts_ms >= COALESCE((SELECT ts_ms FROM events
 		WHERE site_id = l.site_id AND anon_id = l.anon_id AND ts_ms < ?3 ORDER BY ts_ms DESC LIMIT 1 OFFSET ?4 - 1), ` + minTSMS + `)
 	WHERE l.site_id = ?1 AND l.user_id = ?2 ORDER BY x.ts_ms DESC, x.seq DESC LIMIT ?4)

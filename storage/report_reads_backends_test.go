@@ -50,7 +50,7 @@ func seedReadRows(t *testing.T, db *DB) {
 		}
 		return tm.UnixMilli()
 	}
-	pg := db.d.name() == "postgres"
+	pg := db.d.Name() == "postgres"
 	for i, v := range visits {
 		if _, err := db.write.ExecContext(ctx, `INSERT INTO sessions(id, site_id, anon_id, start_text, end_text, event_count, pageviews,
 			start_ms, duration_ms, country) VALUES (?, 's', ?, '', '', ?, ?, ?, ?, 'DE')`,

@@ -54,6 +54,6 @@ func (db *DB) RealtimeVisitors(ctx context.Context, site string, since time.Time
 	}
 	var n int
 	// +site_id: the rows after the cut, not the site's index.
-	err = tx.QueryRowContext(ctx, `SELECT COUNT(DISTINCT anon_id) FROM events WHERE seq > ? AND `+db.d.noIndex("site_id")+` = ?`, cut, site).Scan(&n)
+	err = tx.QueryRowContext(ctx, `SELECT COUNT(DISTINCT anon_id) FROM events WHERE seq > ? AND `+db.d.NoIndex("site_id")+` = ?`, cut, site).Scan(&n)
 	return n, err
 }

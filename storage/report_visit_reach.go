@@ -190,7 +190,7 @@ func (db *DB) storeReach(site string, gen uint64, dayGens []uint64, day0 int64, 
 	if len(idx) == 0 {
 		return
 	}
-	j := newJob(len(idx), func(tx *writeTx) error {
+	j := db.writer.newJob(len(idx), func(tx *writeTx) error {
 		if tx.gens.daysGen(site, time.UnixMilli(day0), time.UnixMilli(day0+int64(len(reach))*dayMS)) != gen {
 			return nil
 		}
@@ -207,10 +207,10 @@ func (db *DB) storeReach(site string, gen uint64, dayGens []uint64, day0 int64, 
 				return err
 			}
 		}
-		tx.markWritten()
+		tx.MarkWritten()
 		return nil
 	})
 	// A full queue or a closing database only leaves the days to compute
 	// again next time.
-	_ = db.writer.enqueue(context.Background(), j, false)
+	_ = db.writer.Enqueue(context.Background(), j, false)
 }

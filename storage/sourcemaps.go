@@ -107,7 +107,7 @@ func (db *DB) UpsertSourcemap(ctx context.Context, site *Site, release, file str
 		// update below, in this job: once per such row.
 		var inline int64
 		err := tx.QueryRow(`SELECT upload, CASE WHEN upload IS NULL THEN size ELSE 0 END
-				FROM sourcemaps`+db.d.indexedBy("sourcemaps_usage")+` WHERE site_id = ? AND release = ? AND file = ?`,
+				FROM sourcemaps`+db.d.IndexedBy("sourcemaps_usage")+` WHERE site_id = ? AND release = ? AND file = ?`,
 			site.ID, release, file).Scan(&replaced, &inline)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return 0, fmt.Errorf("replaced sourcemap: %w", err)
@@ -154,7 +154,7 @@ func checkSourcemapCaps(tx *writeTx, d dialect, site, release, file string, size
 	var bytes, replacedBytes int64
 	if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(SUM(size), 0),
 			COUNT(CASE WHEN release = ? AND file = ? THEN 1 END), COALESCE(SUM(CASE WHEN release = ? AND file = ? THEN size END), 0)
-			FROM sourcemaps`+d.indexedBy("sourcemaps_usage")+` WHERE site_id = ?`,
+			FROM sourcemaps`+d.IndexedBy("sourcemaps_usage")+` WHERE site_id = ?`,
 		release, file, release, file, site).Scan(&files, &bytes, &replaced, &replacedBytes); err != nil {
 		return fmt.Errorf("sourcemap usage: %w", err)
 	}
@@ -191,14 +191,14 @@ func (db *DB) DeleteSourcemaps(ctx context.Context, actor Actor, site *Site, rel
 		args := []any{site.ID, release, file, file}
 		var inline int64
 		if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(SUM(CASE WHEN upload IS NULL THEN size END), 0)
-				FROM sourcemaps`+db.d.indexedBy("sourcemaps_usage")+` WHERE `+match,
+				FROM sourcemaps`+db.d.IndexedBy("sourcemaps_usage")+` WHERE `+match,
 			args...).Scan(&files, &bytes, &inline); err != nil {
 			return 0, fmt.Errorf("sourcemaps to delete: %w", err)
 		}
 		if files == 0 {
 			return 0, fault.Errorf(fault.NotFound, "no sourcemap of that release (and file) on this site")
 		}
-		rows, err := tx.Query(`SELECT upload FROM sourcemaps`+db.d.indexedBy("sourcemaps_usage")+` WHERE `+match+` AND upload IS NOT NULL`, args...)
+		rows, err := tx.Query(`SELECT upload FROM sourcemaps`+db.d.IndexedBy("sourcemaps_usage")+` WHERE `+match+` AND upload IS NOT NULL`, args...)
 		if err != nil {
 			return 0, fmt.Errorf("sourcemap uploads to delete: %w", err)
 		}
@@ -249,7 +249,7 @@ const (
 // orphanUploads lists uploads with parts older than a cutoff that no
 // sourcemap row points at.
 func orphanUploads(d dialect) string {
-	return `SELECT DISTINCT site_id, upload FROM sourcemap_parts` + d.indexedBy("sourcemap_parts_age") + `
+	return `SELECT DISTINCT site_id, upload FROM sourcemap_parts` + d.IndexedBy("sourcemap_parts_age") + `
 		WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM sourcemaps WHERE sourcemaps.upload = sourcemap_parts.upload)
 		LIMIT ?`
 }

@@ -7,8 +7,10 @@
 // It runs over either backend: one SQLite file in WAL mode, or one
 // PostgreSQL database shared by several instances
 // (docs/postgresql.md#on-postgresql), what differs kept behind the dialect
-// and in _pg.go files. One goroutine owns the only write connection (the
-// single writer, db_writer.go): every mutation is a job handed to it, and
+// and in _pg.go files. The database mechanism (opening either backend, the
+// single writer, migrations, coordination, conversions) is the engine's,
+// storage/internal/engine. One goroutine owns the only write connection
+// (the single writer, db_writer.go): every mutation is a job handed to it, and
 // jobs queued together commit in one transaction. Reads use a pool of their
 // own; the query API answers most reports of closed days from day partials
 // (partial_ files) and the report cache rather than a scan
@@ -20,36 +22,33 @@ package storage
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
 // migrationPGFiles are PostgreSQL's migrations, numbered on their own
-// (db_open_pg.go).
+// (db_migrate.go).
 //
 //go:embed migrations_pg/*.sql
 var migrationPGFiles embed.FS
 
 // timeLayout is the one timestamp format of the service: UTC, exactly three
 // fraction digits. It is fixed width, so stored text sorts in time order.
-const timeLayout = "2006-01-02T15:04:05.000Z"
+const timeLayout = engine.TimeLayout
 
 // FormatTime renders t in timeLayout.
 func FormatTime(t time.Time) string {
@@ -105,28 +104,19 @@ type DB struct {
 	path string
 	// d is the backend's SQL fragments and error classes (db_dialect.go).
 	d dialect
-	// co coordinates instances on one database (db_coord.go); nil on SQLite.
-	co     coord
+	// pg is the state only PostgreSQL has; its zero value on SQLite.
+	pg     pgState
 	write  *sql.DB
 	read   *sql.DB
 	writer *writer
 	now    func() time.Time
 	ingest *ingestStmts
-	// slot is the rollup slot this instance writes on PostgreSQL
-	// (docs/postgresql.md#on-postgresql); 0 on SQLite.
-	slot int
-	// slotHold is the connection whose advisory lock claims slot, held
-	// until Close (intake_slots_pg.go); nil on SQLite.
-	slotHold *sql.DB
 	// unroll are the erasure's rollup subtractions (gdpr_erase.go).
 	unroll unrollStmts
-	// pgSize measures the database on PostgreSQL (db_diskusage_pg.go); nil
-	// on SQLite.
-	pgSize *pgDiskUsage
 	// ckpt runs WAL checkpoints; nil for :memory:, which has no WAL.
 	ckpt *sql.DB
 	// ckptLoop is the checkpoint loop; conv the background conversions
-	// (convert_runner.go). Close ends both.
+	// (convert_runner.go, the engine's runner). Close ends both.
 	ckptLoop, conv background
 	// eventPagesReady: event_pages holds every event's row, so reports
 	// read it (report_event_pages.go); set at Open and when its backfill ends.
@@ -138,9 +128,6 @@ type DB struct {
 	// the old table (intake_links.go).
 	oldLinks atomic.Bool
 	quota    quotaBook
-	// qs is where the quota book's share comes from (intake_quota.go); nil is
-	// SQLite's, the whole quota.
-	qs quotaShare
 	// replays are the DLQ entries this process is replaying (ClaimReplay).
 	replays replayClaims
 	// intake merges the writer's intake jobs and keeps their memo of
@@ -177,7 +164,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		opts.CheckpointEvery = 250 * time.Millisecond
 	}
 	if opts.walRestartFrames <= 0 {
-		opts.walRestartFrames = walRestartFrames
+		opts.walRestartFrames = engine.WALRestartFrames
 	}
 	if opts.Durability == "" {
 		opts.Durability = DurabilityPower
@@ -188,7 +175,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if opts.migrations == nil {
 		opts.migrations = migrationFiles
 	}
-	writeDSN, readDSN, err := dsns(opts.Path, opts.Durability)
+	writeDSN, readDSN, err := engine.SQLiteDSNs(opts.Path, opts.Durability)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +192,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 
 	if err := migrate(ctx, write, opts.migrations, opts.Now); err != nil {
 		write.Close()
-		if unwritable(sqliteDialect{}, err) != nil {
+		if engine.Unwritable(sqliteDialect{}, err) != nil {
 			// SQLite's own words can be as vague as "disk I/O error".
 			err = fmt.Errorf("%w (is the disk full, or the file or its folder read-only?)", err)
 		}
@@ -249,7 +236,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	db.writer = newWriter(write, db.d, opts.QueueSize, opts.Logger)
 	if opts.Path != ":memory:" {
 		if db.ckpt, err = sql.Open("sqlite", writeDSN); err != nil {
-			db.writer.close()
+			db.writer.Close()
 			read.Close()
 			write.Close()
 			return nil, err
@@ -257,7 +244,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		db.ckpt.SetMaxOpenConns(1)
 		stop, done := make(chan struct{}), make(chan struct{})
 		db.ckptLoop = background{stop: func() { close(stop) }, done: done}
-		go checkpointLoop(db.ckpt, db.writer, opts.CheckpointEvery, opts.walRestartFrames, opts.Logger, stop, done)
+		go engine.CheckpointLoop(db.ckpt, db.writer.Writer, opts.CheckpointEvery, opts.walRestartFrames, opts.Logger, stop, done)
 	}
 	db.startConversions(opts.Logger, db.linkMove(opts.linkMoveChunk), db.rawConversion(opts.rawConvertChunk), db.visitBackfill(opts.visitBackfillChunk),
 		db.sessionTimesConversion(opts.sessionTimesChunk), db.eventColumnsConversion(opts.eventColumnsChunk),
@@ -265,131 +252,10 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	return db, nil
 }
 
-// dsns returns the data source names of the write and read pools.
-func dsns(path string, durability Durability) (write, read string, err error) {
-	if path == "" {
-		return "", "", errors.New("database path is empty")
-	}
-	synchronous, err := durability.synchronous()
-	if err != nil {
-		return "", "", err
-	}
-	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
-	if path == ":memory:" {
-		// The memdb VFS shares one in-memory database between all
-		// connections that name it; a random name isolates each Open.
-		name := "/tally-" + randomHex(8)
-		base := "file:" + name + "?vfs=memdb&" + common
-		return base + "&_txlock=immediate", base, nil
-	}
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", "", fmt.Errorf("create database folder: %w", err)
-		}
-	}
-	// synchronous follows DURABILITY: see Durability for what each survives.
-	base := FileURI(path) + "?" + common + "&_pragma=journal_mode(WAL)&_pragma=synchronous(" + synchronous + ")"
-	// _txlock=immediate takes the write lock at BEGIN, so the writer never
-	// upgrades a read transaction and hits SQLITE_BUSY mid-transaction.
-	//
-	// The writer never checkpoints (wal_autocheckpoint=0): copying the WAL
-	// into the database and its fsync would stall every caller queued behind
-	// that commit. checkpointLoop does it from its own connection instead.
-	// temp_store=MEMORY keeps the per-job savepoints' sub-journals in RAM.
-	// secure_delete overwrites deleted content, so GDPR-erased rows do not
-	// linger in free pages of the file.
-	return base + "&_pragma=cache_size(-65536)&_pragma=temp_store(2)&_pragma=secure_delete(1)&_pragma=wal_autocheckpoint(0)&_txlock=immediate",
-		base + "&_pragma=query_only(1)", nil
-}
-
 // FileURI is the SQLite URI of the database file at path, for
-// database/sql's "sqlite" driver (parameters may follow after a '?').
-// SQLite reads the name as a URI, where '#' would end the path and '?'
-// start the parameters: unescaped, a file named "a#b.db" would silently
-// be "a".
-func FileURI(path string) string {
-	return "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
-}
-
-// walRestartFrames is the WAL length (in frames of one 4 KiB page) past
-// which the checkpoint loop has the WAL start over: 64 MiB.
-const walRestartFrames = 16384
-
-// checkpointLoop copies committed WAL frames into the database file from a
-// connection of its own, without blocking the writer (PASSIVE), every
-// interval until stop is closed; then it checkpoints once more and
-// truncates the WAL.
-//
-// SQLite starts the WAL over from its beginning only when a write
-// transaction begins with every frame already copied. Under steady load the
-// writer commits while this loop copies, so that moment never comes: at
-// 2,000 events/s the WAL file grew by about 85 MB a second, without bound.
-// So once the WAL holds restartFrames frames, the loop copies twice more
-// (each pass only what was committed during the previous one) and asks the
-// writer to copy the last few frames itself, between two batches
-// (writer.loop): its next transaction then overwrites the WAL from the
-// start. No journal_size_limit is set: truncating a WAL file that a burst
-// made long stalled the next commit for 30 ms, while a WAL that starts over
-// at 64 MiB stays near that size. Failures are logged (checkpointFailures).
-func checkpointLoop(db *sql.DB, w *writer, interval time.Duration, restartFrames int, log *slog.Logger, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	failures := checkpointFailures{log: log}
-	for {
-		select {
-		case <-stop:
-			if _, err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil && log != nil {
-				log.Warn("final WAL checkpoint failed; the WAL file stays and is copied after the next start", "err", err.Error())
-			}
-			return
-		case <-t.C:
-			var busy, frames, copied int
-			err := db.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
-			failures.report(err)
-			if err != nil || frames < restartFrames {
-				continue
-			}
-			// Copy what was committed during that pass, then during this
-			// one, so that the writer's share is a few frames.
-			for range 2 {
-				_, err := db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
-				failures.report(err)
-			}
-			w.checkpointWanted.Store(true)
-		}
-	}
-}
-
-// checkpointFailures logs the checkpoint loop's failures: one line when
-// checkpoints start failing, one when they work again. The WAL grows until
-// one succeeds, which the operator should know, but a pass every interval
-// must not flood the log.
-type checkpointFailures struct {
-	log     *slog.Logger // nil: no log
-	failing bool
-}
-
-// report records the outcome of one checkpoint.
-func (c *checkpointFailures) report(err error) {
-	switch {
-	case c.log == nil:
-	case err != nil && !c.failing:
-		// SQLite's message names the condition, never a value.
-		c.log.Warn("WAL checkpoints are failing; the WAL grows until one succeeds", "err", err.Error())
-	case err == nil && c.failing:
-		c.log.Info("WAL checkpoints work again")
-	}
-	c.failing = err != nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand never fails on supported platforms
-	}
-	return hex.EncodeToString(b)
-}
+// database/sql's "sqlite" driver (parameters may follow after a '?'):
+// engine.FileURI.
+func FileURI(path string) string { return engine.FileURI(path) }
 
 // background is a goroutine of the DB that Close ends: stop asks it to
 // end, done is closed when it has. The zero background was never started.
@@ -413,7 +279,7 @@ func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		db.conv.end()
 		db.coord().close()
-		db.writer.close()
+		db.writer.Close()
 		db.share().close()
 		var cerr error
 		db.ckptLoop.end()
@@ -422,8 +288,8 @@ func (db *DB) Close() error {
 		}
 		rerr := db.read.Close()
 		werr := db.write.Close()
-		if db.slotHold != nil {
-			cerr = errors.Join(cerr, db.slotHold.Close())
+		if db.pg.slotHold != nil {
+			cerr = errors.Join(cerr, db.pg.slotHold.Close())
 		}
 		db.closeErr = errors.Join(werr, rerr, cerr)
 	})
@@ -441,7 +307,7 @@ func (db *DB) Ping(ctx context.Context) error {
 func (db *DB) PoolStats() (open, idle int) {
 	w, r := db.write.Stats(), db.read.Stats()
 	open, idle = w.OpenConnections+r.OpenConnections, w.Idle+r.Idle
-	for _, other := range []*sql.DB{db.ckpt, db.slotHold} {
+	for _, other := range []*sql.DB{db.ckpt, db.pg.slotHold} {
 		if other != nil {
 			c := other.Stats()
 			open, idle = open+c.OpenConnections, idle+c.Idle

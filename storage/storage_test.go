@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -17,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 func openTest(t *testing.T, path string) *DB {
@@ -34,7 +35,7 @@ func withSites(t testing.TB, db *DB, ids ...string) *Workspace {
 	t.Helper()
 	ctx := context.Background()
 	sys := Actor{Kind: ActorSystem}
-	ws, err := db.CreateWorkspace(ctx, sys, "Test", "test-"+randomHex(4))
+	ws, err := db.CreateWorkspace(ctx, sys, "Test", "test-"+engine.RandomHex(4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,26 +208,6 @@ func TestWALStartsOverUnderSteadyLoad(t *testing.T) {
 	}
 }
 
-// A failing checkpoint is logged once when checkpoints start failing and
-// once when they work again, not at every pass.
-func TestCheckpointFailuresAreLoggedOnce(t *testing.T) {
-	onlySQLite(t, "SQLite's WAL checkpoints")
-	var logs bytes.Buffer
-	c := checkpointFailures{log: slog.New(slog.NewTextHandler(&logs, nil))}
-	broken := errors.New("disk I/O error")
-	for _, err := range []error{nil, broken, broken, broken, nil, nil, broken, nil} {
-		c.report(err)
-	}
-	for _, want := range []struct {
-		line  string
-		count int
-	}{{"WAL checkpoints are failing", 2}, {"WAL checkpoints work again", 2}} {
-		if got := strings.Count(logs.String(), want.line); got != want.count {
-			t.Errorf("got %d lines %q, want %d, in:\n%s", got, want.line, want.count, logs.String())
-		}
-	}
-}
-
 // The checkpoint loop reports its failures instead of dropping them: here
 // its connection is closed under it.
 func TestCheckpointLoopLogsFailures(t *testing.T) {
@@ -356,13 +337,13 @@ func fillSite(t *testing.T, db *DB, site string, urls, types, days int) {
 			n    int
 			args func(n int) []any
 		}{
-			{db.d.rollupUpsertSQL("daily_dimensions", []string{"site_id", "day", "dimension", "value"}, []string{"count"}, db.slot), urls,
+			{db.d.rollupUpsertSQL("daily_dimensions", []string{"site_id", "day", "dimension", "value"}, []string{"count"}, db.pg.slot), urls,
 				func(n int) []any {
 					return []any{site, "2026-03-01", "url", fmt.Sprintf("https://example.com/%0400d", n), 1}
 				}},
-			{db.d.rollupUpsertSQL("daily_events", []string{"site_id", "day", "type"}, []string{"count"}, db.slot), types,
+			{db.d.rollupUpsertSQL("daily_events", []string{"site_id", "day", "type"}, []string{"count"}, db.pg.slot), types,
 				func(n int) []any { return []any{site, "2026-03-01", fmt.Sprintf("type-%d", n), 1} }},
-			{db.d.rollupUpsertSQL("daily_sessions", []string{"site_id", "day"}, []string{"sessions", "duration_ms", "events", "bounces"}, db.slot), days,
+			{db.d.rollupUpsertSQL("daily_sessions", []string{"site_id", "day"}, []string{"sessions", "duration_ms", "events", "bounces"}, db.pg.slot), days,
 				func(n int) []any { return []any{site, day0.AddDate(0, 0, n).Format("2006-01-02"), 1, 0, 1, 1} }},
 			{`INSERT INTO sourcemaps(site_id, release, file, map, size, created_at, updated_at) VALUES (?, 'r1', ?, ?, 1000, '', '')`, 3,
 				func(n int) []any { return []any{site, fmt.Sprintf("f%d.js", n), make([]byte, 1000)} }},
@@ -437,7 +418,7 @@ func TestDeleteSiteBoundsEveryJob(t *testing.T) {
 		if table == last && rows == 0 && !injected {
 			injected = true
 			err := db.writer.do(ctx, func(tx *writeTx) error {
-				upsert := db.d.rollupUpsertSQL("daily_events", []string{"site_id", "day", "type"}, []string{"count"}, db.slot)
+				upsert := db.d.rollupUpsertSQL("daily_events", []string{"site_id", "day", "type"}, []string{"count"}, db.pg.slot)
 				for n := range late {
 					if _, err := tx.Exec(upsert, "big", "2026-03-02", fmt.Sprintf("late-%d", n), 1); err != nil {
 						return err

@@ -52,7 +52,7 @@ func (db *DB) reloadTenants(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		tx.onCommit(func() { db.swapTenants(t) })
+		tx.OnCommit(func() { db.swapTenants(t) })
 		return nil
 	})
 }

@@ -162,7 +162,7 @@ func (db *DB) CreateKeyForSites(ctx context.Context, actor Actor, ws *Workspace,
 		if err := db.coord().notify(tx, "key", k.ID); err != nil {
 			return err
 		}
-		tx.onCommit(func() {
+		tx.OnCommit(func() {
 			db.tenants.mu.Lock()
 			db.keysByHash[hash] = k
 			db.tenants.mu.Unlock()
@@ -198,7 +198,7 @@ func (db *DB) RevokeKey(ctx context.Context, actor Actor, ws *Workspace, keyID s
 		if err := db.coord().notify(tx, "key", keyID); err != nil {
 			return err
 		}
-		tx.onCommit(func() {
+		tx.OnCommit(func() {
 			db.tenants.mu.Lock()
 			delete(db.keysByHash, hash)
 			db.tenants.mu.Unlock()
@@ -270,7 +270,7 @@ func (db *DB) dropSiteFromKeys(tx *writeTx, wsID, id string) error {
 			return fmt.Errorf("drop site from keys: %w", err)
 		}
 	}
-	tx.onCommit(func() {
+	tx.OnCommit(func() {
 		db.tenants.mu.Lock()
 		defer db.tenants.mu.Unlock()
 		for hash, k := range db.keysByHash {

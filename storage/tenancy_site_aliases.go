@@ -156,7 +156,7 @@ func (db *DB) SetSiteAliases(ctx context.Context, actor Actor, site *Site, alias
 		if err := db.coord().notify(tx, "site", site.ID); err != nil {
 			return err
 		}
-		tx.onCommit(func() {
+		tx.OnCommit(func() {
 			db.tenants.mu.Lock()
 			defer db.tenants.mu.Unlock()
 			for _, a := range db.siteAliases[site.ID] {

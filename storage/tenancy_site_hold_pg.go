@@ -1,11 +1,15 @@
 package storage
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/tally-analytics/tally/storage/internal/engine"
+)
 
 // siteLock is the advisory lock of site id that a write naming the site
 // holds shared and a site delete's first transaction (hideSite) takes
 // exclusive.
-func siteLock(id string) int64 { return lockKey("site:" + id) }
+func siteLock(id string) int64 { return engine.LockKey("site:" + id) }
 
 // holdSite takes the site's lock shared, then, in a snapshot taken after
 // it, checks that the row is still the one site describes and is not

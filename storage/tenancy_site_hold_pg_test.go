@@ -92,7 +92,7 @@ func TestWriteRacingSiteDeleteOnAnotherInstance(t *testing.T) {
 	// b's map still holds the site: only the database's check refuses.
 	withSitesIn(t, a, wsOf, "t")
 	waitUntil(t, func() bool { _, ok := b.Site("t"); return ok })
-	b.co.close()
+	b.pg.co.close()
 	if err := a.DeleteSite(ctx, Actor{Kind: ActorSystem}, wsOf, "t"); err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func (db *DB) CreateSite(ctx context.Context, actor Actor, ws *Workspace, id, na
 		if err := db.coord().notify(tx, "site", s.ID); err != nil {
 			return err
 		}
-		tx.onCommit(func() {
+		tx.OnCommit(func() {
 			db.tenants.mu.Lock()
 			db.sites[s.ID] = s
 			db.tenants.mu.Unlock()
@@ -178,7 +178,7 @@ func (db *DB) UpdateSite(ctx context.Context, actor Actor, site *Site, change Si
 		if err := db.coord().notify(tx, "site", site.ID); err != nil {
 			return err
 		}
-		tx.onCommit(func() { db.replaceSite(&updated) })
+		tx.OnCommit(func() { db.replaceSite(&updated) })
 		return nil
 	})
 	if err != nil {

@@ -79,7 +79,7 @@ func (db *DB) CreateWorkspace(ctx context.Context, actor Actor, name, slug strin
 		if err := db.coord().notify(tx, "workspace", w.ID); err != nil {
 			return err
 		}
-		tx.onCommit(func() {
+		tx.OnCommit(func() {
 			db.tenants.mu.Lock()
 			db.wsBySlug[w.Slug] = w
 			db.tenants.mu.Unlock()
@@ -112,7 +112,7 @@ func (db *DB) UpdateWorkspace(ctx context.Context, actor Actor, ws *Workspace, n
 		if err := db.coord().notify(tx, "workspace", ws.ID); err != nil {
 			return err
 		}
-		tx.onCommit(func() {
+		tx.OnCommit(func() {
 			db.tenants.mu.Lock()
 			db.wsBySlug[ws.Slug] = &updated
 			db.tenants.mu.Unlock()

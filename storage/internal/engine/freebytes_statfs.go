@@ -1,12 +1,12 @@
 //go:build linux || darwin || freebsd
 
-package storage
+package engine
 
 import "syscall"
 
-// freeBytes is the space of dir's file system available to unprivileged
+// FreeBytes is the space of dir's file system available to unprivileged
 // users (statfs f_bavail); ok is false if it cannot be read.
-func freeBytes(dir string) (free int64, ok bool) {
+func FreeBytes(dir string) (free int64, ok bool) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, false

@@ -1,4 +1,4 @@
-package storage
+package engine
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func TestRebind(t *testing.T) {
 // against a real PostgreSQL.
 func TestPostgresRebindInTx(t *testing.T) {
 	url := dbtest.StartPostgres(t, "tally")
-	db, err := sql.Open(pgDriverName, url)
+	db, err := sql.Open(PGDriverName, url)
 	if err != nil {
 		t.Fatal(err)
 	}

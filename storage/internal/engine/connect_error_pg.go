@@ -1,4 +1,4 @@
-package storage
+package engine
 
 import (
 	"database/sql/driver"
@@ -10,23 +10,23 @@ import (
 	"github.com/tally-analytics/tally/fault"
 )
 
-// connectError is a failure to connect to PostgreSQL, or to read
+// ConnectError is a failure to connect to PostgreSQL, or to read
 // DATABASE_URL, in words that may be logged and printed: pgx's own
 // message names the user (`user=... database=...`, and the server's
 // `role "..." does not exist`), which docs/configuration.md promises
 // never to show. Unwrap keeps pgx's error, so the error classes
-// (db_dialect_pg.go) still see it.
-type connectError struct {
+// (Postgres.Classify) still see it.
+type ConnectError struct {
 	msg string
 	err error
 }
 
-func (e *connectError) Error() string { return e.msg }
-func (e *connectError) Unwrap() error { return e.err }
+func (e *ConnectError) Error() string { return e.msg }
+func (e *ConnectError) Unwrap() error { return e.err }
 
-// redactConnect turns pgx's connect and parse errors into connectErrors;
+// RedactConnect turns pgx's connect and parse errors into ConnectErrors;
 // any other error is returned as is.
-func redactConnect(err error) error {
+func RedactConnect(err error) error {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		user := ""
@@ -43,7 +43,7 @@ func redactConnect(err error) error {
 		if user != "" {
 			detail = strings.NewReplacer(`"`+user+`"`, `"(the user)"`, "user="+user, "user=(the user)").Replace(detail)
 		}
-		return &connectError{msg: "connect to PostgreSQL: " + detail, err: err}
+		return &ConnectError{msg: "connect to PostgreSQL: " + detail, err: err}
 	}
 	var pe *pgconn.ParseConfigError
 	if errors.As(err, &pe) {
@@ -55,7 +55,7 @@ func redactConnect(err error) error {
 		} else {
 			why = "not a valid connection URL"
 		}
-		return &connectError{msg: "connection settings: " + why, err: err}
+		return &ConnectError{msg: "connection settings: " + why, err: err}
 	}
 	return err
 }
@@ -64,8 +64,8 @@ func redactConnect(err error) error {
 // reached (stopped, restarting, failing over): 503 with Retry-After, the
 // ordinary envelope, rather than a 500
 // (docs/postgresql.md#running-n-instances-on-postgresql). Writes get the
-// writer's errUnreachable instead.
-var errReadUnreachable = &fault.Error{Code: fault.Unavailable, RetryAfter: unwritableRetryAfter,
+// writer's ErrUnreachable instead.
+var errReadUnreachable = &fault.Error{Code: fault.Unavailable, RetryAfter: UnwritableRetryAfter,
 	Message: "the database cannot be reached; retry later"}
 
 // unreachableError is an error of the "cannot be reached" class that
@@ -81,7 +81,7 @@ func (e *unreachableError) Unwrap() []error { return []error{e.err, errReadUnrea
 // connection for it, and a connection that cannot be made comes back
 // here marked.
 func unreachable(err error) error {
-	if err == nil || errors.Is(err, driver.ErrBadConn) || (pgDialect{}).classify(err) != errUnavailable {
+	if err == nil || errors.Is(err, driver.ErrBadConn) || (Postgres{}).Classify(err) != ClassUnavailable {
 		return err
 	}
 	return &unreachableError{err}

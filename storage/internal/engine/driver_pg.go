@@ -1,4 +1,4 @@
-package storage
+package engine
 
 import (
 	"context"
@@ -11,14 +11,14 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// pgDriverName is the database/sql driver of PostgreSQL connections: pgx's
+// PGDriverName is the database/sql driver of PostgreSQL connections: pgx's
 // own, whose connections rewrite SQLite's placeholders (rebind), so that
 // the SQL both backends share is written once, with ?, and stays as
 // SQLite runs it (docs/postgresql.md#on-postgresql).
-const pgDriverName = "tally-postgres"
+const PGDriverName = "tally-postgres"
 
 func init() {
-	sql.Register(pgDriverName, pgDriver{stdlib.GetDefaultDriver().(driver.DriverContext)})
+	sql.Register(PGDriverName, pgDriver{stdlib.GetDefaultDriver().(driver.DriverContext)})
 }
 
 // pgDriver wraps pgx's database/sql driver; only the SQL text changes.
@@ -37,7 +37,7 @@ func (d pgDriver) Open(name string) (driver.Conn, error) {
 func (d pgDriver) OpenConnector(name string) (driver.Connector, error) {
 	c, err := d.inner.OpenConnector(name)
 	if err != nil {
-		return nil, redactConnect(err)
+		return nil, RedactConnect(err)
 	}
 	return pgConnector{c, d}, nil
 }
@@ -51,7 +51,7 @@ func (c pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.inner.Connect(ctx)
 	if err != nil {
 		// Logged and printed: the user is left out (db_connect_error_pg.go).
-		return nil, unreachable(redactConnect(err))
+		return nil, unreachable(RedactConnect(err))
 	}
 	return &pgConn{conn.(pgxConn)}, nil
 }
@@ -108,7 +108,7 @@ func (c *pgConn) Ping(ctx context.Context) error { return c.inner.Ping(ctx) }
 
 func (c *pgConn) ResetSession(ctx context.Context) error { return c.inner.ResetSession(ctx) }
 
-// CheckNamedValue is pgx's check, then pgText's: every argument of every
+// CheckNamedValue is pgx's check, then PGText's: every argument of every
 // statement passes here (prepared ones too), so no text reaches
 // PostgreSQL with NUL or invalid UTF-8, which its text type refuses
 // (docs/postgresql.md#text-with-nul-and-invalid-utf-8).
@@ -116,36 +116,36 @@ func (c *pgConn) CheckNamedValue(v *driver.NamedValue) error {
 	if err := c.inner.CheckNamedValue(v); err != nil {
 		return err
 	}
-	v.Value = pgText(v.Value)
+	v.Value = PGText(v.Value)
 	return nil
 }
 
-// pgText is v with each NUL of its text, and each byte that is not part
+// PGText is v with each NUL of its text, and each byte that is not part
 // of valid UTF-8, replaced by U+FFFD, the replacement character: a
 // string, or a list of them (an ANY(?) argument), a *string or a
 // driver.Valuer of text. Bytes are bytea's and keep theirs.
-func pgText(v any) any {
+func PGText(v any) any {
 	switch t := v.(type) {
 	case string:
-		return pgString(t)
+		return PGString(t)
 	case *string:
 		if t != nil {
-			return pgString(*t)
+			return PGString(*t)
 		}
 	case driver.Valuer: // sql.NullString and its kind
 		if s, err := t.Value(); err == nil {
 			if s, ok := s.(string); ok {
-				if out := pgString(s); out != s {
+				if out := PGString(s); out != s {
 					return out
 				}
 			}
 		}
 	case []string:
 		for i, s := range t {
-			if pgString(s) != s {
+			if PGString(s) != s {
 				out := append([]string(nil), t...)
 				for j := i; j < len(out); j++ {
-					out[j] = pgString(out[j])
+					out[j] = PGString(out[j])
 				}
 				return out
 			}
@@ -154,8 +154,8 @@ func pgText(v any) any {
 	return v
 }
 
-// pgString is s as PostgreSQL's text holds it (pgText).
-func pgString(s string) string { return replaceText(s, true) }
+// PGString is s as PostgreSQL's text holds it (PGText).
+func PGString(s string) string { return ReplaceText(s, true) }
 
 // IsValid asks pgx when it can tell; pgx v5 cannot, and then database/sql
 // keeps the connection, as it does with pgx's own.
