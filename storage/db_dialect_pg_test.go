@@ -13,6 +13,7 @@ import (
 )
 
 func TestPostgresClassifyCodes(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		code string
 		want errClass
@@ -34,6 +35,7 @@ func TestPostgresClassifyCodes(t *testing.T) {
 // TestPostgresClassify has a real server say each condition it can be
 // made to say here.
 func TestPostgresClassify(t *testing.T) {
+	t.Parallel()
 	url := dbtest.StartPostgres(t, "tally")
 	db, err := sql.Open(pgDriverName, url)
 	if err != nil {

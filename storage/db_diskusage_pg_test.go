@@ -9,6 +9,7 @@ import (
 // TestPostgresDatabaseBytes: on PostgreSQL the database's size is the
 // server's figure, measured again only once it is pgSizeEvery old.
 func TestPostgresDatabaseBytes(t *testing.T) {
+	t.Parallel()
 	onlyPostgres(t, "pg_database_size")
 	ctx := context.Background()
 	db, err := openTestDB(t, ctx, Options{Path: ":memory:"})
