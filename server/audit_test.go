@@ -8,6 +8,7 @@ import (
 )
 
 func TestAuditPagingWithOneMillisecond(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t) // the clock stands still: every entry is made in one millisecond
 	h.setupTenant("acme", "web")
 	for i := range 20 {
@@ -76,6 +77,7 @@ func TestAuditPagingWithOneMillisecond(t *testing.T) {
 }
 
 func TestAuditEntryShapesAndActions(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	h.clock.Advance(time.Second)
@@ -119,6 +121,7 @@ func TestAuditEntryShapesAndActions(t *testing.T) {
 }
 
 func TestSiteDeleteRemovesItsData(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	op := h.sqlDB()
@@ -149,6 +152,7 @@ func TestSiteDeleteRemovesItsData(t *testing.T) {
 }
 
 func TestAuditLogRefusesUpdateAndDelete(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	op := h.sqlDB() // a second connection, as an operator's shell would be

@@ -116,6 +116,7 @@ func checkBackupCopy(t *testing.T, path string, ids []string) {
 // before it started, finishes without starting over (its steps run on the
 // write connection), and is a sound database.
 func TestBackupDuringIngest(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "the backup copies SQLite's pages")
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
@@ -170,6 +171,7 @@ func backupPath(t *testing.T, h *harness, r response) string {
 // The request names no path: an admin token cannot make the server write
 // or replace a file anywhere but a new one in its backups folder.
 func TestBackupRefusals(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "the backup copies SQLite's file")
 	h := newHarness(t)
 	h.setupTenant("acme", "web")

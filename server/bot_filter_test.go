@@ -12,6 +12,7 @@ const headlessUA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, l
 // (dev mode's default) its events are stored and the feed marks them; with
 // it on they are dropped, as in production.
 func TestBotFilterSetting(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		setting                 string
 		wantAccepted, wantStore int

@@ -8,6 +8,7 @@ import (
 )
 
 func TestBreakdown(t *testing.T) {
+	t.Parallel()
 	loc, err := privacy.NewLocator("../testdata/geoip-test.mmdb", false)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 // internal bearer's shape cannot be a site id, and a bearer that is not an
 // active key is tried as a site.
 func TestCollectorSiteIDsShapedLikeCredentials(t *testing.T) {
+	t.Parallel()
 	sites := []string{
 		"internal_shop",
 		"internal_",
@@ -42,6 +43,7 @@ func TestCollectorSiteIDsShapedLikeCredentials(t *testing.T) {
 // The internal bearer still works in every mode, and a guess at it (old
 // or new shape) is refused.
 func TestCollectorInternalBearer(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{KeyModeNone, KeyModeTag, KeyModeRequire} {
 		t.Run(mode, func(t *testing.T) {
 			h := newHarness(t, func(c *Config) { c.RequireAPIKey = mode })

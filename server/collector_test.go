@@ -50,6 +50,7 @@ func intake(t *testing.T, r response) intakeAnswer {
 }
 
 func TestCollectorAuthModes(t *testing.T) {
+	t.Parallel()
 	type cred struct{ token, siteHeader string }
 	for _, mode := range []string{KeyModeNone, KeyModeTag, KeyModeRequire} {
 		t.Run(mode, func(t *testing.T) {
@@ -105,6 +106,7 @@ func TestCollectorAuthModes(t *testing.T) {
 }
 
 func TestCollectorWireFormat(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	post := func(body any) response { return h.c("POST", "/v1/events", "web", body, "User-Agent", chromeUA) }
@@ -180,6 +182,7 @@ func TestCollectorWireFormat(t *testing.T) {
 }
 
 func TestCollectorDedup(t *testing.T) {
+	t.Parallel()
 	path := t.TempDir() + "/dedup.db"
 	h := newHarnessAt(t, path)
 	h.setupTenant("acme", "web")
@@ -224,6 +227,7 @@ func TestCollectorDedup(t *testing.T) {
 }
 
 func TestCollectorBotGate(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	bot := "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
@@ -258,6 +262,7 @@ func TestCollectorBotGate(t *testing.T) {
 }
 
 func TestCollectorConsent(t *testing.T) {
+	t.Parallel()
 	t.Run("cookieless by default", func(t *testing.T) {
 		h := newHarness(t)
 		h.setupTenant("acme", "web")
@@ -314,6 +319,7 @@ func TestCollectorConsent(t *testing.T) {
 }
 
 func TestCollectorRateLimitAndQuota(t *testing.T) {
+	t.Parallel()
 	t.Run("rate limit", func(t *testing.T) {
 		h := newHarness(t, func(c *Config) { c.RateLimit = 2 }) // burst 4
 		h.setupTenant("acme", "web")
@@ -374,6 +380,7 @@ func TestCollectorRateLimitAndQuota(t *testing.T) {
 }
 
 func TestCollectorEnrichmentAndIdentity(t *testing.T) {
+	t.Parallel()
 	loc, err := privacy.NewLocator("../testdata/geoip-test.mmdb", false)
 	if err != nil {
 		t.Fatal(err)
@@ -426,6 +433,7 @@ func TestCollectorEnrichmentAndIdentity(t *testing.T) {
 }
 
 func TestCollectorSessions(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	base := time.Date(2026, 1, 30, 10, 0, 0, 0, time.UTC)
@@ -491,6 +499,7 @@ func TestCollectorSessions(t *testing.T) {
 }
 
 func TestCollectorPlan(t *testing.T) {
+	t.Parallel()
 	plan := func(mode string) *schema.Plan {
 		p, err := schema.ParsePlan([]byte(`{"mode":"` + mode + `","events":{"purchase":{"type":"object","required":["properties"],
 			"properties":{"properties":{"type":"object","required":["amount"]}}},"pageview":{"type":"object"}}}`))
@@ -552,6 +561,7 @@ func TestCollectorPlan(t *testing.T) {
 }
 
 func TestCollectorCORS(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	r := h.c("OPTIONS", "/v1/events", "", nil, "Origin", "https://shop.example", "Access-Control-Request-Method", "POST",
@@ -571,6 +581,7 @@ func TestCollectorCORS(t *testing.T) {
 // code, stores nothing of what it refused and counts it as dropped; every
 // event answered 202 is stored.
 func TestCollectorFullQueue(t *testing.T) {
+	t.Parallel()
 	h := newHarnessStorage(t, storage.Options{Path: filepath.Join(t.TempDir(), "test.db"), QueueSize: 1})
 	h.setupTenant("acme", "web")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
@@ -629,6 +640,7 @@ func TestCollectorFullQueue(t *testing.T) {
 // A client that goes away after sending still gets its events stored, and
 // the metrics count them as accepted, not dropped.
 func TestCollectorStoresEventsOfAGoneClient(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	for i, consent := range []string{"granted", "denied"} { // denied also creates the day's salt
@@ -656,6 +668,7 @@ func TestCollectorStoresEventsOfAGoneClient(t *testing.T) {
 // reach the writer, gets nothing stored: the request is answered as for an
 // unknown site, and a site re-created with that id starts empty.
 func TestCollectorSiteDeletedMidRequest(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	// The request reads the clock right after its credential check: the

@@ -30,6 +30,7 @@ const segmentContext = `{"active":true,
 // describes the browser or app (privacy.CookielessContext's allow-list),
 // of an Umami payload only what its tracker sends.
 func TestCookielessFormsKeepNoDeviceIdentifiers(t *testing.T) {
+	t.Parallel()
 	h := trackerHarness(t)
 	denied := `"consent":{"categoryPreferences":{"Analytics":false}}`
 	segmentPost := func() response {

@@ -19,6 +19,7 @@ const firefoxUA = "Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Fire
 // client address and User-Agent (docs/intake.md#gates-in-order, gate 5), and
 // neither the address nor anything of it is stored or logged.
 func TestCookielessVisitorByAddress(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	loc, err := privacy.NewLocator("", true)
 	if err != nil {
@@ -98,6 +99,7 @@ func TestCookielessVisitorByAddress(t *testing.T) {
 // context.ip, or sent by the browser SDK (context.userAgent, the request's
 // address), is told apart by address and User-Agent.
 func TestCookielessVisitorWithoutAddress(t *testing.T) {
+	t.Parallel()
 	loc, err := privacy.NewLocator("", true)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 // another origin can send: forms (urlencoded, multipart, text/plain) and
 // requests carrying a foreign Origin or Sec-Fetch-Site: cross-site.
 func TestDebugResetRefusesCrossSiteRequests(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 100 })
 	h.setupTenant("acme", "web")
 	n := 0
@@ -78,6 +79,7 @@ func TestDebugResetRefusesCrossSiteRequests(t *testing.T) {
 
 // The refusal says how to call the reset the right way.
 func TestDebugResetMessageShowsTheWay(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 10 })
 	r := h.q("POST", "/v1/debug/reset", "", nil)
 	mustStatus(t, r, 415, "unsupported_media_type")
@@ -90,6 +92,7 @@ func TestDebugResetMessageShowsTheWay(t *testing.T) {
 // page whose name was rebound to 127.0.0.1 (same-origin to the browser)
 // can neither read the feed nor wipe the data; DEV_ALLOW_REMOTE lifts it.
 func TestDebugEndpointsRefuseForeignHosts(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		host    string
 		anyHost bool

@@ -14,6 +14,7 @@ import (
 // under it; where a view's filters keep them out, the note says so with
 // the query API's warning (docs/dashboard.md).
 func TestDashboardShowsImportedHistory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	// January 27 to 29 imported (10, 20 and 30 visitors from Google on /),

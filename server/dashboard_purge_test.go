@@ -15,6 +15,7 @@ import (
 // whose raw events a retention purge removed, as the funnel's answer gives
 // them (docs/dashboard.md), under the steps it still counts.
 func TestDashboardFunnelSaysPurgedDays(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.RetentionDays = 10 })
 	h.setupTenant("acme", "web")
 	// A visitor reads /x then clicks on each of January 1 to 20, each day

@@ -41,6 +41,7 @@ func (h *harness) pendingFaults(query string) []pendingFault {
 // is recorded in the feed as rejected, injected_fault; the request after
 // them is served as usual. It applies to every intake format.
 func TestInjectedFaultFailsThenRecovers(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name       string
 		fault      map[string]any
@@ -101,6 +102,7 @@ func TestInjectedFaultFailsThenRecovers(t *testing.T) {
 // Injected failures are counted as received, like any refused request,
 // never as dropped: nothing real was lost. Their log line is no error.
 func TestInjectedFaultMetricsAndLog(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	h, _ := devHarness(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&buf, nil)) })
 	h.injectFault(map[string]any{"status": 503, "count": 2})
@@ -130,6 +132,7 @@ func TestInjectedFaultMetricsAndLog(t *testing.T) {
 // A stall holds the request for delay_ms, then serves it as usual: stored,
 // its decision saying how long it was held.
 func TestInjectedDelayThenProceeds(t *testing.T) {
+	t.Parallel()
 	h, _ := devHarness(t)
 	h.injectFault(map[string]any{"delay_ms": 20})
 	if a := intake(t, h.c("POST", "/v1/events", "web", ev("web", 1, nil), "User-Agent", chromeUA)); a.Accepted != 1 {
@@ -155,6 +158,7 @@ func TestInjectedDelayThenProceeds(t *testing.T) {
 // and a client that gives up releases it: the server goes on instead of
 // holding the handler for the whole delay.
 func TestInjectedDelayHoldsUntilTheClientLeaves(t *testing.T) {
+	t.Parallel()
 	h, _ := devHarness(t)
 	h.injectFault(map[string]any{"delay_ms": 30000})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -190,6 +194,7 @@ func TestInjectedDelayHoldsUntilTheClientLeaves(t *testing.T) {
 // A fault with site_id fails only that site's requests; a site's own
 // fault goes before the one for any site.
 func TestInjectedFaultSiteFilter(t *testing.T) {
+	t.Parallel()
 	h, _ := devHarness(t)
 	h.setupTenant("bravo", "other")
 	h.injectFault(map[string]any{"status": 503, "site_id": "web"})
@@ -214,6 +219,7 @@ func TestInjectedFaultSiteFilter(t *testing.T) {
 // The fault step comes after the credential: a request refused there
 // takes no share of the fault.
 func TestInjectedFaultComesAfterTheCredential(t *testing.T) {
+	t.Parallel()
 	h, _ := devHarness(t)
 	h.injectFault(map[string]any{"status": 503})
 	mustStatus(t, h.c("POST", "/v1/events", "nope", ev("nope", 1, nil)), 401, "unauthorized")
@@ -225,6 +231,7 @@ func TestInjectedFaultComesAfterTheCredential(t *testing.T) {
 // DELETE clears every fault, or only site_id's; POST replaces a site's
 // fault; the dev reset clears them too.
 func TestInjectedFaultClear(t *testing.T) {
+	t.Parallel()
 	h, _ := devHarness(t)
 	h.injectFault(map[string]any{"status": 503, "count": 5})
 	h.injectFault(map[string]any{"status": 502, "count": 5, "site_id": "web"})
@@ -254,6 +261,7 @@ func TestInjectedFaultClear(t *testing.T) {
 // Every field of a fault is checked, each problem named by its pointer;
 // the endpoints are guarded as the reset is.
 func TestInjectedFaultValidation(t *testing.T) {
+	t.Parallel()
 	h, _ := devHarness(t)
 	for _, tt := range []struct {
 		name    string
@@ -331,6 +339,7 @@ func TestInjectedFaultValidation(t *testing.T) {
 
 // Outside dev mode there are no fault endpoints, and nothing can set one.
 func TestDebugFaultsAndSitesOnlyInDevMode(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	for _, r := range []response{
@@ -362,6 +371,7 @@ func BenchmarkInjectedFaultIdle(b *testing.B) {
 
 // A reset of one site forgets that site's pending faults, and only its.
 func TestSiteResetClearsItsFaults(t *testing.T) {
+	t.Parallel()
 	h, _ := devHarness(t)
 	a, b := h.newThrowAwaySite(nil), h.newThrowAwaySite(nil)
 	h.injectFault(map[string]any{"status": 503, "count": 5, "site_id": a.SiteID})

@@ -27,6 +27,7 @@ func decisionIDs(t *testing.T, h *harness, query string) []string {
 }
 
 func TestDecisionPropertyFilters(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 100 })
 	h.setupTenant("acme", "web")
 	props := []map[string]any{
@@ -71,6 +72,7 @@ func TestDecisionPropertyFilters(t *testing.T) {
 }
 
 func TestDecisionFilterErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 10 })
 	for _, query := range []string{
 		"property.=1", "property=1", "property.a..b=1", "property.a.=1",

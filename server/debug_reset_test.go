@@ -21,6 +21,7 @@ func siteRows(t *testing.T, h *harness, site string) map[string]int {
 // A reset that names a site deletes that site's collected data, decisions
 // and counts; the other site's stay whole.
 func TestDebugResetOneSite(t *testing.T) {
+	t.Parallel()
 	plan, err := schema.ParsePlan([]byte(`{"mode":"quarantine","events":{"purchase":{"type":"object","required":["properties"]},"*":{"type":"object"}}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +101,7 @@ func TestDebugResetOneSite(t *testing.T) {
 }
 
 func TestDebugResetSiteErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 10 })
 	h.setupTenant("acme", "web")
 	intake(t, h.c("POST", "/v1/events", "web", ev("web", 1, nil)))
@@ -126,6 +128,7 @@ func TestDebugResetSiteErrors(t *testing.T) {
 // A site's reset gives it a full rate-limit bucket again; the other
 // site's bucket stays as it was.
 func TestDebugResetOneSiteRefillsItsBucket(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize, c.RateLimit = 10, 1 }) // a bucket of 2; the clock stands still
 	for _, site := range []string{"web", "shop"} {
 		h.setupTenant("ws-"+site, site)

@@ -23,6 +23,7 @@ func (h *harness) newThrowAwaySite(body any) throwAwaySite {
 // query key: it takes events by its bearer and its key, reads them with
 // its query key, and DELETE removes it with its data and its keys.
 func TestThrowAwaySiteLifecycle(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 100; c.RequireAPIKey = KeyModeTag })
 	s := h.newThrowAwaySite(nil)
 	if !regexp.MustCompile(`^t-[0-9a-f]{12}$`).MatchString(s.SiteID) || s.Workspace != "dev" || s.Keys.Ingest == "" || s.Keys.Query == "" {
@@ -74,6 +75,7 @@ func TestThrowAwaySiteLifecycle(t *testing.T) {
 // the seeded site, not another workspace's, not one of the dev workspace
 // made through the admin API.
 func TestThrowAwaySiteDeleteOnlyThrowAway(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 100 })
 	h.setupTenant("acme", "web")
 	h.newThrowAwaySite(nil) // makes workspace dev
@@ -89,6 +91,7 @@ func TestThrowAwaySiteDeleteOnlyThrowAway(t *testing.T) {
 // POST checks the id as site creation does, and is guarded as the reset
 // is; the DELETE refuses foreign origins and hosts.
 func TestThrowAwaySiteValidation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 100 })
 	s := h.newThrowAwaySite(`{"id":"taken"}`)
 	for _, tt := range []struct {

@@ -24,6 +24,7 @@ func summaryOf(t *testing.T, h *harness, query string) debugSummary {
 // or one per request refused before its events were read, by site and in
 // all, beyond what the feed's ring still holds.
 func TestDebugSummaryCountsDecisions(t *testing.T) {
+	t.Parallel()
 	plan, err := schema.ParsePlan([]byte(`{"mode":"quarantine","events":{"purchase":{"type":"object","required":["properties"]},"*":{"type":"object"}}}`))
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ func getAsync(ctx context.Context, url string) <-chan response {
 // test waits until the request is waiting, sends the events, and gets
 // them, never sleeping.
 func TestDebugWaitAnswersWhenDecisionsArrive(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 100 })
 	h.setupTenant("acme", "web")
 	h.setupTenant("other", "shop")
@@ -71,6 +72,7 @@ func TestDebugWaitAnswersWhenDecisionsArrive(t *testing.T) {
 // A wait that ends answers what exists, 200; so does one whose client
 // goes away, which stops waiting at once.
 func TestDebugWaitEnds(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 100 })
 	h.setupTenant("acme", "web")
 	intake(t, h.c("POST", "/v1/events", "web", ev("web", 1, nil)))
@@ -92,6 +94,7 @@ func TestDebugWaitEnds(t *testing.T) {
 }
 
 func TestDebugWaitParameters(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 100 })
 	for _, tt := range []struct {
 		query  string
@@ -121,6 +124,7 @@ func TestDebugWaitParameters(t *testing.T) {
 // Shutting down ends the waits: a stopping server answers its waiting
 // reads at once rather than holding them for up to 30 s.
 func TestDebugWaitEndsAtShutdown(t *testing.T) {
+	t.Parallel()
 	db, err := openTestDB(t, context.Background(), storage.Options{Path: ":memory:"})
 	if err != nil {
 		t.Fatal(err)

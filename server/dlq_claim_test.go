@@ -19,6 +19,7 @@ import (
 // with 409 replay_in_progress and sends nothing, and the event is stored
 // once (docs/intake.md#dead-letter-queue).
 func TestDLQReplayClaimedOnce(t *testing.T) {
+	t.Parallel()
 	// The first replay's forward waits at this gate until the test lets it
 	// go; later ones pass straight to the collector.
 	arrived, release := make(chan struct{}), make(chan struct{})

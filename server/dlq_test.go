@@ -38,6 +38,7 @@ func quarantineHarness(t *testing.T, opts ...harnessOption) (*harness, tenant, f
 }
 
 func TestDLQListPaging(t *testing.T) {
+	t.Parallel()
 	h, tn, _ := quarantineHarness(t)
 	// 7 quarantined events in one millisecond (the test clock stands still), then 2 a second later.
 	for i := range 7 {
@@ -97,6 +98,7 @@ func TestDLQListPaging(t *testing.T) {
 }
 
 func TestDLQReplay(t *testing.T) {
+	t.Parallel()
 	iphone := "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1"
 	for _, mode := range []string{KeyModeNone, KeyModeRequire} {
 		t.Run(mode, func(t *testing.T) {
@@ -150,6 +152,7 @@ func TestDLQReplay(t *testing.T) {
 }
 
 func TestDLQReplayFailures(t *testing.T) {
+	t.Parallel()
 	rejecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		w.Write([]byte(`{"error":{"code":"schema_validation_failed","message":"nope"}}`))
@@ -184,6 +187,7 @@ func TestDLQReplayFailures(t *testing.T) {
 // table would hold it: cookieless, without the User-Agent; its replay after
 // the plan is fixed, even on a later day, stores exactly that form.
 func TestDLQConsentDeniedIsCookieless(t *testing.T) {
+	t.Parallel()
 	for _, endpoint := range []string{"/v1/events", "/v1/s2s/events"} {
 		t.Run(endpoint, func(t *testing.T) {
 			h, tn, fix := quarantineHarness(t)
@@ -255,6 +259,7 @@ func TestDLQConsentDeniedIsCookieless(t *testing.T) {
 // A replay the collector answers 202 but drops (here: no consent once
 // CONSENT_MODE is require) is not a success: the row stays.
 func TestDLQReplayDroppedKeepsRow(t *testing.T) {
+	t.Parallel()
 	h, tn, fix := quarantineHarness(t)
 	intake(t, h.c("POST", "/v1/events", "web", ev("web", 1, map[string]any{"type": "purchase"}), "User-Agent", chromeUA))
 	fix()
@@ -282,6 +287,7 @@ func TestDLQReplayDroppedKeepsRow(t *testing.T) {
 // characters included, that no HTTP header can carry: its replay still
 // sends the exact payload, and the event is stored with it.
 func TestDLQReplayS2SControlCharacters(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{KeyModeNone, KeyModeRequire} {
 		t.Run(mode, func(t *testing.T) {
 			h, tn, fix := quarantineHarness(t, func(c *Config) { c.RequireAPIKey = mode })

@@ -10,6 +10,7 @@ import (
 // without /v1, while intake and reads answer as before and what intake
 // accepted is stored.
 func TestDrainTurnsOnlyHealthzUnhealthy(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	if r := h.c("GET", "/v1/healthz", "", nil); r.status != 200 {

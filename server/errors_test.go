@@ -14,6 +14,7 @@ import (
 )
 
 func TestWriteError(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		err        error
@@ -45,6 +46,7 @@ func TestWriteError(t *testing.T) {
 // package fault without a status, which would answer that error with a 500:
 // it reads every string constant declared in fault/fault.go.
 func TestEveryFaultCodeHasAStatus(t *testing.T) {
+	t.Parallel()
 	file, err := parser.ParseFile(token.NewFileSet(), "../fault/fault.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,7 @@ func exportLines(t *testing.T, body []byte) []map[string]any {
 // inclusive, in arrival order, in the timeline's shape plus user_id,
 // properties and received_at; CSV has the same fields.
 func TestExport(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t) // the clock: 2026-01-31T09:05:00.120Z
 	tn := h.setupTenant("acme", "web")
 	h.setupTenant("bravo", "shop")
@@ -133,6 +134,7 @@ func TestExport(t *testing.T) {
 // Bad parameters are a 400 naming the parameter; the site's reach is that
 // of every read.
 func TestExportRefusals(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	other := h.setupTenant("bravo", "shop")
@@ -223,6 +225,7 @@ func sendMany(t *testing.T, h *harness, n int, anon func(i int) string) {
 // writing would send it). Both ends' socket buffers are small, so the
 // server cannot read far ahead of what the client took.
 func TestExportStreams(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	const total, late = 20000, 1000
@@ -259,6 +262,7 @@ func TestExportStreams(t *testing.T) {
 // error rather than a short export that looks whole, and the failure is
 // logged with the route.
 func TestExportFailingMidwayBreaksTheTransfer(t *testing.T) {
+	t.Parallel()
 	var logs syncBuffer
 	h := newHarness(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	tn := h.setupTenant("acme", "web")

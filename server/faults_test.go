@@ -59,6 +59,7 @@ func mustUnavailable(t *testing.T, r response) {
 }
 
 func TestDiskFullDuringLoad(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "fills the disk under the SQLite file")
 	// Larger than the WAL grows under this load (it starts over at 64 MiB,
 	// docs/storage.md#storage): on a smaller file system the WAL fills the room
@@ -203,6 +204,7 @@ func postEvents(url, token string, body []byte) (status int, retryAfter, code st
 }
 
 func TestFailedCommitLeavesCachesEqualToDatabase(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "fills the disk under the SQLite file")
 	dir := smallfs.Mount(t, "16m")
 	h := newHarnessAt(t, filepath.Join(dir, "t.db"), func(c *Config) { c.Quota = 3; c.RequireAPIKey = KeyModeTag })
@@ -272,6 +274,7 @@ func TestFailedCommitLeavesCachesEqualToDatabase(t *testing.T) {
 }
 
 func TestHealthzFollowsTheWritePath(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "fills the disk under the SQLite file")
 	dir := smallfs.Mount(t, "16m")
 	h := newHarnessAt(t, filepath.Join(dir, "t.db"))
@@ -297,6 +300,7 @@ func TestHealthzFollowsTheWritePath(t *testing.T) {
 // event) still fits where intake's batches do not: /healthz must say what
 // intake meets, on both listeners, and turn 200 again once room is back.
 func TestHealthzFollowsIntakeOnANearlyFullDisk(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "fills the disk under the SQLite file")
 	dir := smallfs.Mount(t, "24m")
 	h := newHarnessAt(t, filepath.Join(dir, "t.db"))
@@ -328,6 +332,7 @@ func TestHealthzFollowsIntakeOnANearlyFullDisk(t *testing.T) {
 }
 
 func TestStorageGauges(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	// PostgreSQL's WAL and free space are the server's, not readable by the
 	// service's role: they read 0 there (docs/operations.md#metrics).

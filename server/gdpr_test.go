@@ -36,6 +36,7 @@ func gdpr(h *harness, action, token string, body any, headers ...string) respons
 }
 
 func TestGDPRRequestRules(t *testing.T) {
+	t.Parallel()
 	h, tn := gdprFixture(t)
 	for _, action := range []string{"export", "delete"} {
 		tests := []struct {
@@ -73,6 +74,7 @@ func TestGDPRRequestRules(t *testing.T) {
 }
 
 func TestGDPRExport(t *testing.T) {
+	t.Parallel()
 	h, _ := gdprFixture(t)
 	r := gdpr(h, "export", testAdminToken, map[string]any{"subject": map[string]any{"user_id": "u1"}})
 	mustStatus(t, r, 200, "")
@@ -116,6 +118,7 @@ func hash12(s string) string {
 }
 
 func TestGDPRDeleteByUser(t *testing.T) {
+	t.Parallel()
 	h, tn := gdprFixture(t)
 	before := h.q("GET", "/v1/sites/web/sessions?from=2026-01-01&to=2026-01-31", tn.readKey, nil).json(t)
 	if before["count"] != float64(4) {
@@ -220,6 +223,7 @@ func dumpTables(t *testing.T, h *harness) []cell {
 }
 
 func TestGDPRDeleteByAnon(t *testing.T) {
+	t.Parallel()
 	h, tn := gdprFixture(t)
 	r := gdpr(h, "delete", testAdminToken, map[string]any{"subject": map[string]any{"anon_id": "l"}})
 	mustStatus(t, r, 200, "")
@@ -260,6 +264,7 @@ func linkMany(t *testing.T, h *harness, site, user string, n int) {
 // A user linked to more anon ids than SQLite takes variables (32,766) is
 // exported, shown and erased like any other.
 func TestGDPRUserLinkedToManyAnonIDs(t *testing.T) {
+	t.Parallel()
 	h, tn := gdprFixture(t)
 	linkMany(t, h, "web", "u1", 50_000)
 	subject := map[string]any{"subject": map[string]any{"user_id": "u1"}}
@@ -344,6 +349,7 @@ func rollups(t *testing.T, h *harness) map[string]string {
 // same events, sessions and rollups, and no rollup row of the user's pages
 // or referrers at count 0.
 func TestGDPRErasureIsExact(t *testing.T) {
+	t.Parallel()
 	const subjectEvents = 1500 // six times eraseChunk
 	others := func(send func(batch []any)) {
 		var batch []any
@@ -413,6 +419,7 @@ func TestGDPRErasureIsExact(t *testing.T) {
 // subject: not of its anon ids, linked or not at the time, nor one whose
 // payload names it.
 func TestGDPRDeleteForgetsDecisions(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 100 })
 	h.setupTenant("acme", "web")
 	h.sendAt("web", 1, "p", "pageview", day(2, 10, 0), map[string]any{"user_id": "u1"})

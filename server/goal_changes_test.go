@@ -11,6 +11,7 @@ import (
 // deleted, when a late event lands on a closed day, and when a subject is
 // erased; reading the same view again gives the same answer.
 func TestGoalAnswersFollowTheirData(t *testing.T) {
+	t.Parallel()
 	h, tn := newGoalHarness(t, false)
 	closed := list("2026-01-01", "2026-01-30") // the clock is at Jan 31, 09:05
 	byGoal := q(list("visitors", "events", "conversion_rate"), list("event:goal"))

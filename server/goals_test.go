@@ -80,6 +80,7 @@ func newGoalHarness(t *testing.T, wide bool) (*harness, tenant) {
 // the list by name, 409 for a taken name, 204 then 404 on delete, and an
 // audit row for each change.
 func TestGoalsCreateListDelete(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	r := h.q("POST", "/v1/sites/web/goals", tn.adminKey, map[string]any{"name": " Pro purchase ", "event_name": "purchase",
@@ -146,6 +147,7 @@ func TestGoalsCreateListDelete(t *testing.T) {
 // TestGoalBadInput checks that every malformed goal is a 400 naming the
 // field, and that nothing is stored.
 func TestGoalBadInput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	long := strings.Repeat("x", 121)
@@ -192,6 +194,7 @@ func TestGoalBadInput(t *testing.T) {
 // change goals, a read key lists them (403 on change), and a key of
 // another workspace gets the ordinary 404 for the site and its goals.
 func TestGoalAccess(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	other := h.setupTenant("other", "shop")
@@ -230,6 +233,7 @@ func TestGoalAccess(t *testing.T) {
 // TestGoalLimit checks the bound on a site's goals: the next one is 409,
 // and a deletion makes room.
 func TestGoalLimit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	var first string
@@ -252,6 +256,7 @@ func TestGoalLimit(t *testing.T) {
 // TestGoalsGoWithTheirSite checks that deleting a site deletes its goals
 // and counts them in the site.delete audit row.
 func TestGoalsGoWithTheirSite(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	mustStatus(t, h.q("POST", "/v1/workspaces/acme/sites", testAdminToken, map[string]any{"id": "keep", "name": "keep"}), 201, "")
@@ -547,6 +552,7 @@ func testFunnelOrderAndOddTexts(t *testing.T, wide bool) {
 // site is deleted is not stored nor audited: it would outlive the site and
 // count for a later site with the id.
 func TestGoalCreateSiteDeletedMidRequest(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	deleted := false

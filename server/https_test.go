@@ -12,6 +12,7 @@ import (
 // The redirect of HTTP_ADDR keeps host, path and query, names the HTTPS
 // port unless it is 443, and keeps the method (308).
 func TestRedirectToHTTPS(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		port, host, target, want string
 	}{
@@ -38,6 +39,7 @@ func TestRedirectToHTTPS(t *testing.T) {
 
 // The HTTPS server's error log never holds a client address.
 func TestHandshakeLogDropsAddresses(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		line, wantMsg, wantReason string
 		level                     slog.Level

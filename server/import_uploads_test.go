@@ -21,6 +21,7 @@ import (
 // quoted the 600 MB value): 400 invalid_import naming the line in a short
 // message, the request allocating a small part of the field.
 func TestImportPlausibleUploadBomb(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	name := filepath.Join(t.TempDir(), "export.zip")
@@ -119,6 +120,7 @@ func TestImportPlausibleUploadsInFlight(t *testing.T) {
 // An upload that says it is over plausibleUploadMax is 413 before a byte
 // of it is read.
 func TestImportPlausibleUploadTooLarge(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	conn, err := net.Dial("tcp", strings.TrimPrefix(h.query.URL, "http://"))

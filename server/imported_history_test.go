@@ -67,6 +67,7 @@ func plausibleZip(t *testing.T, rows string) string {
 // export, or holds a bad line, is 400 invalid_import naming the line and
 // not the server's temporary file, never a 500; a good one is imported.
 func TestImportPlausibleEndpoint(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	h.setupTenant("other", "theirs")

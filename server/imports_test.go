@@ -20,6 +20,7 @@ func importRow(id, ts, anon, url string) string {
 // Who may import: the admin token or an admin key reaching the site; a
 // site of another workspace is the ordinary 404.
 func TestImportEndpointAccess(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	h.setupTenant("other", "theirs")
@@ -54,6 +55,7 @@ func TestImportEndpointAccess(t *testing.T) {
 // 500; rows of chunks before a bad line stay stored and the same stream,
 // fixed, completes the import.
 func TestImportEndpointRefusesBadStreams(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	good := importRow("i1", "2026-01-30T10:00:00Z", "s1", "/a")
@@ -111,6 +113,7 @@ func TestImportEndpointRefusesBadStreams(t *testing.T) {
 // Imported events reach reads of days already kept as partials: the
 // import deletes the partials of the days it touches, as intake does.
 func TestImportRefreshesClosedDays(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	query := map[string]any{"metrics": []string{"visitors", "pageviews"}, "date_range": []string{"2026-01-10", "2026-01-10"}}
@@ -139,6 +142,7 @@ func TestImportRefreshesClosedDays(t *testing.T) {
 // Imported events use no quota, keep the source's received time when it
 // gives one, and are marked in raw with context.import.
 func TestImportedEventsAreMarked(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.Quota = 1 })
 	h.setupTenant("acme", "web")
 	row := `{"id":"t1","type":"pageview","ts":"2026-01-20T10:00:00.000Z","anon_id":"s","received_at":"2026-01-20T10:00:01.500Z"}`

@@ -21,6 +21,7 @@ import (
 // The steps run in the order docs/intake.md#gates-in-order lists the
 // gates, named as it names them.
 func TestIntakeStepsFollowTheDocs(t *testing.T) {
+	t.Parallel()
 	page, err := os.ReadFile("../docs/intake.md")
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +103,7 @@ func testPlan(t *testing.T, mode string) *schema.Plan {
 // A new format gets every gate by declaring itself: the gates run for it
 // as they do for /events, under either batch policy.
 func TestIntakeFormatRunsEveryGate(t *testing.T) {
+	t.Parallel()
 	bot := "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
 	for _, policy := range []batchPolicy{allOrNothing, storeValid} {
 		t.Run(fmt.Sprint("policy ", policy), func(t *testing.T) {
@@ -206,6 +208,7 @@ func runIntake(h *harness, f *intakeFormat, body any) (*decision, error) {
 // allOrNothing; under storeValid it is refused and reported alone while the
 // others are stored.
 func TestIntakeBatchPolicy(t *testing.T) {
+	t.Parallel()
 	bad := ev("web", 2, map[string]any{"type": "purchase", "properties": map[string]any{}})
 	tests := []struct {
 		name    string

@@ -18,6 +18,7 @@ import (
 // fail the property reads on PostgreSQL either, nor do such bytes in a
 // read's path (docs/postgresql.md#text-with-nul-and-invalid-utf-8).
 func TestInvalidUTF8(t *testing.T) {
+	t.Parallel()
 	h, tn, fix := quarantineHarness(t)
 	mustStatus(t, h.q("PATCH", "/v1/sites/web", testAdminToken,
 		map[string]any{"aliases": []string{"example.com", umamiWebsite}}), 200, "")

@@ -51,6 +51,7 @@ func (h *harness) keySites(token, slug, id string) string {
 }
 
 func TestKeySiteRestrictionAtCreation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	h.setupTenant("beta", "beta-web")
@@ -116,6 +117,7 @@ func TestKeySiteRestrictionAtCreation(t *testing.T) {
 // one that does not exist, and the same request on an allowed site (or by
 // an unrestricted key) does not.
 func TestSiteRestrictedKeyRouteFamilies(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.RequireAPIKey = KeyModeTag })
 	tn := h.setupTenant("acme", "web")
 	h.setupTenant("beta", "beta-web")
@@ -211,6 +213,7 @@ func idOfPlaintext(t *testing.T, h *harness, plaintext string) string {
 // keys within its own sites only, never read the audit log (it covers
 // every site) and, like every key, not manage the workspace or its sites.
 func TestSiteRestrictedAdminKeyInItsWorkspace(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	mustStatus(t, h.q("POST", "/v1/workspaces/acme/sites", testAdminToken, map[string]any{"id": "shop", "name": "Shop"}), 201, "")
@@ -282,6 +285,7 @@ func TestSiteRestrictedAdminKeyInItsWorkspace(t *testing.T) {
 // a key restricted only to deleted sites can do nothing, not even reach a
 // new site created under the same id.
 func TestDeletedSiteLeavesKeyRestrictions(t *testing.T) {
+	t.Parallel()
 	path := t.TempDir() + "/k.db"
 	h := newHarnessAt(t, path, func(c *Config) { c.RequireAPIKey = KeyModeTag })
 	h.setupTenant("acme", "web")
@@ -318,6 +322,7 @@ func TestDeletedSiteLeavesKeyRestrictions(t *testing.T) {
 // writer, so no key ends up restricted to a site that is gone (and so to
 // whatever site later takes its id).
 func TestKeyCreationRacingSiteDeletion(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	mustStatus(t, h.q("POST", "/v1/workspaces/acme/sites", testAdminToken, map[string]any{"id": "shop", "name": "Shop"}), 201, "")

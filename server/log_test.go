@@ -16,6 +16,7 @@ import (
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func TestIntakeLogsHoldNoPersonalData(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, nil))
 	h := newHarness(t, func(c *Config) { c.Logger = logger; c.RequireAPIKey = KeyModeTag })
@@ -55,6 +56,7 @@ func logLines(t *testing.T, buf *bytes.Buffer, msg string) []map[string]any {
 // A 500 is logged with the route pattern, not the path, which holds the
 // user id on the timeline.
 func TestInternalErrorLogsTheRoutePattern(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	h := newHarness(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&buf, nil)) })
 	tn := h.setupTenant("acme", "web")
@@ -81,6 +83,7 @@ func TestInternalErrorLogsTheRoutePattern(t *testing.T) {
 // A panic is logged with the pattern of the route it happened in, on both
 // of its paths; one outside every route gets a fixed placeholder.
 func TestPanicLogsTheRoutePattern(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	rt := newRouter(slog.New(slog.NewJSONHandler(&buf, nil)))
 	rt.handle("GET", "/users/:userId", func(http.ResponseWriter, *http.Request, httprouter.Params) error { panic("boom") })

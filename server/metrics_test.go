@@ -22,6 +22,7 @@ func metricValue(t *testing.T, h *harness, series string) string {
 }
 
 func TestMetricsExposition(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, path := range []string{"/metrics", "/v1/metrics"} {
 		r := h.c("GET", path, "", nil)
@@ -95,6 +96,7 @@ func TestMetricsExposition(t *testing.T) {
 }
 
 func TestMetricsUninitialised(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.srv.metrics.Store(nil)
 	rec := httptest.NewRecorder()
@@ -110,6 +112,7 @@ func TestMetricsUninitialised(t *testing.T) {
 // /metrics counts it (docs/operations.md#metrics). The conflict is raised by a
 // trigger on the first insert of an event.
 func TestWriterRetriesMetric(t *testing.T) {
+	t.Parallel()
 	dbtest.OnlyPostgres(t, "only PostgreSQL retries a transaction")
 	h := newHarness(t)
 	h.setupTenant("acme", "web")

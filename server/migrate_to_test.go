@@ -25,6 +25,7 @@ import (
 // and sums, every derived column with SQLite's functions for the same row, the
 // audit log in order, and the identities continuing past the copied ids.
 func TestMigrateToCopiesEverything(t *testing.T) {
+	t.Parallel()
 	dbtest.OnlySQLite(t, "the source of the copy is a SQLite file")
 	url := dbtest.StartPostgres(t, "tally")
 	dir := t.TempDir()

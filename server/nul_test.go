@@ -21,6 +21,7 @@ import (
 // backend: no answer is a 5xx, each is the wanted one, and an event
 // answered 202 is stored (docs/postgresql.md#text-with-nul-and-invalid-utf-8).
 func TestNul(t *testing.T) {
+	t.Parallel()
 	h, tn, fix := quarantineHarness(t)
 	mustStatus(t, h.q("PATCH", "/v1/sites/web", testAdminToken,
 		map[string]any{"aliases": []string{"example.com", umamiWebsite}}), 200, "")
@@ -143,6 +144,7 @@ func TestNul(t *testing.T) {
 // TestNulGDPR: a subject id with NUL is exported and erased on each
 // backend as it was stored (docs/postgresql.md#text-with-nul-and-invalid-utf-8).
 func TestNulGDPR(t *testing.T) {
+	t.Parallel()
 	h, tn := gdprFixture(t)
 	const n = "a\u0000b"
 	intake(t, h.c("POST", "/v1/events", "web", ev("web", 100, map[string]any{"anon_id": n, "user_id": n}), "User-Agent", chromeUA))
@@ -164,6 +166,7 @@ func TestNulGDPR(t *testing.T) {
 // with NUL as PostgreSQL's intake would have stored it, U+FFFD, rather
 // than fail the copy (docs/postgresql.md#text-with-nul-and-invalid-utf-8).
 func TestMigrateToCopiesNul(t *testing.T) {
+	t.Parallel()
 	dbtest.OnlySQLite(t, "the source of the copy is a SQLite file")
 	url := dbtest.StartPostgres(t, "tally")
 	path := filepath.Join(t.TempDir(), "src.db")
@@ -205,6 +208,7 @@ func TestMigrateToCopiesNul(t *testing.T) {
 // user profiles' traits merged, other rows kept once; the checks count
 // the merged rows (docs/postgresql.md#moving-from-sqlite-to-postgresql).
 func TestMigrateToMergesKeysEqualOnPostgres(t *testing.T) {
+	t.Parallel()
 	dbtest.OnlySQLite(t, "the source of the copy is a SQLite file")
 	url := dbtest.StartPostgres(t, "tally")
 	path := filepath.Join(t.TempDir(), "src.db")

@@ -10,6 +10,7 @@ import (
 )
 
 func TestPlanReload(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "plan.json")
 	write := func(s string) {
 		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
@@ -51,6 +52,7 @@ func TestPlanReload(t *testing.T) {
 }
 
 func TestDebugEndpointsOnlyInDevMode(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	mustStatus(t, h.q("GET", "/v1/debug/decisions", testAdminToken, nil), 404, "not_found")
 	mustStatus(t, h.q("POST", "/v1/debug/reset", testAdminToken, nil), 404, "not_found")

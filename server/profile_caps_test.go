@@ -29,6 +29,7 @@ func profileOf(t *testing.T, h *harness, site, user string) (string, map[string]
 // stored; the answer counts the identifies whose traits were not all
 // taken, and the inspection feed says which traits and why.
 func TestSegmentIdentifyProfileCap(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 10 })
 	h.setupTenant("acme", "shop")
 	n := 0
@@ -76,6 +77,7 @@ func TestSegmentIdentifyProfileCap(t *testing.T) {
 // says its traits were not all taken, and an identify within the caps
 // answers as before, without traits_dropped.
 func TestNativeIdentifyProfileCap(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 10 })
 	h.setupTenant("acme", "web")
 	traits := map[string]any{}

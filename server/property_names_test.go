@@ -12,6 +12,7 @@ import (
 // each once; another site's names and events without properties add none;
 // the default is the first.
 func TestPropertyNames(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	other := h.setupTenant("bravo", "shop")
@@ -46,6 +47,7 @@ func TestPropertyNames(t *testing.T) {
 // Only the service's newest rows are read, and at most PropertyNamesMax
 // names are answered.
 func TestPropertyNamesBounds(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	intake(t, h.c("POST", "/v1/events", "web", ev("web", 1, map[string]any{"type": "old", "properties": map[string]any{"old_name": 1}})))
@@ -68,6 +70,7 @@ func TestPropertyNamesBounds(t *testing.T) {
 // GET /v1/sites/:siteId answers the site's settings, its time zone among
 // them, to a query:read key; a foreign tenant gets the ordinary 404.
 func TestGetSite(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	other := h.setupTenant("bravo", "shop")

@@ -185,6 +185,7 @@ func list(s ...string) []string { return s }
 // event metric against the data set's hand-computed figures, after the
 // erasure of subject d (so d is in no figure).
 func TestQueryEventLevel(t *testing.T) {
+	t.Parallel()
 	h, tn := newQueryHarness(t)
 	before := queryRows(t, h, tn.readKey, "web", q(list("visitors", "pageviews", "events"), nil))
 	if want := "5 10 11"; before != want {
@@ -262,6 +263,7 @@ func TestQueryEventLevel(t *testing.T) {
 // s, from google.com), B1 (Jan 12 22:45, sent out of order, 1,500 s,
 // direct), C (cookieless, 60 s, direct), E (a bounce from Hacker News).
 func TestQueryVisitLevel(t *testing.T) {
+	t.Parallel()
 	h, tn := newQueryHarness(t)
 	if got, want := queryRows(t, h, tn.readKey, "web", q(list("visitors", "visits"), nil)), "5 6"; got != want {
 		t.Fatalf("before the erasure: got %s, want %s", got, want)
@@ -323,6 +325,7 @@ func TestQueryVisitLevel(t *testing.T) {
 // site, anything else 400), and the query API's days, hours, relative
 // ranges and answer's range are in it.
 func TestQueryTimeZone(t *testing.T) {
+	t.Parallel()
 	h, tn := newQueryHarness(t)
 	mustStatus(t, h.q("POST", "/v1/sites/web/gdpr/delete", testAdminToken, map[string]any{"subject": map[string]any{"user_id": "u-erase"}}), 200, "")
 	for _, bad := range []any{"Mars/Olympus", "", "Local", "../../etc/passwd", "/usr/share/zoneinfo/UTC", 3, nil, "Europe/Berlin\x00"} {
@@ -390,6 +393,7 @@ func TestQueryTimeZone(t *testing.T) {
 // TestQueryDaylightSaving: Berlin's spring-forward day has 23 hours, and
 // events on each side of the change fall in their local hours.
 func TestQueryDaylightSaving(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	mustStatus(t, h.q("PATCH", "/v1/sites/web", testAdminToken, map[string]any{"time_zone": "Europe/Berlin"}), 200, "")
@@ -419,6 +423,7 @@ func TestQueryDaylightSaving(t *testing.T) {
 // period, year over year, custom; by time bucket position), the echoed
 // query, and the CSV answer.
 func TestQueryIncludes(t *testing.T) {
+	t.Parallel()
 	h, tn := newQueryHarness(t)
 	mustStatus(t, h.q("POST", "/v1/sites/web/gdpr/delete", testAdminToken, map[string]any{"subject": map[string]any{"user_id": "u-erase"}}), 200, "")
 	cmp := func(mode string, rng []string, metrics, dims []string, extra map[string]any) map[string]any {
@@ -509,6 +514,7 @@ func TestQueryIncludes(t *testing.T) {
 // it; what Plausible has and Tally does not is 400 unsupported_query
 // naming it.
 func TestQueryErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	base := func(k string, v any) map[string]any {
@@ -624,6 +630,7 @@ func nest(n int) any {
 // TestQueryAuthorization: query:read (or admin) of the site's workspace;
 // a foreign or unknown site is the ordinary 404 on both routes.
 func TestQueryAuthorization(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := h.setupTenant("acme", "web")
 	b := h.setupTenant("bravo", "other")
@@ -664,6 +671,7 @@ func TestQueryAuthorization(t *testing.T) {
 // those within what Tally supports answer 200 with the figures of a small
 // data set, the others 400 naming what is not supported.
 func TestQueryPlausibleDocsExamples(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	// Today is Jan 31, so "7d" is Jan 24-30.
@@ -796,6 +804,7 @@ func TestQueryPlausibleDocsExamples(t *testing.T) {
 // of the visits (no event filter: visit figures) and visitors and
 // pageviews of the events joined to their visits.
 func TestQueryFilterEveryDimension(t *testing.T) {
+	t.Parallel()
 	h, tn := newQueryHarness(t)
 	mustStatus(t, h.q("POST", "/v1/sites/web/gdpr/delete", testAdminToken, map[string]any{"subject": map[string]any{"user_id": "u-erase"}}), 200, "")
 	tests := []struct {

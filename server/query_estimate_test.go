@@ -17,6 +17,7 @@ import (
 // on one dimension; one filtered on two dimensions is exact and says
 // nothing (docs/query-api.md#how-reports-stay-fast).
 func TestQueryEstimateIsFlagged(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	// 12,000 visitors over ten January days, stored through the storage

@@ -9,6 +9,7 @@ import (
 // visit across the range's start or end, a cookieless visitor's, and a late
 // event that joins a visit before the range to one inside it, all by hand.
 func TestQueryEventsThroughVisits(t *testing.T) {
+	t.Parallel()
 	h, tn := newQueryHarness(t)
 	m := list("visitors", "visits", "pageviews")
 	in := func(from, to string, filters ...any) map[string]any {

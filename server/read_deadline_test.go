@@ -11,6 +11,7 @@ import (
 // answer the read gave of its own (a 400) stays. A timeout of 1 ns is
 // past before any read begins.
 func TestReadsStopAtTheQueryTimeout(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.QueryTimeout = time.Nanosecond })
 	tn := h.setupTenant("acme", "web")
 	h.sendQ("web", 1, qev{anon: "a", typ: "pageview", url: "https://shop.test/", ts: utc(1, 20, 12, 0)})

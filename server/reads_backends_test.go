@@ -23,6 +23,7 @@ var cookielessID = regexp.MustCompile(`c_[0-9a-f]{16,64}`)
 // Plausible route; pageviews, sessions, event counts, the breakdown,
 // property names, realtime, the timeline and export in both formats.
 func TestReadsAnswerAlikeOnBothBackends(t *testing.T) {
+	t.Parallel()
 	dbtest.OnlyPostgres(t, "compares a server on SQLite with one on the run's PostgreSQL")
 	pg, pgTenant := newQueryHarness(t)
 	lite := newHarnessOn(t, storage.Options{Path: filepath.Join(t.TempDir(), "lite.db")}, withProxyGeo)

@@ -23,6 +23,7 @@ func (h *harness) sendAt(site string, n int, anon, typ string, ts time.Time, ext
 func day(d, hour, minute int) time.Time { return time.Date(2026, 1, d, hour, minute, 0, 0, time.UTC) }
 
 func TestReadDateRules(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	tests := []struct {
@@ -53,6 +54,7 @@ func TestReadDateRules(t *testing.T) {
 }
 
 func TestReadAuthorization(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := h.setupTenant("acme", "web")
 	b := h.setupTenant("bravo", "other")
@@ -72,6 +74,7 @@ func TestReadAuthorization(t *testing.T) {
 }
 
 func TestPageviewsEventsAndSessions(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	// a: 10:00, 10:20 (+ a click at 10:05) -> one session of 20 min, 3 events.
@@ -139,6 +142,7 @@ func TestPageviewsEventsAndSessions(t *testing.T) {
 }
 
 func TestTimeline(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	// u1 uses a phone (p) and a laptop (l); the laptop's early events came
@@ -183,6 +187,7 @@ func TestTimeline(t *testing.T) {
 }
 
 func TestTimelinePagingWithEqualTimestamps(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	// 12 events over two devices, many sharing a millisecond.

@@ -8,6 +8,7 @@ import (
 // Realtime counts the distinct visitors with an event received in the last
 // five minutes by the service's clock, of the site asked for only.
 func TestRealtime(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	other := h.setupTenant("bravo", "shop")

@@ -13,6 +13,7 @@ import (
 // that instance is done, this one purges
 // (docs/postgresql.md#several-instances-on-one-database).
 func TestRetentionPurgeGoesThroughLeader(t *testing.T) {
+	t.Parallel()
 	if !dbtest.Postgres() {
 		t.Skip("one instance on SQLite: Leader always runs the job")
 	}

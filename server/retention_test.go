@@ -12,6 +12,7 @@ import (
 // answers the site, refuses bad values with a 400 and changes nothing
 // then, and audits each change as site.update with the previous value.
 func TestPatchSiteRetention(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	other := h.setupTenant("other", "elsewhere")
@@ -83,6 +84,7 @@ func TestPatchSiteRetention(t *testing.T) {
 // timeline loses the old events and says from which day it is whole, the
 // site says so too, and the inspection feed forgets the old decisions.
 func TestPurgeKeepsCountsAndTellsPurgedDays(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.RetentionDays = 10; c.DebugFeedSize = 100 })
 	tn := h.setupTenant("acme", "web")
 	h.setupTenant("other", "forever")
@@ -175,6 +177,7 @@ func TestPurgeKeepsCountsAndTellsPurgedDays(t *testing.T) {
 // run (a server down at midnight), and another when a site's retention
 // changes, without waiting for the next day.
 func TestRetentionLoopPurgesAtStartAndOnChange(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.RetentionDays = 10 })
 	h.setupTenant("acme", "web")
 	h.setupTenant("other", "later")

@@ -41,6 +41,7 @@ func (l sdkLogger) Errorf(format string, args ...any) {
 // the collector with the site id as write key, then reads the events back
 // through the query API and the database.
 func TestSegmentAnalyticsGo(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "shop")
 	cb := &sdkCallback{}
@@ -146,6 +147,7 @@ func TestSegmentAnalyticsGo(t *testing.T) {
 // (rate limit) and checks that the client's retry delivers every message
 // once: the client's backoff advances the test clock instead of sleeping.
 func TestSegmentAnalyticsGoRetries(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.RateLimit = 2 }) // burst 4
 	h.setupTenant("acme", "shop")
 	cb := &sdkCallback{}

@@ -11,6 +11,7 @@ import (
 // over https when a proxy says the client used it, is never cached, and
 // refuses a write key the intake would refuse.
 func TestSegmentSettingsDocument(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	for _, tc := range []struct {

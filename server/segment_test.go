@@ -66,6 +66,7 @@ func nullStr(s sql.NullString) string {
 }
 
 func TestSegmentMapping(t *testing.T) {
+	t.Parallel()
 	const mid = "0f8fad5b-d9cb-469f-a165-70867728950e"
 	tests := []struct {
 		name, path, body string
@@ -138,6 +139,7 @@ func TestSegmentMapping(t *testing.T) {
 }
 
 func TestSegmentRawAndBatchContext(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "shop")
 	m0 := `{ "type":"track", "writeKey" : "shop" ,"anonymousId":"a1","event":"One"}`
@@ -165,6 +167,7 @@ func TestSegmentRawAndBatchContext(t *testing.T) {
 }
 
 func TestSegmentWriteKey(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "shop")
 	h.setupTenant("other", "blog")
@@ -210,6 +213,7 @@ func TestSegmentWriteKey(t *testing.T) {
 }
 
 func TestSegmentPartialBatch(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 100 })
 	h.setupTenant("acme", "shop")
 	body := `{"batch":[
@@ -261,6 +265,7 @@ func TestSegmentPartialBatch(t *testing.T) {
 }
 
 func TestSegmentLimits(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "shop")
 	big := strings.Repeat("x", segmentMessageLimit)
@@ -301,6 +306,7 @@ func TestSegmentLimits(t *testing.T) {
 }
 
 func TestSegmentClockSkew(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "shop")
 	now := h.clock.Now() // 2026-01-31T09:05:00.120Z
@@ -331,6 +337,7 @@ func TestSegmentClockSkew(t *testing.T) {
 }
 
 func TestSegmentConsent(t *testing.T) {
+	t.Parallel()
 	consent := func(prefs string) string {
 		// Identifiers with a '-' cannot occur inside the hex of a cookieless id,
 		// so the leak check below cannot match one by chance.
@@ -372,6 +379,7 @@ func TestSegmentConsent(t *testing.T) {
 }
 
 func TestSegmentIdentityAndProfile(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "shop")
 	segmentOKAnswer(t, h.segmentPost("/v1/alias", "shop", `{"previousId":"anon-1","userId":"user-1"}`))
@@ -394,6 +402,7 @@ func TestSegmentIdentityAndProfile(t *testing.T) {
 }
 
 func TestSegmentDedupByMessageID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "shop")
 	for _, mid := range []string{uuid.NewString(), "ajs-next-abc"} {
@@ -408,6 +417,7 @@ func TestSegmentDedupByMessageID(t *testing.T) {
 }
 
 func TestSegmentGates(t *testing.T) {
+	t.Parallel()
 	t.Run("bot", func(t *testing.T) {
 		h := newHarness(t)
 		h.setupTenant("acme", "shop")
@@ -452,6 +462,7 @@ func TestSegmentGates(t *testing.T) {
 }
 
 func TestSegmentDLQReplay(t *testing.T) {
+	t.Parallel()
 	h, tn, fix := quarantineHarness(t)
 	// The batch's context (its userAgent and page) must survive the DLQ.
 	body := `{"batch":[{"type":"track","anonymousId":"a","event":"purchase","messageId":"m-1","timestamp":"2026-01-31T10:00:00.120Z"}],
@@ -486,6 +497,7 @@ func TestSegmentDLQReplay(t *testing.T) {
 }
 
 func TestSegmentLargeBatchWriterJobs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "shop")
 	parts := make([]string, segmentMaxBatch)
@@ -514,6 +526,7 @@ func TestSegmentLargeBatchWriterJobs(t *testing.T) {
 }
 
 func TestSegmentMetricsAndFeed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 10 })
 	h.setupTenant("acme", "shop")
 	if got := metricValue(t, h, `service_events_received_total{endpoint="segment"}`); got != "0" {
@@ -543,6 +556,7 @@ func TestSegmentMetricsAndFeed(t *testing.T) {
 // TestSegmentRoutesCoexist checks the native /v1 collector routes still
 // answer beside Segment's.
 func TestSegmentRoutesCoexist(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "shop")
 	intake(t, h.c("POST", "/v1/s2s/events", "shop", ev("shop", 1, map[string]any{"anon_id": "a", "type": "x"})))
@@ -554,6 +568,7 @@ func TestSegmentRoutesCoexist(t *testing.T) {
 }
 
 func TestSegmentWithoutWriteKey(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{`{"writeKey":"k","a":1}`, `{"a":1}`},
 		{`{ "writeKey" : "k" , "a":1}`, `{ "a":1}`},
@@ -574,6 +589,7 @@ func TestSegmentWithoutWriteKey(t *testing.T) {
 // retries, the feed and the metrics count the first job's messages as
 // stored, and the retry finds those duplicates and stores the rest.
 func TestSegmentLaterJobFails(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DebugFeedSize = 1000 })
 	h.setupTenant("acme", "shop")
 	lift := refuseEventType(t, h, "Refused")
@@ -637,6 +653,7 @@ func refuseEventType(t *testing.T, h *harness, typ string) (lift func()) {
 }
 
 func TestSegmentLocation(t *testing.T) {
+	t.Parallel()
 	loc, err := privacy.NewLocator("../testdata/geoip-test.mmdb", false)
 	if err != nil {
 		t.Fatal(err)
@@ -700,6 +717,7 @@ func FuzzSegmentIntake(f *testing.F) {
 }
 
 func TestSegmentLogs(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	h := newHarness(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&buf, nil)) })
 	h.setupTenant("acme", "shop")
@@ -723,6 +741,7 @@ func TestSegmentLogs(t *testing.T) {
 // throw-away site's ingest key, restricted to that site, is its write key in
 // every mode; a site id only without require; a workspace-wide key never.
 func TestSegmentWriteKeysByMode(t *testing.T) {
+	t.Parallel()
 	track := func(n int) map[string]any {
 		return map[string]any{"userId": "u1", "event": "Order Completed",
 			"messageId": fmt.Sprintf("00000000-0000-4000-8000-%012d", n)}

@@ -54,6 +54,7 @@ type shapeCase struct {
 // value into null (or back) does. Regenerate with -update only when the
 // wire contract changes on purpose.
 func TestResponseShapes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	planPath := filepath.Join(dir, "plan.json")
 	if err := os.WriteFile(planPath, []byte(`{"mode":"quarantine","events":{"purchase":{"type":"object","required":["properties"]},"*":{"type":"object"}}}`), 0o644); err != nil {

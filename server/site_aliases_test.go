@@ -26,6 +26,7 @@ func aliasesOf(t *testing.T, r response) []string {
 // each change is audited, a name is unique across all sites (409), and
 // bad lists are 400 invalid_aliases, changing nothing.
 func TestSiteAliases(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := h.setupTenant("acme", "web")
 	b := h.setupTenant("other", "shop")
@@ -108,6 +109,7 @@ func TestSiteAliases(t *testing.T) {
 // TestSiteAliasesSurviveRestart: the in-memory map is loaded from the
 // table at start.
 func TestSiteAliasesSurviveRestart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	mustStatus(t, h.q("PATCH", "/v1/sites/web", testAdminToken, map[string]any{"aliases": []string{"example.com"}}), 200, "")
@@ -129,6 +131,7 @@ func TestSiteAliasesSurviveRestart(t *testing.T) {
 // id equals another site's alias so; a name that is a site's id reaches
 // that site, also over an alias stored before these checks.
 func TestAliasesCannotCrossTenants(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := h.setupTenant("acme", "web")
 	b := h.setupTenant("victim", "VictimSite")

@@ -15,6 +15,7 @@ import (
 // A webhook secret created while its site is deleted is not stored: it
 // would outlive the delete and verify webhooks of a later site with the id.
 func TestWebhookSecretCreateSiteDeletedMidRequest(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	deleted := false
@@ -41,6 +42,7 @@ func TestWebhookSecretCreateSiteDeletedMidRequest(t *testing.T) {
 // takes the same id (a rowid is reused once its table is empty); on
 // PostgreSQL an identity never repeats, so the revoke's id names nothing.
 func TestWebhookSecretRevokeSiteRecreatedMidRequest(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	h.setupTenant("bravo", "other")
@@ -75,6 +77,7 @@ func TestWebhookSecretRevokeSiteRecreatedMidRequest(t *testing.T) {
 // A replay whose site is deleted after the collector stored the event, but
 // before the replay is recorded, audits nothing for the deleted site.
 func TestDLQReplaySiteDeletedMidRequest(t *testing.T) {
+	t.Parallel()
 	var h *harness
 	var armed atomic.Bool
 	h, _, fix := quarantineHarness(t, func(c *Config) {

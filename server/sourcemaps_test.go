@@ -46,6 +46,7 @@ func storedSourcemap(t *testing.T, h *harness, site, release, file string) []byt
 }
 
 func TestSourcemapUpload(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	h.setupTenant("bravo", "other")
@@ -128,6 +129,7 @@ func TestSourcemapUpload(t *testing.T) {
 }
 
 func TestSourcemapSizeLimit(t *testing.T) {
+	// Not parallel: it measures the heap, which other tests would share.
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	exact := bytes.Repeat([]byte{'m'}, sourcemapMaxDecoded)
@@ -143,6 +145,7 @@ func TestSourcemapSizeLimit(t *testing.T) {
 }
 
 func TestSourcemapUploadStreams(t *testing.T) {
+	// Not parallel: it measures the heap, which other tests would share.
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	data := bytes.Repeat([]byte("0123456789abcdef"), 20<<20/16) // 20 MiB
@@ -172,6 +175,7 @@ func TestSourcemapUploadStreams(t *testing.T) {
 // The upload takes the collector's credentials under each REQUIRE_API_KEY
 // mode; with a key the path names the site, so X-Site-Id is optional.
 func TestSourcemapCredentials(t *testing.T) {
+	t.Parallel()
 	mapJSON := []byte(`{"version":3,"mappings":"AAAA"}`)
 	type want struct {
 		status int
@@ -228,6 +232,7 @@ func TestSourcemapCredentials(t *testing.T) {
 // bytes; replacing a file counts its new size only, and a refused upload
 // writes nothing.
 func TestSourcemapQuota(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.SourcemapMaxFiles, c.SourcemapMaxBytes = 2, 100 })
 	h.setupTenant("acme", "web")
 	h.setupTenant("bravo", "other")
@@ -261,6 +266,7 @@ func TestSourcemapQuota(t *testing.T) {
 // Uploads are limited per site: SourcemapUploadsPerMinute at once, then
 // one every 60/N seconds; a refused credential costs nothing.
 func TestSourcemapRateLimit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.SourcemapUploadsPerMinute = 3 })
 	h.setupTenant("acme", "web")
 	h.setupTenant("bravo", "other")
@@ -286,6 +292,7 @@ func TestSourcemapRateLimit(t *testing.T) {
 // A client that declares a huge body and sends little gets memory for
 // what it sent, not for what it declared.
 func TestSourcemapMemoryFollowsArrivedBytes(t *testing.T) {
+	// Not parallel: it measures the heap, which other tests would share.
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	sent := `{"release":"1","file":"a.js","map":"` + strings.Repeat("QUFB", 16<<10) // 64 KiB of base64
@@ -320,6 +327,7 @@ func TestSourcemapMemoryFollowsArrivedBytes(t *testing.T) {
 // no sourcemap: the answer is the deleted site's 404, and a site created
 // again with the id starts without maps.
 func TestSourcemapSiteDeletedMidRequest(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	// The request reads the clock right after its credential check: the
@@ -336,6 +344,7 @@ func TestSourcemapSiteDeletedMidRequest(t *testing.T) {
 // An admin frees room under the caps by deleting a release, or one file of
 // it; the delete is audited and needs the admin token or an admin key.
 func TestSourcemapDelete(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.SourcemapMaxFiles = 3 })
 	acme := h.setupTenant("acme", "web")
 	bravo := h.setupTenant("bravo", "other")

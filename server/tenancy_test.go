@@ -10,6 +10,7 @@ import (
 )
 
 func TestWorkspaceSiteKeyRules(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "acme-web")
 	long := strings.Repeat("x", 129)
@@ -89,6 +90,7 @@ func TestWorkspaceSiteKeyRules(t *testing.T) {
 }
 
 func TestNamesAndLabelsStoredTrimmed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.q("POST", "/v1/workspaces", testAdminToken, map[string]any{"name": "  Acme  ", "slug": "acme"})
 	mustStatus(t, r, 201, "")
@@ -135,6 +137,7 @@ func TestNamesAndLabelsStoredTrimmed(t *testing.T) {
 }
 
 func TestKeyLifecycle(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")
 	r := h.q("POST", "/v1/workspaces/acme/keys", testAdminToken, map[string]any{"label": "deploy", "scopes": []string{"admin"}})
@@ -189,6 +192,7 @@ func TestKeyLifecycle(t *testing.T) {
 }
 
 func TestLastUsedAtIsThrottled(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	op := h.sqlDB()
@@ -233,6 +237,7 @@ func TestLastUsedAtIsThrottled(t *testing.T) {
 }
 
 func TestAuthorization(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := h.setupTenant("acme", "acme-web")
 	b := h.setupTenant("bravo", "bravo-web")
@@ -316,6 +321,7 @@ func TestAuthorization(t *testing.T) {
 }
 
 func TestHealthzOnBothListeners(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, base := range []string{h.collector.URL, h.query.URL} {
 		for _, p := range []string{"/healthz", "/v1/healthz"} {

@@ -48,6 +48,7 @@ func FuzzTrackerIntake(f *testing.F) {
 // TestTrackerDomainList: of a comma-separated domain, the first name that
 // names a site gets the event, once.
 func TestTrackerDomainList(t *testing.T) {
+	t.Parallel()
 	h := trackerHarness(t)
 	mustStatusText(t, h.c("POST", "/api/event", "", `{"n":"pageview","u":"https://example.com/","d":"nobody.org, shop ,example.com"}`, "User-Agent", chromeUA), 202)
 	if web, shop := h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'web'`), h.count(`SELECT COUNT(*) FROM events WHERE site_id = 'shop'`); web != 0 || shop != 1 {
@@ -73,6 +74,7 @@ func TestTrackerDomainList(t *testing.T) {
 // TestPlausibleLimits: at most 30 props are kept, a referrer is cut at
 // 2,000 bytes, as Plausible does.
 func TestPlausibleLimits(t *testing.T) {
+	t.Parallel()
 	h := trackerHarness(t)
 	props := map[string]any{}
 	for i := range 40 {
@@ -97,6 +99,7 @@ func TestPlausibleLimits(t *testing.T) {
 // quarantined event is kept as Tally's own envelope, and its replay
 // through /events stores it.
 func TestTrackerQuotaAndPlan(t *testing.T) {
+	t.Parallel()
 	h := trackerHarness(t, func(c *Config) { c.Quota = 1 })
 	mustStatusText(t, h.c("POST", "/api/send", "", `{"type":"event","payload":{"website":"web","url":"/"}}`, "User-Agent", chromeUA), 200)
 	r := h.c("POST", "/api/event", "", `{"n":"pageview","u":"https://example.com/","d":"example.com"}`, "User-Agent", chromeUA)

@@ -41,6 +41,7 @@ func (h *harness) trackerRows(site string) []trackerRow {
 // documented long ones map onto events of the site the domain names, in
 // the cookieless form, answered 202 "ok" as Plausible answers.
 func TestPlausibleEventsAPI(t *testing.T) {
+	t.Parallel()
 	h := trackerHarness(t)
 	post := func(body any, headers ...string) response {
 		h.clock.Advance(time.Second) // events at one millisecond would be ordered by value
@@ -137,6 +138,7 @@ func mustJSONText(v any) string {
 // TestTrackerBadInput: bad input of any shape is a clear 4xx, never a 500,
 // and stores nothing.
 func TestTrackerBadInput(t *testing.T) {
+	t.Parallel()
 	h := trackerHarness(t)
 	big := `{"n":"pageview","u":"https://example.com/","d":"example.com","p":{"x":"` + strings.Repeat("a", 1<<20) + `"}}`
 	for _, tc := range []struct {
@@ -202,6 +204,7 @@ func TestTrackerBadInput(t *testing.T) {
 // events of the site the website names, answered 200 with a token as
 // text; the token sent back in x-umami-cache is ignored.
 func TestUmamiSend(t *testing.T) {
+	t.Parallel()
 	h := trackerHarness(t)
 	post := func(body string, headers ...string) response {
 		return h.c("POST", "/api/send", "", body, append([]string{"User-Agent", chromeUA}, headers...)...)
@@ -252,6 +255,7 @@ func TestUmamiSend(t *testing.T) {
 // (they carry no consent), the rate limit, and a preflight allows Umami's
 // cache header.
 func TestTrackerGates(t *testing.T) {
+	t.Parallel()
 	h := trackerHarness(t, func(c *Config) { c.BotFilter = privacy.BotFilterOn; c.RateLimit = 1 })
 	body := `{"n":"pageview","u":"https://example.com/","d":"example.com"}`
 	r := h.c("POST", "/api/event", "", body, "User-Agent", "Googlebot/2.1 (+http://www.google.com/bot.html)")
@@ -286,6 +290,7 @@ func TestTrackerGates(t *testing.T) {
 // TestTrackerRoutesRequireMode: with REQUIRE_API_KEY=require the routes do
 // not exist (the ordinary 404); with tag they do.
 func TestTrackerRoutesRequireMode(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mode   string
 		status int

@@ -29,6 +29,7 @@ func (h *harness) visitRow(site string) (anon string, cols string) {
 // parameters field by field; Tally's own events take the URL's; a
 // cookieless event keeps no query string, so its visit has no utm_*.
 func TestVisitCampaignByIntake(t *testing.T) {
+	t.Parallel()
 	const cols = "entry_page exit_page pageviews referrer source utm_source utm_medium utm_campaign utm_term utm_content"
 	t.Run("Segment context.campaign", func(t *testing.T) {
 		h := newHarness(t)

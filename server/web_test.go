@@ -8,6 +8,7 @@ import (
 )
 
 func TestScriptServing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.c("GET", "/v1/script.js", "", nil)
 	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/javascript") || r.header.Get("ETag") != web.ScriptETag ||
@@ -26,6 +27,7 @@ func TestScriptServing(t *testing.T) {
 }
 
 func TestDashboardServing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, p := range []string{"/", "/v1/ui/", "/v1/ui/index.html"} {
 		r := h.q("GET", p, "", nil)

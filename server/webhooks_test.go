@@ -37,6 +37,7 @@ func (h *harness) hook(path string, body []byte, header string) response {
 }
 
 func TestPaymentsWebhook(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
 	op := h.sqlDB()
@@ -154,6 +155,7 @@ func TestPaymentsWebhook(t *testing.T) {
 }
 
 func TestPaymentsWebhookForwardFailure(t *testing.T) {
+	t.Parallel()
 	rejecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
 	defer rejecting.Close()
 	dropping := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -186,6 +188,7 @@ func TestPaymentsWebhookForwardFailure(t *testing.T) {
 // Payments are records of a contract, not tracking: with CONSENT_MODE=require
 // the webhook's event, which carries no consent of the visitor, is stored.
 func TestPaymentsWebhookConsentRequire(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.ConsentMode = privacy.ConsentRequire })
 	h.setupTenant("acme", "web")
 	h.sqlDB().Exec(`INSERT INTO webhook_secrets(site_id, adapter, secret) VALUES ('web', 'payments', 's')`)
@@ -205,6 +208,7 @@ func TestPaymentsWebhookConsentRequire(t *testing.T) {
 // collector quarantines (or drops) answers 500 so the processor retries,
 // and the retry after the fix is stored once.
 func TestPaymentsWebhookNotStored(t *testing.T) {
+	t.Parallel()
 	plan := filepath.Join(t.TempDir(), "plan.json")
 	os.WriteFile(plan, []byte(`{"mode":"quarantine","events":{"purchase":{"type":"object","required":["properties"],
 		"properties":{"properties":{"required":["order_id"]}}},"*":{"type":"object"}}}`), 0o644)

@@ -12,6 +12,7 @@ import (
 // database: what it resolves to, or the fault and a message that says
 // what a write key must be.
 func TestWriteKeyCredential(t *testing.T) {
+	t.Parallel()
 	type want struct {
 		site, credential string // credential "key" stands for "key:<its id>"
 		code, inMsg      string
@@ -103,6 +104,7 @@ func TestWriteKeyCredential(t *testing.T) {
 
 // A write key's use shows in the key list, as any other use of the key.
 func TestWriteKeyUseIsRecorded(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.RequireAPIKey = KeyModeRequire })
 	h.setupTenant("acme", "web")
 	id, plaintext := h.createKey(testAdminToken, "acme", []string{storage.ScopeIngestWrite}, []string{"web"})

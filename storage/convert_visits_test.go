@@ -95,6 +95,7 @@ func readyCount(t *testing.T, db *DB) (ready, pending int) {
 }
 
 func TestMigration0013BackfillsVisits(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "backfills an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	want := pre0013(t, path, visitFixture())
@@ -114,6 +115,7 @@ func TestMigration0013BackfillsVisits(t *testing.T) {
 }
 
 func TestEmptyDatabaseHasNoVisitBackfill(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's conversions")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	var n int
@@ -123,6 +125,7 @@ func TestEmptyDatabaseHasNoVisitBackfill(t *testing.T) {
 }
 
 func TestVisitBackfillInChunksResumesAfterACrash(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "backfills an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	want := pre0013(t, path, visitFixture())
@@ -162,6 +165,7 @@ func TestVisitBackfillInChunksResumesAfterACrash(t *testing.T) {
 // once; the backfill's chunk read before that leaves it as intake wrote
 // it.
 func TestVisitBackfillAndIntakeMeanwhile(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "backfills an old SQLite layout")
 	events := visitFixture()
 	path := filepath.Join(t.TempDir(), "a.db")
@@ -201,6 +205,7 @@ func TestVisitBackfillAndIntakeMeanwhile(t *testing.T) {
 // An erased subject's visits go with its sessions: none of their
 // attributes is left in any row, nor anywhere in the file.
 func TestErasureLeavesNoVisitAttribute(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "reads the bytes of the SQLite file")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
@@ -261,6 +266,7 @@ func countWhere(t *testing.T, db *DB, values []string) int {
 // A day's partials computed before its visits were backfilled lack their
 // attributes: the backfill's job drops them with the sessions it writes.
 func TestVisitBackfillDropsTheDaysPartials(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "backfills an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	pre0013(t, path, visitFixture())

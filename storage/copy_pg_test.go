@@ -12,6 +12,7 @@ import (
 // on an error keeps its progress row; the copy, which needs every row in
 // its final form, refuses the file and names the conversion.
 func TestCopyToPostgresRefusesAStoppedConversion(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "src.db")
 	db, err := Open(context.Background(), Options{Path: path})
 	if err != nil {

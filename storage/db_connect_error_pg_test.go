@@ -14,6 +14,7 @@ import (
 // neither the user nor the password, stays one line, and is still the
 // "cannot be reached" class that intake answers 503 for.
 func TestPostgresConnectErrorsNameNoUser(t *testing.T) {
+	t.Parallel()
 	const user, password = "owner-q7x", "pw-s3cret"
 	for _, tt := range []struct {
 		url   string

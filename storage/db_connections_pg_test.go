@@ -11,6 +11,7 @@ import (
 // listener's and the rollup slot's connections plus at most its read pool
 // (docs/postgresql.md#running-n-instances-on-postgresql: max_connections).
 func TestPostgresConnectionsPerInstance(t *testing.T) {
+	t.Parallel()
 	onlyPostgres(t, "PostgreSQL's connections")
 	ctx := context.Background()
 	const pool = 3

@@ -15,6 +15,7 @@ import (
 )
 
 func TestPostgresClassifyCodes(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		code string
 		want engine.ErrClass
@@ -36,6 +37,7 @@ func TestPostgresClassifyCodes(t *testing.T) {
 // TestPostgresClassify has a real server say each condition it can be
 // made to say here.
 func TestPostgresClassify(t *testing.T) {
+	t.Parallel()
 	url := dbtest.StartPostgres(t, "tally")
 	db, err := sql.Open(engine.PGDriverName, url)
 	if err != nil {

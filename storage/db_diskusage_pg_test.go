@@ -11,6 +11,7 @@ import (
 // TestPostgresDatabaseBytes: on PostgreSQL the database's size is the
 // server's figure, measured again only once it is engine.PGSizeEvery old.
 func TestPostgresDatabaseBytes(t *testing.T) {
+	t.Parallel()
 	onlyPostgres(t, "pg_database_size")
 	ctx := context.Background()
 	db, err := openTestDB(t, ctx, Options{Path: ":memory:"})

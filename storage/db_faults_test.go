@@ -19,6 +19,7 @@ import (
 )
 
 func TestDurabilityPragmas(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's pragmas")
 	tests := []struct {
 		durability Durability
@@ -105,6 +106,7 @@ func schemaState(t *testing.T, path, table string) (version int, exists bool) {
 }
 
 func TestMigrationFailureKeepsThePreviousVersion(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "injects a broken migration into SQLite's runner")
 	path := filepath.Join(t.TempDir(), "a.db")
 	good := fstest.MapFS{"migrations/0001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER);`)}}
@@ -145,6 +147,7 @@ func TestMigrationFailureKeepsThePreviousVersion(t *testing.T) {
 }
 
 func TestMigrationOnAFullDisk(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "fills the SQLite file's disk")
 	dir := smallfs.Mount(t, "8m")
 	path := filepath.Join(dir, "a.db")
@@ -179,6 +182,7 @@ func TestMigrationOnAFullDisk(t *testing.T) {
 }
 
 func TestReadOnlyDatabaseIsUnavailable(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "makes the SQLite file read-only")
 	// A read-only file system cannot be made at run time under an open
 	// database (remount answers EBUSY), so the writer's connection is made

@@ -13,6 +13,7 @@ const maxDBFields = 30
 
 // TestDBFieldsStayFew fails when DB grows past maxDBFields fields.
 func TestDBFieldsStayFew(t *testing.T) {
+	t.Parallel()
 	if n := reflect.TypeFor[DB]().NumField(); n > maxDBFields {
 		t.Errorf("got DB of %d fields, want at most %d: gather the new ones in a struct of their concern", n, maxDBFields)
 	}

@@ -56,6 +56,7 @@ func setWritable(t *testing.T, db *DB, writable bool) {
 // health check reports what intake meets. The writer logs one line when
 // writes start failing and one when the hold is over.
 func TestHealthHoldsARefusal(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer // written by the writer before it answers
 	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
@@ -103,6 +104,7 @@ func TestHealthHoldsARefusal(t *testing.T) {
 // largest write may need as full, before any write fails, and a write
 // refused for room as long as the hold lasts, though smaller ones commit.
 func TestHealthFollowsTheRoomLeft(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "fills the disk under the SQLite file")
 	dir := smallfs.Mount(t, "24m")
 	db := openTest(t, filepath.Join(dir, "a.db"))

@@ -17,6 +17,7 @@ import (
 // NUL, encoding/json decodes the result to what it decodes the input to,
 // as SQLite's reads of the wire text do.
 func TestPGJSON(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{`{"a":"b"}`, `{"a":"b"}`},
 		{`{"a":"x\u0000y"}`, `{"a":"x\ufffdy"}`},
@@ -58,6 +59,7 @@ func TestPGJSON(t *testing.T) {
 // argument, and leaves bytes (bytea), other values and a U+FFFD sent as
 // such alone.
 func TestPGText(t *testing.T) {
+	t.Parallel()
 	s, bad := "a\x00b", "a\xffb\xc3"
 	tests := []struct {
 		name    string

@@ -31,6 +31,7 @@ func pgDatabase(t *testing.T, url, name, options string) string {
 }
 
 func TestPostgresOpen(t *testing.T) {
+	t.Parallel()
 	url := pgDatabase(t, dbtest.StartPostgres(t, "tally"), "tally", "")
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -82,6 +83,7 @@ func TestPostgresOpen(t *testing.T) {
 // empty database: both open, and each migration is applied and recorded
 // once.
 func TestPostgresMigrationsTwiceAtOnce(t *testing.T) {
+	t.Parallel()
 	url := pgDatabase(t, dbtest.StartPostgres(t, "tally"), "tally", "")
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -114,6 +116,7 @@ func TestPostgresMigrationsTwiceAtOnce(t *testing.T) {
 // of itself, and the database at the version before it; a newer
 // database than the binary knows is refused.
 func TestPostgresMigrationFailsWhole(t *testing.T) {
+	t.Parallel()
 	url := pgDatabase(t, dbtest.StartPostgres(t, "tally"), "tally", "")
 	ctx := context.Background()
 	files := fstest.MapFS{
@@ -148,6 +151,7 @@ func TestPostgresMigrationFailsWhole(t *testing.T) {
 }
 
 func TestPostgresStartupChecks(t *testing.T) {
+	t.Parallel()
 	cluster := dbtest.StartPostgres(t, "tally")
 	ascii := pgDatabase(t, cluster, "ascii", "ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
 	_, err := Open(context.Background(), Options{DatabaseURL: ascii})
@@ -167,6 +171,7 @@ func TestPostgresStartupChecks(t *testing.T) {
 }
 
 func TestDescribeDatabaseURL(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"postgres://tally:s3cret@db.example:5432/analytics?sslmode=require": "postgres db.example:5432/analytics",
 		"postgresql://u@h/d":                         "postgres h/d",

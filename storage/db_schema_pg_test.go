@@ -406,6 +406,7 @@ func postgresCatalogue(t *testing.T, conn *pgx.Conn) catalogue {
 // the differences declared above. A SQLite migration without its
 // PostgreSQL twin fails it.
 func TestPostgresSchemaMatchesSQLite(t *testing.T) {
+	t.Parallel()
 	base := startSchemaPostgres(t)
 	pg := pgConnect(t, base, "tally")
 	lite := openSQLite(t, filepath.Join(t.TempDir(), "a.db"))
@@ -554,6 +555,7 @@ func pgRefused(t *testing.T, c *pgx.Conn, who, q, want string) {
 // DELETE and TRUNCATE from a service role granted every privilege on it and
 // from the role that owns it, by the database itself.
 func TestPostgresAuditAppendOnly(t *testing.T) {
+	t.Parallel()
 	base := startSchemaPostgres(t)
 	ctx := context.Background()
 	super := pgConnect(t, base, "tally")
@@ -590,6 +592,7 @@ func TestPostgresAuditAppendOnly(t *testing.T) {
 // TestPostgresRollupViewsSumSlots: each hot rollup reads, under SQLite's
 // name, the sum of its slots; a key whose sums are all zero is not there.
 func TestPostgresRollupViewsSumSlots(t *testing.T) {
+	t.Parallel()
 	base := startSchemaPostgres(t)
 	ctx := context.Background()
 	c := pgConnect(t, base, "tally_owner")
@@ -645,6 +648,7 @@ func TestPostgresRollupViewsSumSlots(t *testing.T) {
 // TestPostgresSchemaAppliesInOneTransaction: the schema applies to an empty
 // database inside one transaction, and a rollback leaves nothing of it.
 func TestPostgresSchemaAppliesInOneTransaction(t *testing.T) {
+	t.Parallel()
 	base := dbtest.StartPostgres(t, "tally")
 	ctx := context.Background()
 	c := pgConnect(t, base, "tally")
@@ -695,6 +699,7 @@ const pgObjects = `SELECT
 // read the same on both, for rows of the new form and of the old, times
 // before 1970 included.
 func TestPostgresGeneratedColumnsMatchSQLite(t *testing.T) {
+	t.Parallel()
 	base := startSchemaPostgres(t)
 	ctx := context.Background()
 	pg := pgConnect(t, base, "tally_owner")
@@ -833,6 +838,7 @@ func asText(vals []any) []string {
 // deletes its row, whoever deletes it, as SQLite's delete trigger does; and
 // no row can name an event that does not exist.
 func TestPostgresEventPagesFollowEvents(t *testing.T) {
+	t.Parallel()
 	base := startSchemaPostgres(t)
 	ctx := context.Background()
 	c := pgConnect(t, base, "tally_owner")
@@ -866,6 +872,7 @@ func TestPostgresEventPagesFollowEvents(t *testing.T) {
 // the service does), and event_credentials gives every event's credential
 // as text, as on SQLite.
 func TestPostgresEventCredentials(t *testing.T) {
+	t.Parallel()
 	base := startSchemaPostgres(t)
 	ctx := context.Background()
 	u, err := url.Parse(base)
@@ -912,6 +919,7 @@ func TestPostgresEventCredentials(t *testing.T) {
 // those keys (PostgreSQL pushes the conditions on grouped columns below the
 // GROUP BY), rather than summing the whole table first.
 func TestPostgresRollupViewsPushKeysDown(t *testing.T) {
+	t.Parallel()
 	base := startSchemaPostgres(t)
 	ctx := context.Background()
 	c := pgConnect(t, base, "tally_owner")

@@ -15,6 +15,7 @@ import (
 // docs/storage.md promises), reads it, inserts a webhook secret the way an
 // operator would, and sees the audit log refuse changes.
 func TestOlderSQLiteShellReadsTheDatabase(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's file format for an older shell")
 	shell, err := exec.LookPath("sqlite3")
 	if err != nil {

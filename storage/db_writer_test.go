@@ -15,6 +15,7 @@ import (
 )
 
 func TestWriterIsolatesFailingJobs(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -59,6 +60,7 @@ func TestWriterIsolatesFailingJobs(t *testing.T) {
 // those queued before it. The test queues from its own goroutine, so the
 // order is certain.
 func TestWriterQueueFullAndDrainOnClose(t *testing.T) {
+	t.Parallel()
 	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), QueueSize: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +156,7 @@ func (g *testGroup) RunMerged(tx *engine.Tx, parts []any, alone bool) error {
 // job should it fail. Only failing jobs fail, everything else commits, and
 // the commit hooks run in the order of the jobs.
 func TestWriterMergedRuns(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "it drives the writer from the test goroutine, which needs the writer idle; on PostgreSQL the listener queues tenancy reloads on the writer at any time")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	ctx := context.Background()
@@ -258,6 +261,7 @@ func TestWriterMergedRuns(t *testing.T) {
 // writable: one of jobs that did not say so, or whose job failed, leaves
 // the write health as it was.
 func TestWriterHealthCountsOnlyWrites(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	ctx := context.Background()
 	cases := []struct {
@@ -283,6 +287,7 @@ func TestWriterHealthCountsOnlyWrites(t *testing.T) {
 // savepoint of a batch's plain jobs, between the jobs queued before and
 // after it; failing, it is rolled back whole and the others commit.
 func TestWriterOwnTransaction(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "the listener's reloads queue writer jobs on PostgreSQL: the queue's length is not the test's to count")
 	for _, fail := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fails %v", fail), func(t *testing.T) {
@@ -365,6 +370,7 @@ func TestWriterOwnTransaction(t *testing.T) {
 // busy counts the jobs queued or running: a job the writer has taken from
 // its queue is no longer waiting but still busy, until it is answered.
 func TestWriterBusy(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "it drives the writer from the test goroutine, which needs the writer idle; on PostgreSQL the listener queues tenancy reloads on the writer at any time")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	ctx := context.Background()

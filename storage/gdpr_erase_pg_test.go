@@ -23,6 +23,7 @@ import (
 // run many jobs, so that the other instance's sends land between them; they
 // stop before the erasure's last job begins.
 func TestEraseSubjectWhileAnotherInstanceIngests(t *testing.T) {
+	t.Parallel()
 	onlyPostgres(t, "two instances on one database")
 	ctx := context.Background()
 	opts := testOptions(t, Options{Path: "erase-two.db"})
@@ -156,6 +157,7 @@ func userRowsLeft(t *testing.T, db *DB) string {
 // ended, so that such a row of the subject is erased with the rest rather
 // than committed after the walk passed it (docs/gdpr.md, On PostgreSQL).
 func TestEraseSubjectWaitsForRowsInFlight(t *testing.T) {
+	t.Parallel()
 	onlyPostgres(t, "sequences are not commit-ordered across instances")
 	ctx := context.Background()
 	opts := testOptions(t, Options{Path: "in-flight.db"})

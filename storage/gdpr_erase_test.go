@@ -135,6 +135,7 @@ func runSteps(t *testing.T, db *DB, e *eraser, stop func() bool) {
 // resolvable (links go last), and a repeat finishes it: what remains is
 // exactly what a database that never saw the subject holds.
 func TestEraseSubjectResumesAfterACrash(t *testing.T) {
+	t.Parallel()
 	clean := openTest(t, filepath.Join(t.TempDir(), "clean.db"))
 	withSites(t, clean, "s")
 	newEraseFixture(t, clean, false)
@@ -171,6 +172,7 @@ func TestEraseSubjectResumesAfterACrash(t *testing.T) {
 // Events the subject sends while its erasure runs, to a device the walk
 // has already emptied or to a new one, are erased too.
 func TestEraseSubjectCatchesEventsSentMeanwhile(t *testing.T) {
+	t.Parallel()
 	for _, s := range []Subject{{UserID: "u"}, {AnonID: "d0"}} {
 		t.Run(s.kind(), func(t *testing.T) {
 			db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
@@ -206,6 +208,7 @@ func TestEraseSubjectCatchesEventsSentMeanwhile(t *testing.T) {
 // writer and its rows fit in eraseJobRows, else in bounded jobs. All leave
 // exactly what a database that never saw the subject holds.
 func TestEraseSubjectWholeOrChunked(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name      string
 		perDevice int
@@ -250,6 +253,7 @@ func TestEraseSubjectWholeOrChunked(t *testing.T) {
 // within eraseWholeRows rows of events, sessions and DLQ and eraseChunk links.
 // Other jobs queued meanwhile are committed after it.
 func TestEraseSubjectSmallIsWholeWhileOthersWait(t *testing.T) {
+	t.Parallel()
 	for _, s := range []Subject{{UserID: "u"}, {AnonID: "d1"}} {
 		t.Run(s.kind(), func(t *testing.T) {
 			db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
@@ -293,6 +297,7 @@ func TestEraseSubjectSmallIsWholeWhileOthersWait(t *testing.T) {
 // rows of events, sessions and DLQ and passed or deleted at most
 // eraseChunk links.
 func TestEraseMayBeWhole(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		e    eraser
@@ -319,6 +324,7 @@ func TestEraseMayBeWhole(t *testing.T) {
 // rest, and is committed like any other; in the first job, only once the
 // subject has shown itself too large to be erased whole.
 func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
+	t.Parallel()
 	perDevice := eraseJobRows/3 + eraseChunk // more rows than one job takes
 	for _, tt := range []struct {
 		name  string
@@ -420,6 +426,7 @@ func TestEraseSubjectRestsOnlyWhenOthersWait(t *testing.T) {
 // from the walk straight to the links (docs/gdpr.md). After a commit the
 // sweep runs (TestEraseSubjectCatchesEventsSentMeanwhile).
 func TestEraseSubjectSweepsOnlyAfterACommit(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	newEraseFixture(t, db, true)
@@ -455,6 +462,7 @@ func TestEraseSubjectSweepsOnlyAfterACommit(t *testing.T) {
 // before the erasure began (which the sweep of rows written since does not
 // scan) are erased too.
 func TestEraseSubjectWalksDevicesLinkedMeanwhile(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	f := &eraseFixture{t: t, db: db}
@@ -486,6 +494,7 @@ func TestEraseSubjectWalksDevicesLinkedMeanwhile(t *testing.T) {
 // then: one transaction and commit fewer. When a job waits, they commit
 // and the last job runs on its own after the rest.
 func TestEraseSubjectEndsInItsLastStepsJob(t *testing.T) {
+	t.Parallel()
 	run := func(queueAt int) (steps, jobs int64) {
 		db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 		withSites(t, db, "s")

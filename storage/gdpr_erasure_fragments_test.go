@@ -207,6 +207,7 @@ func sqliteVarint(b []byte) (int64, int) {
 // defragmentPage moves. A VACUUM (tally vacuum) rewrites every page, and
 // then nothing is left (docs/gdpr.md).
 func TestErasureLeavesFragmentsOnlyInUnusedSpaceUntilVacuum(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "reads the bytes of the SQLite file (secure_delete, VACUUM)")
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "a.db")

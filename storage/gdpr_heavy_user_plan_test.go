@@ -15,6 +15,7 @@ import (
 // rollup subtraction searches its rollup row by the primary key. A
 // timing-free check of the plans (docs/benchmarks.md#reads).
 func TestHeavyUserQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's query plans")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	window := `site_id = ?1 AND anon_id IN (SELECT anon_id FROM ` + newLinks.byUser("") + `

@@ -12,6 +12,7 @@ import (
 // subject, never a whole site's rows: no full scan, and no index search
 // bound by the site id alone (a timing-free check of what each costs).
 func TestSubjectQueriesSearchBySubject(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's query plans")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withOldLinksTable(t, db)

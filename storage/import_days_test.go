@@ -11,6 +11,7 @@ import (
 // groups never changes the groups given, which the report cache may hold
 // (a cached answer would count the imported days again at every read).
 func TestImportedSumsLeaveTheirInputAlone(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "t.db"))
 	ctx := context.Background()
 	ws, err := db.CreateWorkspace(ctx, Actor{Kind: ActorAdmin}, "acme", "acme")
@@ -50,6 +51,7 @@ func TestImportedSumsLeaveTheirInputAlone(t *testing.T) {
 // TestImportsOfOneSiteAtOnce: of two imports of a site run at once, the one
 // completing first removes the other, which then fails and leaves no rows.
 func TestImportsOfOneSiteAtOnce(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "t.db"))
 	ctx := context.Background()
 	withSites(t, db, "web")

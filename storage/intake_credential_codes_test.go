@@ -28,6 +28,7 @@ func credentialEventID(n int) string { return fmt.Sprintf("00000000-0000-4000-80
 // view event_credentials reads every row's credential as text, rows of
 // before migration 0019 included.
 func TestCredentialCodes(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	ctx := context.Background()
@@ -75,6 +76,7 @@ func TestCredentialCodes(t *testing.T) {
 // retried alone makes it again, so no event names a code that is not in
 // the table.
 func TestCredentialCodeAfterARolledBackRun(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	ctx := context.Background()

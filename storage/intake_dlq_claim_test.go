@@ -11,6 +11,7 @@ import (
 // A replay's claim holds across instances until released, and a claim
 // its instance never released (a crash) expires after replayClaim.
 func TestReplayClaimAcrossInstances(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	ctx := context.Background()
 	if err := a.writer.do(ctx, func(tx *writeTx) error {

@@ -16,6 +16,7 @@ import (
 // received_at column holds the empty text; every reader answers the same
 // text as before. A raw that stays text keeps its received_at.
 func TestReceivedAtIsKeptInRaw(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 8, 0, 0, 123_000_000, time.UTC)
 	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: func() time.Time { return now }})
 	if err != nil {
@@ -85,6 +86,7 @@ func TestReceivedAtIsKeptInRaw(t *testing.T) {
 // ts_ms, which the events index keys, orders exactly as ts, before 1970 and
 // within a second too.
 func TestTsMillisecondsOrderAsTs(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	var batch []IngestEvent
@@ -176,6 +178,7 @@ func asOf0011(t *testing.T, db *DB) {
 // conversion move every row's received time into raw; every read answers
 // as before, meanwhile and after.
 func TestMigration0012ConvertsExistingEvents(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db, err := openTestDB(t, context.Background(), Options{Path: path, rawConvertChunk: -1})
@@ -249,6 +252,7 @@ func TestMigration0012ConvertsExistingEvents(t *testing.T) {
 // Rows of rawFormatV3 can only be read with exactly these keys and bytes:
 // another table gets a new format byte.
 func TestRawKeysAreFrozen(t *testing.T) {
+	t.Parallel()
 	sum := sha256.Sum256([]byte(strings.Join(rawKeys[:], "\x00") + string(rawKeyBytes[:])))
 	if got, want := hex.EncodeToString(sum[:]), "3d5aa9d89a81eb161d1919fd47d36960e11caf04b5ffaa784602d166d594617a"; got != want {
 		t.Fatalf("got rawKeys with SHA-256 %s, want %s: rows stored with them would no longer read", got, want)
@@ -259,6 +263,7 @@ func TestRawKeysAreFrozen(t *testing.T) {
 // replaced (rawFormatV3), a long one compressed (rawFormatV2); both read
 // back byte for byte.
 func TestRawTakesTheShorterForm(t *testing.T) {
+	t.Parallel()
 	f := rawFields{"0b1c2a3e-0b4d-4e5f-8a9b-0c1d2e3f4a5b", "bench", "pageview", "visitor-123456", "", "https://shop.example/p/123", ""}
 	small := `{"id":"0b1c2a3e-0b4d-4e5f-8a9b-0c1d2e3f4a5b","site_id":"bench","anon_id":"visitor-123456","type":"pageview","url":"https://shop.example/p/123","properties":{"title":"A page title","w":1440}}`
 	long := `{"id":"0b1c2a3e-0b4d-4e5f-8a9b-0c1d2e3f4a5b","type":"pageview","properties":{"text":"` + strings.Repeat("lorem ipsum ", 50) + `"}}`

@@ -145,6 +145,7 @@ func undo0020(t *testing.T, db *DB) {
 // lists as a code; every other id and agent stays text. Each reads back
 // exactly as sent, raw too, and a repeat of each id is still a duplicate.
 func TestEventColumnsRoundTrip(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	batch := eventColumnsFixture(42)
@@ -224,6 +225,7 @@ func TestEventColumnsRoundTrip(t *testing.T) {
 // are gone (as retention leaves a database), and a step still converts
 // its chunk of rows.
 func TestMigration0020ConvertsEventColumns(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
@@ -299,6 +301,7 @@ func TestMigration0020ConvertsEventColumns(t *testing.T) {
 // TestEventColumnsConversionRunsAtStart: the background runner converts
 // every row by itself while intake goes on, and its row is gone.
 func TestEventColumnsConversionRunsAtStart(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)

@@ -12,6 +12,7 @@ import (
 // fail and are retried, and when the newest-session memo may be trusted.
 
 func TestMergedIngestIsolatesAFailingRequest(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	ctx := context.Background()
@@ -148,6 +149,7 @@ func (v *memoVisitor) sessions() (n, events int) {
 // in which something else changed sessions (an erasure, say) between or
 // after intake of the same visitor.
 func TestSessionsAfterOtherWritesInTheSameCommit(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "it tests the sessions memo, which is off on PostgreSQL, by driving the writer from the test goroutine (the listener queues reloads on it at any time)")
 	v := newMemoVisitor(t)
 	commit := func(batch ...*job) {
@@ -176,6 +178,7 @@ func TestSessionsAfterOtherWritesInTheSameCommit(t *testing.T) {
 // that transaction is not a whole intake run, so the memo, which still
 // holds the session as before it, is not trusted afterwards.
 func TestSessionsMemoAfterARetriedRun(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "it tests the sessions memo, which is off on PostgreSQL, by driving the writer from the test goroutine (the listener queues reloads on it at any time)")
 	v := newMemoVisitor(t)
 	v.send(0) // the memo now holds v's session of 1 event
@@ -194,6 +197,7 @@ func TestSessionsMemoAfterARetriedRun(t *testing.T) {
 // after any other transaction, it reads the visitor's newest session again
 // (twice here: as the newest, and as one near the event).
 func TestSessionsMemoSparesReads(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "the sessions memo is off on PostgreSQL: another instance may change a session")
 	v := newMemoVisitor(t)
 	read := func(send func()) int64 {
@@ -232,6 +236,7 @@ func TestSessionsMemoSparesReads(t *testing.T) {
 // memo when it commits, so the ids of visitors whose data went do not stay
 // in memory until the next intake run.
 func TestMemoForgetsErasedVisitors(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "the sessions memo is off on PostgreSQL: another instance may change a session")
 	ctx := context.Background()
 	sys := Actor{Kind: ActorSystem}

@@ -86,6 +86,7 @@ func linksFixture(t *testing.T, db *DB) {
 // created_at it had, intake meanwhile neither loses nor doubles a link,
 // and the next start drops the emptied old table.
 func TestMigration0017MovesLinksResumably(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db, err := openTestDB(t, context.Background(), Options{Path: path})
@@ -166,6 +167,7 @@ func TestMigration0017MovesLinksResumably(t *testing.T) {
 // exports, which anon ids are a subject's), and erasures, a site delete
 // and intake leave what they leave on a database whose move is done.
 func TestLinksReadAndErasedAlikeDuringTheMove(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "converts an old SQLite layout")
 	dir := t.TempDir()
 	pathB := filepath.Join(dir, "b.db")

@@ -92,6 +92,7 @@ func checkWriteOrder(t *testing.T, db *DB, min int, tables ...string) {
 // the order of their keys, and that an erasure subtracts from the rollups
 // in that order too (intake_lock_order.go): never in the order of a Go map.
 func TestRollupWritesInKeyOrder(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "it records the writes with SQLite triggers; on PostgreSQL lockRun orders an intake run's locks (TestConcurrentIngestTwoDBs)")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	var sites []string

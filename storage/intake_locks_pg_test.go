@@ -95,6 +95,7 @@ func twoInstancesAnswers(t *testing.T, db *DB) map[string]string {
 // usage and events equal a single SQLite run's, and no run lost a
 // deadlock (docs/postgresql.md#on-postgresql).
 func TestConcurrentIngestTwoDBs(t *testing.T) {
+	t.Parallel()
 	onlyPostgres(t, "two instances on one database")
 	ctx := context.Background()
 	batches := twoInstancesInput()
@@ -165,6 +166,7 @@ func TestConcurrentIngestTwoDBs(t *testing.T) {
 // keeps its own, no run fails or is retried; a credential seen committed
 // is locked no more (docs/postgresql.md#on-postgresql).
 func TestConcurrentFirstCredentialUseTwoDBs(t *testing.T) {
+	t.Parallel()
 	onlyPostgres(t, "two instances on one database")
 	ctx := context.Background()
 	opts := testOptions(t, Options{Path: ":memory:"})
@@ -263,6 +265,7 @@ func TestConcurrentFirstCredentialUseTwoDBs(t *testing.T) {
 // second waits for another instance that holds the second's visitor and
 // waits for the first's: a deadlock (docs/postgresql.md#on-postgresql).
 func TestMixedBatchLocksInOneOrder(t *testing.T) {
+	t.Parallel()
 	onlyPostgres(t, "advisory locks of several instances")
 	ctx := context.Background()
 	db := openTest(t, ":memory:")

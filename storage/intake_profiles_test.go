@@ -40,6 +40,7 @@ func storedTraits(t *testing.T, db *DB, user string) string {
 // stays within MaxProfileTraits and MaxProfileBytes, every event is
 // stored, and each trait the profile did not take is named.
 func TestProfileCappedAcrossBatches(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	seq := 0
@@ -87,6 +88,7 @@ func TestProfileCappedAcrossBatches(t *testing.T) {
 // profile once, however many identifies of its user it holds: 500 of them
 // used to rewrite the whole profile 500 times.
 func TestProfileWrittenOncePerRun(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	type run struct{ read, written int64 }
@@ -119,6 +121,7 @@ func TestProfileWrittenOncePerRun(t *testing.T) {
 // and checks that no job reads or writes more than MaxJobProfiles
 // profiles' worth of traits.
 func TestJobsBoundProfileBytes(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	ctx := context.Background()

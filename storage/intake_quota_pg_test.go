@@ -65,6 +65,7 @@ func leases(t *testing.T, db *DB, month string) int {
 // 3000 events offered at once across both against a quota of 1000 give exactly
 // 1000 accepted and stored, the rest refused.
 func TestQuotaExactAcrossInstances(t *testing.T) {
+	t.Parallel()
 	onlyPostgres(t, "two instances on one database")
 	clk := &testClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
 	a, b, opts := quotaInstances(t, clk)
@@ -127,6 +128,7 @@ func openAnother(t *testing.T, opts Options) *DB {
 // reclaims it; an instance that takes the gone one's slot drops it at
 // start.
 func TestQuotaLeaseOfAGoneInstanceIsReclaimed(t *testing.T) {
+	t.Parallel()
 	onlyPostgres(t, "two instances on one database")
 	clk := &testClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
 	a, b, opts := quotaInstances(t, clk)
@@ -138,14 +140,16 @@ func TestQuotaLeaseOfAGoneInstanceIsReclaimed(t *testing.T) {
 	if held < 1 || held >= limit-1 {
 		t.Fatalf("got %d leased after one event of %d, want a share of the rest", held, limit)
 	}
-	// a "crashes": its slot's session ends, its lease stays.
-	if _, err := b.read.Exec(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = ? AND objid = ? AND objsubid = 2`,
+	// a "crashes": its slot's session ends, its lease stays. Advisory
+	// locks are the cluster's: only this database's slot holder is ended,
+	// not another test database's holder of the same slot number.
+	if _, err := b.read.Exec(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = ? AND objid = ? AND objsubid = 2 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
 		slotLockClass, a.pg.slot); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, func() bool {
 		var n int
-		b.read.QueryRow(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = ? AND objid = ? AND objsubid = 2`, slotLockClass, a.pg.slot).Scan(&n)
+		b.read.QueryRow(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = ? AND objid = ? AND objsubid = 2 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, slotLockClass, a.pg.slot).Scan(&n)
 		return n == 0
 	})
 	n := 0
@@ -190,6 +194,7 @@ func TestQuotaLeaseOfAGoneInstanceIsReclaimed(t *testing.T) {
 // leases count for nothing in it, and the leader drops last month's
 // leases.
 func TestQuotaLeasesRollOverTheMonth(t *testing.T) {
+	t.Parallel()
 	onlyPostgres(t, "two instances on one database")
 	clk := &testClock{t: time.Date(2026, 3, 31, 23, 0, 0, 0, time.UTC)}
 	a, b, _ := quotaInstances(t, clk)

@@ -8,6 +8,7 @@ import (
 // Events received just before a month ends may commit after a request of
 // the new month rolled the quota book: they must not reset it.
 func TestQuotaBookNeverRollsBack(t *testing.T) {
+	t.Parallel()
 	var q quotaBook
 	endOfMarch := time.Date(2026, 3, 31, 23, 59, 59, 0, time.UTC)
 	q.roll("2026-03")

@@ -36,6 +36,7 @@ func storedRawOf(t *testing.T, db *DB, id string) (raw []byte, typ string) {
 }
 
 func TestRawIsStoredCompressedAndReadBackExactly(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "shop")
 	user, url, ref := "user-42", "https://shop.example/p/7?q=shop", "https://ref.example/"
@@ -159,6 +160,7 @@ func sameEvents(t *testing.T, db *DB, want []StoredEvent) {
 }
 
 func TestRawConversionInChunksResumesAfterACrash(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db, err := openTestDB(t, context.Background(), Options{Path: path, rawConvertChunk: -1})
@@ -195,6 +197,7 @@ func TestRawConversionInChunksResumesAfterACrash(t *testing.T) {
 }
 
 func TestRawConversionSkipsRowsChangedMeanwhile(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "converts an old SQLite layout")
 	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), rawConvertChunk: -1})
 	if err != nil {
@@ -230,6 +233,7 @@ func TestRawConversionSkipsRowsChangedMeanwhile(t *testing.T) {
 }
 
 func TestMigration0010ConvertsExistingEvents(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db, err := openTestDB(t, context.Background(), Options{Path: path, rawConvertChunk: -1})
@@ -251,6 +255,7 @@ func TestMigration0010ConvertsExistingEvents(t *testing.T) {
 }
 
 func TestEmptyDatabaseHasNoRawConversion(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's conversions")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	var n int
@@ -271,6 +276,7 @@ func TestEmptyDatabaseHasNoRawConversion(t *testing.T) {
 // erased while the backfill of migration 0021 has reached only part of
 // their events, and after that backfill ends.
 func TestErasureLeavesNoIdentifierInTheFileOrDictionary(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "reads the bytes of the SQLite file")
 	for _, mode := range []string{"written since 0021", "converted by 0020", "backfilled in part by 0021"} {
 		t.Run(mode, func(t *testing.T) {
@@ -383,6 +389,7 @@ func erasureLeavesNoIdentifier(t *testing.T, mode string) {
 }
 
 func TestDedupAcrossTheUpgradeToUUIDBlobs(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
@@ -422,6 +429,7 @@ func TestDedupAcrossTheUpgradeToUUIDBlobs(t *testing.T) {
 // Rows compressed with rawdict/v1.json can only be read with exactly those
 // bytes: a new dictionary gets a new file, id and format byte.
 func TestRawDictionaryV1IsFrozen(t *testing.T) {
+	t.Parallel()
 	sum := sha256.Sum256(rawDictV1)
 	if got, want := hex.EncodeToString(sum[:]), "4fe00d1227ad8df390379d8010e150fabfd8833460739f00400e81b1b3816da2"; got != want {
 		t.Fatalf("got rawdict/v1.json with SHA-256 %s, want %s: rows stored with it would no longer read", got, want)

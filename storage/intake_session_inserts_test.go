@@ -15,6 +15,7 @@ import (
 // again. It also checks that the memo learns the ids: the next event in
 // order joins the new session through it.
 func TestSessionIDsAsInsertedAlone(t *testing.T) {
+	t.Parallel()
 	for _, returning := range []bool{false, true} {
 		t.Run(fmt.Sprintf("returning=%v", returning), func(t *testing.T) { testSessionIDs(t, returning) })
 	}

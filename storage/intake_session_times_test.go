@@ -96,6 +96,7 @@ func sessionForms(t *testing.T, db *DB) (text, ints int) {
 // in the middle as after a crash: every read is the same before, during
 // and after, and every row ends in the integer form.
 func TestMigration0016ConvertsSessionTimes(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db, err := openTestDB(t, context.Background(), Options{Path: path})
@@ -164,6 +165,7 @@ func TestMigration0016ConvertsSessionTimes(t *testing.T) {
 // TestSessionTimesConversionRunsAtStart: the background runner converts
 // every row by itself and the log's rows are gone.
 func TestSessionTimesConversionRunsAtStart(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "converts an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
@@ -192,6 +194,7 @@ func TestSessionTimesConversionRunsAtStart(t *testing.T) {
 // the conversion has not reached writes the row in the integer form, with
 // the same visit as a database that never had the text form.
 func TestIntakeRewritesTextSessions(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "rewrites rows of an old SQLite layout")
 
 	first := []IngestEvent{ev("a1", "v", "pageview", 0, "https://s.test/a", ""), ev("b1", "w", "pageview", 0, "https://s.test/b", "")}
@@ -235,6 +238,7 @@ func TestIntakeRewritesTextSessions(t *testing.T) {
 // TestSessionTimeText: the generated text of a session's times is
 // FormatTime's, to the millisecond, before 1970 too.
 func TestSessionTimeText(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	times := []time.Time{
@@ -272,6 +276,7 @@ func TestSessionTimeText(t *testing.T) {
 // writer's reads of a visitor's sessions, the query API's visits of a
 // range and its event-to-visit join, and the first visit.
 func TestSessionQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's query plans")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	for _, c := range []struct {
@@ -307,6 +312,7 @@ func TestSessionQueriesUseIndexes(t *testing.T) {
 // made from started_ms, are those of the visits' local start times, at
 // the edges of hours, days and time zone changes, to the millisecond.
 func TestVisitTimeBucketsFromMS(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	dst := time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC) // Berlin: 02:00 CET becomes 03:00 CEST
@@ -359,6 +365,7 @@ func TestVisitTimeBucketsFromMS(t *testing.T) {
 // column never counts as covering). One that reads a property keeps reading the
 // events row.
 func TestEventsThroughVisitsUseIndexes(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's query plans")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")

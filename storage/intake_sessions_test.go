@@ -70,6 +70,7 @@ func compareStrings(a, b string) int {
 // apart, with other writes (which empty the newest-session memo) and
 // duplicates in between.
 func TestSessionsWhateverTheArrival(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
@@ -181,6 +182,7 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 // across years stays bounded too. The sessions still come out as the rule
 // says, and the daily rollup agrees with them.
 func TestSessionsOfAVisitorWithManySessions(t *testing.T) {
+	t.Parallel()
 	const stored = 100_000
 	const spacing = 50 * time.Minute // more than sessionGap, less than twice it
 	base := time.Date(2016, 1, 1, 0, 0, 0, 0, time.UTC)

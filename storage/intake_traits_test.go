@@ -33,6 +33,7 @@ func mergedText(old, patch []byte, c *profileCaps) (string, [][]byte, error) {
 // json() (a new profile) and json_patch (an existing one) stored before:
 // the same bytes, or an error from both.
 func TestTraitsMergeMatchesSQLite(t *testing.T) {
+	t.Parallel()
 	lite, err := sql.Open("sqlite", ":memory:")
 	if err != nil {
 		t.Fatal(err)
@@ -189,6 +190,7 @@ func padObjects(s, value string) string {
 // TestIdentifyMergesTraits stores identifies through Ingest, in one run
 // and in separate ones, and checks the profile's text.
 func TestIdentifyMergesTraits(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	ctx := context.Background()
@@ -230,6 +232,7 @@ func TestIdentifyMergesTraits(t *testing.T) {
 // 40 bytes): past them, existing traits still change and go, new names
 // and growth past the bytes are not merged and are named.
 func TestProfileCaps(t *testing.T) {
+	t.Parallel()
 	caps := &profileCaps{keys: 3, bytes: 40}
 	cases := []struct {
 		name, old, patch, want string

@@ -32,6 +32,7 @@ func visitSource(utmSource, referrer string) string {
 // TestSourceIsDerived: the generated source is visitSource of the row's
 // utm_source and referrer.
 func TestSourceIsDerived(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	cases := [][2]string{
@@ -60,6 +61,7 @@ func TestSourceIsDerived(t *testing.T) {
 // conversion's) codes text as agentCode does; a value off the lists is
 // kept as text.
 func TestAgentCodes(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	n := 0
@@ -103,6 +105,7 @@ func TestAgentCodes(t *testing.T) {
 // TestVisitRowForm: intake stores no source and codes an agent on the
 // lists, and keeps one off them as text; both read as sent.
 func TestVisitRowForm(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	a := ev("a", "coded", "pageview", 0, "https://s.test/?utm_source=mail", "https://news.test/x")

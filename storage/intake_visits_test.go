@@ -96,6 +96,7 @@ func ingestAll(t *testing.T, db *DB, events ...IngestEvent) {
 // in reverse one by one, and as one shuffled batch, and every arrival
 // gives the visits of want.
 func TestVisitAttributes(t *testing.T) {
+	t.Parallel()
 	seg := func(e IngestEvent, c *Campaign) IngestEvent { e.Campaign = c; return e }
 	where := func(e IngestEvent, country, city, browser, device string) IngestEvent {
 		e.Country, e.City, e.Browser, e.DeviceType = country, city, browser, device
@@ -199,6 +200,7 @@ func split(events []IngestEvent) [][]IngestEvent {
 // merged visit keeps the earlier one's landing (referrer, campaign,
 // location) and the later one's exit, and counts the pageviews of both.
 func TestVisitMerge(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	early := where2(ev("m1", "v", "pageview", 0, "https://shop.test/land?utm_campaign=c1", "https://news.test/a"), "FR", "Firefox")
@@ -225,6 +227,7 @@ func where2(e IngestEvent, country, browser string) IngestEvent {
 // (which empty the sessions memo) in between; and equal to the rule
 // computed directly on the events sorted by time.
 func TestVisitsWhateverTheArrival(t *testing.T) {
+	t.Parallel()
 	pages := []string{"https://shop.test/", "https://shop.test/a?utm_source=x", "https://www.shop.test/b?utm_source=y&utm_medium=m", "https://shop.test/c#f", ""}
 	refs := []string{"", "", "https://shop.test/self", "https://news.test/n/", "https://www.search.test/q?x", "https://other.test"}
 	types := []string{"pageview", "pageview", "click", "signup"}
@@ -347,6 +350,7 @@ func expectedVisits(events []IngestEvent) map[string][]string {
 }
 
 func TestPagePath(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ url, want string }{
 		{"https://shop.test/a/b?x=1#f", "/a/b"},
 		{"https://shop.test", "/"},
@@ -404,6 +408,7 @@ func FuzzVisitOrder(f *testing.F) {
 }
 
 func TestCapText(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("a", visitTextMax-1)
 	tests := []struct{ in, want string }{
 		{"short", "short"},
@@ -424,6 +429,7 @@ func TestCapText(t *testing.T) {
 // by SQLite's event_raw there and decoded in Go on PostgreSQL, the same
 // visit as intake computed.
 func TestVisitOfEventsReadsTheLandingsCampaign(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	landing := ev("c1", "v", "pageview", 0, "https://shop.test/a", "")

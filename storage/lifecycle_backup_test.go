@@ -35,6 +35,7 @@ func rawDB(t *testing.T) (*sql.DB, string) {
 // it all along, the copy restarts at each write and BackupFile gives up
 // instead of copying forever.
 func TestBackupFile(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "the backup copies SQLite's pages")
 	db, src := rawDB(t)
 	dst := filepath.Join(t.TempDir(), "copy.db")
@@ -66,6 +67,7 @@ func TestBackupFile(t *testing.T) {
 // A backup that stops midway (here its context ends after the first step)
 // leaves neither PATH nor its temporary file.
 func TestBackupStoppedLeavesNothing(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "the backup copies SQLite's pages")
 	_, src := rawDB(t)
 	dir := t.TempDir()
@@ -83,6 +85,7 @@ func TestBackupStoppedLeavesNothing(t *testing.T) {
 
 // Dev mode's in-memory database is copied through the writer as a file's.
 func TestBackupOfMemoryDatabase(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "the backup copies SQLite's pages")
 	db, err := openTestDB(t, context.Background(), Options{Path: ":memory:"})
 	if err != nil {

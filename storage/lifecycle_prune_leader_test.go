@@ -8,6 +8,7 @@ import (
 // PruneLoop's round goes through Leader: while another instance holds the
 // prune job, a round deletes nothing; once it is done, the round prunes.
 func TestPruneRoundGoesThroughLeader(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	ctx := context.Background()
 	if _, err := a.write.ExecContext(ctx, `INSERT INTO event_ids(site_id, id, received_ms) VALUES ('s', 'old', 0)`); err != nil {

@@ -11,6 +11,7 @@ import (
 // Prune forgets expired dedup ids in chunks, so a long backlog is deleted
 // whole while intake jobs can run between the chunks; fresh ids stay.
 func TestPruneDeletesExpiredIdsInChunks(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: func() time.Time { return now }})
 	if err != nil {

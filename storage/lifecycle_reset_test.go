@@ -13,6 +13,7 @@ import (
 // chunk each, keeps its sourcemaps and webhook secrets (not collected
 // data) and every row of the other site, and forgets its quota count.
 func TestResetSiteDataBoundsEveryJob(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	ctx := context.Background()
 	withSites(t, db, "big", "other")

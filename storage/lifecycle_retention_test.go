@@ -107,6 +107,7 @@ func rollups(t *testing.T, db *DB, site string) string {
 // every writer job deletes at most purgeChunk rows; the site's
 // purged_before moves to its cut; and the day is recorded as done.
 func TestPurgeDeletesRawRowsOlderThanTheCut(t *testing.T) {
+	t.Parallel()
 	clk := &testClock{}
 	ctx := context.Background()
 	db, err := openTestDB(t, ctx, Options{Path: filepath.Join(t.TempDir(), "a.db"), Now: clk.Now})
@@ -250,6 +251,7 @@ func twentyDays(t *testing.T, perDay int) (*DB, *testClock, string) {
 // shutdown or crash) leaves the day not done; after a restart the next
 // purge deletes the rest.
 func TestPurgeResumesAfterACrash(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clk, path := twentyDays(t, 100)
 	cut := "2026-01-11T00:00:00.000Z"
@@ -309,6 +311,7 @@ func filePages(t *testing.T, db *DB) (pages, free int) {
 // reused by the events that come after it. Load 20 days, purge the first
 // ten, load ten more: the file is no larger than after the first load.
 func TestPurgeFreedPagesAreReused(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's free pages")
 	clk := &testClock{}
 	ctx := context.Background()

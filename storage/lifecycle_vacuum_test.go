@@ -9,6 +9,7 @@ import (
 // Vacuum refuses a database another connection has open, and shrinks one
 // with free pages to its data, which stays whole.
 func TestVacuumShrinksAndRefusesAnOpenDatabase(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's VACUUM of the file")
 	ctx := context.Background()
 	db, _, path := twentyDays(t, 300)

@@ -18,6 +18,7 @@ import (
 // late events of their days, what an instance that never cached them
 // does, late events included.
 func TestReportsFollowOtherInstances(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	withSites(t, a, "s")
 	within(t, "the other instance knows site s", func() bool { _, ok := b.Site("s"); return ok })
@@ -115,6 +116,7 @@ func TestReportsFollowOtherInstances(t *testing.T) {
 // (as a write that committed after the partial's reads began would), but
 // computed again; a change of another day leaves it read.
 func TestKeptPartialOfADayAnotherInstanceChanged(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	withSites(t, a, "s")
 	within(t, "the other instance knows site s", func() bool { _, ok := b.Site("s"); return ok })
@@ -185,6 +187,7 @@ func TestKeptPartialOfADayAnotherInstanceChanged(t *testing.T) {
 // writes no partial_changes row, as no kept partial or cached report can
 // cover it yet; a late event of an older hour writes one.
 func TestTodaysIntakeCountsNoChange(t *testing.T) {
+	t.Parallel()
 	dbtest.OnlyPostgres(t, "partial_changes is where several instances write")
 	db, clk, _ := openPartialsDB(t)
 	clk.Set(partialsNow.Add(20 * time.Minute))

@@ -174,6 +174,7 @@ func comparePartials(t *testing.T, db *DB, zone *time.Location, from, to time.Ti
 // an erasure, every unfiltered report read from partials equals the scan
 // of the tables, in UTC and in a zone with a DST change in the range.
 func TestPartialsMatchTheScan(t *testing.T) {
+	t.Parallel()
 	db, _, ws := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0 // estimate even these few visitors
 	r := rand.New(rand.NewPCG(1, 2))
@@ -211,6 +212,7 @@ func TestPartialsMatchTheScan(t *testing.T) {
 // TestPartialsExactBelowTenThousand: a range of fewer than 10,000 visitors
 // is answered exactly (by the scan), not estimated.
 func TestPartialsExactBelowTenThousand(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	var events []IngestEvent
 	for v := range 9990 {
@@ -237,6 +239,7 @@ func TestPartialsExactBelowTenThousand(t *testing.T) {
 // each on two of them, are estimated from the days' sketches within 3%,
 // and the answer says it is an estimate.
 func TestPartialsEstimateAboveTenThousand(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	var events []IngestEvent
@@ -284,6 +287,7 @@ func dayPageviews(t *testing.T, db *DB, zone *time.Location, from time.Time, day
 // partials are kept, and one that moves the start of a visit across
 // midnight, are in the next answer.
 func TestPartialsLateEventInvalidates(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	url := "https://shop.test/"
 	at := func(id, anon string, ts time.Time) IngestEvent {
@@ -311,6 +315,7 @@ func TestPartialsLateEventInvalidates(t *testing.T) {
 // partials of its days, so the sketches are rebuilt from the remaining
 // events and the subject is in no figure.
 func TestPartialsErasureLeavesNoTrace(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0
 	url := "https://shop.test/"
@@ -370,6 +375,7 @@ func TestPartialsErasureLeavesNoTrace(t *testing.T) {
 // TestPartialsRetention: a purge deletes the kept partials of the purged
 // days.
 func TestPartialsRetention(t *testing.T) {
+	t.Parallel()
 	db, clk, _ := openPartialsDB(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	ingestBatches(t, db, randomEvents(r, "a", 500, 50, 10))
@@ -391,6 +397,7 @@ func TestPartialsRetention(t *testing.T) {
 // TestPartialsTimeZone: partials are per zone; changing the site's zone
 // drops the old zone's, and answers in the new zone match the scan.
 func TestPartialsTimeZone(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	r := rand.New(rand.NewPCG(7, 8))
 	ingestBatches(t, db, randomEvents(r, "a", 500, 50, 10))
@@ -418,6 +425,7 @@ func TestPartialsTimeZone(t *testing.T) {
 // a write to its day committed is not kept: it lacks the write, whose
 // deletion of the day's partials came before the partial was stored.
 func TestPartialStoreRefusedAfterAChange(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	url := "https://shop.test/"
 	at := func(id string, ts time.Time) IngestEvent {
@@ -466,6 +474,7 @@ func TestPartialStoreRefusedAfterAChange(t *testing.T) {
 // TestPartialsGoWithTheSiteData: a dev reset of the site and a site
 // deletion leave none of its kept partials.
 func TestPartialsGoWithTheSiteData(t *testing.T) {
+	t.Parallel()
 	db, _, ws := openPartialsDB(t)
 	warm := func() {
 		t.Helper()
@@ -506,6 +515,7 @@ func TestPartialsGoWithTheSiteData(t *testing.T) {
 // A stored partial that does not decode (a damaged file) is answered by
 // the scan, not with an error.
 func TestDamagedPartialFallsBackToTheScan(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -550,6 +560,7 @@ func TestDamagedPartialFallsBackToTheScan(t *testing.T) {
 // day leaves the day's kept partials be (writers name UTC hours, not
 // dates), and an event in the day's last hours still drops them.
 func TestPartialsBehindUTCKeepTheDayBefore(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	ny, err := time.LoadLocation("America/New_York")
 	if err != nil {
@@ -589,6 +600,7 @@ func TestPartialsBehindUTCKeepTheDayBefore(t *testing.T) {
 // ones as they age, and the count of any range still moves with every
 // change inside it and never goes back.
 func TestPartialGensFoldHours(t *testing.T) {
+	t.Parallel()
 	g := &partialGens{}
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	const hours = 300
@@ -625,6 +637,7 @@ func TestPartialGensFoldHours(t *testing.T) {
 // late event that moves the visit's start (and so its entry page) drops
 // the kept partials of each of those days, not only of the day it lands in.
 func TestPartialsFollowAVisitAcrossDays(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	at := func(id, path string, ts time.Time) IngestEvent {
 		url := "https://shop.test" + path

@@ -67,6 +67,7 @@ func page(op string, values ...string) QueryFilter {
 // as every partial answer), and gives the scan's answer, hand-checked on
 // fixed data, before and after an erasure.
 func TestPartialFiltersMatchTheScan(t *testing.T) {
+	t.Parallel()
 	db := filterFixture(t)
 	db.hooks.exactVisitorsBelow = 0 // estimate even these few visitors
 	from, to := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 6, 0, 0, 0, 0, time.UTC)
@@ -165,6 +166,7 @@ func TestPartialFiltersMatchTheScan(t *testing.T) {
 // dimension than the query's, visits and session metrics under an event
 // filter (a visit with two passing pages counts once), hours.
 func TestPartialFiltersFallBack(t *testing.T) {
+	t.Parallel()
 	db := filterFixture(t)
 	db.hooks.exactVisitorsBelow = 0
 	from, to := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 6, 0, 0, 0, 0, time.UTC)
@@ -212,6 +214,7 @@ func TestPartialFiltersFallBack(t *testing.T) {
 // visitors than ExactVisitorsBelow is the scan's, exact, as an unfiltered
 // one.
 func TestPartialFiltersExactBelowTenThousand(t *testing.T) {
+	t.Parallel()
 	db := filterFixture(t)
 	q := StatsQuery{Site: "s", From: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 3, 6, 0, 0, 0, 0, time.UTC),
 		Zone: time.UTC, Metrics: []string{MetricVisitors, MetricPageviews}, Filters: []QueryFilter{page("contains", "/blog")}}
@@ -229,6 +232,7 @@ func TestPartialFiltersExactBelowTenThousand(t *testing.T) {
 // event filters on event dimensions, visit filters with visit and event
 // metrics, equal figures and visitors within three standard errors.
 func TestPartialFiltersRandom(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0
 	r := rand.New(rand.NewPCG(3, 4))

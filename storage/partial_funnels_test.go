@@ -74,6 +74,7 @@ func funnelCountsOf(best map[string]int, n int) []int {
 // days; a late event, an erasure and a retention purge drop their days'
 // partials; a created goal deletes them and makes a new default funnel.
 func TestFunnelPartialsMatchTheRead(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	r := rand.New(rand.NewPCG(11, 12))
 	ingestBatches(t, db, randomEvents(r, "a", 4000, 300, 12))
@@ -131,6 +132,7 @@ func TestFunnelPartialsMatchTheRead(t *testing.T) {
 // a filter, a range with a day not closed) is read as before, and keeps
 // no partial.
 func TestFunnelPartialsOnlyForTheDefaultFunnel(t *testing.T) {
+	t.Parallel()
 	db, clk, _ := openPartialsDB(t)
 	ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(13, 14)), "a", 1000, 100, 12))
 	createGoals(t, db, pageGoal("Blog", "/blog/*"), pageGoal("Docs", "/docs"), eventGoal("Signup", "signup"))

@@ -81,6 +81,7 @@ func compareGoalPartials(t *testing.T, db *DB, from, to time.Time, stage string)
 // the goal partials of their days so that the next answers are the scan's
 // again.
 func TestGoalPartialsMatchTheScan(t *testing.T) {
+	t.Parallel()
 	db, _, ws := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0 // estimate even these few visitors
 	r := rand.New(rand.NewPCG(3, 4))
@@ -152,6 +153,7 @@ func goalRowsText(t *testing.T, db *DB, from, to time.Time) (string, bool) {
 // one, or some goals) is the scan's, and a partial computed for a set that
 // changed before it was stored is not stored.
 func TestGoalPartialsFollowTheGoalSet(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0
 	url := func(p string) *string { u := "https://shop.test" + p; return &u }
@@ -225,6 +227,7 @@ func TestGoalPartialsFollowTheGoalSet(t *testing.T) {
 // maxGoalPartialBytes (17 goals each completed by 7,000 visitors: dense
 // sketches) answers as the scan and is not stored; 15 such goals are.
 func TestGoalPartialsKeptOnlyWhenSmall(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0
 	u := "https://shop.test/pricing"

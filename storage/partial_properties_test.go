@@ -14,6 +14,7 @@ import (
 // answers from partials equal the scan's, and a day not kept is computed
 // again by the next report.
 func TestPropertyPartialsKeptOnlyWhenFew(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0
 	// Day 1: maxPropPartialValues distinct order ids; day 2: one more.
@@ -66,6 +67,7 @@ func TestPropertyPartialsKeptOnlyWhenFew(t *testing.T) {
 // random properties fills nothing (issue 29, item 7), while a property the
 // events have keeps one a day; both answer as the scan does.
 func TestPropertyPartialsOnlyOfHeldNames(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0
 	const days = 10

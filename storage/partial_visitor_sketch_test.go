@@ -11,6 +11,7 @@ import (
 // count at every size, small ones included, and the encoded sketch reads
 // back to the same estimate.
 func TestVisitorSketchAccuracy(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1, 2, 10, 100, 1_000, 5_000, 9_999, 20_000, 100_000, 1_000_000} {
 		s := newVisitorSketch()
 		for i := range n {
@@ -38,6 +39,7 @@ func TestVisitorSketchAccuracy(t *testing.T) {
 // Merging the sketches of overlapping sets estimates their union, as a
 // range's days merge into the range.
 func TestVisitorSketchMergeIsUnion(t *testing.T) {
+	t.Parallel()
 	days := make([]*visitorSketch, 30)
 	for d := range days {
 		days[d] = newVisitorSketch()
@@ -56,6 +58,7 @@ func TestVisitorSketchMergeIsUnion(t *testing.T) {
 }
 
 func TestVisitorSketchRejectsMalformedEncodings(t *testing.T) {
+	t.Parallel()
 	for _, b := range [][]byte{nil, {9}, {sketchSparse, 0}, {sketchSparse, 0xff, 0xff, 1}, {sketchSparse, 0, 1, 99}, {sketchDense, 1, 2}} {
 		var s visitorSketch
 		if err := s.UnmarshalBinary(b); err == nil {
@@ -68,6 +71,7 @@ func TestVisitorSketchRejectsMalformedEncodings(t *testing.T) {
 // errBadSketch for the sketch and for the union of day partials alike,
 // dense or sparse, never a panic (the query then reads the tables).
 func TestDamagedSketchRefused(t *testing.T) {
+	t.Parallel()
 	dense := make([]byte, 1+sketchM)
 	dense[0] = sketchDense
 	dense[100] = 255 // a rank no register can have

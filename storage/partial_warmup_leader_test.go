@@ -9,6 +9,7 @@ import (
 // The warm-up's round goes through Leader: while another instance warms
 // the site, a round computes nothing; once it is done, the round warms.
 func TestWarmupRoundGoesThroughLeader(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	ctx := context.Background()
 	withSites(t, a, "s")

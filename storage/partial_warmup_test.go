@@ -13,6 +13,7 @@ import (
 // answered from the report cache the first time they are asked, and answer
 // what the scan does.
 func TestWarmupLeavesOnlyKeptPartialsToRead(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0
 	ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(7, 8)), "a", 3000, 300, 19))
@@ -64,6 +65,7 @@ func TestWarmupLeavesOnlyKeptPartialsToRead(t *testing.T) {
 // the default funnel) and its headline's previous period (the 30 days
 // before them) compute no partial (docs/dashboard.md).
 func TestWarmupCoversTheDashboard(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0
 	ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(7, 9)), "a", 3000, 300, 19))
@@ -110,6 +112,7 @@ func TestWarmupCoversTheDashboard(t *testing.T) {
 // TestWarmupStopsWithTheService: the loop warms at start and returns once
 // its context ends.
 func TestWarmupStopsWithTheService(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(9, 10)), "a", 500, 50, 12))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -137,6 +140,7 @@ func TestWarmupStopsWithTheService(t *testing.T) {
 
 // TestNextWarm: the warm-up runs half an hour after each local midnight.
 func TestNextWarm(t *testing.T) {
+	t.Parallel()
 	zone := func(name string) *time.Location {
 		loc, err := time.LoadLocation(name)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 
 // TestMetricChange is Plausible's change of a metric between the ranges.
 func TestMetricChange(t *testing.T) {
+	t.Parallel()
 	show := func(v *float64) string {
 		if v == nil {
 			return "null"

@@ -8,6 +8,7 @@ import (
 // TestParseRevenue reads an event's amount and currency as the revenue
 // metrics do (docs/query-api.md#goals-and-funnels).
 func TestParseRevenue(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		revenue, currency, want string
 	}{

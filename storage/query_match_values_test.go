@@ -15,6 +15,7 @@ import (
 // SQLite's tally_match (a visit starting in the range holds events
 // after it, which session metrics test).
 func TestMatchesReadOneDimensionInRange(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	if db.d.matchList("x") == "" {
 		t.Skip("SQLite matches in SQL (tally_match): there is no list to read")

@@ -15,6 +15,7 @@ import (
 // fault code and message the query API answers (server's TestQueryErrors
 // checks them over HTTP), before reading anything.
 func TestQueryRefusals(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "q.db"))
 	withSites(t, db, "web")
 	site, ok := db.Site("web")
@@ -55,6 +56,7 @@ func TestQueryRefusals(t *testing.T) {
 // Plausible's defaults filled in, its range the site's days shown in its
 // time zone.
 func TestQueryEchoesItsDefaults(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "q.db"))
 	withSites(t, db, "web")
 	site, _ := db.Site("web")

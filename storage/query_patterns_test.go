@@ -15,6 +15,7 @@ import (
 // instructions, and patternSize never estimates a program smaller than
 // it compiles to.
 func TestPatternBounds(t *testing.T) {
+	t.Parallel()
 	x240 := strings.Repeat("x", 240)
 	for _, c := range []struct {
 		pattern string

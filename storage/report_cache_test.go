@@ -21,6 +21,7 @@ func (c *reportCache) hitCount() int {
 // on one of its days, an erasure, a time-zone change), and stays cached
 // when only another day changes (today's events).
 func TestReportCacheFollowsThePartials(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0
 	url := "https://shop.test/"
@@ -68,6 +69,7 @@ func TestReportCacheFollowsThePartials(t *testing.T) {
 // TestReportCacheIsBounded: however many answers are put, the cache holds
 // at most reportCacheBytes, the most recent kept.
 func TestReportCacheIsBounded(t *testing.T) {
+	t.Parallel()
 	var c reportCache
 	big := func(i int) *cachedReport {
 		r := &cachedReport{key: fmt.Sprint("report-", i), answer: &basisAnswer{}}
@@ -97,6 +99,7 @@ func TestReportCacheIsBounded(t *testing.T) {
 // PostgreSQL a change counted in the database would make every kept
 // partial of the site be computed again).
 func TestForgetReportsKeepsThePartials(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0
 	ingestBatches(t, db, randomEvents(rand.New(rand.NewPCG(3, 4)), "a", 300, 40, 5))

@@ -72,6 +72,7 @@ func eventPagesQueries() []StatsQuery {
 // does, in two halves and in one query; and it does read event_pages (a
 // changed row changes the answer).
 func TestEventPagesAnswerAsTheEventsRows(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	ingestBatches(t, db, eventPagesFixture())
@@ -126,6 +127,7 @@ func eventPagesMismatch(t *testing.T, db *DB) int {
 // with events through intake, an erasure, a retention purge, a site's
 // deletion, and plain SQL updates and deletes (as from a shell).
 func TestEventPagesFollowEveryWrite(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's triggers keep event_pages in step; on PostgreSQL the event's insert writes its row and a foreign key deletes it")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	ws := withSites(t, db, "s")
@@ -188,6 +190,7 @@ func undo0021(t *testing.T, db *DB) {
 // cost nothing), resumes after a restart where its last job committed,
 // skips events erased meanwhile and leaves alone those intake wrote since.
 func TestMigration0021BackfillsEventPages(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "backfills an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
@@ -272,6 +275,7 @@ func TestMigration0021BackfillsEventPages(t *testing.T) {
 // TestEventPagesBackfillRunsAtStart: the background runner backfills every
 // event by itself, and reports then read event_pages.
 func TestEventPagesBackfillRunsAtStart(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "backfills an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)

@@ -61,6 +61,7 @@ func compareEventReads(t *testing.T, db *DB, zone *time.Location, from, to time.
 // a late event that joins a visit ending before the range to one inside
 // it: every answer equals the read of the whole event index.
 func TestEventReadsThroughVisitsMatchTheEventScan(t *testing.T) {
+	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	events := randomEvents(r, "a", 2500, 250, 12)
@@ -122,6 +123,7 @@ func TestEventReadsThroughVisitsMatchTheEventScan(t *testing.T) {
 // either read starts, one such read at a time, so none waits for a
 // connection held by another that waits for one too (the test would hang).
 func TestSplitEventReadsShareASmallPool(t *testing.T) {
+	t.Parallel()
 	for _, conns := range []int{1, 2} {
 		clk := &testClock{t: partialsNow}
 		db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "p.db"), Now: clk.Now, ReadConns: conns})

@@ -34,6 +34,7 @@ func exportEvent(n int, site string, ts time.Time, raw string) IngestEvent {
 // An export is read in pages of at most ExportPageRows rows, and fewer when
 // their payloads reach ExportPageBytes, in arrival order.
 func TestExportEventsPages(t *testing.T) {
+	t.Parallel()
 	db, _ := exportDB(t)
 	ctx := context.Background()
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -86,6 +87,7 @@ func TestExportEventsPages(t *testing.T) {
 // day: rows received earlier cannot hold a ts in the range
 // (docs/query-api.md#export), so they are never read.
 func TestExportEventsSkipsRowsReceivedBefore(t *testing.T) {
+	t.Parallel()
 	db, setNow := exportDB(t)
 	ctx := context.Background()
 	at := func(d, h int) time.Time { return time.Date(2026, 3, d, h, 0, 0, 0, time.UTC) }

@@ -12,6 +12,7 @@ import (
 // erasure or a retention purge changes its days; a funnel of other steps
 // or filters, or of a range not closed yet, is computed.
 func TestFunnelKeptUntilItsDaysChange(t *testing.T) {
+	t.Parallel()
 	db, clk, _ := openPartialsDB(t)
 	url := func(p string) *string { u := "https://shop.test" + p; return &u }
 	ev := func(id, anon, typ, path string, ts time.Time) IngestEvent {

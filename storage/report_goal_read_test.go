@@ -15,6 +15,7 @@ import (
 // completing two goals counting in both; through event_pages and the wide
 // rows, in two halves and in one query.
 func TestGoalsInOneRead(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "s")
 	ingestBatches(t, db, eventPagesFixture())

@@ -9,6 +9,7 @@ import (
 // their own in an instance: a goal created or deleted on one instance is
 // what the other answers at once (docs/postgresql.md#on-postgresql).
 func TestGoalsAcrossInstances(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	ctx := context.Background()
 	ws, err := a.CreateWorkspace(ctx, system, "W", "w")

@@ -9,6 +9,7 @@ import (
 // (docs/query-api.md#goals-and-funnels): * within one segment, ** across
 // segments, the rest literally.
 func TestPagePattern(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		pattern, path string
 		want          bool

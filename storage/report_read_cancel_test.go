@@ -17,6 +17,7 @@ const endlessRead = `/* tally-endless-read */ WITH RECURSIVE c(x) AS (SELECT CAS
 // cancel request and drops the connection. The query API's deadlines
 // (server/read_deadline.go) rest on it.
 func TestReadStopsAtItsDeadline(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "c.db"))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()

@@ -114,6 +114,7 @@ func seedReadRows(t *testing.T, db *DB) {
 // PostgreSQL and compares every answer's JSON
 // (docs/postgresql.md#on-postgresql).
 func TestReadsMatchAcrossBackends(t *testing.T) {
+	t.Parallel()
 	dbtest.OnlyPostgres(t, "compares SQLite with the run's PostgreSQL")
 	ctx := context.Background()
 	pg, err := openTestDB(t, ctx, Options{Path: filepath.Join(t.TempDir(), "pg.db")})
@@ -265,6 +266,7 @@ func seedVisitRows(t *testing.T, db *DB) {
 // as filter, visit metrics by time in several zones, sessions, timeline
 // and first visit (docs/intake.md#visits, docs/query-api.md).
 func TestVisitReadsMatchAcrossBackends(t *testing.T) {
+	t.Parallel()
 	dbtest.OnlyPostgres(t, "compares SQLite with the run's PostgreSQL")
 	ctx := context.Background()
 	pg, err := openTestDB(t, ctx, Options{Path: filepath.Join(t.TempDir(), "pg.db")})
@@ -353,6 +355,7 @@ func answerJSON(t *testing.T, read func() (any, error)) string {
 // bytes, not a locale ("Z" before "a", "é" after "z"), and a breakdown's
 // (none) and ties the same on both backends.
 func TestPostgresCollationAndNulls(t *testing.T) {
+	t.Parallel()
 	dbtest.OnlyPostgres(t, "compares SQLite with the run's PostgreSQL")
 	ctx := context.Background()
 	pg, err := openTestDB(t, ctx, Options{Path: filepath.Join(t.TempDir(), "pg.db")})

@@ -13,6 +13,7 @@ import (
 // first received before the cut, or after maxRows rows, whatever lies
 // beyond.
 func TestRealtimeVisitorsStopsAtTheCut(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }

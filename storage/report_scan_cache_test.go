@@ -14,6 +14,7 @@ import (
 // visit that started before the range, an erasure; events of another day
 // leave it cached. Every answer is the scan's.
 func TestFilteredScanKeptUntilItsDaysChange(t *testing.T) {
+	t.Parallel()
 	db := filterFixture(t)
 	n := 0
 	event := func(anon, country, page string, ts time.Time) IngestEvent {

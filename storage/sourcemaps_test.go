@@ -96,6 +96,7 @@ func (j *jobBytes) check(t *testing.T, what string, minJobs int, total int64) {
 // frees more than a part (1 MiB) of map, however large the map: a 25 MiB
 // map in one job held every site's intake for about 80 ms.
 func TestSourcemapJobsHoldAtMostAPart(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	ws := withSites(t, db, "web")
 	ctx := context.Background()
@@ -153,6 +154,7 @@ func TestSourcemapJobsHoldAtMostAPart(t *testing.T) {
 // deleted, the caps filled by another upload, or its client gone, between
 // two parts.
 func TestSourcemapUploadCutShortLeavesNoParts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sys := Actor{Kind: ActorSystem}
 	tests := []struct {
@@ -256,6 +258,7 @@ func TestSourcemapUploadCutShortLeavesNoParts(t *testing.T) {
 // deleted by the minute prune once an hour old, one part a job; parts in
 // use, and young ones (an upload under way), stay.
 func TestSourcemapOrphanPartsPruned(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
@@ -314,6 +317,7 @@ func TestSourcemapOrphanPartsPruned(t *testing.T) {
 // A map stored inline, before parts existed (migration 0008), still counts
 // under the caps, is replaced by one in parts and deleted with its row.
 func TestSourcemapInlineMapFromBeforeParts(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "web")
 	ctx := context.Background()
@@ -361,6 +365,7 @@ func TestSourcemapInlineMapFromBeforeParts(t *testing.T) {
 // sourcemaps or their parts, whose rows hold up to 1 MiB (or, before
 // migration 0008, 25 MiB) each.
 func TestSourcemapPartQueriesSearch(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's query plans")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	for _, tt := range []struct {
@@ -382,6 +387,7 @@ func TestSourcemapPartQueriesSearch(t *testing.T) {
 // A database written before migration 0008 upgrades with its maps inline:
 // they keep counting, and are replaced and deleted correctly.
 func TestSourcemapUpgradeKeepsInlineMaps(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "upgrades an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	if err := migrateOnly(t, path, embeddedMigrations(t, "0007")); err != nil {

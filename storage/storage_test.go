@@ -48,6 +48,7 @@ func withSites(t testing.TB, db *DB, ids ...string) *Workspace {
 }
 
 func TestOpenAppliesMigrationsOnce(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sub", "dir", "a.db") // folders are created
 	db := openTest(t, path)
 	db.Close()
@@ -70,6 +71,7 @@ func TestOpenAppliesMigrationsOnce(t *testing.T) {
 }
 
 func TestOpenRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a.db")
 	db := openTest(t, path)
 	if err := db.writer.do(context.Background(), func(tx *writeTx) error {
@@ -85,6 +87,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 }
 
 func TestPragmas(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's pragmas")
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	checks := []struct {
@@ -115,6 +118,7 @@ func TestPragmas(t *testing.T) {
 }
 
 func TestMemoryDatabaseIsSharedAndIsolated(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's in-memory database")
 	a := openTest(t, ":memory:")
 	b := openTest(t, ":memory:")
@@ -150,6 +154,7 @@ func walCheckpointSeq(t *testing.T, path string) uint32 {
 // would never be fully copied at the start of a transaction and would grow
 // without bound. The writer must let it start over.
 func TestWALStartsOverUnderSteadyLoad(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's WAL")
 	path := filepath.Join(t.TempDir(), "a.db")
 	db, err := openTestDB(t, context.Background(), Options{Path: path, CheckpointEvery: 5 * time.Millisecond, walRestartFrames: 1024})
@@ -211,6 +216,7 @@ func TestWALStartsOverUnderSteadyLoad(t *testing.T) {
 // The checkpoint loop reports its failures instead of dropping them: here
 // its connection is closed under it.
 func TestCheckpointLoopLogsFailures(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's WAL checkpoints")
 	lines := make(chan string, 100)
 	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), CheckpointEvery: time.Millisecond,
@@ -251,6 +257,7 @@ func (h recordsTo) WithGroup(string) slog.Handler      { return h }
 // Deleting a site with more rows than one chunk removes all of them, counts
 // them in the audit entry, and leaves other sites alone.
 func TestDeleteSiteInChunks(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	ctx := context.Background()
 	sys := Actor{Kind: ActorSystem}
@@ -378,6 +385,7 @@ func fillSite(t *testing.T, db *DB, site string, urls, types, days int) {
 // emptied make the final job give way to more chunks instead of growing.
 // All rows go, counted exactly in the audit entry; another site keeps its.
 func TestDeleteSiteBoundsEveryJob(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	ctx := context.Background()
 	sys := Actor{Kind: ActorSystem}
@@ -467,6 +475,7 @@ func TestDeleteSiteBoundsEveryJob(t *testing.T) {
 // Events of a site deleted after their request's credential check are not
 // stored: the writer refuses them, so the id can start empty again.
 func TestIngestRefusesADeletedSite(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	withSites(t, db, "live")
 	ctx := context.Background()
@@ -492,6 +501,7 @@ func TestIngestRefusesADeletedSite(t *testing.T) {
 // A database path may hold the characters a URI gives meaning to: each
 // path opens its own file, named exactly so.
 func TestDatabasePathWithURICharacters(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "SQLite's file path")
 	dir := t.TempDir()
 	for _, name := range []string{"a#b.db", "a?mode=ro.db", "a%41.db", "a.db"} {

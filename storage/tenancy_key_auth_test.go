@@ -11,6 +11,7 @@ import (
 // never waits for the tenants' lock, which every intake request takes to
 // check its credential: a use must go through while that lock is held.
 func TestTouchKeyLeavesTheTenantLockAlone(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
 	ws := withSites(t, db)
 	key, plaintext, err := db.CreateKey(context.Background(), Actor{Kind: ActorSystem}, ws, "ci", []string{ScopeQueryRead})

@@ -10,6 +10,7 @@ import (
 // A key made before migration 0009 has no sites column value: after the
 // upgrade it still reaches every site of its workspace.
 func TestKeysFromBeforeSiteRestrictionsReachEverySite(t *testing.T) {
+	t.Parallel()
 	onlySQLite(t, "migrates an old SQLite layout")
 	path := filepath.Join(t.TempDir(), "a.db")
 	if err := migrateOnly(t, path, embeddedMigrations(t, "0008")); err != nil {

@@ -13,6 +13,7 @@ import (
 // after the caller looked it up: the stale write gets ErrSiteGone, writes
 // nothing, and leaves the new site's rows alone.
 func TestWritesRefuseADeletedSite(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sys := Actor{Kind: ActorSystem}
 	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)

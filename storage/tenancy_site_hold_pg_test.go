@@ -38,6 +38,7 @@ func siteRows(t *testing.T, db *DB, site string) int {
 // instance's map stale (its listener stopped), where only the database's check
 // can refuse the write.
 func TestWriteRacingSiteDeleteOnAnotherInstance(t *testing.T) {
+	t.Parallel()
 	onlyPostgres(t, "two instances on one database")
 	ctx := context.Background()
 	clk := &testClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}

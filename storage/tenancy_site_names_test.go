@@ -11,6 +11,7 @@ import (
 // created on another with that name in another case, at the same moment,
 // never both succeed: the names lock orders their checks (docs/intake.md#plausible--and-umami-compatible-intake, Aliases).
 func TestSiteNamesAcrossInstances(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	ctx := context.Background()
 	ws, err := a.CreateWorkspace(ctx, system, "W", "w")

@@ -33,6 +33,8 @@ const reportEnv = "TALLY_TEST_REPORT"
 // "[postgres] ", skipping the tests of PendingFile, and prints one line
 // of counts. It exits non-zero when either run failed.
 func Main(m *testing.M) {
+	flag.Parse()
+	parallelByDefault()
 	start := time.Now()
 	code := m.Run()
 	removeSQLiteTemplate()
@@ -379,5 +381,23 @@ func (p *prefixWriter) Flush() {
 	if len(p.buf) > 0 {
 		io.WriteString(p.w, p.prefix+string(p.buf)+"\n")
 		p.buf = nil
+	}
+}
+
+// testParallel is how many parallel tests run at once unless -parallel
+// says. The tests of storage and server mostly wait (on commits, on
+// PostgreSQL, on the writer's group commit and the background loops),
+// not on the CPU: more than GOMAXPROCS (go test's default, 2 on the
+// project's machine) at once shortens the run. The PostgreSQL run
+// inherits it with the other flags.
+const testParallel = "4"
+
+// parallelByDefault sets -test.parallel to testParallel unless the
+// command line set it.
+func parallelByDefault() {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", testParallel)
 	}
 }

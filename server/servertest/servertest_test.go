@@ -52,6 +52,7 @@ func TestParallelInstancesAreIsolated(t *testing.T) {
 }
 
 func TestDecisionsExplainWhatHappened(t *testing.T) {
+	t.Parallel()
 	srv := servertest.New(t, servertest.WithPlan(`{"mode":"quarantine","events":{"purchase":{"type":"object","required":["properties"]},"*":{"type":"object"}}}`))
 	post := func(body string, headers ...string) int {
 		req, _ := http.NewRequest("POST", srv.CollectorURL+"/v1/events", stringsReader(body))
@@ -118,6 +119,7 @@ func TestDecisionsExplainWhatHappened(t *testing.T) {
 }
 
 func TestClockDrivesSessions(t *testing.T) {
+	t.Parallel()
 	clock := servertest.NewClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	srv := servertest.New(t, servertest.WithClock(clock.Now))
 	send := func(n int) {
@@ -152,6 +154,7 @@ func TestClockDrivesSessions(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
+	t.Parallel()
 	srv := servertest.New(t, servertest.WithRequireAPIKey("require"))
 	if _, err := srv.Send(event(srv.SiteID, 1, nil)); err == nil {
 		t.Fatal("require mode accepted the site bearer")
@@ -187,6 +190,7 @@ func mustJSON(v any) string {
 // A test suite sharing one server takes a site of its own, makes the
 // backend fail for that site only, and removes the site at the end.
 func TestFaultsAndThrowAwaySites(t *testing.T) {
+	t.Parallel()
 	srv := servertest.New(t)
 	site, err := srv.NewSite("")
 	if err != nil {
@@ -252,6 +256,7 @@ func TestFaultsAndThrowAwaySites(t *testing.T) {
 // WaitEvents answers once the events are stored, and says how many
 // arrived when they do not in time.
 func TestWaitEvents(t *testing.T) {
+	t.Parallel()
 	srv := servertest.New(t)
 	go srv.Send(event(srv.SiteID, 1, nil))
 	events, err := srv.WaitEvents(1, 10*time.Second)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestRebind(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, in, want string }{
 		{"none", `SELECT 1`, `SELECT 1`},
 		{"plain", `SELECT a FROM t WHERE b = ? AND c = ?`, `SELECT a FROM t WHERE b = $1 AND c = $2`},
@@ -48,6 +49,7 @@ func TestRebind(t *testing.T) {
 // transaction of the driver, over Exec, Query and a prepared statement,
 // against a real PostgreSQL.
 func TestPostgresRebindInTx(t *testing.T) {
+	t.Parallel()
 	url := dbtest.StartPostgres(t, "tally")
 	db, err := sql.Open(PGDriverName, url)
 	if err != nil {

@@ -54,6 +54,7 @@ var mechanism = []string{
 // fault (docs/architecture.md#storages-files): storage, schema or any
 // package of the product would make it the product's.
 func TestEngineImportsOnlyTheMechanism(t *testing.T) {
+	t.Parallel()
 	_, files := sources(t)
 	for name, f := range files {
 		for _, imp := range f.Imports {
@@ -80,6 +81,7 @@ var productWords = []string{"event", "site", "partial", "funnel", "quota", "goal
 // engine's sources names a thing of the product (an event, a site, a
 // partial...): what a table of the service does differently is storage's.
 func TestEngineNamesNoProduct(t *testing.T) {
+	t.Parallel()
 	fset, files := sources(t)
 	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
@@ -112,6 +114,7 @@ const maxDialectMethods = 22
 
 // TestDialectStaysSmall fails when Dialect grows past maxDialectMethods.
 func TestDialectStaysSmall(t *testing.T) {
+	t.Parallel()
 	if n := reflect.TypeFor[Dialect]().NumMethod(); n > maxDialectMethods {
 		t.Errorf("got Dialect of %d methods, want at most %d: a feature's way on each backend is storage's (its tables interface)", n, maxDialectMethods)
 	}

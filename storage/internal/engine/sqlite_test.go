@@ -11,6 +11,7 @@ import (
 // A failing checkpoint is logged once when checkpoints start failing and
 // once when they work again, not at every pass.
 func TestCheckpointFailuresAreLoggedOnce(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	c := checkpointFailures{log: slog.New(slog.NewTextHandler(&logs, nil))}
 	broken := errors.New("disk I/O error")
