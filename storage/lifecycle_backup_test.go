@@ -35,7 +35,7 @@ func rawDB(t *testing.T) (*sql.DB, string) {
 // it all along, the copy restarts at each write and BackupFile gives up
 // instead of copying forever.
 func TestBackupFile(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it sets backupAfterStep, which every backup would run.
 	onlySQLite(t, "the backup copies SQLite's pages")
 	db, src := rawDB(t)
 	dst := filepath.Join(t.TempDir(), "copy.db")
