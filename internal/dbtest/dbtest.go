@@ -126,14 +126,17 @@ func StartMariaDB(t testing.TB, database string) string {
 	need(t, mariadb)
 	dir := tempDir(t)
 	data := filepath.Join(dir, "data")
-	install := exec.Command("/usr/bin/mariadb-install-db", "--no-defaults", "--datadir="+data, "--auth-root-authentication-method=normal", "--skip-test-db")
+	// Its temporary tables in the test's own folder: two installs at once
+	// in one /tmp collide on their names (tests run in parallel).
+	tmp := "--tmpdir=" + dir
+	install := exec.Command("/usr/bin/mariadb-install-db", "--no-defaults", "--datadir="+data, tmp, "--auth-root-authentication-method=normal", "--skip-test-db")
 	unprivileged(install, dir)
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
 	port := freePort(t)
 	start(t, dir, mariadb, "--no-defaults", "--datadir="+data, "--port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
-		"--socket="+filepath.Join(dir, "mysql.sock"), "--pid-file="+filepath.Join(dir, "mysql.pid"), "--skip-grant-tables", "--skip-log-bin")
+		"--socket="+filepath.Join(dir, "mysql.sock"), "--pid-file="+filepath.Join(dir, "mysql.pid"), "--skip-grant-tables", "--skip-log-bin", tmp)
 	db := waitFor(t, "mysql", fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port), dir)
 	if _, err := db.Exec("CREATE DATABASE `" + database + "`"); err != nil {
 		t.Fatal(err)
