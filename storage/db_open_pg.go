@@ -77,37 +77,12 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 	if opts.migrations == nil {
 		opts.migrations = migrationPGFiles
 	}
-	writeURL, readURL, err := engine.PostgresURLs(opts.DatabaseURL, opts.Durability)
+	pools, err := engine.OpenPostgres(ctx, opts.DatabaseURL, engine.OpenOptions{ReadConns: opts.ReadConns, Durability: opts.Durability,
+		Migrations: engine.Migrations{Files: opts.migrations, Glob: pgMigrationsGlob, LockKey: migrateLockKey}, Now: opts.Now})
 	if err != nil {
 		return nil, err
 	}
-	write, err := sql.Open(engine.PGDriverName, writeURL)
-	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
-	}
-	// The writer is still the only writer of this instance: one
-	// connection, its group commit, its transaction at a time.
-	write.SetMaxOpenConns(1)
-	write.SetMaxIdleConns(1)
-	write.SetConnMaxLifetime(0)
-	write.SetConnMaxIdleTime(0)
-	if _, err := engine.CheckServer(ctx, write); err != nil {
-		write.Close()
-		return nil, err
-	}
-	if err := migratePG(ctx, write, opts.migrations, opts.Now); err != nil {
-		write.Close()
-		return nil, err
-	}
-	read, err := sql.Open(engine.PGDriverName, readURL)
-	if err != nil {
-		write.Close()
-		return nil, fmt.Errorf("open database: %w", err)
-	}
-	read.SetMaxOpenConns(opts.ReadConns)
-	read.SetMaxIdleConns(opts.ReadConns)
-	read.SetConnMaxIdleTime(0)
-
+	write, read, writeURL, readURL := pools.Write, pools.Read, pools.WriteDSN, pools.ReadDSN
 	db := &DB{d: pgDialect{creds: &knownCredentials{}}, write: write, read: read, now: opts.Now, readConns: opts.ReadConns}
 	db.hooks.exactVisitorsBelow = ExactVisitorsBelow
 	db.pg.size = &engine.PGSize{DB: read, Now: time.Now} // the real clock: the cache saves real work

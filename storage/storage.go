@@ -25,7 +25,6 @@ import (
 	"database/sql"
 	"embed"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"sync"
@@ -175,39 +174,12 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if opts.migrations == nil {
 		opts.migrations = migrationFiles
 	}
-	writeDSN, readDSN, err := engine.SQLiteDSNs(opts.Path, opts.Durability)
+	pools, err := engine.OpenSQLite(ctx, opts.Path, engine.OpenOptions{ReadConns: opts.ReadConns, Durability: opts.Durability,
+		Migrations: engine.Migrations{Files: opts.migrations, Glob: sqliteMigrationsGlob}, Now: opts.Now})
 	if err != nil {
 		return nil, err
 	}
-	write, err := sql.Open("sqlite", writeDSN)
-	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
-	}
-	// The writer goroutine is the only user of this pool; one connection
-	// means SQLite never sees two writers of ours contend for the lock.
-	write.SetMaxOpenConns(1)
-	write.SetMaxIdleConns(1)
-	write.SetConnMaxLifetime(0)
-	write.SetConnMaxIdleTime(0)
-
-	if err := migrate(ctx, write, opts.migrations, opts.Now); err != nil {
-		write.Close()
-		if engine.Unwritable(sqliteDialect{}, err) != nil {
-			// SQLite's own words can be as vague as "disk I/O error".
-			err = fmt.Errorf("%w (is the disk full, or the file or its folder read-only?)", err)
-		}
-		return nil, err
-	}
-
-	read, err := sql.Open("sqlite", readDSN)
-	if err != nil {
-		write.Close()
-		return nil, fmt.Errorf("open database: %w", err)
-	}
-	read.SetMaxOpenConns(opts.ReadConns)
-	read.SetMaxIdleConns(opts.ReadConns)
-	read.SetConnMaxIdleTime(0)
-
+	write, read, writeDSN := pools.Write, pools.Read, pools.WriteDSN
 	db := &DB{d: sqliteDialect{}, write: write, read: read, now: opts.Now, path: opts.Path, readConns: opts.ReadConns}
 	db.hooks.exactVisitorsBelow = ExactVisitorsBelow
 	old, err := openLinks(ctx, write)
