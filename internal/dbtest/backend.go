@@ -23,7 +23,8 @@ const (
 	// create and drop their own) whose presence makes Main run every test
 	// twice.
 	URLEnv = "TEST_DATABASE_URL"
-	// BackendEnv is "postgres" in the PostgreSQL run.
+	// BackendEnv is "postgres" in the PostgreSQL run; "sqlite" runs
+	// SQLite only even when URLEnv is set.
 	BackendEnv = "TALLY_TEST_BACKEND"
 	// PendingEnv set to "run" runs the pending tests too, to see which of
 	// them pass now (and shrink the list).

@@ -207,24 +207,27 @@ func TestMainRunsBothBackends(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, PendingFile), []byte("TestHelperPending  fails on PostgreSQL (Part B)\n"), 0o600)
 	tests := []struct {
 		name, mode, url string
+		backend         string // TALLY_TEST_BACKEND
 		code            int
 		want, not       []string
 	}{
-		{"both pass", "pass", "postgres://unused/x", 0,
+		{"both pass", "pass", "postgres://unused/x", "", 0,
 			[]string{"backend sqlite", "[postgres]     backend_test.go", "backend postgres", "[postgres] dbtest: 1 tests ran, 1 skipped as SQLite-only, 1 skipped as pending"},
 			[]string{"a pending test ran"}},
-		{"PostgreSQL fails", "fail-postgres", "postgres://unused/x", 1,
+		{"PostgreSQL fails", "fail-postgres", "postgres://unused/x", "", 1,
 			[]string{"backend sqlite", "[postgres]     backend_test.go", "failing on PostgreSQL", "[postgres] --- FAIL: TestHelperRun"}, nil},
-		{"without the URL, once", "fail-postgres", "", 0,
+		{"without the URL, once", "fail-postgres", "", "", 0,
+			[]string{"backend sqlite"}, []string{"[postgres]"}},
+		{"TALLY_TEST_BACKEND=sqlite, once", "fail-postgres", "postgres://unused/x", "sqlite", 0,
 			[]string{"backend sqlite"}, []string{"[postgres]"}},
 	}
 	for _, tt := range tests {
 		cmd := exec.Command(exe, "-test.run=^TestHelper", "-test.v")
 		cmd.Dir = dir
 		summaries := filepath.Join(t.TempDir(), "summary.txt")
-		cmd.Env = append(os.Environ(), "DBTEST_HELPER="+tt.mode, URLEnv+"="+tt.url, BackendEnv+"=", SummaryEnv+"="+summaries)
+		cmd.Env = append(os.Environ(), "DBTEST_HELPER="+tt.mode, URLEnv+"="+tt.url, BackendEnv+"="+tt.backend, SummaryEnv+"="+summaries)
 		out, err := cmd.CombinedOutput()
-		if b, _ := os.ReadFile(summaries); tt.url != "" && !strings.HasPrefix(string(b), "[postgres] dbtest: 1 tests ran") {
+		if b, _ := os.ReadFile(summaries); tt.url != "" && tt.backend == "" && !strings.HasPrefix(string(b), "[postgres] dbtest: 1 tests ran") {
 			t.Errorf("%s: got %q in %s, want the line of counts", tt.name, b, SummaryEnv)
 		}
 		code := 0
