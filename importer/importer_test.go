@@ -11,7 +11,6 @@ import (
 // The sample export's rows as read: agent, place, page, referrer and
 // source of each, and the ids of the two identical rows apart.
 func TestGoatCounterMapping(t *testing.T) {
-	t.Parallel()
 	var got []Row
 	st, err := ReadFiles(context.Background(), "goatcounter", []string{"../testdata/import/goatcounter-v2.csv"}, func(r Row) error {
 		got = append(got, r)
@@ -63,7 +62,6 @@ func TestGoatCounterMapping(t *testing.T) {
 }
 
 func TestUmamiNames(t *testing.T) {
-	t.Parallel()
 	tests := []struct{ in, browser, os, device string }{
 		{"chrome", "Chrome", "Windows", "desktop"},
 		{"ios", "Mobile Safari", "iOS", "mobile"},
@@ -87,7 +85,6 @@ func TestUmamiNames(t *testing.T) {
 }
 
 func TestEventType(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		name, want string
 		exact      bool
@@ -107,7 +104,6 @@ func TestEventType(t *testing.T) {
 
 // A name that is not a type keeps the original in properties.name.
 func TestUmamiEventNameKept(t *testing.T) {
-	t.Parallel()
 	cols := map[string]string{"event_id": "e1", "session_id": "s1", "created_at": "2024-03-15 10:00:00.123", "url_path": "/x",
 		"event_type": "2", "event_name": "Sign up now!", "hostname": "example.com", "url_query": "?a=1"}
 	row, ok, err := umamiRow(func(c string) string { return cols[c] }, map[string]any{"plan": "pro"})
@@ -122,7 +118,6 @@ func TestUmamiEventNameKept(t *testing.T) {
 }
 
 func TestProgressLines(t *testing.T) {
-	t.Parallel()
 	for _, terminal := range []bool{false, true} {
 		var b strings.Builder
 		p := NewProgress(&b, 100, 2<<20)

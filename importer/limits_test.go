@@ -27,7 +27,6 @@ func mib(n uint64) float64 { return float64(n) / (1 << 20) }
 // server to 5.7 GB): the import stops at the record bound with a short
 // message, and allocates a small part of the field meanwhile.
 func TestPlausibleImportBoundsMemory(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	r.site("shop")
 	zipped := filepath.Join(t.TempDir(), "export.zip")
@@ -54,7 +53,6 @@ func TestPlausibleImportBoundsMemory(t *testing.T) {
 // whose files together are over the total, and a zip listing more files
 // than an export's directory can hold; a long value is quoted clipped.
 func TestPlausibleImportBounds(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	r.site("shop")
 	dir := t.TempDir()
@@ -89,7 +87,6 @@ func TestPlausibleImportBounds(t *testing.T) {
 // The row sources' files (gzipped, as GoatCounter exports) stop at the
 // record or line bound, naming the file and line, in a bounded memory.
 func TestReadFilesBoundsMemory(t *testing.T) {
-	t.Parallel()
 	goat := "2Path,Title,Event,UserAgent,Browser,System,Session,Bot,Referrer,Referrer scheme,Screen size,Location,FirstVisit,Date\n"
 	tally := "id,type,url,ts,anon_id,referrer,country,city,browser,os,device_type,user_id,properties,received_at\n"
 	for _, c := range []struct {
@@ -127,7 +124,6 @@ func TestReadFilesBoundsMemory(t *testing.T) {
 // The files of one import are read up to a total, and a long value is
 // quoted clipped.
 func TestReadFilesBounds(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	goat := "2Path,Title,Event,UserAgent,Browser,System,Session,Bot,Referrer,Referrer scheme,Screen size,Location,FirstVisit,Date\n"
 	row := "/a,,false,,,,s1,0,,,,,false,2026-01-01T00:00:00Z\n"

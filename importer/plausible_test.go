@@ -266,7 +266,6 @@ func withImports(metrics []string, dims []string, filters ...any) map[string]any
 // hand-checked figures back through the query API, alone and mixed with
 // the site's own days after them.
 func TestPlausibleImportReadBack(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	r.site("shop")
 	r.sendNative("shop")
@@ -356,7 +355,6 @@ func list(s ...string) []string { return s }
 // TestPlausibleImportSkipReasons checks meta and figures of queries the
 // imported rollups cannot answer, as Plausible's imports_skip_reason.
 func TestPlausibleImportSkipReasons(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	r.site("shop")
 	r.must(201, "POST", "/v1/workspaces/acme/sites", map[string]any{"id": "empty", "name": "empty"})
@@ -422,7 +420,6 @@ func (r *rig) count(query string) int {
 // and as its CSVs: the second replaces the first, so every figure is
 // counted once, and the import is audited without figures.
 func TestPlausibleImportIsIdempotent(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	r.site("shop")
 	r.sendNative("shop")
@@ -485,7 +482,6 @@ func TestPlausibleImportIsIdempotent(t *testing.T) {
 // the site's first own visit on, as Plausible clamps an import to the days
 // before its own data.
 func TestPlausibleImportSkipsTheSiteOwnDays(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	r.site("shop")
 	r.sendNative("shop") // first visit on Jan 4
@@ -518,7 +514,6 @@ func writeFile(t *testing.T, name, body string) {
 // broken, with an error naming the file and line, and keeps nothing of the
 // failed import: an earlier import of the same days stays as it was.
 func TestPlausibleImportBadFiles(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	r.site("shop")
 	if _, err := importer.Plausible(context.Background(), r.db, "shop", sampleFiles(t), nil); err != nil {
@@ -593,7 +588,6 @@ func TestPlausibleImportBadFiles(t *testing.T) {
 // its imports and rows go, counted in the audit, and a site created again
 // with the same id has none.
 func TestPlausibleImportGoesWithTheSite(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	r.site("shop")
 	r.must(201, "POST", "/v1/workspaces/acme/sites", map[string]any{"id": "other", "name": "other"})
@@ -634,7 +628,6 @@ func TestPlausibleImportGoesWithTheSite(t *testing.T) {
 // raw events, never imported history (aggregate, like the daily rollups),
 // and dev mode's resets remove collected data only.
 func TestPlausibleImportOutlivesRetentionAndReset(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	r.site("shop")
 	r.sendNative("shop")
@@ -670,7 +663,6 @@ func TestPlausibleImportOutlivesRetentionAndReset(t *testing.T) {
 // TestPlausibleImportCutsLongValues keeps a value of at most 512 bytes,
 // cut between characters, as a visit's values are.
 func TestPlausibleImportCutsLongValues(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	r.site("shop")
 	long := "/" + strings.Repeat("é", 300) // 601 bytes

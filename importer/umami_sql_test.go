@@ -156,7 +156,6 @@ func mysqlMarks(q string) string {
 // pages, are the rows its CSV export gives, the custom event with its
 // event_data; another website's events are not read.
 func TestReadUmamiDatabase(t *testing.T) {
-	t.Parallel()
 	defer func(n int) { umamiPage = n }(umamiPage)
 	umamiPage = 2 // several pages, one of them ending inside a second
 	for name, start := range map[string]func(*testing.T) string{"postgres": startPostgres, "mariadb": startMariaDB} {
@@ -196,7 +195,6 @@ func TestReadUmamiDatabase(t *testing.T) {
 // (cut in the query), and a page ends early once its values pass
 // umamiPageBytes, the next going on after it: the same rows come out.
 func TestReadUmamiDatabaseBounds(t *testing.T) {
-	t.Parallel()
 	defer func(n int64) { umamiPageBytes = n }(umamiPageBytes)
 	const website = "4fb7c6e2-6a1b-4b8e-9a53-6f2f0f5ad0c1"
 	for name, start := range map[string]func(*testing.T) string{"postgres": startPostgres, "mariadb": startMariaDB} {
