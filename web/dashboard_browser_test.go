@@ -372,3 +372,32 @@ func TestDashboardGoalsAndFunnel(t *testing.T) {
 		t.Errorf("funnel CSV: got %q, want %q", got, want)
 	}
 }
+
+// An unknown site in the URL says so instead of showing another site
+// (docs/dashboard.md#unknown-site). Issue 31 item 4.7.
+func TestDashboardUnknownSite(t *testing.T) {
+	ctx, cancel := browser(t)
+	defer cancel()
+	srv := dashServer(t)
+	signIn(t, ctx, srv, "/?site=nope", srv.AdminToken)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("status").textContent + "|" + document.getElementById("site-select").value + "|" + (document.body.getAttribute("data-ready") || "")`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(got, "Unknown site") {
+			if !strings.Contains(got, "nope") || !strings.HasPrefix(strings.SplitN(got, "|", 2)[1], "|") {
+				t.Errorf("got %q, want the unknown site named and no site selected", got)
+			}
+			if strings.HasSuffix(got, "|") == false {
+				t.Errorf("got %q: a site's data loaded", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no unknown-site message: %q", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -488,9 +488,12 @@
     realtimeTimer = setInterval(tick, 10000);
   }
 
-  var loadedSite = "";
+  var loadedSite = "", unknownSite = "";
   function load() {
-    if (!state.site) { status("Pick a site."); return Promise.resolve(); }
+    if (!state.site) {
+      status(unknownSite ? "Unknown site \u201c" + unknownSite + "\u201d: there is no such site in this workspace. Pick a site." : "Pick a site.");
+      return Promise.resolve();
+    }
     var g = ++gen;
     document.body.removeAttribute("data-ready");
     status("");
@@ -595,10 +598,17 @@
       var sel = $("#site-select");
       sel.textContent = "";
       s.sites.forEach(function (x) { var o = el("option", null, x.name + " (" + x.id + ")"); o.value = x.id; sel.appendChild(o); });
-      if (state.site && s.sites.some(function (x) { return x.id === state.site; })) sel.value = state.site;
+      // An unknown ?site= says so instead of showing another site
+      // (docs/dashboard.md#unknown-site).
+      unknownSite = "";
+      if (state.site && !s.sites.some(function (x) { return x.id === state.site; })) {
+        unknownSite = state.site;
+        var none = el("option", null, "Pick a site"); none.value = ""; sel.insertBefore(none, sel.firstChild);
+      }
+      sel.value = unknownSite ? "" : (state.site || sel.value);
       state.site = sel.value;
       state.ws = $("#workspace").value;
-      writeURL(false);
+      if (!unknownSite) writeURL(false);
     });
   }
 
@@ -657,7 +667,7 @@
     writeURL(true);
     load();
   };
-  $("#site-select").onchange = function () { state.site = $("#site-select").value; state.filters = []; state.steps = []; writeURL(true); load(); };
+  $("#site-select").onchange = function () { unknownSite = ""; state.site = $("#site-select").value; state.filters = []; state.steps = []; writeURL(true); load(); };
   $("#workspace").onchange = function () { state.site = ""; state.filters = []; state.steps = []; sites().then(load); };
   $("#signout").onclick = signout;
   $("#tools").addEventListener("toggle", function () { if ($("#tools").open && state.site) loadAdmin().catch(function (e) { status(e.message); }); });
