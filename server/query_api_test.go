@@ -288,12 +288,12 @@ func TestQueryVisitLevel(t *testing.T) {
 		{"visit:country", q(list("visitors"), list("visit:country")), "(not set): 1; DE: 1; FR: 1; US: 1"},
 		{"visit:city", q(list("visitors"), list("visit:city")), "(not set): 1; Berlin: 1; New York: 1; Paris: 1"},
 		{"visit:browser", q(list("visitors"), list("visit:browser")), "Firefox: 2; Chrome: 1; Mobile Safari: 1"},
-		{"visit:os", q(list("visitors"), list("visit:os")), "Linux: 2; Windows: 1; iOS: 1"},
-		{"visit:device", q(list("visitors"), list("visit:device")), "desktop: 3; mobile: 1"},
+		{"visit:os", q(list("visitors"), list("visit:os")), "GNU/Linux: 2; Windows: 1; iOS: 1"},
+		{"visit:device", q(list("visitors"), list("visit:device")), "Desktop: 3; Mobile: 1"},
 		{"time:day counts a visit on its start day", q(list("visits", "visit_duration"), list("time:day")),
 			"2026-01-10: 1 360; 2026-01-12: 2 1350; 2026-01-15: 1 60; 2026-01-20: 1 0"},
 		{"source and device", q(list("visits"), list("visit:device", "visit:source")),
-			"desktop Direct / None: 1; desktop google.com: 1; desktop news: 1; desktop news.ycombinator.com: 1; mobile Direct / None: 1"},
+			"Desktop Direct / None: 1; Desktop google.com: 1; Desktop news: 1; Desktop news.ycombinator.com: 1; Mobile Direct / None: 1"},
 		{"is Direct / None", q(list("visitors", "visits"), nil, []any{"is", "visit:source", list("Direct / None")}), "2 2"},
 		{"is_not Direct / None", q(list("visitors", "visits"), nil, []any{"is_not", "visit:source", list("Direct / None")}), "2 3"},
 		{"is (not set)", q(list("visits"), nil, []any{"is", "visit:country", list("DE", "FR")}), "3"},
@@ -732,7 +732,7 @@ func TestQueryPlausibleDocsExamples(t *testing.T) {
     ["is", "visit:os", ["GNU/Linux", "Mac"]]
   ],
   "dimensions": ["time:day"]
-}`, ""},
+}`, "2026-01-26: 1 1"}, // Plausible's names find the stored macOS/Linux rows (docs/query-api.md#value-names)
 		{"utm-query", `{
   "site_id": "dummy.site",
   "metrics": ["visitors", "events", "pageviews"],
@@ -826,8 +826,8 @@ func TestQueryFilterEveryDimension(t *testing.T) {
 		{"is", "visit:country", "US", "1 1", "1 2"},
 		{"is", "visit:city", "Paris", "1 1", "1 1"},
 		{"is", "visit:browser", "Mobile Safari", "1 1", "1 2"},
-		{"is", "visit:os", "Linux", "2 2", "2 3"},
-		{"is", "visit:device", "mobile", "1 1", "1 2"},
+		{"is", "visit:os", "GNU/Linux", "2 2", "2 3"},
+		{"is", "visit:device", "Mobile", "1 1", "1 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dim, func(t *testing.T) {

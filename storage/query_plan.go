@@ -771,7 +771,7 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 		if d == "visit:source" {
 			return "COALESCE(s.source, '" + DirectNone + "')", nil, nil
 		}
-		return "COALESCE(s." + col + ", '" + NotSet + "')", nil, nil
+		return plausibleNameSQL(d, "COALESCE(s."+col+", '"+NotSet+"')"), nil, nil
 	}
 	if b.visitSide {
 		return "", nil, fault.Errorf(fault.InvalidQuery, "%s is read from events, not visits", d)
