@@ -234,6 +234,7 @@ func TestQueryEventLevel(t *testing.T) {
 		{"two dimensions", q(list("events"), list("event:name", "event:page")),
 			"pageview /: 3; pageview /pricing: 3; pageview /blog/a: 1; pageview /blog/b: 1; pageview /docs: 1; signup /pricing: 1"},
 		{"percentage", q(list("visitors", "percentage"), list("event:name")), "pageview: 4 100; signup: 1 25"},
+		{"percentage has one decimal, as Plausible", q(list("visitors", "percentage"), list("event:name"), []any{"is", "event:page", list("/pricing")}), "pageview: 3 100; signup: 1 33.3"},
 		{"order_by", func() map[string]any {
 			b := q(list("visitors"), list("event:page"))
 			b["order_by"] = [][]string{{"visitors", "asc"}, {"event:page", "desc"}}

@@ -118,7 +118,7 @@ func TestPartialFiltersMatchTheScan(t *testing.T) {
 		{"case-insensitive, Ü not folded", []QueryFilter{fold(page("is", "/über"))}, nil, metrics,
 			[]string{": [0 0 0]"}, nil},
 		{"percentage", []QueryFilter{page("contains", "/blog")}, []string{"event:page"}, []string{MetricVisitors, MetricPercentage},
-			[]string{"/blog/a: [3 75]", "/blog/b: [1 25]"}, []string{"/blog/a: [2 66.67]", "/blog/b: [1 33.33]"}},
+			[]string{"/blog/a: [3 75]", "/blog/b: [1 25]"}, []string{"/blog/a: [2 66.7]", "/blog/b: [1 33.3]"}},
 		{"by name", []QueryFilter{{Op: "is_not", Dim: "event:name", Values: []string{"pageview"}}}, []string{"event:name"}, metrics,
 			[]string{"ping: [1 0 1]", "signup: [1 0 1]"}, nil},
 	}

@@ -268,7 +268,7 @@ func (a *aggregate) metric(m string, total float64) float64 {
 	case MetricVisitDuration:
 		return math.Round(ratio(a.sDuration, a.sVisits))
 	case MetricPercentage:
-		return round(100*ratio(a.visitors, total), 2)
+		return round(100*ratio(a.visitors, total), 1)
 	}
 	return 0
 }
