@@ -401,3 +401,31 @@ func TestDashboardUnknownSite(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// The default range, "Last 30 days", includes today: a visit of today
+// counts, and the range ends today in the site's zone, by the server's
+// clock (docs/dashboard.md#default-range). Issue 31 item 4.1.
+func TestDashboardDefaultRangeIncludesToday(t *testing.T) {
+	ctx, cancel := browser(t)
+	defer cancel()
+	srv := dashServer(t)
+	answer, err := srv.Send(map[string]any{"id": "3f2504e0-4f89-41d3-9a0c-000000000099", "site_id": srv.SiteID, "anon_id": "t1",
+		"type": "pageview", "url": "https://shop.test/today", "ts": dashNow.Add(-time.Hour).Format(time.RFC3339)})
+	if err != nil || answer.Accepted != 1 {
+		t.Fatalf("send: got %+v %v, want 1 accepted", answer, err)
+	}
+	signIn(t, ctx, srv, "/", srv.AdminToken)
+	ready(t, ctx, "")
+	if got, want := text(t, ctx, "#card-visitors .card-value"), "6"; got != want {
+		t.Errorf("visitors in the default range: got %q, want %q (a1..a4, p1 and today's t1)", got, want)
+	}
+	if got, want := text(t, ctx, "#range-label"), "2026-02-14 to 2026-03-15"; got != want {
+		t.Errorf("range: got %q, want %q (30 days to today)", got, want)
+	}
+	if got, want := text(t, ctx, "#period option:checked"), "Last 30 days"; got != want {
+		t.Errorf("default range: got %q, want %q", got, want)
+	}
+	if got := table(t, ctx, "t-pages"); !strings.Contains(got, "/today|1|1") {
+		t.Errorf("pages: got %q, want today's /today|1|1 among them", got)
+	}
+}

@@ -150,7 +150,33 @@
   }
 
   // ---- queries ----
-  function dateRange() { return state.period === "custom" ? [state.from, state.to] : state.period; }
+  // dateRange is the query API's date_range of the view. "Last 7 days" and
+  // "Last 30 days" include today, so that today's visitors show beside the
+  // current ones (docs/dashboard.md#default-range): the query API's "7d"
+  // and "30d" are the whole days before today, so they are sent as dates,
+  // ending on the server's today in the site's zone (askToday).
+  var siteToday = "", siteTodayAt = 0;
+  var LAST_DAYS = { "7d": 7, "30d": 30 };
+  function daysBefore(day, n) {
+    var d = new Date(day + "T12:00:00Z");
+    d.setUTCDate(d.getUTCDate() - n);
+    return d.toISOString().slice(0, 10);
+  }
+  // askToday learns today's date in the site's zone from the query API's
+  // echo of "day" (the server's clock, not the browser's), again after a
+  // minute.
+  function askToday(g) {
+    if (!LAST_DAYS[state.period] || (siteToday && Date.now() - siteTodayAt < 60000)) return Promise.resolve();
+    return query({ metrics: ["visitors"], date_range: "day" }).then(function (res) {
+      var dr = res && res.query && res.query.date_range;
+      if (dr && g === gen) { siteToday = String(dr[0]).slice(0, 10); siteTodayAt = Date.now(); }
+    });
+  }
+  function dateRange() {
+    if (state.period === "custom") return [state.from, state.to];
+    if (LAST_DAYS[state.period] && siteToday) return [daysBefore(siteToday, LAST_DAYS[state.period] - 1), siteToday];
+    return state.period;
+  }
   function oneDay() { return state.period === "day" || (state.period === "custom" && state.from === state.to); }
   function apiFilters() {
     return state.filters.map(function (f) { return ["is", f[0], [f[1]]]; });
@@ -502,11 +528,18 @@
     var first = [];
     if (loadedSite !== state.site) {
       loadedSite = state.site;
+      siteToday = "";
       realtime();
       first.push(api(base()).then(function (s) {
         $("#tz-label").textContent = "· times in " + s.time_zone + ", the site's time zone";
       }, function (e) { status(e.message); }));
     }
+    // today's date first: the ranges that include it end there
+    return askToday(g).catch(function (e) { status(e.message); }).then(function () { return loadPanels(g, first); });
+  }
+
+  function loadPanels(g, first) {
+    if (g !== gen) return Promise.resolve();
     var jobs = [
       query({ metrics: HEADLINE.map(function (h) { return h.m; }), date_range: dateRange(), filters: apiFilters(),
         include: { comparisons: { mode: "previous_period" }, imports: true } }).then(function (res) { if (g === gen) showHeadline(res); }),
