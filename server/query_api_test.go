@@ -290,7 +290,7 @@ func TestQueryVisitLevel(t *testing.T) {
 		{"visit:utm_content", q(list("visits"), list("visit:utm_content")), "(not set): 5"},
 		{"visit:country", q(list("visitors"), list("visit:country")), "(not set): 1; DE: 1; FR: 1; US: 1"},
 		{"visit:city", q(list("visitors"), list("visit:city")), "(not set): 1; Berlin: 1; New York: 1; Paris: 1"},
-		{"visit:browser", q(list("visitors"), list("visit:browser")), "Firefox: 2; Chrome: 1; Mobile Safari: 1"},
+		{"visit:browser", q(list("visitors"), list("visit:browser")), "Firefox: 2; Chrome: 1; Safari: 1"},
 		{"visit:os", q(list("visitors"), list("visit:os")), "GNU/Linux: 2; Windows: 1; iOS: 1"},
 		{"visit:device", q(list("visitors"), list("visit:device")), "Desktop: 3; Mobile: 1"},
 		{"time:day counts a visit on its start day", q(list("visits", "visit_duration"), list("time:day")),
@@ -828,7 +828,7 @@ func TestQueryFilterEveryDimension(t *testing.T) {
 		{"is_not", "visit:utm_content", "(not set)", "0 0", "0 0"},
 		{"is", "visit:country", "US", "1 1", "1 2"},
 		{"is", "visit:city", "Paris", "1 1", "1 1"},
-		{"is", "visit:browser", "Mobile Safari", "1 1", "1 2"},
+		{"is", "visit:browser", "Safari", "1 1", "1 2"},
 		{"is", "visit:os", "GNU/Linux", "2 2", "2 3"},
 		{"is", "visit:device", "Mobile", "1 1", "1 2"},
 	}
