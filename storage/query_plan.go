@@ -768,8 +768,10 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 		return b.timeExpr(d, col)
 	}
 	if col, ok := VisitDimensions[d]; ok {
-		if d == "visit:source" {
-			return "COALESCE(s.source, '" + DirectNone + "')", nil, nil
+		if d == "visit:source" || d == "visit:referrer" {
+			// A visit without one is Plausible's "Direct / None"
+			// (docs/query-api.md#value-names).
+			return "COALESCE(NULLIF(s." + col + ", ''), '" + DirectNone + "')", nil, nil
 		}
 		return plausibleNameSQL(d, "COALESCE(s."+col+", '"+NotSet+"')"), nil, nil
 	}

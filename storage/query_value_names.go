@@ -12,6 +12,10 @@ var plausibleNames = map[string][][2]string{
 	"visit:os": {{"macOS", "Mac"}, {"Linux", "GNU/Linux"}, {"ChromeOS", "Chrome OS"}},
 	"visit:device": {{"desktop", "Desktop"}, {"mobile", "Mobile"}, {"tablet", "Tablet"},
 		{"other", "Other"}},
+	// Plausible folds mobile builds into the browser (its ingestion's
+	// browser_name) and keeps UAInspector's names.
+	"visit:browser": {{"Mobile Safari", "Safari"}, {"Edge", "Microsoft Edge"}, {"IE", "Internet Explorer"},
+		{"Samsung Browser", "Samsung Internet"}, {"Opera Mini", "Opera"}},
 }
 
 // plausibleNameSQL wraps expr, the stored value of dimension d, in the
