@@ -473,8 +473,15 @@
     if (goalList.length < 2) { box.appendChild(el("p", "empty", "A funnel needs two goals or more")); box.setAttribute("data-loaded", g); return Promise.resolve(); }
     var names = goalList.map(function (x) { return x.name; });
     state.steps = state.steps.filter(function (s) { return names.indexOf(s) >= 0; });
-    if (state.steps.length < 2) state.steps = names.slice(0, Math.min(names.length, 8));
     funnelSelects();
+    // no funnel until one is defined: the steps are the user's, in the URL
+    // (docs/dashboard.md#funnel)
+    if (state.steps.length < 2) {
+      box.appendChild(el("p", "empty", state.steps.length ? "Pick one more goal above as the next step to see the funnel."
+        : "No funnel yet: pick two goals or more above, in the order a visitor should reach them, to define one (it is kept in the URL)."));
+      box.setAttribute("data-loaded", g);
+      return Promise.resolve();
+    }
     return post(base() + "/funnel", { steps: state.steps, date_range: dateRange(), filters: apiFilters() }).then(function (res) {
       if (g !== gen) return;
       lastFunnel = res.steps;
