@@ -15,17 +15,17 @@
 
   // Every panel is one query: by dim (or the chosen tab's), with metrics.
   var PANELS = [
-    { id: "sources", title: "Top sources", tabs: [{ label: "Sources", dim: "visit:source" }], second: "visits" },
+    { id: "sources", title: "Top Sources", tabs: [{ label: "Sources", dim: "visit:source" }], second: "visits" },
     { id: "campaigns", title: "Campaigns", tabs: [
       { label: "Source", dim: "visit:utm_source" }, { label: "Medium", dim: "visit:utm_medium" }, { label: "Campaign", dim: "visit:utm_campaign" }], second: "visits" },
-    { id: "pages", title: "Top pages", tabs: [{ label: "Page", dim: "event:page" }], second: "pageviews" },
-    { id: "entry", title: "Entry pages", tabs: [{ label: "Entry page", dim: "visit:entry_page" }], second: "visits" },
-    { id: "exit", title: "Exit pages", tabs: [{ label: "Exit page", dim: "visit:exit_page" }], second: "visits" },
+    { id: "pages", title: "Top Pages", tabs: [{ label: "Page", dim: "event:page" }], second: "pageviews" },
+    { id: "entry", title: "Entry Pages", tabs: [{ label: "Entry page", dim: "visit:entry_page" }], second: "visits" },
+    { id: "exit", title: "Exit Pages", tabs: [{ label: "Exit page", dim: "visit:exit_page" }], second: "visits" },
     { id: "countries", title: "Countries", tabs: [{ label: "Country", dim: "visit:country" }], second: "percentage" },
     { id: "devices", title: "Devices", tabs: [{ label: "Device", dim: "visit:device" }], second: "percentage" },
     { id: "browsers", title: "Browsers", tabs: [{ label: "Browser", dim: "visit:browser" }], second: "percentage" },
-    { id: "os", title: "Operating systems", tabs: [{ label: "OS", dim: "visit:os" }], second: "percentage" },
-    { id: "props", title: "Custom properties", tabs: [{ label: "Value", dim: "" }], second: "events" }
+    { id: "os", title: "Operating Systems", tabs: [{ label: "OS", dim: "visit:os" }], second: "percentage" },
+    { id: "props", title: "Custom Properties", tabs: [{ label: "Value", dim: "" }], second: "events" }
   ];
   var tabOf = {};
 
