@@ -364,6 +364,17 @@ func TestDashboardGoalsAndFunnel(t *testing.T) {
 	if got, want := table(t, ctx, "goals"), "Home|2|2|50%\nPricing|2|2|50%"; got != want {
 		t.Errorf("goals:\ngot  %s\nwant %s", got, want)
 	}
+	// No default funnel: it says how to define one (docs/dashboard.md#funnel).
+	if got := text(t, ctx, "#funnel"); !strings.HasPrefix(got, "No funnel yet: pick two goals") {
+		t.Errorf("funnel without steps: got %q, want the empty state", got)
+	}
+	if got := text(t, ctx, "#funnel-table"); got != "" {
+		t.Errorf("funnel without steps: got a table %q, want none", got)
+	}
+	ctx, cancel2 := browser(t)
+	defer cancel2()
+	signIn(t, ctx, srv, "/?period=7d&step=Home&step=Pricing", srv.AdminToken)
+	ready(t, ctx, "")
 	// Home then Pricing in one visit: a1 only (a3 saw Pricing without Home).
 	if got, want := table(t, ctx, "funnel-table"), "Home|2|100%|0\nPricing|1|50%|1"; got != want {
 		t.Errorf("funnel:\ngot  %s\nwant %s", got, want)

@@ -15,17 +15,17 @@
 
   // Every panel is one query: by dim (or the chosen tab's), with metrics.
   var PANELS = [
-    { id: "sources", title: "Top sources", tabs: [{ label: "Sources", dim: "visit:source" }], second: "visits" },
+    { id: "sources", title: "Top Sources", tabs: [{ label: "Sources", dim: "visit:source" }], second: "visits" },
     { id: "campaigns", title: "Campaigns", tabs: [
       { label: "Source", dim: "visit:utm_source" }, { label: "Medium", dim: "visit:utm_medium" }, { label: "Campaign", dim: "visit:utm_campaign" }], second: "visits" },
-    { id: "pages", title: "Top pages", tabs: [{ label: "Page", dim: "event:page" }], second: "pageviews" },
-    { id: "entry", title: "Entry pages", tabs: [{ label: "Entry page", dim: "visit:entry_page" }], second: "visits" },
-    { id: "exit", title: "Exit pages", tabs: [{ label: "Exit page", dim: "visit:exit_page" }], second: "visits" },
+    { id: "pages", title: "Top Pages", tabs: [{ label: "Page", dim: "event:page" }], second: "pageviews" },
+    { id: "entry", title: "Entry Pages", tabs: [{ label: "Entry page", dim: "visit:entry_page" }], second: "visits" },
+    { id: "exit", title: "Exit Pages", tabs: [{ label: "Exit page", dim: "visit:exit_page" }], second: "visits" },
     { id: "countries", title: "Countries", tabs: [{ label: "Country", dim: "visit:country" }], second: "percentage" },
     { id: "devices", title: "Devices", tabs: [{ label: "Device", dim: "visit:device" }], second: "percentage" },
     { id: "browsers", title: "Browsers", tabs: [{ label: "Browser", dim: "visit:browser" }], second: "percentage" },
-    { id: "os", title: "Operating systems", tabs: [{ label: "OS", dim: "visit:os" }], second: "percentage" },
-    { id: "props", title: "Custom properties", tabs: [{ label: "Value", dim: "" }], second: "events" }
+    { id: "os", title: "Operating Systems", tabs: [{ label: "OS", dim: "visit:os" }], second: "percentage" },
+    { id: "props", title: "Custom Properties", tabs: [{ label: "Value", dim: "" }], second: "events" }
   ];
   var tabOf = {};
 
@@ -473,8 +473,15 @@
     if (goalList.length < 2) { box.appendChild(el("p", "empty", "A funnel needs two goals or more")); box.setAttribute("data-loaded", g); return Promise.resolve(); }
     var names = goalList.map(function (x) { return x.name; });
     state.steps = state.steps.filter(function (s) { return names.indexOf(s) >= 0; });
-    if (state.steps.length < 2) state.steps = names.slice(0, Math.min(names.length, 8));
     funnelSelects();
+    // no funnel until one is defined: the steps are the user's, in the URL
+    // (docs/dashboard.md#funnel)
+    if (state.steps.length < 2) {
+      box.appendChild(el("p", "empty", state.steps.length ? "Pick one more goal above as the next step to see the funnel."
+        : "No funnel yet: pick two goals or more above, in the order a visitor should reach them, to define one (it is kept in the URL)."));
+      box.setAttribute("data-loaded", g);
+      return Promise.resolve();
+    }
     return post(base() + "/funnel", { steps: state.steps, date_range: dateRange(), filters: apiFilters() }).then(function (res) {
       if (g !== gen) return;
       lastFunnel = res.steps;
