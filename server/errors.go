@@ -94,6 +94,26 @@ var statusOf = map[string]int{
 // pattern that r matched (never the path, which can hold a user id), and
 // shown as a generic internal error, so no internals leak to clients.
 func writeError(log *slog.Logger, w http.ResponseWriter, r *http.Request, route string, err error) {
+	e, status := faultOf(log, w, r, route, err)
+	writeJSON(w, status, errorBody{Error: errorFields{Code: e.Code, Message: e.Message, Details: e.Details}})
+}
+
+// plausibleErrorBody is Plausible's error body: the message alone
+// (docs/query-api.md#plausible-compatibility).
+type plausibleErrorBody struct {
+	Error string `json:"error"`
+}
+
+// writePlausibleError writes err as Plausible's routes do,
+// {"error": "<message>"}, with the status and logging of writeError.
+func writePlausibleError(log *slog.Logger, w http.ResponseWriter, r *http.Request, route string, err error) {
+	e, status := faultOf(log, w, r, route, err)
+	writeJSON(w, status, plausibleErrorBody{Error: e.Message})
+}
+
+// faultOf turns err into the application error shown to the client and
+// its status, logging an internal one and setting Retry-After when due.
+func faultOf(log *slog.Logger, w http.ResponseWriter, r *http.Request, route string, err error) (*fault.Error, int) {
 	e := fault.As(err)
 	var tooBig *http.MaxBytesError
 	switch {
@@ -111,7 +131,7 @@ func writeError(log *slog.Logger, w http.ResponseWriter, r *http.Request, route 
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	writeJSON(w, status, errorBody{Error: errorFields{Code: e.Code, Message: e.Message, Details: e.Details}})
+	return e, status
 }
 
 // writeJSON writes v as a JSON response with the given status.

@@ -662,11 +662,69 @@ func TestQueryAuthorization(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mustStatus(t, h.q("POST", "/v1/sites/"+tt.site+"/query", tt.token, body(tt.site)), tt.status, tt.code)
-			mustStatus(t, h.q("POST", "/api/v2/query", tt.token, body(tt.site)), tt.status, tt.code)
+			mustPlausibleStatus(t, h.q("POST", "/api/v2/query", tt.token, body(tt.site)), tt.status, "")
 		})
 	}
-	mustStatus(t, h.q("POST", "/api/v2/query", a.readKey, map[string]any{"metrics": list("visitors"), "date_range": "7d"}), 400, "invalid_query")
-	mustStatus(t, h.q("POST", "/api/v2/query", "", `not json`), 401, "unauthorized")
+	mustPlausibleStatus(t, h.q("POST", "/api/v2/query", a.readKey, map[string]any{"metrics": list("visitors"), "date_range": "7d"}), 400, "site_id")
+	mustPlausibleStatus(t, h.q("POST", "/api/v2/query", "", `not json`), 401, "")
+}
+
+// mustPlausibleStatus checks r's status and, for a failure, Plausible's
+// error body: one key, "error", a message that holds want.
+func mustPlausibleStatus(t *testing.T, r response, status int, want string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("got %d, want %d; body %s", r.status, status, r.body)
+	}
+	if status < 400 {
+		return
+	}
+	var body map[string]any
+	if err := json.Unmarshal(r.body, &body); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+	msg, ok := body["error"].(string)
+	if len(body) != 1 || !ok || msg == "" || !strings.Contains(msg, want) {
+		t.Fatalf("got body %s, want {\"error\": \"<message with %q>\"}", r.body, want)
+	}
+}
+
+// TestQueryPlausibleErrors: POST /api/v2/query fails with Plausible's
+// body, {"error": "<message>"}, and the same statuses; Tally's own route
+// keeps SPEC's envelope for the same requests.
+func TestQueryPlausibleErrors(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.setupTenant("acme", "web")
+	q := func(extra map[string]any) map[string]any {
+		b := map[string]any{"site_id": "web", "metrics": list("visitors"), "date_range": "7d"}
+		for k, v := range extra {
+			b[k] = v
+		}
+		return b
+	}
+	tests := []struct {
+		name, token string
+		body        any
+		status      int
+		code, msg   string
+	}{
+		{"unknown metric", tn.readKey, q(map[string]any{"metrics": list("visitorz")}), 400, "invalid_query", "visitorz"},
+		{"bad date_range", tn.readKey, q(map[string]any{"date_range": "fortnight"}), 400, "invalid_query", "date_range"},
+		{"bad filter", tn.readKey, q(map[string]any{"filters": []any{[]any{"is", "event:nope", list("x")}}}), 400, "invalid_query", "event:nope"},
+		{"not json", tn.readKey, `{"site_id":`, 400, "invalid_query", ""},
+		{"no credential", "", q(nil), 401, "unauthorized", ""},
+		{"ingest key", tn.ingestKey, q(nil), 403, "forbidden", ""},
+		{"unknown site", tn.readKey, q(map[string]any{"site_id": "nope"}), 404, "not_found", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mustPlausibleStatus(t, h.q("POST", "/api/v2/query", tt.token, tt.body), tt.status, tt.msg)
+			if tt.code != "not_found" && tt.name != "not json" {
+				mustStatus(t, h.q("POST", "/v1/sites/web/query", tt.token, tt.body), tt.status, tt.code)
+			}
+		})
+	}
 }
 
 // TestQueryPlausibleDocsExamples runs requests copied verbatim from

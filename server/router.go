@@ -59,6 +59,13 @@ func (rt *router) route(method, path string, h handler) {
 	rt.Handle(method, path, rt.adapt(path, h))
 }
 
+// routePlausible registers h at exactly path, a route of Plausible's API:
+// its failures are written in Plausible's error body
+// (docs/query-api.md#plausible-compatibility).
+func (rt *router) routePlausible(method, path string, h handler) {
+	rt.Handle(method, path, rt.adaptWith(path, h, writePlausibleError))
+}
+
 // unmatchedRoute names the route of a request that matched none in logs.
 const unmatchedRoute = "(unmatched)"
 
@@ -66,17 +73,22 @@ const unmatchedRoute = "(unmatched)"
 // are logged under pattern: the request path can hold a user id, which
 // logs must not.
 func (rt *router) adapt(pattern string, h handler) httprouter.Handle {
+	return rt.adaptWith(pattern, h, writeError)
+}
+
+// adaptWith is adapt with the error body that write writes.
+func (rt *router) adaptWith(pattern string, h handler, write func(*slog.Logger, http.ResponseWriter, *http.Request, string, error)) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v) // a handler ending a response it started: net/http drops the connection
 				}
-				writeError(rt.log, w, r, pattern, fmt.Errorf("panic: %v", v))
+				write(rt.log, w, r, pattern, fmt.Errorf("panic: %v", v))
 			}
 		}()
 		if err := h(w, r, ps); err != nil {
-			writeError(rt.log, w, r, pattern, err)
+			write(rt.log, w, r, pattern, err)
 		}
 	}
 }

@@ -247,7 +247,7 @@ func (s *Server) Query() http.Handler {
 	rt.handleV1(http.MethodPost, "/sites/:siteId/funnel", s.bounded(s.funnel))
 	rt.handleV1(http.MethodPost, "/sites/:siteId/imports", s.importEvents)
 	rt.handleV1(http.MethodPost, "/sites/:siteId/imports/plausible", s.importPlausible)
-	rt.route(http.MethodPost, "/api/v2/query", s.bounded(s.plausibleQuery))
+	rt.routePlausible(http.MethodPost, "/api/v2/query", s.bounded(s.plausibleQuery))
 	rt.handle(http.MethodPost, "/sites/:siteId/sourcemaps", s.uploadSourcemap)
 	rt.handleV1(http.MethodDelete, "/sites/:siteId/sourcemaps", s.deleteSourcemaps)
 	rt.handle(http.MethodGet, "/sites/:siteId/dlq", s.listDLQ)
