@@ -27,13 +27,14 @@ const (
 // Plausible and Umami; so with REQUIRE_API_KEY=require, where every
 // request must bring a key, they do not exist and answer the ordinary 404.
 //
-// POST /api/event, POST /api/send (collector)
+// POST /api/event, POST /api/send, GET /js/script.js (collector)
 func (s *Server) trackerRoutes(rt *router) {
 	if s.cfg.RequireAPIKey == KeyModeRequire {
 		return
 	}
 	rt.route(http.MethodPost, pathPlausibleEvent, s.plausibleIngest(s.ingest(plausibleEvents)))
 	rt.route(http.MethodPost, pathUmamiSend, s.ingest(umamiEvents))
+	rt.route(http.MethodGet, pathPlausibleScript, s.plausibleScript)
 }
 
 // plausibleIngest answers an engagement event (scroll depth and time on

@@ -25,3 +25,17 @@ func TestDashboardFiles(t *testing.T) {
 		}
 	}
 }
+
+// Plausible's legacy script with every extension on stays under the
+// tracking script's budget.
+func TestPlausibleScriptSizeBudget(t *testing.T) {
+	b, _ := PlausibleScript(PlausibleExtensions)
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	if buf.Len() > 2048 {
+		t.Fatalf("the Plausible script is %d bytes gzipped, over the 2 KB budget", buf.Len())
+	}
+	t.Logf("plausible script: %d bytes, %d gzipped", len(b), buf.Len())
+}

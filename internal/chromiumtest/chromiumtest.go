@@ -20,8 +20,9 @@ const DesktopUA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, li
 // Browser starts chromium headless with a fresh profile and DesktopUA, and
 // returns a chromedp context that ends with the test (or after 90 s). A
 // missing chromium skips the test, except in CI (CI set), where .ci/run
-// installs it and its absence fails the test.
-func Browser(t testing.TB) context.Context {
+// installs it and its absence fails the test. extra adds flags of the
+// test's own (a host mapping, say).
+func Browser(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	var chrome string
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -50,6 +51,7 @@ func Browser(t testing.TB) context.Context {
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("no-first-run", true),
 	)
+	opts = append(opts, extra...)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(alloc)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)

@@ -1,0 +1,66 @@
+package server
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/web"
+)
+
+// pathPlausibleScript is where Plausible's legacy snippet loads its script
+// from: /js/script.js, or /js/script.<ext>[.<ext>...].js with extensions
+// (docs/intake.md#plausibles-snippet).
+const pathPlausibleScript = "/js/:file"
+
+// plausibleScript serves Tally's stand-in for Plausible's legacy script,
+// with the extensions the file's name lists in any order; an unknown or
+// repeated extension, or another file, is 404. Cached as /v1/script.js is.
+//
+// GET /js/script[.<ext>...].js (collector)
+func (s *Server) plausibleScript(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	exts, err := plausibleScriptExtensions(ps.ByName("file"))
+	if err != nil {
+		return err
+	}
+	b, etag := web.PlausibleScript(exts)
+	h := w.Header()
+	h.Set("ETag", etag)
+	h.Set("Cache-Control", "public, max-age=3600")
+	h.Set("Content-Type", "text/javascript; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	w.Write(b)
+	return nil
+}
+
+// plausibleScriptExtensions is the extensions a script's file name lists:
+// none for script.js, hash and local for script.hash.local.js.
+func plausibleScriptExtensions(file string) ([]string, error) {
+	if file == "script.js" {
+		return nil, nil
+	}
+	mid, ok := strings.CutPrefix(file, "script.")
+	if ok {
+		mid, ok = strings.CutSuffix(mid, ".js")
+	}
+	if !ok {
+		return nil, fault.Errorf(fault.NotFound, "no such script: the collector serves /js/script.js and /js/script.<extension>...js")
+	}
+	exts := strings.Split(mid, ".")
+	for i, e := range exts {
+		if !slices.Contains(web.PlausibleExtensions, e) {
+			return nil, fault.Errorf(fault.NotFound, "no such script: unknown extension %q; known: %s", e, strings.Join(web.PlausibleExtensions, ", "))
+		}
+		if slices.Contains(exts[:i], e) {
+			return nil, fault.Errorf(fault.NotFound, "no such script: extension %q is named twice", e)
+		}
+	}
+	return exts, nil
+}

@@ -1,0 +1,33 @@
+package server
+
+import (
+	"strings"
+	"testing"
+)
+
+// The collector serves Plausible's legacy script by its file name: the
+// extensions in any order; an unknown or repeated one, or another file, is
+// 404 (docs/intake.md#plausibles-snippet).
+func TestPlausibleScriptVariants(t *testing.T) {
+	t.Parallel()
+	h := trackerHarness(t)
+	for _, tt := range []struct {
+		path   string
+		status int
+		has    string
+	}{
+		{"/js/script.js", 200, "{}"},
+		{"/js/script.outbound-links.js", 200, `{"outbound-links":1}`},
+		{"/js/script.local.hash.js", 200, `{"hash":1,"local":1}`},
+		{"/js/script.hash.local.js", 200, `{"hash":1,"local":1}`},
+		{"/js/script.nope.js", 404, "unknown extension"},
+		{"/js/script.hash.hash.js", 404, "named twice"},
+		{"/js/script.hashjs", 404, "no such script"},
+		{"/js/other.js", 404, "no such script"},
+	} {
+		r := h.c("GET", tt.path, "", "")
+		if r.status != tt.status || !strings.Contains(string(r.body), tt.has) {
+			t.Errorf("%s: got %d %.80s, want %d with %s", tt.path, r.status, r.body, tt.status, tt.has)
+		}
+	}
+}
