@@ -36,8 +36,9 @@ func TestDashboardFunnelSaysPurgedDays(t *testing.T) {
 	if err := h.srv.purge(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// The answer the dashboard shows: days before the cut purged.
-	r := h.q("POST", "/v1/sites/web/funnel", testAdminToken, `{"steps":["1 Read x","2 Click"],"date_range":"30d"}`)
+	// The answer the dashboard shows (its Last 30 days end today, January 21:
+	// docs/dashboard.md#default-range): days before the cut purged.
+	r := h.q("POST", "/v1/sites/web/funnel", testAdminToken, `{"steps":["1 Read x","2 Click"],"date_range":["2025-12-23","2026-01-21"]}`)
 	mustStatus(t, r, 200, "")
 	var answer struct {
 		PurgedRange []string `json:"purged_range"`
@@ -54,7 +55,7 @@ func TestDashboardFunnelSaysPurgedDays(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`sessionStorage.setItem("tally_token", `+jsonString(testAdminToken)+`), true`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(ctx, chromedp.Navigate(h.query.URL+"/?ws=acme&site=web&period=30d"),
+	if err := chromedp.Do(ctx, chromedp.Navigate(h.query.URL+"/?ws=acme&site=web&period=30d&step=1%20Read%20x&step=2%20Click"),
 		chromedp.WaitReady(chromedp.CSS("body[data-ready]"))); err != nil {
 		t.Fatal(err)
 	}

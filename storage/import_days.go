@@ -219,6 +219,7 @@ func (db *DB) withImported(ctx context.Context, q StatsQuery, groups map[string]
 		if err := rows.Scan(&label, &value, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]); err != nil {
 			return nil, nil, err
 		}
+		value = plausibleName(dim, value)
 		if dim != "" && !pass(value) {
 			continue
 		}

@@ -33,3 +33,19 @@ func plausibleNameSQL(d, expr string) string {
 	b.WriteString(" ELSE " + expr + " END")
 	return b.String()
 }
+
+// plausibleName is plausibleNameSQL for a value read in Go: imported days
+// (withImported) keep the importer's stored names, renamed here so that
+// live and imported rows of one value meet under Plausible's name
+// (docs/query-api.md#value-names).
+func plausibleName(d, value string) string {
+	if d == "visit:referrer" && (value == "" || value == NotSet) {
+		return DirectNone
+	}
+	for _, p := range plausibleNames[d] {
+		if p[0] == value {
+			return p[1]
+		}
+	}
+	return value
+}
