@@ -588,7 +588,7 @@ func TestQueryErrors(t *testing.T) {
 		{"metric scroll_depth", base("metrics", list("scroll_depth")), "unsupported_query", "scroll_depth"},
 		{"metric conversion_rate without a goal", base("metrics", list("conversion_rate")), "invalid_query", "event:goal"},
 		{"metric time_on_page", base("metrics", list("time_on_page")), "unsupported_query", "time_on_page"},
-		{"dimension visit:country_name", base("dimensions", list("visit:country_name")), "unsupported_query", "visit:country_name"},
+		{"dimension visit:region_name", base("dimensions", list("visit:region_name")), "unsupported_query", "visit:region_name"},
 		{"dimension visit:channel", base("dimensions", list("visit:channel")), "unsupported_query", "visit:channel"},
 		{"filter on event:hostname", base("filters", []any{[]any{"is", "event:hostname", list("x.test")}}), "unsupported_query", "event:hostname"},
 		{"segment filter", base("filters", []any{[]any{"is", "segment", []any{2}}}), "unsupported_query", "segment"},
@@ -828,19 +828,7 @@ func TestQueryPlausibleDocsExamples(t *testing.T) {
     ["is_not", "visit:country_name", [""]]
   ],
   "dimensions": ["visit:country_name", "visit:city_name"]
-}`, "visit:country_name"},
-		{"filtering-basics-query", `{
-  "site_id": "dummy.site",
-  "metrics": ["visitors"],
-  "date_range": "7d",
-  "filters": [
-    ["contains", "event:page", ["/docs", "/pricing"]],
-    ["or", [
-      ["not", ["is", "visit:utm_campaign", ["Referral"]]],
-      ["is", "visit:country_name", ["Estonia", "United States of America"]]
-    ]]
-  ]
-}`, "visit:country_name"},
+}`, "visit:city_name"},
 		{"behavioral-filters-query", `{
   "site_id": "dummy.site",
   "metrics": ["visitors"],

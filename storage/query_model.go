@@ -141,7 +141,7 @@ func defaultOrder(metrics, dims []string) [][2]string {
 // statsQuery is pq over [from, to), as the reads take it.
 func (pq *parsedQuery) statsQuery(from, to time.Time) StatsQuery {
 	return StatsQuery{Site: pq.site.ID, From: from, To: to, Zone: pq.loc, Metrics: pq.metrics,
-		Dimensions: pq.dimensions, TimeUnit: pq.timeUnit, Filters: pq.filters, Imports: pq.imports && !pq.goalQuery()}
+		Dimensions: pq.storedDimensions(), TimeUnit: pq.timeUnit, Filters: pq.filters, Imports: pq.imports && !pq.goalQuery()}
 }
 
 // QueryAnswer is the answer of a query (docs/query-api.md), in the

@@ -47,6 +47,8 @@ var VisitDimensions = map[string]string{
 	"visit:utm_term":     "utm_term",
 	"visit:utm_content":  "utm_content",
 	"visit:country":      "country",
+	// Read as its code, answered as its name (query_country_names.go).
+	"visit:country_name": "country",
 	"visit:city":         "city",
 	"visit:browser":      "browser",
 	"visit:os":           "os",
