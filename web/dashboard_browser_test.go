@@ -333,6 +333,16 @@ func TestDashboardOnAPhone(t *testing.T) {
 	if err != nil || columns != 1 {
 		t.Errorf("got panels in %d columns (%v), want 1", columns, err)
 	}
+	// Plausible's capitalisation of the panel titles (docs/dashboard.md).
+	titles, err := chromedp.Run(ctx, chromedp.Evaluate[string](`Array.from(document.querySelectorAll("h2")).map(function (h) { return h.textContent; }).join("|")`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Top Sources", "Top Pages", "Entry Pages", "Exit Pages", "Operating Systems", "Goal Conversions"} {
+		if !strings.Contains("|"+titles+"|", "|"+want+"|") {
+			t.Errorf("panel titles: got %s, want %q among them", titles, want)
+		}
+	}
 }
 
 // Goals show with their conversion rates and the funnel view counts the
