@@ -173,6 +173,9 @@ func parsePlausible(body []byte, now time.Time) ([]schema.Event, []refusal, erro
 	case u == nil || u.Scheme == "data":
 		return nil, nil, plausibleInvalid("/url", "url must be a valid URL such as https://example.com/page (not data:)")
 	}
+	if plausibleHashMode(f) && u.Fragment != "" {
+		rawURL = hashPageURL(u)
+	}
 	ev.URL = &rawURL
 	if v, key := plausibleField(f, "r", "referrer"); v != nil {
 		var ref string
@@ -203,6 +206,24 @@ func parsePlausible(body []byte, now time.Time) ([]schema.Event, []refusal, erro
 	f["properties"] = ev.Properties
 	ev.Raw, _ = json.Marshal(f)
 	return []schema.Event{ev}, nil, nil
+}
+
+// plausibleHashMode is whether the tracker routes pages by the URL's
+// fragment: h (or hashMode) 1 or true, as Plausible's hash scripts send.
+func plausibleHashMode(f map[string]json.RawMessage) bool {
+	v, _ := plausibleField(f, "h", "hashMode")
+	return string(v) == "1" || string(v) == "true"
+}
+
+// hashPageURL is the URL of a hash-routed page: its fragment moved into
+// its path, escaped (https://a.test/%23/pricing), so that its page is
+// /#/pricing as Plausible names it, and the stored URL, which keeps no
+// fragment, keeps it (docs/intake.md#plausibles-snippet).
+func hashPageURL(u *url.URL) string {
+	c := *u
+	c.Path, c.RawPath = u.Path+"#"+u.Fragment, ""
+	c.Fragment, c.RawFragment = "", ""
+	return c.String()
 }
 
 // plausibleProps reads m, meta, p or props (an object, or a JSON string of

@@ -1,0 +1,119 @@
+package web_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// Plausible's published snippets, verbatim (plausible.io/docs: the
+// legacy snippet, its script extensions, the queue for custom events).
+const (
+	plausibleQueue = `<script>window.plausible = window.plausible || function() { (window.plausible.q = window.plausible.q || []).push(arguments) }</script>`
+	plausibleHead  = `<!doctype html><html><head><title>Shop</title>`
+)
+
+// plausiblePage is a page whose head holds head and whose body holds body.
+func plausiblePage(head, body string) string {
+	return plausibleHead + head + `</head><body style="margin:0"><h1>Shop</h1>` + body + `</body></html>`
+}
+
+// TestPlausibleLegacySnippetInABrowser loads pages holding Plausible's
+// published legacy snippet and its extension variants verbatim, with
+// plausible.io and yourdomain.com mapped to Tally and the test's pages
+// (docs/intake.md#plausibles-snippet), and reads back what they sent
+// through the v2 query API.
+func TestPlausibleLegacySnippetInABrowser(t *testing.T) {
+	exclusions := plausiblePage(`<script defer data-domain="yourdomain.com" data-exclude="/admin/**, /secret" src="https://plausible.io/js/script.exclusions.js"></script>`, ``)
+	w := newSnippetWorld(t, map[string]string{
+		"/": plausiblePage(`<script defer data-domain="yourdomain.com" src="https://plausible.io/js/script.js"></script>`, ``),
+		"/links.html": plausiblePage(`<script defer data-domain="yourdomain.com" src="https://plausible.io/js/script.file-downloads.outbound-links.js"></script>`,
+			`<a id="out" href="https://example.org/partner">Partner</a> <a id="pdf" href="/files/report.pdf">Report</a>`),
+		"/tagged.html": plausiblePage(`<script defer data-domain="yourdomain.com" src="https://plausible.io/js/script.tagged-events.revenue.js"></script>`+plausibleQueue,
+			`<button id="signup" class="plausible-event-name=Signup plausible-event-plan=Pro+plan">Sign up</button>
+<button id="buy" class="plausible-event-name=Purchase plausible-revenue-amount=10.29 plausible-revenue-currency=EUR"><span id="buy-label">Buy</span></button>`),
+		"/props.html": plausiblePage(`<script defer data-domain="yourdomain.com" src="https://plausible.io/js/script.pageview-props.js" event-author="John Doe"></script>`, ``),
+		"/hash.html":  plausiblePage(`<script defer data-domain="yourdomain.com" src="https://plausible.io/js/script.hash.js"></script>`, ``),
+		"/manual.html": plausiblePage(`<script defer data-domain="yourdomain.com" src="https://plausible.io/js/script.manual.js"></script>`+plausibleQueue+
+			`<script>plausible('pageview', { u: "http://yourdomain.com/manual/custom" + window.location.search })</script>`, ``),
+		"/admin/users": exclusions, "/secret": exclusions, "/kept": exclusions,
+	})
+
+	// The plain script: a pageview on load, another on an SPA navigation.
+	w.open("/")
+	w.wait(1)
+	w.run(`history.pushState({}, "", "/about")`)
+	w.wait(2)
+	// File downloads and outbound links: the page is left, the event kept.
+	w.open("/links.html")
+	w.wait(3)
+	if err := chromedp.Do(w.ctx, chromedp.Click(chromedp.CSS("#pdf"))); err != nil {
+		t.Fatal(err)
+	}
+	w.wait(4)
+	w.open("/links.html")
+	w.wait(5)
+	if err := chromedp.Do(w.ctx, chromedp.Click(chromedp.CSS("#out"))); err != nil {
+		t.Fatal(err)
+	}
+	w.wait(6)
+	// Tagged events and revenue, a click on an element inside the tagged
+	// one included.
+	w.open("/tagged.html")
+	w.wait(7)
+	if err := chromedp.Do(w.ctx, chromedp.Click(chromedp.CSS("#signup"))); err != nil {
+		t.Fatal(err)
+	}
+	w.wait(8)
+	if err := chromedp.Do(w.ctx, chromedp.Click(chromedp.CSS("#buy-label"))); err != nil {
+		t.Fatal(err)
+	}
+	w.wait(9)
+	w.run(`plausible("Purchase", {revenue: {amount: 15.99, currency: "EUR"}, props: {plan: "Team"}})`)
+	w.wait(10)
+	// pageview-props, hash routing, a manual pageview.
+	w.open("/props.html")
+	w.wait(11)
+	w.open("/hash.html")
+	w.wait(12)
+	w.run(`location.hash = "#/pricing"`)
+	w.wait(13)
+	w.open("/manual.html?plan=x")
+	w.wait(14)
+	// Exclusions: the excluded pages send nothing, the next one is counted.
+	w.open("/admin/users")
+	w.open("/secret")
+	w.open("/kept")
+	events := w.wait(15)
+	if len(events) != 15 {
+		for _, e := range events {
+			t.Logf("%s %s %s", e.Type, deref(e.URL), e.Raw)
+		}
+		t.Fatalf("got %d events, want 15", len(events))
+	}
+
+	w.check("pages", w.query([]string{"visitors", "pageviews"}, []string{"event:page"}), map[string]string{
+		"/": "[1,1]", "/about": "[1,1]", "/hash.html": "[1,1]", "/hash.html#/pricing": "[1,1]", "/kept": "[1,1]",
+		"/links.html": "[1,2]", "/manual/custom": "[1,1]", "/props.html": "[1,1]", "/tagged.html": "[1,1]",
+	})
+	w.check("event names", w.query([]string{"events"}, []string{"event:name"}), map[string]string{
+		"pageview": "[10]", "File Download": "[1]", "Outbound Link: Click": "[1]", "Signup": "[1]", "Purchase": "[2]",
+	})
+	w.check("link urls", w.query([]string{"events"}, []string{"event:name", "event:props:url"}, []any{"is_not", "event:props:url", []string{"(none)"}}), map[string]string{
+		"File Download|http://yourdomain.com/files/report.pdf": "[1]", "Outbound Link: Click|https://example.org/partner": "[1]",
+	})
+	w.check("tagged props", w.query([]string{"events"}, []string{"event:props:plan"}), map[string]string{
+		"(none)": "[13]", "Pro plan": "[1]", "Team": "[1]",
+	})
+	w.check("pageview props", w.query([]string{"pageviews"}, []string{"event:props:author"}, []any{"is", "event:page", []string{"/props.html"}}), map[string]string{
+		"John Doe": "[1]",
+	})
+	w.call(http.MethodPost, "/v1/sites/"+w.srv.SiteID+"/goals", map[string]any{"name": "Purchase", "event_name": "Purchase"}, nil)
+	// The revenue of both purchases (the tagged button's and the API call's),
+	// as a number or as Plausible's {currency, long, short, value}.
+	if got := w.query([]string{"events", "total_revenue"}, nil, []any{"is", "event:goal", []string{"Purchase"}}); !strings.HasPrefix(got[""], "[2,") || !strings.Contains(got[""], "26.28") {
+		t.Errorf("revenue: got %v, want 2 events and 26.28", got)
+	}
+}
