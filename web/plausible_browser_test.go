@@ -53,6 +53,7 @@ func TestPlausibleLegacySnippetInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.wait(4)
+	w.waitPath("/files/report.pdf")
 	w.open("/links.html")
 	w.wait(5)
 	if err := chromedp.Do(w.ctx, chromedp.Click(chromedp.CSS("#out"))); err != nil {
@@ -116,4 +117,84 @@ func TestPlausibleLegacySnippetInABrowser(t *testing.T) {
 	if got := w.query([]string{"events", "total_revenue"}, nil, []any{"is", "event:goal", []string{"Purchase"}}); !strings.HasPrefix(got[""], "[2,") || !strings.Contains(got[""], "26.28") {
 		t.Errorf("revenue: got %v, want 2 events and 26.28", got)
 	}
+}
+
+// plausibleWebSnippet is Plausible's published 2025 snippet verbatim, for
+// the script of id, with init's options (the published text has none).
+func plausibleWebSnippet(id, options string) string {
+	return `<!-- Privacy-friendly analytics by Plausible -->
+<script async src="https://plausible.io/js/pa-` + id + `.js"></script>
+<script>
+  window.plausible=window.plausible||function(){(plausible.q=plausible.q||[]).push(arguments)},plausible.init=plausible.init||function(i){plausible.o=i||{}};
+  plausible.init(` + options + `)
+</script>`
+}
+
+// TestPlausibleWebSnippetInABrowser loads pages holding Plausible's
+// published 2025 snippet (a per-site /js/pa-<id>.js, the id the site's id
+// or alias, and plausible.init) with its documented options, and reads
+// back what they sent (docs/intake.md#plausibles-snippet).
+func TestPlausibleWebSnippetInABrowser(t *testing.T) {
+	links := `<a id="out" href="https://example.org/partner">Partner</a> <a id="pdf" href="/files/report.pdf">Report</a>
+<button id="signup" class="plausible-event-name=Signup">Sign up</button>
+<form id="f" onsubmit="event.preventDefault()"><input name="q"><button>Go</button></form>`
+	var w *snippetWorld
+	pages := map[string]string{}
+	w = newSnippetWorld(t, pages)
+	pages["/app"] = plausiblePage(plausibleWebSnippet(w.srv.SiteID, ``), links)
+	pages["/opts"] = plausiblePage(plausibleWebSnippet(snippetDomain, `{ endpoint: "http://yourdomain.com/stats/api/event", customProperties: { section: "docs" }, hashBasedRouting: true, fileDownloads: false }`), links)
+	pages["/manual"] = plausiblePage(plausibleWebSnippet(snippetDomain, `{ autoCapturePageviews: false }`)+
+		`<script>plausible("pageview", { url: "http://yourdomain.com/virtual" }); plausible("Queued", { props: { step: "1" } })</script>`, ``)
+	pages["/local"] = plausiblePage(plausibleWebSnippet(snippetDomain, ``), ``)
+	pages["/local-on"] = plausiblePage(plausibleWebSnippet(snippetDomain, `{ captureOnLocalhost: true }`), ``)
+
+	// The defaults: pageviews, form submissions, tagged elements and
+	// outbound links.
+	w.open("/app")
+	w.wait(1)
+	w.run(`document.getElementById("f").requestSubmit()`)
+	w.wait(2)
+	if err := chromedp.Do(w.ctx, chromedp.Click(chromedp.CSS("#signup"))); err != nil {
+		t.Fatal(err)
+	}
+	w.wait(3)
+	if err := chromedp.Do(w.ctx, chromedp.Click(chromedp.CSS("#out"))); err != nil {
+		t.Fatal(err)
+	}
+	w.wait(4)
+	// init's options: an endpoint through the site's proxy, custom
+	// properties on every event, hash routing, file downloads off.
+	w.open("/opts")
+	w.wait(5)
+	w.run(`location.hash = "#/guide"`)
+	w.wait(6)
+	if err := chromedp.Do(w.ctx, chromedp.Click(chromedp.CSS("#pdf"))); err != nil {
+		t.Fatal(err)
+	}
+	w.waitPath("/files/report.pdf")
+	// No automatic pageview; the page's own, and a call queued before the
+	// script loaded.
+	w.open("/manual")
+	w.wait(8)
+	// Nothing from localhost unless captureOnLocalhost.
+	for _, p := range []string{"/local", "/local-on"} {
+		if err := chromedp.Do(w.ctx, chromedp.Navigate(w.pages.URL+p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if events := w.wait(9); len(events) != 9 {
+		for _, e := range events {
+			t.Logf("%s %s %s", e.Type, deref(e.URL), e.Raw)
+		}
+		t.Fatalf("got %d events, want 9", len(events))
+	}
+	w.check("event names", w.query([]string{"events"}, []string{"event:name"}), map[string]string{
+		"pageview": "[5]", "Form: Submission": "[1]", "Signup": "[1]", "Outbound Link: Click": "[1]", "Queued": "[1]",
+	})
+	w.check("pages", w.query([]string{"pageviews"}, []string{"event:page"}), map[string]string{
+		"/app": "[1]", "/manual": "[0]", "/opts": "[1]", "/opts#/guide": "[1]", "/virtual": "[1]", "/local-on": "[1]",
+	})
+	w.check("custom properties", w.query([]string{"events"}, []string{"event:page", "event:props:section"}, []any{"is", "event:props:section", []string{"docs"}}), map[string]string{
+		"/opts|docs": "[1]", "/opts#/guide|docs": "[1]",
+	})
 }

@@ -34,15 +34,23 @@ type snippetWorld struct {
 	pages *httptest.Server
 }
 
-// newSnippetWorld serves pages (path to HTML) on http://yourdomain.com and
-// gives the site the aliases (snippetDomain and more).
+// newSnippetWorld serves pages (path to HTML) on http://yourdomain.com
+// (and on 127.0.0.1, w.pages.URL) and gives the site the aliases
+// (snippetDomain and more).
 func newSnippetWorld(t *testing.T, pages map[string]string, aliases ...string) *snippetWorld {
 	t.Helper()
 	srv := servertest.New(t)
 	collector, _ := url.Parse(srv.CollectorURL)
 	proxy := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(collector))
 	t.Cleanup(proxy.Close)
+	// /stats/ on the site's own host leads to the collector, as Plausible's
+	// proxy guides set it up.
+	stats := http.StripPrefix("/stats", httputil.NewSingleHostReverseProxy(collector))
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/stats/") {
+			stats.ServeHTTP(w, r)
+			return
+		}
 		html, ok := pages[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)
@@ -84,6 +92,23 @@ func (w *snippetWorld) open(path string) {
 	}
 	if err != nil {
 		w.t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// waitPath waits until the browser shows the page path (a clicked link's);
+// evaluations fail while the page is being replaced.
+func (w *snippetWorld) waitPath(path string) {
+	w.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := chromedp.Run(w.ctx, chromedp.Evaluate[string](`location.pathname`))
+		if err == nil && got == path {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("waiting for %s: at %q (%v)", path, got, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
