@@ -39,16 +39,7 @@ func (s *Server) plausibleScript(w http.ResponseWriter, r *http.Request, ps http
 		}
 		b, etag = web.PlausibleScript(exts)
 	}
-	h := w.Header()
-	h.Set("ETag", etag)
-	h.Set("Cache-Control", "public, max-age=3600")
-	h.Set("Content-Type", "text/javascript; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
-	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag) {
-		w.WriteHeader(http.StatusNotModified)
-		return nil
-	}
-	w.Write(b)
+	serveScript(w, r, b, etag)
 	return nil
 }
 

@@ -7,7 +7,8 @@ import (
 
 // The collector serves Plausible's legacy script by its file name: the
 // extensions in any order; an unknown or repeated one, or another file, is
-// 404; and the 2025 script of a known site (docs/intake.md#plausibles-snippet).
+// 404; and the 2025 script of a known site (docs/intake.md#plausibles-snippet);
+// Umami's at /script.js (docs/intake.md#umamis-snippet).
 func TestPlausibleScriptVariants(t *testing.T) {
 	t.Parallel()
 	h := trackerHarness(t)
@@ -29,6 +30,8 @@ func TestPlausibleScriptVariants(t *testing.T) {
 		{"/js/pa-example.com.js", 200, `{"web":1,"d":"example.com"}`},
 		{"/js/pa-nope.js", 404, `no site has the id or al`},
 		{"/js/pa-.js", 404, "no such script"},
+		// Umami's tracker at Umami's own path.
+		{"/script.js", 200, `attr("website-id")`},
 	} {
 		r := h.c("GET", tt.path, "", "")
 		if r.status != tt.status || !strings.Contains(string(r.body), tt.has) {

@@ -1,9 +1,9 @@
 // Package web holds the browser-facing files, embedded in the binary: the
 // tracking script the collector serves at /v1/script.js, the stand-ins for
 // Plausible's scripts it serves at /js/script.js and /js/pa-<id>.js (one
-// file, configured in one placeholder), for Umami's at /script.js, and the
-// dashboard the query API serves at / and
-// /v1/ui/. Nothing is loaded from a CDN.
+// file, configured in one placeholder) and for Umami's at /script.js, and
+// the dashboard the query API serves at / and /v1/ui/. Nothing is loaded
+// from a CDN.
 package web
 
 import (
@@ -27,6 +27,12 @@ var plausibleSource []byte
 // smaller gzipped.
 var plausible = compactJS(plausibleSource)
 
+//go:embed umami.js
+var umamiSource []byte
+
+// umami is umami.js compacted as plausible is.
+var umami = compactJS(umamiSource)
+
 //go:embed dashboard
 var dashboard embed.FS
 
@@ -36,6 +42,15 @@ func Script() []byte { return script }
 // ScriptETag is the script's entity tag, a hash of its content.
 var ScriptETag = func() string {
 	sum := sha256.Sum256(script)
+	return `"` + hex.EncodeToString(sum[:8]) + `"`
+}()
+
+// UmamiScript is Tally's stand-in for Umami's tracker, and its entity tag
+// (docs/intake.md#umamis-snippet).
+func UmamiScript() ([]byte, string) { return umami, umamiETag }
+
+var umamiETag = func() string {
+	sum := sha256.Sum256(umami)
 	return `"` + hex.EncodeToString(sum[:8]) + `"`
 }()
 

@@ -44,3 +44,16 @@ func TestPlausibleScriptSizeBudget(t *testing.T) {
 		t.Logf("%s plausible script: %d bytes, %d gzipped", name, len(b), buf.Len())
 	}
 }
+
+// Umami's stand-in stays under the tracking script's 2 KB budget.
+func TestUmamiScriptSizeBudget(t *testing.T) {
+	b, _ := UmamiScript()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	if buf.Len() > 2048 {
+		t.Fatalf("the Umami script is %d bytes gzipped, over the 2 KB budget", buf.Len())
+	}
+	t.Logf("umami script: %d bytes, %d gzipped", len(b), buf.Len())
+}
