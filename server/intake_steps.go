@@ -409,6 +409,9 @@ func (p *intakePipeline) enrichment() error {
 			at = p.s.locator.LocateAddr(p.r, ev.ClientIP)
 		}
 		row := enrich(ev, p.f.agent(ev, p.headerUA), at, p.credentialTag)
+		if p.f.engagement != nil {
+			row.Engagement = p.f.engagement(ev)
+		}
 		if a, ok := p.replayed[ev.Index]; ok {
 			row.Browser, row.OS, row.DeviceType = a.Browser, a.OS, a.DeviceType
 		}

@@ -34,7 +34,7 @@ func (s *Server) trackerRoutes(rt *router) {
 	if s.cfg.RequireAPIKey == KeyModeRequire {
 		return
 	}
-	rt.route(http.MethodPost, pathPlausibleEvent, s.plausibleIngest(s.ingest(plausibleEvents)))
+	rt.route(http.MethodPost, pathPlausibleEvent, s.ingest(plausibleEvents))
 	rt.route(http.MethodPost, pathUmamiSend, s.ingest(umamiEvents))
 	rt.route(http.MethodGet, pathPlausibleScript, s.plausibleScript)
 	rt.route(http.MethodGet, pathUmamiScript, s.umamiScript)
@@ -64,32 +64,6 @@ func serveScript(w http.ResponseWriter, r *http.Request, b []byte, etag string) 
 		return
 	}
 	w.Write(b)
-}
-
-// plausibleIngest answers an engagement event (scroll depth and time on
-// page, sent by Plausible's tracker when a page is hidden or left) with
-// Plausible's 202 "ok" once the site it names is known, and stores
-// nothing: Tally measures visits by their events. Other events go to
-// next.
-func (s *Server) plausibleIngest(next handler) handler {
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-		body, err := peekBody(r)
-		if err != nil {
-			return next(w, r, ps)
-		}
-		var f map[string]json.RawMessage
-		if json.Unmarshal(body, &f) != nil {
-			return next(w, r, ps)
-		}
-		if v, _ := plausibleField(f, "n", "name"); string(v) != `"`+plausibleEngagement+`"` {
-			return next(w, r, ps)
-		}
-		if _, _, err := plausibleEvents.credential(s, r); err != nil {
-			return err
-		}
-		writeText(w, http.StatusAccepted, "ok")
-		return nil
-	}
 }
 
 // peekBody reads the request body, at most ingestBodyLimit bytes and one

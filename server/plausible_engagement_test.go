@@ -1,0 +1,62 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Plausible's engagement events add their scroll depth (the deepest kept)
+// and engaged time (summed) to the newest pageview of the same visitor and
+// URL, and are not stored as events; a bad measure is 400
+// (docs/intake.md#engagement).
+func TestPlausibleEngagementStored(t *testing.T) {
+	t.Parallel()
+	h := trackerHarness(t)
+	post := func(body string) response {
+		h.clock.Advance(time.Second)
+		return h.c("POST", "/api/event", "", body, "User-Agent", chromeUA, "Content-Type", "text/plain")
+	}
+	page := func(path string) string {
+		return fmt.Sprintf(`{"n":"pageview","u":"https://example.com%s?utm_source=x","d":"example.com"}`, path)
+	}
+	engage := func(path string, sd, e any) string {
+		return fmt.Sprintf(`{"n":"engagement","u":"https://example.com%s?utm_source=x","d":"example.com","sd":%v,"e":%v,"p":{"a":"b"},"v":36}`, path, sd, e)
+	}
+	// An engagement before any pageview of its page changes nothing.
+	mustStatusText(t, post(engage("/a", 50, 100)), 202)
+	mustStatusText(t, post(page("/a")), 202)
+	mustStatusText(t, post(engage("/a", 40, 1200)), 202)
+	mustStatusText(t, post(engage("/a", 30, 800)), 202)
+	mustStatusText(t, post(page("/b")), 202)
+	mustStatusText(t, post(engage("/b", 250, 0)), 202) // clamped to 100
+	mustStatusText(t, post(page("/a")), 202)
+	mustStatusText(t, post(engage("/a", 10.4, 500)), 202) // the newer pageview of /a
+	for _, bad := range []string{
+		`{"n":"engagement","u":"https://example.com/a","d":"example.com","e":1}`,
+		engage("/a", `"x"`, 1), engage("/a", 10, -1), engage("/a", 10, 90000000),
+	} {
+		if r := post(bad); r.status != 400 || !strings.Contains(string(r.body), "an engagement needs") {
+			t.Errorf("%s: got %d %s, want 400 naming the measure", bad, r.status, r.body)
+		}
+	}
+	rows, err := h.sqlDB().Query(`SELECT type, url, COALESCE(scroll_depth, -1), COALESCE(engaged_ms, -1) FROM events WHERE site_id = 'web' ORDER BY ts_ms`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var typ, url string
+		var sd, ms int64
+		if err := rows.Scan(&typ, &url, &sd, &ms); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %s %d %d", typ, url, sd, ms))
+	}
+	want := []string{"pageview https://example.com/a 40 2000", "pageview https://example.com/b 100 0", "pageview https://example.com/a 10 500"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
