@@ -14,9 +14,10 @@ import (
 func TestPlausibleEngagementStored(t *testing.T) {
 	t.Parallel()
 	h := trackerHarness(t)
+	ua := chromeUA
 	post := func(body string) response {
 		h.clock.Advance(time.Second)
-		return h.c("POST", "/api/event", "", body, "User-Agent", chromeUA, "Content-Type", "text/plain")
+		return h.c("POST", "/api/event", "", body, "User-Agent", ua, "Content-Type", "text/plain")
 	}
 	page := func(path string) string {
 		return fmt.Sprintf(`{"n":"pageview","u":"https://example.com%s?utm_source=x","d":"example.com"}`, path)
@@ -58,5 +59,30 @@ func TestPlausibleEngagementStored(t *testing.T) {
 	want := []string{"pageview https://example.com/a 40 2000", "pageview https://example.com/b 100 0", "pageview https://example.com/a 10 500"}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("got %q, want %q", got, want)
+	}
+
+	// The query API: per page, the visitors' deepest scroll averaged and
+	// their engaged seconds; a second visitor, and a page without
+	// engagement (0).
+	ua = firefoxUA
+	mustStatusText(t, post(page("/a")), 202)
+	mustStatusText(t, post(engage("/a", 60, 1000)), 202)
+	mustStatusText(t, post(page("/c")), 202)
+	for _, c := range []struct {
+		name string
+		body map[string]any
+		want string
+	}{
+		{"by page", map[string]any{"metrics": []string{"visitors", "scroll_depth", "time_on_page"}, "dimensions": []string{"event:page"},
+			"order_by": [][]string{{"event:page", "asc"}}},
+			`[{"dimensions":["/a"],"metrics":[2,50,2]},{"dimensions":["/b"],"metrics":[1,100,0]},{"dimensions":["/c"],"metrics":[1,0,0]}]`},
+		{"one page by filter", map[string]any{"metrics": []string{"scroll_depth"}, "filters": []any{[]any{"is", "event:page", []string{"/a"}}}},
+			`[{"dimensions":[],"metrics":[50]}]`},
+	} {
+		c.body["site_id"], c.body["date_range"] = "web", "all"
+		r := h.q("POST", "/api/v2/query", testAdminToken, c.body)
+		if got := mustJSONText(r.json(t)["results"]); r.status != 200 || got != c.want {
+			t.Errorf("%s: got %d %s, want %s", c.name, r.status, r.body, c.want)
+		}
 	}
 }

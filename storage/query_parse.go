@@ -26,13 +26,14 @@ func unsupportedQuery(format string, args ...any) error {
 // Metrics and dimensions Plausible has and Tally does not: named as
 // unsupported rather than unknown.
 var (
-	plausibleOnlyMetrics    = []string{"scroll_depth", "time_on_page", "exit_rate"}
+	plausibleOnlyMetrics    = []string{"exit_rate"}
 	plausibleOnlyDimensions = []string{"event:hostname", "visit:channel", "visit:browser_version",
 		"visit:os_version", "visit:region", "visit:region_name", "visit:city_name", "visit:screen",
 		"visit:entry_page_hostname", "visit:exit_page_hostname", "segment"}
 	queryMetrics = []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents,
 		MetricViewsPerVisit, MetricBounceRate, MetricVisitDuration, MetricPercentage,
-		metricConversionRate, metricGroupConversionRate, metricTotalRevenue, metricAverageRevenue}
+		metricConversionRate, metricGroupConversionRate, metricTotalRevenue, metricAverageRevenue,
+		MetricScrollDepth, MetricTimeOnPage}
 	timeDimensions = []string{"time", "time:hour", "time:day", "time:week", "time:month"}
 )
 
@@ -536,6 +537,9 @@ func (pq *parsedQuery) validate() error {
 	}
 	if pq.timeLabels && pq.timeDimension() == "" {
 		return invalidQuery("include.time_labels requires a time dimension")
+	}
+	if err := pq.validateEngagement(); err != nil {
+		return err
 	}
 	return pq.validateGoals()
 }

@@ -194,6 +194,9 @@ func (db *DB) Stats(ctx context.Context, q StatsQuery) ([]StatsRow, error) {
 // StatsEstimate is Stats, and whether its visitors (and percentage) are
 // estimates (docs/query-api.md#how-reports-stay-fast).
 func (db *DB) StatsEstimate(ctx context.Context, q StatsQuery) ([]StatsRow, bool, error) {
+	if slices.ContainsFunc(q.Metrics, engagementMetric) {
+		return db.statsWithEngagement(ctx, q)
+	}
 	var estimated bool
 	q.estimated = &estimated
 	groups, order, err := db.statsGroups(ctx, q)
