@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -147,6 +148,7 @@ func TestPlausibleWebSnippetInABrowser(t *testing.T) {
 		`<script>plausible("pageview", { url: "http://yourdomain.com/virtual" }); plausible("Queued", { props: { step: "1" } })</script>`, ``)
 	pages["/local"] = plausiblePage(plausibleWebSnippet(snippetDomain, ``), ``)
 	pages["/local-on"] = plausiblePage(plausibleWebSnippet(snippetDomain, `{ captureOnLocalhost: true }`), ``)
+	pages["/long"] = `<!doctype html><html><head>` + plausibleWebSnippet(snippetDomain, ``) + `</head><body style="margin:0"><div style="height:2000px"></div></body></html>`
 
 	// The defaults: pageviews, form submissions, tagged elements and
 	// outbound links.
@@ -194,6 +196,24 @@ func TestPlausibleWebSnippetInABrowser(t *testing.T) {
 	w.check("pages", w.query([]string{"pageviews"}, []string{"event:page"}), map[string]string{
 		"/app": "[1]", "/manual": "[0]", "/opts": "[1]", "/opts#/guide": "[1]", "/virtual": "[1]", "/local-on": "[1]",
 	})
+	// Engagement: a page of 2000 px in a window of 500, scrolled to 1000 px,
+	// then left by an SPA navigation, which sends the engagement first.
+	if err := chromedp.Do(w.ctx, chromedp.EmulateViewport(1000, 500)); err != nil {
+		t.Fatal(err)
+	}
+	w.open("/long")
+	w.wait(10)
+	w.run(`window.scrollTo(0, 500); document.dispatchEvent(new Event("scroll")); history.pushState({}, "", "/long/next")`)
+	w.wait(11)
+	var depth map[string]string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		// The engagement is stored when its request is, after the next
+		// pageview's perhaps: wait for it.
+		if depth = w.query([]string{"scroll_depth"}, []string{"event:page"}, []any{"is", "event:page", []string{"/long", "/long/next"}}); depth["/long"] != "[0]" {
+			break
+		}
+	}
+	w.check("scroll depth", depth, map[string]string{"/long": "[50]", "/long/next": "[0]"})
 	w.check("custom properties", w.query([]string{"events"}, []string{"event:page", "event:props:section"}, []any{"is", "event:props:section", []string{"docs"}}), map[string]string{
 		"/opts|docs": "[1]", "/opts#/guide|docs": "[1]",
 	})
