@@ -306,6 +306,12 @@ func (p *intakePipeline) trackingPlan() error {
 	valid := p.kept[:0:0]
 	for i := range p.kept {
 		ev := &p.kept[i]
+		if p.f.engagement != nil && p.f.engagement(ev) != nil {
+			// A measure of a pageview, not an event the plan describes
+			// (docs/intake.md#engagement).
+			valid = append(valid, *ev)
+			continue
+		}
 		t0 := time.Now()
 		problems := plan.Validate(ev)
 		p.m.validation[p.f.endpoint].UpdateDuration(t0)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tally-analytics/tally/schema"
 )
 
 // Plausible's engagement events add their scroll depth (the deepest kept)
@@ -84,5 +86,28 @@ func TestPlausibleEngagementStored(t *testing.T) {
 		if got := mustJSONText(r.json(t)["results"]); r.status != 200 || got != c.want {
 			t.Errorf("%s: got %d %s, want %s", c.name, r.status, r.body, c.want)
 		}
+	}
+}
+
+// A tracking plan judges events, not engagement: with a plan that knows
+// only pageviews, rejecting the rest, an engagement still reaches its
+// pageview.
+func TestPlausibleEngagementPassesThePlan(t *testing.T) {
+	t.Parallel()
+	plan, err := schema.ParsePlan([]byte(`{"mode":"reject","events":{"pageview":{"type":"object"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := trackerHarness(t, func(c *Config) { c.Plan = plan })
+	post := func(body string) response {
+		h.clock.Advance(time.Second)
+		return h.c("POST", "/api/event", "", body, "User-Agent", chromeUA, "Content-Type", "text/plain")
+	}
+	mustStatusText(t, post(`{"n":"pageview","u":"https://example.com/a","d":"example.com"}`), 202)
+	mustStatusText(t, post(`{"n":"engagement","u":"https://example.com/a","d":"example.com","sd":70,"e":900}`), 202)
+	mustStatus(t, post(`{"n":"Signup","u":"https://example.com/a","d":"example.com"}`), 400, "schema_validation_failed")
+	var sd, ms int
+	if err := h.sqlDB().QueryRow(`SELECT scroll_depth, engaged_ms FROM events WHERE site_id = 'web'`).Scan(&sd, &ms); err != nil || sd != 70 || ms != 900 {
+		t.Errorf("got %d %d (%v), want 70 900", sd, ms, err)
 	}
 }
