@@ -41,7 +41,9 @@ func TestPlausibleLegacySnippetInABrowser(t *testing.T) {
 			`<script>plausible('pageview', { u: "http://yourdomain.com/manual/custom" + window.location.search })</script>`, ``),
 		"/admin/users": exclusions, "/secret": exclusions, "/kept": exclusions,
 		// data-api through the site's own proxy path, and two domains.
-		"/proxied": plausiblePage(`<script defer data-domain="yourdomain.com,rollup.example" data-api="/stats/api/event" src="https://plausible.io/js/script.js"></script>`, ``),
+		"/local-plain": plausiblePage(`<script defer data-domain="yourdomain.com" src="https://plausible.io/js/script.js"></script>`, ``),
+		"/local":       plausiblePage(`<script defer data-domain="yourdomain.com" src="https://plausible.io/js/script.local.js"></script>`, ``),
+		"/proxied":     plausiblePage(`<script defer data-domain="yourdomain.com,rollup.example" data-api="/stats/api/event" src="https://plausible.io/js/script.js"></script>`, ``),
 	})
 
 	// The plain script: a pageview on load, another on an SPA navigation.
@@ -92,26 +94,33 @@ func TestPlausibleLegacySnippetInABrowser(t *testing.T) {
 	w.open("/kept")
 	w.wait(15)
 	w.open("/proxied")
-	events := w.wait(16)
-	if len(events) != 16 {
+	w.wait(16)
+	// From localhost only the local variant sends.
+	for _, p := range []string{"/local-plain", "/local"} {
+		if err := chromedp.Do(w.ctx, chromedp.Navigate(w.pages.URL+p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events := w.wait(17)
+	if len(events) != 17 {
 		for _, e := range events {
 			t.Logf("%s %s %s", e.Type, deref(e.URL), e.Raw)
 		}
-		t.Fatalf("got %d events, want 16", len(events))
+		t.Fatalf("got %d events, want 17", len(events))
 	}
 
 	w.check("pages", w.query([]string{"visitors", "pageviews"}, []string{"event:page"}), map[string]string{
 		"/": "[1,1]", "/about": "[1,1]", "/hash.html": "[1,1]", "/hash.html#/pricing": "[1,1]", "/kept": "[1,1]",
-		"/links.html": "[1,2]", "/manual/custom": "[1,1]", "/props.html": "[1,1]", "/proxied": "[1,1]", "/tagged.html": "[1,1]",
+		"/links.html": "[1,2]", "/local": "[1,1]", "/manual/custom": "[1,1]", "/props.html": "[1,1]", "/proxied": "[1,1]", "/tagged.html": "[1,1]",
 	})
 	w.check("event names", w.query([]string{"events"}, []string{"event:name"}), map[string]string{
-		"pageview": "[11]", "File Download": "[1]", "Outbound Link: Click": "[1]", "Signup": "[1]", "Purchase": "[2]",
+		"pageview": "[12]", "File Download": "[1]", "Outbound Link: Click": "[1]", "Signup": "[1]", "Purchase": "[2]",
 	})
 	w.check("link urls", w.query([]string{"events"}, []string{"event:name", "event:props:url"}, []any{"is_not", "event:props:url", []string{"(none)"}}), map[string]string{
 		"File Download|http://yourdomain.com/files/report.pdf": "[1]", "Outbound Link: Click|https://example.org/partner": "[1]",
 	})
 	w.check("tagged props", w.query([]string{"events"}, []string{"event:props:plan"}), map[string]string{
-		"(none)": "[14]", "Pro plan": "[1]", "Team": "[1]",
+		"(none)": "[15]", "Pro plan": "[1]", "Team": "[1]",
 	})
 	w.check("pageview props", w.query([]string{"pageviews"}, []string{"event:props:author"}, []any{"is", "event:page", []string{"/props.html"}}), map[string]string{
 		"John Doe": "[1]",
