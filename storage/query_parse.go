@@ -33,7 +33,7 @@ var (
 	queryMetrics = []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents,
 		MetricViewsPerVisit, MetricBounceRate, MetricVisitDuration, MetricPercentage,
 		metricConversionRate, metricGroupConversionRate, metricTotalRevenue, metricAverageRevenue}
-	timeDimensions = []string{"time", "time:hour", "time:day", "time:week", "time:month"}
+	timeDimensions = []string{"time", "time:minute", "time:hour", "time:day", "time:week", "time:month"}
 )
 
 // parseQuery validates req as Plausible's Stats API v2 does, for what
@@ -536,6 +536,11 @@ func (pq *parsedQuery) validate() error {
 	}
 	if pq.timeLabels && pq.timeDimension() == "" {
 		return invalidQuery("include.time_labels requires a time dimension")
+	}
+	// By minute is the dashboard's realtime graph (Plausible's too): a day
+	// at most, so 1,440 buckets at most (docs/query-api.md).
+	if pq.timeDimension() == "time:minute" && (pq.allRange || pq.to.Sub(pq.from) > 25*time.Hour) {
+		return invalidQuery("time:minute needs a date_range of a day or less (\"day\" or two datetimes)")
 	}
 	return pq.validateGoals()
 }

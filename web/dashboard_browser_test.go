@@ -182,8 +182,8 @@ func TestDashboardFiltersByClickAndRestoresBookmarks(t *testing.T) {
 		t.Errorf("pages:\ngot  %s\nwant %s", got, want)
 	}
 	bars, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#chart svg").getAttribute("aria-label") + " " + document.querySelectorAll("#chart rect").length`))
-	if err != nil || bars != "Visitors by day 7" {
-		t.Errorf("chart: got %q %v, want Visitors by day 7", bars, err)
+	if err != nil || bars != "Unique visitors by day 7" {
+		t.Errorf("chart: got %q %v, want Unique visitors by day 7", bars, err)
 	}
 	if got, want := table(t, ctx, "t-sources"), "google.test|2|2\nDirect / None|1|1\nnews|1|1"; got != want {
 		t.Errorf("sources:\ngot  %s\nwant %s", got, want)
