@@ -57,21 +57,21 @@
   ];
   var GOAL_HEADLINE = [
     { k: "visitors", m: "visitors", all: true, label: "Unique visitors", unit: "visitors" },
-    { k: "conversions", m: "visitors", label: "Unique conversions", unit: "unique conversions" },
+    { k: "conversions", m: "visitors", label: "Unique conversions", unit: "unique conversions", first: true },
     { k: "events", m: "events", label: "Total conversions", unit: "total conversions" },
     { k: "conversion_rate", m: "conversion_rate", label: "Conversion rate", unit: "conversion rate" }
   ];
   var REALTIME_HEADLINE = [
     { k: "current", m: "", label: "Current visitors" },
-    { k: "visitors", m: "visitors", label: "Unique visitors (last 30 min)", unit: "visitors" },
-    { k: "pageviews", m: "pageviews", label: "Pageviews (last 30 min)", unit: "pageviews" }
+    { k: "visitors", m: "visitors", label: "Unique visitors (last 30 min)", graph: "Unique visitors", unit: "visitors" },
+    { k: "pageviews", m: "pageviews", label: "Pageviews (last 30 min)", graph: "Pageviews", unit: "pageviews" }
   ];
   function goalFiltered() { return state.filters.some(function (f) { return f[0] === "event:goal"; }); }
   function cardList() { return state.period === "realtime" ? REALTIME_HEADLINE : goalFiltered() ? GOAL_HEADLINE : HEADLINE; }
   // chartCard is the card the graph shows: the URL's metric, else the first.
   function chartCard() {
     var list = cardList().filter(function (c) { return c.m; });
-    return list.filter(function (c) { return c.k === state.metric; })[0] || list[0];
+    return list.filter(function (c) { return c.k === state.metric; })[0] || list.filter(function (c) { return c.first; })[0] || list[0];
   }
   var INTERVAL_LABEL = { minute: "Minutes", hour: "Hours", day: "Days", week: "Weeks", month: "Months" };
 
@@ -410,7 +410,7 @@
 
   function loadChart(g) {
     var c = chartCard(), iv = interval();
-    $("#chart-title").textContent = c.label;
+    $("#chart-title").textContent = c.graph || c.label;
     $("#chart").classList.add("loading");
     showIntervals();
     return query(chartQuery()).then(function (res) {
@@ -451,14 +451,16 @@
     }
     var plot = el("div", "plot");
     var yaxis = el("div", "y-axis");
-    [top, top / 2, 0].forEach(function (v) { yaxis.appendChild(el("span", null, metricText(m, v))); });
+    // counts are whole: no "0.5 visitors" half way up
+    var whole = ["visitors", "visits", "pageviews", "events"].indexOf(m) >= 0;
+    [top, top / 2, 0].forEach(function (v) { yaxis.appendChild(el("span", null, whole && v % 1 ? "" : metricText(m, v))); });
     plot.appendChild(yaxis);
     var svg = document.createElementNS(ns, "svg");
     var W = 1000, H = 200, n = Math.max(pts.length, 1);
     svg.setAttribute("viewBox", "0 0 " + W + " " + H);
     svg.setAttribute("preserveAspectRatio", "none");
     svg.setAttribute("role", "img");
-    svg.setAttribute("aria-label", card.label + " by " + iv);
+    svg.setAttribute("aria-label", (card.graph || card.label) + " by " + iv);
     function x(i) { return (i + 0.5) * W / n; }
     function y(v) { return H - 2 - v / top * (H - 6); }
     function svgEl(tag, attrs) {
