@@ -129,15 +129,6 @@ func (d *viewsData) send(t *testing.T, country, city string, events ...map[strin
 	}
 }
 
-func eval[T any](t *testing.T, ctx context.Context, js string) T {
-	t.Helper()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
-	if err != nil {
-		t.Fatalf("%s: %v", js, err)
-	}
-	return v
-}
-
 func click(t *testing.T, ctx context.Context, css string) {
 	t.Helper()
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(css))); err != nil {
@@ -149,7 +140,7 @@ func click(t *testing.T, ctx context.Context, css string) {
 func waitFor(t *testing.T, ctx context.Context, js, what string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for !eval[bool](t, ctx, js) {
+	for !mustEval[bool](t, ctx, js) {
 		if time.Now().After(deadline) {
 			t.Fatalf("waited 20 s for %s", what)
 		}
@@ -208,12 +199,22 @@ func TestDashboardViews(t *testing.T) {
 			}
 		}
 		g := ready(t, ctx, "")
+		if width == 1280 {
+			// The first load's requests (docs/dashboard.md#first-load).
+			got := mustEval[string](t, ctx, `performance.getEntriesByType("resource").filter(function (r) { return r.initiatorType === "fetch"; }).map(function (r) { return new URL(r.name).pathname; }).join(" ")`)
+			// workspaces, sites, realtime, the site, 8 queries (today's date,
+			// the top stats, the graph, 4 panels, the goals), the map, the
+			// property names, the goal list
+			if n := len(strings.Fields(got)); n > 15 || strings.Count(got, "/query") > 8 {
+				t.Errorf("first load: got %d requests, want at most 15 and 8 queries: %s", n, got)
+			}
+		}
 
 		// The graph: visitors by day with the previous period, a line each.
 		if got, want := text(t, ctx, "#card-visitors .card-value"), fmt.Sprint(d.visitors+d.realtime); got != want {
 			t.Errorf("%s: visitors: got %s, want %s", w, got, want)
 		}
-		if got, want := eval[string](t, ctx, `document.querySelector("#chart svg").getAttribute("aria-label") + " " + document.querySelectorAll("#chart rect").length + " " + document.querySelectorAll("#chart path.line").length + " " + document.querySelectorAll("#chart path.line.prev").length`),
+		if got, want := mustEval[string](t, ctx, `document.querySelector("#chart svg").getAttribute("aria-label") + " " + document.querySelectorAll("#chart rect").length + " " + document.querySelectorAll("#chart path.line").length + " " + document.querySelectorAll("#chart path.line.prev").length`),
 			"Unique visitors by day 30 2 1"; got != want {
 			t.Errorf("%s: graph: got %q, want %q (30 days, this period's line and the previous period's)", w, got, want)
 		}
@@ -223,15 +224,15 @@ func TestDashboardViews(t *testing.T) {
 		// A top stat graphs its metric; an interval button its buckets.
 		click(t, ctx, "#card-pageviews")
 		waitFor(t, ctx, `document.querySelector("#chart svg") && document.querySelector("#chart svg").getAttribute("aria-label") === "Total pageviews by day"`, "the pageviews graph")
-		if got := eval[string](t, ctx, `location.search`); !strings.Contains(got, "metric=pageviews") {
+		if got := mustEval[string](t, ctx, `location.search`); !strings.Contains(got, "metric=pageviews") {
 			t.Errorf("%s: URL %s, want metric=pageviews", w, got)
 		}
-		if got := eval[string](t, ctx, `document.querySelector("#card-pageviews").getAttribute("aria-pressed") + document.querySelector("#card-visitors").getAttribute("aria-pressed")`); got != "truefalse" {
+		if got := mustEval[string](t, ctx, `document.querySelector("#card-pageviews").getAttribute("aria-pressed") + document.querySelector("#card-visitors").getAttribute("aria-pressed")`); got != "truefalse" {
 			t.Errorf("%s: pressed cards: got %s, want pageviews only", w, got)
 		}
 		click(t, ctx, `#intervals button[data-interval="week"]`)
 		waitFor(t, ctx, `document.querySelector("#chart svg") && document.querySelector("#chart svg").getAttribute("aria-label") === "Total pageviews by week"`, "the graph by week")
-		if n := eval[int](t, ctx, `document.querySelectorAll("#chart rect").length`); n < 5 || n > 6 {
+		if n := mustEval[int](t, ctx, `document.querySelectorAll("#chart rect").length`); n < 5 || n > 6 {
 			t.Errorf("%s: weeks: got %d buckets, want 5 or 6 for 30 days", w, n)
 		}
 		click(t, ctx, "#card-visitors")
@@ -240,11 +241,11 @@ func TestDashboardViews(t *testing.T) {
 
 		// The map: a shaded country per country with visitors.
 		waitFor(t, ctx, `document.querySelectorAll("#map-locations path.seen").length > 0`, "the map")
-		if got, want := eval[int](t, ctx, `document.querySelectorAll("#map-locations path.seen").length`), 8; got != want {
+		if got, want := mustEval[int](t, ctx, `document.querySelectorAll("#map-locations path.seen").length`), 8; got != want {
 			t.Errorf("%s: shaded countries: got %d, want %d", w, got, want)
 		}
 		de := d.countries["DE"] + 2 // r0 and r2 (and the realtime view's visitor of the pass before)
-		if got, want := eval[string](t, ctx, `document.querySelector('#map-locations path[data-country="DE"] title').textContent`), fmt.Sprintf("Germany: %d visitors", de); got != want {
+		if got, want := mustEval[string](t, ctx, `document.querySelector('#map-locations path[data-country="DE"] title').textContent`), fmt.Sprintf("Germany: %d visitors", de); got != want {
 			t.Errorf("%s: Germany on the map: got %q, want %q", w, got, want)
 		}
 		if screenshots {
@@ -265,7 +266,7 @@ func TestDashboardViews(t *testing.T) {
 		// No word broken in any table, the audit log's included.
 		click(t, ctx, "#tools summary")
 		waitFor(t, ctx, `document.querySelectorAll("#audit tr").length > 1`, "the audit log")
-		if got := eval[string](t, ctx, brokenWords); got != "" {
+		if got := mustEval[string](t, ctx, brokenWords); got != "" {
 			t.Errorf("%s px: words broken mid-word: %s", w, got)
 		}
 		click(t, ctx, "#tools summary")
@@ -273,12 +274,12 @@ func TestDashboardViews(t *testing.T) {
 		// A goal filter: conversions as top stats, as Plausible shows them.
 		click(t, ctx, `#goals tr[data-value="Signup"]`)
 		g = ready(t, ctx, g)
-		labels := eval[string](t, ctx, `Array.from(document.querySelectorAll("#cards .card-label")).map(function (e) { return e.textContent; }).join("|")`)
+		labels := mustEval[string](t, ctx, `Array.from(document.querySelectorAll("#cards .card-label")).map(function (e) { return e.textContent; }).join("|")`)
 		if want := "Unique visitors|Unique conversions|Total conversions|Conversion rate"; labels != want {
 			t.Errorf("%s: goal top stats: got %s, want %s", w, labels, want)
 		}
 		all := d.visitors + d.realtime
-		conv := eval[string](t, ctx, `Array.from(document.querySelectorAll("#cards .card-value")).map(function (e) { return e.textContent; }).join("|")`)
+		conv := mustEval[string](t, ctx, `Array.from(document.querySelectorAll("#cards .card-value")).map(function (e) { return e.textContent; }).join("|")`)
 		if want := fmt.Sprintf("%d|%d|%d|", all, d.signups, d.signups); !strings.HasPrefix(conv, want) || !strings.HasSuffix(conv, "%") {
 			t.Errorf("%s: goal top stats: got %s, want %s and a rate", w, conv, want)
 		}
@@ -291,7 +292,7 @@ func TestDashboardViews(t *testing.T) {
 		g = ready(t, ctx, g)
 
 		// Realtime: the last 30 minutes, asked again without a reload.
-		eval[bool](t, ctx, `(function (s) { s.value = "realtime"; return s.dispatchEvent(new Event("change")); })(document.getElementById("period"))`)
+		mustEval[bool](t, ctx, `(function (s) { s.value = "realtime"; return s.dispatchEvent(new Event("change")); })(document.getElementById("period"))`)
 		g = ready(t, ctx, g)
 		waitFor(t, ctx, `(document.querySelector("#card-current .card-value") || {}).textContent === "`+fmt.Sprint(d.realtime)+`"`, "the current visitors")
 		if got, want := text(t, ctx, "#card-visitors .card-value"), fmt.Sprint(d.realtime); got != want {
@@ -300,7 +301,7 @@ func TestDashboardViews(t *testing.T) {
 		if got, want := table(t, ctx, "t-pages"), "/live|4|4"; !strings.HasPrefix(got, want) {
 			t.Errorf("%s: realtime pages: got %q, want %q first", w, got, want)
 		}
-		if got := eval[string](t, ctx, `document.querySelector("#chart svg").getAttribute("aria-label") + " " + document.querySelectorAll("#chart rect").length`); got != "Unique visitors by minute 31" && got != "Unique visitors by minute 30" {
+		if got := mustEval[string](t, ctx, `document.querySelector("#chart svg").getAttribute("aria-label") + " " + document.querySelectorAll("#chart rect").length`); got != "Unique visitors by minute 31" && got != "Unique visitors by minute 30" {
 			t.Errorf("%s: realtime graph: got %q, want by minute, 30 or 31 buckets", w, got)
 		}
 		if screenshots {
@@ -311,10 +312,10 @@ func TestDashboardViews(t *testing.T) {
 		d.realtime++
 		d.countries["DE"]++
 		waitFor(t, ctx, `Array.from(document.querySelectorAll("#t-pages tr.row")).some(function (r) { return r.getAttribute("data-value") === `+jsString(page)+`; })`, "the new page, without a reload")
-		if got := eval[string](t, ctx, `performance.getEntriesByType("navigation").length + ""`); got != "1" {
+		if got := mustEval[string](t, ctx, `performance.getEntriesByType("navigation").length + ""`); got != "1" {
 			t.Errorf("%s: navigations: got %s, want 1 (no reload)", w, got)
 		}
-		eval[bool](t, ctx, `(function (s) { s.value = "30d"; return s.dispatchEvent(new Event("change")); })(document.getElementById("period"))`)
+		mustEval[bool](t, ctx, `(function (s) { s.value = "30d"; return s.dispatchEvent(new Event("change")); })(document.getElementById("period"))`)
 		ready(t, ctx, g)
 	}
 }
@@ -326,7 +327,7 @@ type shotBox struct{ X, Y, W, H float64 }
 func shot(t *testing.T, ctx context.Context, name string, css ...string) {
 	t.Helper()
 	sel, _ := json.Marshal(css)
-	box := eval[shotBox](t, ctx, `(function () {
+	box := mustEval[shotBox](t, ctx, `(function () {
 		var r = null;
 		`+string(sel)+`.forEach(function (s) {
 			var b = document.querySelector(s).getBoundingClientRect();

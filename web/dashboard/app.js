@@ -16,25 +16,30 @@
 
   var state = { ws: "", site: "", period: "30d", from: "", to: "", filters: [], prop: "", steps: [], metric: "", interval: "" };
 
-  // Every panel is one query: by dim (or the chosen tab's), with metrics.
+  // Every panel is one query: by its shown tab's dimension, with visitors
+  // and the tab's second metric. The panels and tabs are Plausible's, so a
+  // first load asks for five breakdowns, not one per report
+  // (docs/dashboard.md#first-load); a tab is asked for when shown. A tab
+  // marked optional shows "No data" where the query API refuses its
+  // dimension (one another release adds).
   var PANELS = [
-    { id: "sources", title: "Top Sources", tabs: [{ label: "Sources", dim: "visit:source" }], second: "visits" },
-    { id: "campaigns", title: "Campaigns", tabs: [
-      { label: "Source", dim: "visit:utm_source" }, { label: "Medium", dim: "visit:utm_medium" }, { label: "Campaign", dim: "visit:utm_campaign" }], second: "visits" },
-    { id: "pages", title: "Top Pages", tabs: [{ label: "Page", dim: "event:page" }], second: "pageviews" },
-    { id: "entry", title: "Entry Pages", tabs: [{ label: "Entry page", dim: "visit:entry_page" }], second: "visits" },
-    { id: "exit", title: "Exit Pages", tabs: [{ label: "Exit page", dim: "visit:exit_page" }], second: "visits" },
+    { id: "sources", title: "Top Sources", second: "visits", tabs: [
+      { label: "Sources", head: "Source", dim: "visit:source" }, { label: "Channels", head: "Channel", dim: "visit:channel", optional: true },
+      { label: "Mediums", head: "UTM medium", dim: "visit:utm_medium" }, { label: "Campaigns", head: "UTM campaign", dim: "visit:utm_campaign" }] },
+    { id: "pages", title: "Top Pages", tabs: [
+      { label: "Top Pages", head: "Page", dim: "event:page", second: "pageviews" },
+      { label: "Entry Pages", head: "Entry page", dim: "visit:entry_page", second: "visits" },
+      { label: "Exit Pages", head: "Exit page", dim: "visit:exit_page", second: "visits" }] },
     // Locations: the map and the countries tab are one query by code; a
     // region or city tab shows the name and filters by the code
-    // (docs/dashboard.md#locations). A dimension the query API refuses
-    // shows "No data".
-    { id: "locations", title: "Locations", tabs: [
+    // (docs/dashboard.md#locations).
+    { id: "locations", title: "Locations", second: "percentage", tabs: [
       { label: "Map", head: "Country", dim: "visit:country", map: true }, { label: "Countries", head: "Country", dim: "visit:country" },
-      { label: "Regions", head: "Region", dim: "visit:region", dims: ["visit:region", "visit:region_name"] },
-      { label: "Cities", head: "City", dim: "visit:city", dims: ["visit:city", "visit:city_name"], alt: ["visit:city"] }], second: "percentage" },
-    { id: "devices", title: "Devices", tabs: [{ label: "Device", dim: "visit:device" }], second: "percentage" },
-    { id: "browsers", title: "Browsers", tabs: [{ label: "Browser", dim: "visit:browser" }], second: "percentage" },
-    { id: "os", title: "Operating Systems", tabs: [{ label: "OS", dim: "visit:os" }], second: "percentage" },
+      { label: "Regions", head: "Region", dim: "visit:region", dims: ["visit:region", "visit:region_name"], optional: true },
+      { label: "Cities", head: "City", dim: "visit:city", dims: ["visit:city", "visit:city_name"], alt: ["visit:city"], optional: true }] },
+    { id: "devices", title: "Devices", second: "percentage", tabs: [
+      { label: "Browser", head: "Browser", dim: "visit:browser" }, { label: "OS", head: "Operating system", dim: "visit:os" },
+      { label: "Size", head: "Device", dim: "visit:device" }] },
     { id: "props", title: "Custom Properties", tabs: [{ label: "Value", dim: "" }], second: "events" }
   ];
   var tabOf = {};
@@ -262,7 +267,7 @@
     var dim = panelDim(p), filters = apiFilters(), tab = p.tabs[tabOf[p.id] || 0];
     // a property's panel lists the events that carry it
     if (p.id === "props") filters.push(["is_not", dim, ["(none)"]]);
-    return { metrics: ["visitors", p.second], date_range: dateRange(), dimensions: dims || (p.id !== "props" && tab.dims) || [dim], filters: filters, pagination: { limit: limit }, include: { imports: true } };
+    return { metrics: ["visitors", tab.second || p.second], date_range: dateRange(), dimensions: dims || (p.id !== "props" && tab.dims) || [dim], filters: filters, pagination: { limit: limit }, include: { imports: true } };
   }
   // chartQuery is the graph's: the chosen card's metric by the chosen
   // interval, with every bucket's label and, but in realtime, the previous
@@ -522,6 +527,8 @@
       d.id = "panel-" + p.id;
       var head = el("div", "box-head");
       head.appendChild(el("h2", null, p.title));
+      // a panel titled by its tab, as Plausible's pages panel is
+      var h2 = head.lastChild;
       if (p.tabs.length > 1) {
         var tabs = el("span", "tabs");
         p.tabs.forEach(function (t, i) {
@@ -530,6 +537,7 @@
           b.onclick = function () {
             tabOf[p.id] = i;
             tabs.querySelectorAll(".tab").forEach(function (x, j) { x.classList.toggle("on", j === i); });
+            if (p.id === "pages") h2.textContent = t.label;
             $("#t-" + p.id).removeAttribute("data-loaded");
             loadPanel(p, gen);
           };
@@ -611,7 +619,8 @@
       var res = both[0];
       table.classList.remove("loading");
       if (tab.map) res = { results: res.results.slice(0, 10), world: res.results };
-      rows(table, dim, [tab.head || tab.label, "Visitors", METRIC_LABEL[p.second]], res, ["visitors", p.second], both[1]);
+      var second = tab.second || p.second;
+      rows(table, dim, [tab.head || tab.label, "Visitors", METRIC_LABEL[second]], res, ["visitors", second], both[1]);
       if (tab.map) return loadWorld().then(function (w) { if (g === gen) drawMap(map, w, res.world); }, function (e) { map.textContent = e.message; });
     }, function (e) {
       if (g !== gen) return;
@@ -619,7 +628,7 @@
       table.hidden = false;
       if (map) map.hidden = true;
       // a location the query API does not answer (yet): no data
-      message(table, e.status === 400 && p.id === "locations" ? "No data (" + e.message + ")" : e.message);
+      message(table, e.status === 400 && tab.optional ? "No data (" + e.message + ")" : e.message);
     });
   }
 
