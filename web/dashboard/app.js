@@ -845,7 +845,13 @@
       // the realtime view asks again, without a reload, while it is shown
       // (window.tallyRefreshMs: tests' shorter period)
       if (state.period === "realtime") {
-        refreshTimer = setTimeout(function () { if (g === gen && state.period === "realtime") load(); }, window.tallyRefreshMs || 10000);
+        var again = function () {
+          if (g !== gen || state.period !== "realtime") return;
+          // a hidden tab asks nothing until it is shown again
+          if (document.hidden) { refreshTimer = setTimeout(again, 1000); return; }
+          load();
+        };
+        refreshTimer = setTimeout(again, window.tallyRefreshMs || 10000);
       }
     });
   }
