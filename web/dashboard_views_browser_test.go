@@ -235,6 +235,13 @@ func TestDashboardViews(t *testing.T) {
 		if n := mustEval[int](t, ctx, `document.querySelectorAll("#chart rect").length`); n < 5 || n > 6 {
 			t.Errorf("%s: weeks: got %d buckets, want 5 or 6 for 30 days", w, n)
 		}
+		if width == 1280 {
+			// The graph's CSV: its metric by its interval.
+			csv := downloadCSV(t, ctx, `button.csv[data-panel="chart"]`)
+			if !strings.HasPrefix(csv, "time:week,pageviews\n") || strings.Count(csv, "\n") < 6 {
+				t.Errorf("graph CSV: got %q, want pageviews by week", csv)
+			}
+		}
 		click(t, ctx, "#card-visitors")
 		click(t, ctx, `#intervals button[data-interval="day"]`)
 		waitFor(t, ctx, `document.querySelector("#chart svg") && document.querySelector("#chart svg").getAttribute("aria-label") === "Unique visitors by day"`, "the graph by day again")

@@ -966,6 +966,8 @@
     sessionStorage.removeItem("tally_token");
     token = null;
     if (realtimeTimer) clearInterval(realtimeTimer);
+    if (refreshTimer) clearTimeout(refreshTimer);
+    gen++; // answers still on their way are dropped
     $("#app").hidden = true; $("#signout").hidden = true; $("#signin").hidden = false; $("#realtime").hidden = true;
   }
 
