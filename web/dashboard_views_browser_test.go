@@ -325,6 +325,14 @@ func TestDashboardViews(t *testing.T) {
 		mustEval[bool](t, ctx, `(function (s) { s.value = "30d"; return s.dispatchEvent(new Event("change")); })(document.getElementById("period"))`)
 		ready(t, ctx, g)
 	}
+	// Today by minute: the day's 1,440 minutes (the site's zone is UTC).
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.srv.QueryURL+"/?period=day&interval=minute")); err != nil {
+		t.Fatal(err)
+	}
+	ready(t, ctx, "")
+	if got, want := mustEval[string](t, ctx, `document.querySelector("#chart svg").getAttribute("aria-label") + " " + document.querySelectorAll("#chart rect").length + " " + document.querySelector("#intervals .on").textContent`), "Unique visitors by minute 1440 Minutes"; got != want {
+		t.Errorf("today by minute: got %q, want %q", got, want)
+	}
 }
 
 type shotBox struct{ X, Y, W, H float64 }

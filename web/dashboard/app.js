@@ -240,7 +240,7 @@
   function intervals() {
     if (state.period === "realtime") return ["minute"];
     var n = rangeDays();
-    if (n <= 1) return ["hour"];
+    if (n <= 1) return ["hour", "minute"];
     if (n <= 7) return ["day", "hour"];
     if (n <= 31) return ["day", "week"];
     return n > 94 ? ["month", "week", "day"] : ["day", "week", "month"];
