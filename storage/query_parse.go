@@ -34,7 +34,7 @@ var (
 		MetricViewsPerVisit, MetricBounceRate, MetricVisitDuration, MetricPercentage,
 		metricConversionRate, metricGroupConversionRate, metricTotalRevenue, metricAverageRevenue,
 		MetricScrollDepth, MetricTimeOnPage}
-	timeDimensions = []string{"time", "time:hour", "time:day", "time:week", "time:month"}
+	timeDimensions = []string{"time", "time:minute", "time:hour", "time:day", "time:week", "time:month"}
 )
 
 // parseQuery validates req as Plausible's Stats API v2 does, for what
@@ -540,6 +540,11 @@ func (pq *parsedQuery) validate() error {
 	}
 	if err := pq.validateEngagement(); err != nil {
 		return err
+	}
+	// By minute is the dashboard's realtime graph (Plausible's too): a day
+	// at most, so 1,440 buckets at most (docs/query-api.md).
+	if pq.timeDimension() == "time:minute" && (pq.allRange || pq.to.Sub(pq.from) > 25*time.Hour) {
+		return invalidQuery("time:minute needs a date_range of a day or less (\"day\" or two datetimes)")
 	}
 	return pq.validateGoals()
 }
