@@ -55,18 +55,24 @@ const (
 
 // The gaps, by cause.
 const (
-	gapSourceNames = "sources are referrer hosts (google.com), not Plausible's source names (Google)"
-	gapChannel     = "visit:channel is refused"
-	gapHostname    = "event:hostname is refused"
-	gapVersions    = "browser and OS versions are refused"
-	gapCityID      = "visit:city is a name, not a GeoNames id"
-	gapEngagement  = "engagement events are not stored, scroll_depth is refused"
-	gapHasDone     = "has_done and has_not_done are refused"
-	gapDailyIDs    = "cookieless visitor ids change every day (one user on three days is three visitors)"
-	gapCaseNot     = "case_sensitive: false is refused on is_not and contains_not"
-	gapPageBounce  = "bounce_rate under an event:page filter counts every visit that saw the page, not those that entered there"
-	gapPropsExist  = "contains_not and matches_not on a custom property keep events without the property"
-	gapWeekLabel   = "the first partial week is labelled with the Monday before the range, not the range's start"
+	gapSourceNames       = "sources are referrer hosts (google.com), not Plausible's source names (Google)"
+	gapChannel           = "visit:channel is refused"
+	gapHostname          = "event:hostname is refused"
+	gapVersions          = "browser and OS versions are refused"
+	gapCityID            = "visit:city is a name, not a GeoNames id"
+	gapEngagement        = "engagement events are not stored, scroll_depth is refused"
+	gapHasDone           = "has_done and has_not_done are refused"
+	gapDailyIDs          = "cookieless visitor ids change every day (one user on three days is three visitors)"
+	gapCaseNot           = "case_sensitive: false is refused on is_not and contains_not"
+	gapPageBounce        = "bounce_rate under an event:page filter counts every visit that saw the page, not those that entered there"
+	gapPropsExist        = "contains_not and matches_not on a custom property keep events without the property"
+	gapRevenue           = "revenue metrics are plain numbers, not {currency, long, short, value}; 0, not null (with no_revenue_goals_matching), without revenue; 400 without an event:goal filter or dimension"
+	gapRevenueCurrencies = "goals have no currency: revenue in several currencies is 400, where Plausible answers each goal in its currency, or null with no_single_revenue_currency"
+	gapFixtureReferrer   = "fixture: Plausible's fixture stores the referrer URL as sent; Plausible's ingestion, and Tally, keep host and path (facebook.com)"
+	gapFixtureLinux      = "fixture: Plausible's fixture stores os Linux; Plausible's parser, and Tally, say GNU/Linux"
+	gapFixtureEdge       = "fixture: Plausible's fixture stores browser Edge; Plausible's parser, and Tally, say Microsoft Edge"
+	gapSessionPage       = "session metrics (bounce_rate, visit_duration) broken down by event:page are refused"
+	gapWeekLabel         = "the first partial week is labelled with the Monday before the range, not the range's start"
 )
 
 // portCases is the port, in the order of Plausible's files.
@@ -100,7 +106,7 @@ func portCases() []portCase {
 			events: []pev{pv(u(7), at("2021-01-01 00:00:00")), pv(u(7), at("2021-01-01 00:25:00")), pv(src("Google"), at("2021-01-01 00:00:00"))},
 			query:  `{` + full + `,"filters":[["is","visit:source",["Direct / None"]]]}`, want: agg("2, 1, 0, 1500")},
 		filter("can filter by referrer", ref("https://facebook.com"), `["is","visit:referrer",["https://facebook.com"]]`,
-			"the fixture stores the referrer URL as sent; Tally keeps its host and path (facebook.com)"),
+			gapFixtureReferrer),
 		portCase{from: fQuery, name: "contains referrer filter",
 			events: []pev{pv(ref("https://a.com")), pv(ref("https://a.com")), pv(ref("https://ab.com"))},
 			query:  `{"metrics":["visitors"],"date_range":"all","filters":[["contains","visit:referrer",["a.com"]]]}`, want: agg("2")},
@@ -251,6 +257,328 @@ func portCases() []portCase {
 				pv(at("2021-01-02 06:00:00")), pv(at("2021-01-02 06:15:00")), pv(at("2021-01-02 06:30:00"))},
 			query: `{"metrics":["visits"],"date_range":["2021-01-02","2021-01-02"],"dimensions":["time:hour"]}`,
 			want:  `[{"dimensions":["2021-01-02 10:00:00"],"metrics":[1]},{"dimensions":["2021-01-02 11:00:00"],"metrics":[4]},{"dimensions":["2021-01-02 12:00:00"],"metrics":[2]}]`},
+	)
+
+	// query_test.exs: breakdowns.
+	add(portCase{from: fQuery, name: "breakdown by visit:source",
+		events: []pev{pv(src("Google"), at("2021-01-01 00:00:00")), pv(src("Google"), at("2021-01-01 00:25:00")), pv(at("2021-01-01 00:00:00"))},
+		query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:source"]}`,
+		want:   `[{"dimensions":["Google"],"metrics":[2]},{"dimensions":["Direct / None"],"metrics":[1]}]`, gap: gapSourceNames},
+		portCase{from: fQuery, name: "breakdown by visit:channel",
+			events: []pev{pv(src("Google"), at("2021-01-01 00:00:00")), pv(src("Google"), at("2021-01-01 00:25:00")), pv(at("2021-01-01 00:00:00"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:channel"]}`,
+			want:   `[{"dimensions":["Organic Search"],"metrics":[2]},{"dimensions":["Direct"],"metrics":[1]}]`, gap: gapChannel},
+		portCase{from: fQuery, name: "breakdown by visit:country",
+			events: []pev{pv(cc("EE"), at("2021-01-01 00:00:00")), pv(cc("EE"), at("2021-01-01 00:25:00")), pv(cc("US"), at("2021-01-01 00:00:00"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:country"]}`,
+			want:   `[{"dimensions":["EE"],"metrics":[2]},{"dimensions":["US"],"metrics":[1]}]`},
+	)
+	for _, d := range []string{"utm_campaign", "utm_source", "utm_term", "utm_content"} {
+		add(portCase{from: fQuery, name: "breakdown by visit:" + d + " when filtered by hostname",
+			events: []pev{pv(utm(d+"=ad"), u(7), host("two.example.com"), at("2021-01-01 00:00:00")), pv(u(7), host("one.example.com"), at("2021-01-01 00:15:00"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","filters":[["is","event:hostname",["one.example.com"]]],"dimensions":["visit:` + d + `"]}`,
+			want:   `[]`, gap: gapHostname})
+	}
+	for _, b := range []struct {
+		dim, v1, v2, blank, gap string
+		attr                    func(string) popt
+	}{
+		{"visit:source", "Google", "Twitter", "Direct / None", gapSourceNames, src},
+		{"visit:referrer", "example.com", "google.com", "Direct / None", "", func(v string) popt { return ref("https://" + v + "/") }},
+		{"visit:utm_medium", "Search", "social", "(not set)", "", func(v string) popt { return utm("utm_medium=" + v) }},
+		{"visit:utm_source", "Google", "Bing", "(not set)", "", func(v string) popt { return utm("utm_source=" + v) }},
+		{"visit:utm_campaign", "ads", "profile", "(not set)", "", func(v string) popt { return utm("utm_campaign=" + v) }},
+		{"visit:utm_content", "Content1", "blog2", "(not set)", "", func(v string) popt { return utm("utm_content=" + v) }},
+		{"visit:utm_term", "Term1", "favicon", "(not set)", "", func(v string) popt { return utm("utm_term=" + v) }},
+		{"visit:os", "Mac", "Windows", "(not set)", "", osys},
+		{"visit:browser", "Chrome", "Safari", "(not set)", "", browser},
+		{"visit:device", "Mobile", "Desktop", "(not set)", "", device},
+	} {
+		add(portCase{from: fQuery, name: "simple breakdown by " + b.dim,
+			events: []pev{pv(b.attr(b.v1), at("2021-01-01 00:00:00")), pv(b.attr(b.v1), at("2021-01-01 00:25:00")), pv(b.attr(b.v1), at("2021-01-01 00:55:00")),
+				pv(b.attr(b.v2), at("2021-01-01 01:00:00")), pv(b.attr(b.v2), at("2021-01-01 01:25:00")), pv(at("2021-01-01 00:00:00"))},
+			query: `{"metrics":["visitors","percentage"],"date_range":["2021-01-01","2021-01-01"],"dimensions":["` + b.dim + `"]}`,
+			want:  fmt.Sprintf(`[{"dimensions":[%q],"metrics":[3,50]},{"dimensions":[%q],"metrics":[2,33.3]},{"dimensions":[%q],"metrics":[1,16.7]}]`, b.v1, b.v2, b.blank),
+			gap:   b.gap})
+	}
+	add(portCase{from: fQuery, name: "breakdown by visit:os and visit:os_version",
+		events: []pev{pv(osys("Mac")), pv(osys("Mac")), pv(osys("Mac")), pv(), pv(osys("Windows")), pv(osys("Windows"))},
+		query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:os","visit:os_version"]}`,
+		want:   `[{"dimensions":["Mac","14"],"metrics":[3]},{"dimensions":["Windows","11"],"metrics":[2]},{"dimensions":["(not set)","14"],"metrics":[1]}]`, gap: gapVersions},
+		portCase{from: fQuery, name: "breakdown by visit:browser and visit:browser_version",
+			events: []pev{pv(browser("Chrome"), browserV("14")), pv(browser("Chrome"), browserV("14")), pv(browser("Chrome"), browserV("14")), pv(), pv(browser("Firefox")), pv(browser("Firefox"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser","visit:browser_version"]}`,
+			want:   `[{"dimensions":["Chrome","14"],"metrics":[3]},{"dimensions":["Firefox","11"],"metrics":[2]},{"dimensions":["(not set)","14"],"metrics":[1]}]`, gap: gapVersions},
+		portCase{from: fQuery, name: "explicit order_by",
+			events: []pev{pv(osys("Windows"), browser("Chrome")), pv(osys("Windows"), browser("Firefox")), pv(osys("Linux"), browser("Firefox")),
+				pv(osys("Linux"), browser("Firefox")), pv(osys("Mac"), browser("Chrome"))},
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:os","visit:browser"],"order_by":[["visitors","asc"],["visit:browser","desc"],["visit:os","asc"]]}`,
+			want:  `[{"dimensions":["Windows","Firefox"],"metrics":[1]},{"dimensions":["Mac","Chrome"],"metrics":[1]},{"dimensions":["Windows","Chrome"],"metrics":[1]},{"dimensions":["Linux","Firefox"],"metrics":[2]}]`,
+			gap:   gapFixtureLinux},
+		portCase{from: fQuery, name: "breakdown by event:page",
+			events: []pev{pv(at("2021-01-01 00:00:00")), pv(at("2021-01-01 00:25:00")), pv(page("/plausible.io"), at("2021-01-01 00:00:00"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["event:page"]}`,
+			want:   `[{"dimensions":["/"],"metrics":[2]},{"dimensions":["/plausible.io"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "attempting to breakdown by event:hostname returns an error",
+			events: []pev{pv(host("a.example.com")), pv(host("a.example.com")), pv(host("a.example.com")), pv(host("b.example.com"))},
+			query:  `{"metrics":["pageviews"],"date_range":"all","dimensions":["event:hostname"]}`,
+			want:   `[{"dimensions":["a.example.com"],"metrics":[3]},{"dimensions":["b.example.com"],"metrics":[1]}]`, gap: gapHostname},
+	)
+
+	// query_test.exs: "custom events".
+	add(portCase{from: fQuery, name: "can breakdown by event:name",
+		events: []pev{ce("Signup", at("2021-01-01 00:00:00")), ce("Signup", at("2021-01-01 00:00:00")), pv(at("2021-01-01 00:25:00"))},
+		query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["event:name"]}`,
+		want:   `[{"dimensions":["Signup"],"metrics":[2]},{"dimensions":["pageview"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "can breakdown by event:name with visitors and events metrics",
+			events: []pev{pv(page("/non-existing"), u(7), at("2021-01-01 00:00:00")), ce("404", page("/non-existing"), u(7), at("2021-01-01 00:00:00")),
+				pv(page("/non-existing"), at("2021-01-01 00:00:01")), pv(page("/non-existing"), u(7), at("2021-01-01 00:00:02")),
+				ce("404", page("/non-existing"), u(7), at("2021-01-01 00:00:02")), pv(page("/non-existing"), u(7), at("2021-01-01 00:00:03"))},
+			query: `{"metrics":["visitors","events"],"date_range":"all","dimensions":["event:name"]}`,
+			want:  `[{"dimensions":["pageview"],"metrics":[2,4]},{"dimensions":["404"],"metrics":[1,2]}]`},
+		portCase{from: fQuery, name: "can breakdown by event:name while filtering for something",
+			events: []pev{ce("Signup", page("/pageA"), browser("Chrome"), at("2021-01-01 00:00:00")), ce("Signup", page("/pageA"), browser("Chrome"), at("2021-01-01 00:00:00")),
+				ce("Signup", page("/pageA"), browser("Safari"), at("2021-01-01 00:00:00")), ce("Signup", page("/pageB"), browser("Chrome"), at("2021-01-01 00:00:00")),
+				pv(page("/pageA"), browser("Chrome"), at("2021-01-01 00:25:00"))},
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["event:name"],"filters":[["is","event:page",["/pageA"]],["is","visit:browser",["Chrome"]]]}`,
+			want:  `[{"dimensions":["Signup"],"metrics":[2]},{"dimensions":["pageview"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "can breakdown by a visit:property when filtering by event:name",
+			events: []pev{pv(src("Google"), u(7), at("2021-01-01 00:00:00")), ce("Signup", u(7), at("2021-01-01 00:00:00")), pv(src("Twitter"), at("2021-01-01 00:25:00"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:source"],"filters":[["is","event:name",["Signup"]]]}`,
+			want:   `[{"dimensions":["Google"],"metrics":[1]}]`, gap: gapSourceNames},
+		portCase{from: fQuery, name: "can breakdown by event:name when filtering by event:page",
+			events: []pev{pv(page("/pageA"), at("2021-01-01 00:00:00")), pv(page("/pageA"), at("2021-01-01 00:00:00")), ce("Signup", page("/pageA"), at("2021-01-01 00:00:00")),
+				pv(page("/pageB"), src("Twitter"), at("2021-01-01 00:25:00"))},
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["event:name"],"filters":[["contains","event:page",["/pageA"]]]}`,
+			want:  `[{"dimensions":["pageview"],"metrics":[2]},{"dimensions":["Signup"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "can breakdown by event:page when filtering by event:name",
+			events: []pev{ce("Signup", page("/pageA"), at("2021-01-01 00:00:00")), ce("Signup", page("/pageA"), at("2021-01-01 00:00:00")), ce("Signup", page("/pageB"), at("2021-01-01 00:00:00")),
+				pv(page("/pageB"), src("Twitter"), at("2021-01-01 00:25:00"))},
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["event:page"],"filters":[["is","event:name",["Signup"]]]}`,
+			want:  `[{"dimensions":["/pageA"],"metrics":[2]},{"dimensions":["/pageB"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "can filter event:page with a wildcard", events: pages("/en/page1", "/en/page2", "/en/page2", "/pl/page1"),
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["event:page"],"filters":[["contains","event:page",["/en/"]]]}`,
+			want:  `[{"dimensions":["/en/page2"],"metrics":[2]},{"dimensions":["/en/page1"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "can filter event:hostname with a contains",
+			events: []pev{pv(host("alice-m.example.com"), page("/a")), pv(host("anna-m.example.com"), page("/a")), pv(host("adam-m.example.com"), page("/a")), pv(host("bob.example.com"), page("/b"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["event:page"],"filters":[["contains","event:hostname",["-m.example.com"]]]}`,
+			want:   `[{"dimensions":["/a"],"metrics":[3]}]`, gap: gapHostname},
+		portCase{from: fQuery, name: "breakdown by custom event property",
+			events: []pev{ce("Purchase", props("package", "business"), at("2021-01-01 00:00:00")), ce("Purchase", props("package", "personal"), at("2021-01-01 00:00:00")),
+				ce("Purchase", props("package", "business"), at("2021-01-01 00:25:00")), ce("Some other event", props("package", "business"), at("2021-01-01 00:25:00"))},
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["event:props:package"],"filters":[["is","event:name",["Purchase"]]]}`,
+			want:  `[{"dimensions":["business"],"metrics":[2]},{"dimensions":["personal"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "breakdown by custom event property, with pageviews metric",
+			events: []pev{pv(props("package", "business"), at("2021-01-01 00:00:00")), pv(props("package", "personal"), at("2021-01-01 00:00:00")), pv(props("package", "business"), at("2021-01-01 00:25:00"))},
+			query:  `{"metrics":["pageviews"],"date_range":"all","dimensions":["event:props:package"]}`,
+			want:   `[{"dimensions":["business"],"metrics":[2]},{"dimensions":["personal"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "breakdown by custom event property, with (none)",
+			events: []pev{ce("Purchase", props("cost", "16"), at("2021-01-01 00:00:00")), ce("Purchase", props("cost", "16"), at("2021-01-01 00:00:00")),
+				ce("Purchase", props("cost", "16"), at("2021-01-01 00:00:00")), ce("Purchase", at("2021-01-01 00:25:00")),
+				ce("Purchase", props("cost", "14"), at("2021-01-01 00:25:00")), ce("Purchase", props("cost", "14"), at("2021-01-01 00:26:00"))},
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["event:props:cost"],"filters":[["is","event:name",["Purchase"]]]}`,
+			want:  `[{"dimensions":["16"],"metrics":[3]},{"dimensions":["14"],"metrics":[2]},{"dimensions":["(none)"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "event:goal filter returns 400 when goal not configured",
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser"],"filters":[["is","event:goal",["Register"]]]}`, status: 400},
+		portCase{from: fQuery, name: "validates that filters are valid",
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser"],"filters":[["is","badproperty",["bar"]]]}`, status: 400},
+		portCase{from: fQuery, name: "event:page filter for breakdown by session props",
+			events: []pev{pv(page("/ignore"), browser("Chrome"), at("2021-01-01 00:00:00")), pv(page("/plausible.io"), browser("Chrome"), at("2021-01-01 00:00:00")),
+				pv(page("/plausible.io"), browser("Chrome"), at("2021-01-01 00:25:00")), pv(page("/plausible.io"), browser("Safari"), at("2021-01-01 00:00:00"))},
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser"],"filters":[["is","event:page",["/plausible.io"]]]}`,
+			want:  `[{"dimensions":["Chrome"],"metrics":[2]},{"dimensions":["Safari"],"metrics":[1]}]`},
+	)
+	sessionSources := []pev{
+		pv(src("Twitter"), utm("utm_medium=Twitter&utm_source=Twitter&utm_campaign=Twitter"), u(7)), pv(page("/plausible.io"), u(7)),
+		pv(page("/plausible.io"), src("Google"), utm("utm_medium=Google&utm_source=Google&utm_campaign=Google")),
+		pv(page("/plausible.io"), src("Google"), utm("utm_medium=Google&utm_source=Google&utm_campaign=Google")),
+	}
+	for _, d := range []string{"visit:source", "visit:utm_medium", "visit:utm_source", "visit:utm_campaign"} {
+		add(portCase{from: fQuery, name: "event:page filter shows sources of sessions that have visited that page (" + d + ")", events: sessionSources,
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["` + d + `"],"filters":[["is","event:page",["/plausible.io"]]]}`,
+			want:  `[{"dimensions":["Google"],"metrics":[2]},{"dimensions":["Twitter"],"metrics":[1]}]`})
+	}
+	add(portCase{from: fQuery, name: "top sources for a custom goal and filtered by hostname",
+		events: []pev{pv(host("blog.example.com"), src("Facebook"), u(7)), pv(host("app.example.com"), page("/register"), u(7)), ce("Signup", host("app.example.com"), page("/register"), u(7))},
+		query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:source"],"filters":[["is","event:hostname",["app.example.com"]]]}`,
+		want:   `[]`, gap: gapHostname},
+		portCase{from: fQuery, name: "top sources for a custom goal and filtered by hostname (2)",
+			events: []pev{pv(host("app.example.com"), src("Facebook"), page("/register"), u(7)), ce("Signup", host("app.example.com"), page("/register"), u(7))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:source"],"filters":[["is","event:hostname",["app.example.com"]]]}`,
+			want:   `[{"dimensions":["Facebook"],"metrics":[1]}]`, gap: gapHostname},
+		portCase{from: fQuery, name: "event:page filter is interpreted as entry_page filter only for bounce_rate",
+			events: []pev{pv(browser("Chrome"), u(7), page("/ignore"), at("2021-01-01 00:00:00")), pv(browser("Chrome"), u(7), page("/plausible.io"), at("2021-01-01 00:01:00")),
+				pv(browser("Chrome"), u(8), page("/important-page"), at("2021-01-01 00:00:00")), pv(browser("Chrome"), u(8), page("/"), at("2021-01-01 00:01:00")),
+				pv(browser("Chrome"), page("/plausible.io"), at("2021-01-01 00:01:00"))},
+			query: `{"metrics":["visitors","bounce_rate"],"date_range":"all","filters":[["is","event:page",["/plausible.io","/important-page"]]],"dimensions":["visit:browser"]}`,
+			want:  `[{"dimensions":["Chrome"],"metrics":[3,50]}]`, gap: gapPageBounce},
+		portCase{from: fQuery, name: "event:goal pageview filter for breakdown by visit source", goals: []pgoal{{page: "/plausible.io"}},
+			events: []pev{pv(src("Bing"), at("2021-01-01 00:00:00")), pv(src("Google"), u(7), at("2021-01-01 00:00:00")), pv(page("/plausible.io"), u(7), at("2021-01-01 00:00:00"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:source"],"filters":[["is","event:goal",["Visit /plausible.io"]]]}`,
+			want:   `[{"dimensions":["Google"],"metrics":[1]}]`, gap: gapSourceNames},
+		portCase{from: fQuery, name: "event:goal custom event filter for breakdown by visit source", goals: []pgoal{{event: "Register"}},
+			events: []pev{pv(src("Bing"), at("2021-01-01 00:00:00")), pv(src("Google"), u(7), at("2021-01-01 00:00:00")), ce("Register", u(7), at("2021-01-01 00:00:00"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:source"],"filters":[["is","event:goal",["Register"]]]}`,
+			want:   `[{"dimensions":["Google"],"metrics":[1]}]`, gap: gapSourceNames},
+		portCase{from: fQuery, name: "wildcard pageview goal filter for breakdown by event:page", goals: []pgoal{{page: "/**register"}},
+			events: []pev{pv(page("/en/register")), pv(page("/en/register"), u(7)), pv(page("/en/register"), u(7)), pv(page("/123/it/register")), pv(page("/should-not-appear"))},
+			query:  `{"metrics":["visitors","pageviews"],"date_range":"all","dimensions":["event:page"],"filters":[["is","event:goal",["Visit /**register"]]]}`,
+			want:   `[{"dimensions":["/en/register"],"metrics":[2,3]},{"dimensions":["/123/it/register"],"metrics":[1,1]}]`},
+	)
+	onboarding := []pev{ce("Onboarding conversion: Step 1"), ce("Onboarding conversion: Step 1"), ce("Onboarding conversion: Step 2"), ce("Unrelated"), pv(page("/conversion"))}
+	onboardingGoals := []pgoal{{event: "Onboarding conversion: Step 1"}, {event: "Onboarding conversion: Step 2"}, {event: "Unrelated"}, {page: "/conversion"}}
+	add(portCase{from: fQuery, name: "goal contains filter for goal breakdown", goals: onboardingGoals, events: onboarding,
+		query: `{"metrics":["visitors"],"date_range":"all","dimensions":["event:goal"],"filters":[["contains","event:goal",["conversion"]]]}`,
+		want:  `[{"dimensions":["Onboarding conversion: Step 1"],"metrics":[2]},{"dimensions":["Onboarding conversion: Step 2"],"metrics":[1]},{"dimensions":["Visit /conversion"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "goal contains filter for goal breakdown (case insensitive)", goals: onboardingGoals, events: onboarding,
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["event:goal"],"filters":[["contains","event:goal",["step"],{"case_sensitive":false}]]}`,
+			want:  `[{"dimensions":["Onboarding conversion: Step 1"],"metrics":[2]},{"dimensions":["Onboarding conversion: Step 2"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "mixed multi-goal filter for breakdown by visit:country", goals: []pgoal{{page: "/**register"}, {event: "Signup"}},
+			events: []pev{pv(cc("EE"), page("/en/register")), ce("Signup", cc("EE"), page("/en/register")), pv(cc("US"), page("/123/it/register")), pv(cc("US"), page("/different"))},
+			query:  `{"metrics":["visitors","pageviews","events"],"date_range":"all","dimensions":["visit:country"],"filters":[["is","event:goal",["Signup","Visit /**register"]]]}`,
+			want:   `[{"dimensions":["EE"],"metrics":[2,1,2]},{"dimensions":["US"],"metrics":[1,1,1]}]`},
+		portCase{from: fQuery, name: "event:goal custom event filter for breakdown by event page", goals: []pgoal{{event: "Register"}},
+			events: []pev{ce("Register", page("/en/register")), ce("Register", page("/en/register")), ce("Register", page("/it/register"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["event:page"],"filters":[["is","event:goal",["Register"]]]}`,
+			want:   `[{"dimensions":["/en/register"],"metrics":[2]},{"dimensions":["/it/register"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "IN filter for event:page", events: pages("/ignore", "/plausible.io", "/plausible.io", "/important-page"),
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["event:page"],"filters":[["is","event:page",["/plausible.io","/important-page"]]]}`,
+			want:  `[{"dimensions":["/plausible.io"],"metrics":[2]},{"dimensions":["/important-page"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "IN filter for visit:browser",
+			events: []pev{pv(page("/ignore"), browser("Firefox")), pv(page("/plausible.io"), browser("Chrome")), pv(page("/plausible.io"), browser("Safari")), pv(page("/important-page"), browser("Safari"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["event:page"],"filters":[["is","visit:browser",["Chrome","Safari"]]]}`,
+			want:   `[{"dimensions":["/plausible.io"],"metrics":[2]},{"dimensions":["/important-page"],"metrics":[1]}]`},
+		// Plausible's test asserts the two rows in any order; these are in Tally's tie order.
+		portCase{from: fQuery, name: "IN filter for visit:entry_page", events: pages("/ignore", "/plausible.io", "/plausible.io", "/important-page"),
+			query: `{"metrics":["bounce_rate"],"date_range":"all","dimensions":["event:page"],"filters":[["is","event:page",["/plausible.io","/important-page"]]]}`,
+			want:  `[{"dimensions":["/important-page"],"metrics":[100]},{"dimensions":["/plausible.io"],"metrics":[100]}]`, gap: gapSessionPage},
+		portCase{from: fQuery, name: "IN filter for event:name", events: []pev{ce("Signup"), ce("Signup"), ce("Login"), ce("Irrelevant")},
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["event:name"],"filters":[["is","event:name",["Signup","Login"]]]}`,
+			want:  `[{"dimensions":["Signup"],"metrics":[2]},{"dimensions":["Login"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "IN filter for event:name case insensitive", events: []pev{ce("Signup"), ce("Signup"), ce("Login"), ce("Irrelevant")},
+			query: `{"metrics":["visitors"],"date_range":"all","filters":[["is","event:name",["signup","LOGIN"],{"case_sensitive":false}]]}`, want: agg("3")},
+		portCase{from: fQuery, name: "IN filter for event:props:*",
+			events: []pev{pv(browser("Chrome"), props("browser", "Chrome")), pv(browser("Chrome"), props("browser", "Chrome")), pv(browser("Safari"), props("browser", "Safari")), pv(browser("Firefox"), props("browser", "Firefox"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser"],"filters":[["is","event:props:browser",["Chrome","Safari"]]]}`,
+			want:   `[{"dimensions":["Chrome"],"metrics":[2]},{"dimensions":["Safari"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "Multiple event:props:* filters",
+			events: []pev{pv(browser("Chrome"), props("browser", "Chrome")), pv(browser("Chrome"), props("browser", "Chrome", "prop", "xyz")),
+				pv(browser("Safari"), props("browser", "Safari", "prop", "target_value")), pv(browser("Chrome"), props("browser", "Chrome", "prop", "target_value")),
+				pv(browser("Firefox"), props("browser", "Firefox", "prop", "target_value"))},
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser"],"filters":[["is","event:props:browser",["CHROME","sAFari"],{"case_sensitive":false}],["is_not","event:props:browser",["Chrome"],{"case_sensitive":false}],["is","event:props:prop",["target_value"]]]}`,
+			want:  `[{"dimensions":["Safari"],"metrics":[1]}]`, gap: gapCaseNot},
+		portCase{from: fQuery, name: "IN filter for event:props:* including (none) value",
+			events: []pev{pv(browser("Chrome"), props("browser", "Chrome")), pv(browser("Chrome"), props("browser", "Chrome")), pv(browser("Safari")), pv(browser("Firefox"), props("browser", "Firefox"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser"],"filters":[["is","event:props:browser",["Chrome","(none)"]]]}`,
+			want:   `[{"dimensions":["Chrome"],"metrics":[2]},{"dimensions":["Safari"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "can use a is_not filter", events: []pev{pv(browser("Chrome")), pv(browser("Safari")), pv(browser("Safari")), pv(browser("Edge"))},
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser"],"filters":[["is_not","visit:browser",["Chrome"]]]}`,
+			want:  `[{"dimensions":["Safari"],"metrics":[2]},{"dimensions":["Edge"],"metrics":[1]}]`, gap: gapFixtureEdge},
+	)
+
+	// query_test.exs: "metrics".
+	add(portCase{from: fQuery, name: "all metrics for breakdown by visit prop",
+		events: []pev{pv(u(1), src("Google"), at("2021-01-01 00:00:00")), ce("signup", u(1), src("Google"), at("2021-01-01 00:05:00")), pv(u(1), src("Google"), at("2021-01-01 00:10:00")),
+			pv(src("Google"), at("2021-01-01 00:25:00")), pv(src("Twitter"), at("2021-01-01 00:00:00"))},
+		query: `{"metrics":["visitors","visits","pageviews","events","bounce_rate","visit_duration"],"date_range":"all","dimensions":["visit:source"]}`,
+		want:  `[{"dimensions":["Google"],"metrics":[2,2,3,4,50,300]},{"dimensions":["Twitter"],"metrics":[1,1,1,1,100,0]}]`, gap: gapSourceNames},
+		portCase{from: fQuery, name: "metrics=bounce_rate does not add visits to the response",
+			events: []pev{pv(u(1), page("/entry-page-1"), at("2021-01-01 00:00:00")), pv(u(1), page("/some-page"), at("2021-01-01 00:10:00")), pv(u(2), page("/entry-page-2"), src("Google"), at("2021-01-01 00:05:00"))},
+			query:  `{"metrics":["bounce_rate"],"date_range":"all","dimensions":["visit:entry_page"],"order_by":[["visit:entry_page","asc"]]}`,
+			want:   `[{"dimensions":["/entry-page-1"],"metrics":[0]},{"dimensions":["/entry-page-2"],"metrics":[100]}]`},
+		portCase{from: fQuery, name: "all metrics for breakdown by event prop",
+			events: []pev{pv(u(1), at("2021-01-01 00:00:00")), pv(u(1), page("/plausible.io"), at("2021-01-01 00:10:00")), pv(at("2021-01-01 00:25:00")), pv(page("/plausible.io"), at("2021-01-01 00:00:00"))},
+			query:  `{"metrics":["visitors","visits","pageviews","events","bounce_rate","visit_duration"],"date_range":"all","dimensions":["event:page"],"order_by":[["event:page","desc"]]}`,
+			want:   `[{"dimensions":["/plausible.io"],"metrics":[2,2,2,2,100,0]},{"dimensions":["/"],"metrics":[2,2,2,2,50,300]}]`, gap: gapSessionPage},
+		portCase{from: fQuery, name: "filtering by custom event property",
+			events: []pev{ce("Purchase", props("package", "business"), browser("Chrome"), at("2021-01-01 00:00:00")), ce("Purchase", props("package", "business"), browser("Safari"), at("2021-01-01 00:00:00")),
+				ce("Purchase", props("package", "business"), browser("Safari"), at("2021-01-01 00:25:00")), ce("Purchase", props("package", "personal"), browser("IE"), at("2021-01-01 00:25:00"))},
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser"],"filters":[["is","event:name",["Purchase"]],["is","event:props:package",["business"]]]}`,
+			want:  `[{"dimensions":["Safari"],"metrics":[2]},{"dimensions":["Chrome"],"metrics":[1]}]`},
+		portCase{from: fQuery, name: "multiple breakdown timeseries with sources",
+			events: []pev{pv(src("Google"), at("2021-01-01 00:00:00")), pv(at("2021-01-02 00:00:00")), pv(src("Google"), at("2021-01-02 00:00:00")), pv(src("Google"), at("2021-01-02 00:00:00")),
+				pv(at("2021-01-03 00:00:00")), pv(at("2021-01-03 00:00:00")), pv(src("Twitter"), at("2021-01-03 00:00:00"))},
+			query: `{"metrics":["visitors"],"date_range":["2021-01-01","2021-01-03"],"dimensions":["time","visit:source"]}`,
+			want:  `[{"dimensions":["2021-01-01","Google"],"metrics":[1]},{"dimensions":["2021-01-02","Google"],"metrics":[2]},{"dimensions":["2021-01-02","Direct / None"],"metrics":[1]},{"dimensions":["2021-01-03","Direct / None"],"metrics":[2]},{"dimensions":["2021-01-03","Twitter"],"metrics":[1]}]`,
+			gap:   gapSourceNames},
+	)
+
+	// query_test.exs: "pagination".
+	eight := pages("/1", "/2", "/3", "/4", "/5", "/6", "/7", "/8")
+	paged := func(name, pagination, want string) portCase {
+		return portCase{from: fQuery, name: name, events: eight,
+			query: `{"metrics":["pageviews"],"date_range":"all","dimensions":["event:page"],"order_by":[["event:page","asc"]],"include":{"total_rows":true},"pagination":` + pagination + `}`,
+			want:  want, meta: `{"total_rows":8}`}
+	}
+	rows := func(paths ...string) string {
+		var r []string
+		for _, p := range paths {
+			r = append(r, fmt.Sprintf(`{"dimensions":[%q],"metrics":[1]}`, p))
+		}
+		return "[" + join(r) + "]"
+	}
+	add(paged("pagination above total count - all results are returned", `{"limit":10}`, rows("/1", "/2", "/3", "/4", "/5", "/6", "/7", "/8")),
+		paged("pagination with offset (limit 3)", `{"limit":3}`, rows("/1", "/2", "/3")),
+		paged("pagination with offset (offset 3)", `{"limit":3,"offset":3}`, rows("/4", "/5", "/6")),
+		paged("pagination with offset (offset 6)", `{"limit":3,"offset":6}`, rows("/7", "/8")),
+		paged("pagination with offset (offset 9)", `{"limit":3,"offset":9}`, `[]`),
+	)
+
+	// query_test.exs: "scroll_depth" (the others ask Plausible's internal route).
+	add(portCase{from: fQuery, name: "scroll depth is (not yet) available in public API",
+		query: `{"metrics":["scroll_depth"],"date_range":"all","filters":[["is","event:page",["/"]]]}`, status: 400},
+		portCase{from: fQuery, name: "can query scroll_depth metric with a page filter",
+			events: []pev{pv(u(123), at("2021-01-01 00:00:00")), engagement(40, u(123), at("2021-01-01 00:00:10")), pv(u(123), at("2021-01-01 00:00:10")),
+				engagement(60, u(123), at("2021-01-01 00:00:20")), pv(u(456), at("2021-01-01 00:00:00")), engagement(80, u(456), at("2021-01-01 00:00:10"))},
+			query: `{"metrics":["scroll_depth"],"date_range":"all","filters":[["is","event:page",["/"]]]}`, want: agg("70"), gap: gapEngagement},
+		portCase{from: fQuery, name: "scroll depth is 0 when no engagement data in range", events: []pev{pv(at("2021-01-01 00:00:00"))},
+			query: `{"metrics":["visitors","scroll_depth"],"date_range":"all","filters":[["is","event:page",["/"]]]}`, want: agg("1, null"), gap: gapEngagement},
+		portCase{from: fQuery, name: "breakdown by event:page with scroll_depth metric",
+			events: []pev{pv(u(12), page("/blog"), at("2020-01-01 00:00:00")), engagement(20, u(12), page("/blog"), at("2020-01-01 00:01:00")),
+				pv(u(12), page("/another"), at("2020-01-01 00:01:00")), engagement(24, u(12), page("/another"), at("2020-01-01 00:02:00")),
+				pv(u(34), page("/blog"), at("2020-01-01 00:00:00")), engagement(17, u(34), page("/blog"), at("2020-01-01 00:01:00")),
+				pv(u(34), page("/another"), at("2020-01-01 00:01:00")), engagement(26, u(34), page("/another"), at("2020-01-01 00:02:00")),
+				pv(u(34), page("/blog"), at("2020-01-01 00:02:00")), engagement(60, u(34), page("/blog"), at("2020-01-01 00:03:00")),
+				pv(u(56), page("/blog"), at("2020-01-01 00:00:00")), engagement(100, u(56), page("/blog"), at("2020-01-01 00:01:00"))},
+			query: `{"metrics":["scroll_depth"],"date_range":"all","dimensions":["event:page"]}`,
+			want:  `[{"dimensions":["/blog"],"metrics":[60]},{"dimensions":["/another"],"metrics":[25]}]`, gap: gapEngagement},
+	)
+
+	// query_test.exs: "revenue metrics".
+	payments := []pev{ce("Purchase", at("2021-01-01 00:00:00"), revenue("100.3", "USD")), ce("Payment", at("2021-01-01 00:00:00"), revenue("40.3", "USD")),
+		ce("Payment", at("2021-01-01 00:00:00"), revenue("60.6", "USD")), ce("Subscription", at("2021-01-01 00:00:00"), revenue("100", "EUR")), ce("Signup", at("2021-01-01 00:00:00"))}
+	paymentGoals := []pgoal{{event: "Purchase"}, {event: "Payment"}, {event: "Subscription"}, {event: "Signup"}}
+	noRevenue := `{"code":"no_revenue_goals_matching","warning":"Revenue metrics are null as there are no matching revenue goals."}`
+	add(portCase{from: fQuery, name: "not requested leads to no metric_warnings",
+		query: `{"metrics":["pageviews"],"date_range":"all"}`, want: agg("0"), meta: `{"metric_warnings":null}`},
+		portCase{from: fQuery, name: "no revenue goals configured", goals: []pgoal{{event: "Signup"}}, events: []pev{ce("Signup", at("2021-01-01 00:00:00"))},
+			query: `{"metrics":["average_revenue","total_revenue"],"date_range":"all","dimensions":["event:goal"]}`,
+			want:  `[{"dimensions":["Signup"],"metrics":[null,null]}]`,
+			meta:  `{"metric_warnings":{"average_revenue":` + noRevenue + `,"total_revenue":` + noRevenue + `}}`, gap: gapRevenue},
+		portCase{from: fQuery, name: "not filtering or grouping by goals leads to warnings",
+			query: `{"metrics":["average_revenue","total_revenue"],"date_range":"all"}`, want: agg("null, null"),
+			meta: `{"metric_warnings":{"average_revenue":` + noRevenue + `,"total_revenue":` + noRevenue + `}}`, gap: gapRevenue},
+		portCase{from: fQuery, name: "filtering by revenue goals with same currency", goals: paymentGoals, events: payments,
+			query: `{"metrics":["events","average_revenue","total_revenue"],"date_range":"all","filters":[["is","event:goal",["Signup","Purchase","Payment"]]]}`,
+			want:  agg(`4,{"currency":"USD","long":"$67.07","short":"$67.1","value":67.066},{"currency":"USD","long":"$201.20","short":"$201.2","value":201.2}`),
+			meta:  `{"metric_warnings":null}`, gap: gapRevenue},
+		portCase{from: fQuery, name: "filtering by revenue goals with different currencies", goals: paymentGoals, events: payments,
+			query: `{"metrics":["average_revenue","total_revenue"],"date_range":"all","filters":[["is","event:goal",["Subscription","Payment"]]]}`,
+			want:  agg("null, null"), gap: gapRevenueCurrencies,
+			meta: `{"metric_warnings":{"average_revenue":{"code":"no_single_revenue_currency","warning":"Revenue metrics are null as there are multiple currencies for the selected event:goals."},` +
+				`"total_revenue":{"code":"no_single_revenue_currency","warning":"Revenue metrics are null as there are multiple currencies for the selected event:goals."}}}`},
+		portCase{from: fQuery, name: "breakdown by revenue goals", goals: paymentGoals, events: payments,
+			query: `{"metrics":["average_revenue","total_revenue"],"date_range":"all","dimensions":["event:goal"]}`,
+			want: `[{"dimensions":["Purchase"],"metrics":[{"currency":"USD","long":"$100.30","short":"$100.3","value":100.3},{"currency":"USD","long":"$100.30","short":"$100.3","value":100.3}]},` +
+				`{"dimensions":["Subscription"],"metrics":[{"currency":"EUR","long":"€100.00","short":"€100.0","value":100.0},{"currency":"EUR","long":"€100.00","short":"€100.0","value":100.0}]},` +
+				`{"dimensions":["Payment"],"metrics":[{"currency":"USD","long":"$50.45","short":"$50.4","value":50.45},{"currency":"USD","long":"$100.90","short":"$100.9","value":100.9}]},` +
+				`{"dimensions":["Signup"],"metrics":[null,null]}]`,
+			meta: `{"metric_warnings":null}`, gap: gapRevenueCurrencies},
+		portCase{from: fQuery, name: "breakdown by revenue goals + filtering", goals: paymentGoals, events: payments,
+			query: `{"metrics":["average_revenue","total_revenue"],"date_range":"all","filters":[["is","event:goal",["Signup","Purchase"]]],"dimensions":["event:goal"]}`,
+			want: `[{"dimensions":["Purchase"],"metrics":[{"currency":"USD","long":"$100.30","short":"$100.3","value":100.3},{"currency":"USD","long":"$100.30","short":"$100.3","value":100.3}]},` +
+				`{"dimensions":["Signup"],"metrics":[null,null]}]`,
+			meta: `{"metric_warnings":null}`, gap: gapRevenue},
 	)
 	return cs
 }
