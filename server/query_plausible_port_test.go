@@ -73,6 +73,13 @@ const (
 	gapFixtureEdge       = "fixture: Plausible's fixture stores browser Edge; Plausible's parser, and Tally, say Microsoft Edge"
 	gapSessionPage       = "session metrics (bounce_rate, visit_duration) broken down by event:page are refused"
 	gapWeekLabel         = "the first partial week is labelled with the Monday before the range, not the range's start"
+	gapImportedNotSet    = "imported rows without a UTM tag answer a (not set) row in a UTM breakdown; Plausible leaves them out"
+	gapImportedZero      = "an imported page with 0 pageviews is listed (Plausible leaves it out), and ties come in Tally's order (by value)"
+	gapVPVPage           = "views_per_visit under an event:page filter is answered; Plausible refuses it (400)"
+	gapExitRate          = "exit_rate is refused"
+	gapEmptyBuckets      = "time-series comparisons omit empty buckets"
+	gapImportedGoals     = "event:goal and the goal metrics are answered from the site's own events, without imported custom events and pages"
+	gapNoImportedData    = "include.imports on a site without imports answers unsupported_query, not no_imported_data"
 )
 
 // portCases is the port, in the order of Plausible's files.
@@ -580,6 +587,264 @@ func portCases() []portCase {
 				`{"dimensions":["Signup"],"metrics":[null,null]}]`,
 			meta: `{"metric_warnings":null}`, gap: gapRevenue},
 	)
+
+	// query_test.exs: "behavioral (has_done/has_not_done) filters" (Plausible's
+	// internal route; its docs list them for the public API).
+	purchases := []pev{ce("pageview", u(1), at("2021-01-01 00:00:00")), ce("AddToCart", u(1), at("2021-01-01 00:00:00")), ce("Purchase", u(1), at("2021-01-01 00:00:00")),
+		ce("pageview", u(2), at("2021-01-01 00:00:00")), ce("Purchase", u(2), at("2021-01-01 00:00:00")), ce("pageview", u(3), at("2021-01-01 00:00:00")),
+		ce("pageview", u(4), at("2021-01-01 00:00:00")), ce("Purchase", u(5), at("2021-01-01 00:00:00"))}
+	blogVisits := []pev{pv(u(1), page("/blog/post/1"), at("2021-01-01 00:00:00")), pv(u(1), at("2021-01-01 00:00:00")), pv(u(2), at("2021-01-01 00:00:00")), pv(u(3), page("/blog/post/1"), at("2021-01-01 00:00:00"))}
+	conversions := []pev{ce("Conversion", u(1), at("2021-01-01 00:00:00")), ce("Conversion", u(1), at("2021-01-01 00:00:00")), pv(u(1), at("2021-01-01 00:00:00")),
+		pv(u(1), at("2021-01-01 00:00:00")), pv(u(1), at("2021-01-01 00:00:00")), ce("Conversion", u(2), at("2021-01-01 00:00:00")), pv(u(2), at("2021-01-01 00:00:00")),
+		ce("Conversion", u(3), at("2021-01-01 00:00:00")), pv(u(4), at("2021-01-01 00:00:00"))}
+	add(portCase{from: fQuery, name: "has_done does counting by sessions",
+		events: []pev{ce("Conversion", u(1), at("2021-01-01 00:00:00")), pv(u(1), at("2021-01-01 00:01:00")), pv(u(1), at("2021-01-02 00:00:00")), pv(u(1), at("2021-01-02 00:01:00")),
+			ce("Conversion", u(1), at("2021-01-03 00:00:00")), pv(u(1), at("2021-01-03 00:01:00")), pv(u(1), at("2021-01-03 00:02:00")), pv(u(1), at("2021-01-03 00:03:00")),
+			ce("Conversion", u(2), at("2021-01-01 00:00:00")), pv(u(2), at("2021-01-01 00:01:00")), pv(u(2), at("2021-01-01 00:02:00")), pv(u(2), at("2021-01-01 00:03:00")), pv(u(2), at("2021-01-01 00:04:00"))},
+		query: `{"metrics":["visitors","visits","events","pageviews"],"date_range":"all","filters":[["has_done",["is","event:name",["Conversion"]]]]}`,
+		want:  agg("2, 3, 11, 8"), gap: gapHasDone + "; " + gapDailyIDs},
+		portCase{from: fQuery, name: "has_done returns all events by users who match condition if no further filters are provided", events: purchases,
+			query: `{"metrics":["visitors","events","pageviews"],"date_range":"all","filters":[["has_done",["is","event:name",["Purchase"]]]]}`, want: agg("3, 6, 2"), gap: gapHasDone},
+		portCase{from: fQuery, name: "has_done event:page filter", events: blogVisits,
+			query: `{"metrics":["visitors","pageviews"],"date_range":"all","filters":[["has_done",["contains","event:page",["/blog/"]]]]}`, want: agg("2, 3"), gap: gapHasDone},
+		portCase{from: fQuery, name: "has_not_done event:page filter", events: blogVisits,
+			query: `{"metrics":["visitors","pageviews"],"date_range":"all","filters":[["has_not_done",["contains","event:page",["/blog/"]]]]}`, want: agg("1, 1"), gap: gapHasDone},
+		portCase{from: fQuery, name: "has_done event:goal filter", goals: []pgoal{{event: "Conversion"}}, events: conversions,
+			query: `{"metrics":["visitors","pageviews"],"date_range":"all","filters":[["has_done",["is","event:goal",["Conversion"]]],["is","event:name",["pageview"]]]}`, want: agg("2, 4"), gap: gapHasDone},
+		portCase{from: fQuery, name: "has_not_done event:goal filter", goals: []pgoal{{event: "Conversion"}}, events: conversions,
+			query: `{"metrics":["visitors","pageviews"],"date_range":"all","filters":[["has_not_done",["is","event:goal",["Conversion"]]],["is","event:name",["pageview"]]]}`, want: agg("1, 1"), gap: gapHasDone},
+		portCase{from: fQuery, name: "visit filters are not allowed with has_done/has_not_done filters",
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser"],"filters":[["has_done",["is","visit:browser",["Chrome"]]]]}`, status: 400},
+		portCase{from: fQuery, name: "segment filters are (not yet) available in public API",
+			query: `{"metrics":["visitors"],"date_range":"all","filters":[["is","segment",[1]]]}`, status: 400},
+	)
+
+	// query_special_metrics_test.exs.
+	authors := []pev{pv(page("/blog/1"), props("author", "Uku")), pv(page("/blog/2"), props("author", "Uku")), pv(page("/blog/3"), props("author", "Uku")),
+		pv(page("/blog/1"), props("author", "Marko")), pv(page("/blog/2"), props("author", "Marko"), u(1)), pv(page("/blog/3"), props("author", "Marko"), u(1)),
+		pv(page("/blog")), pv(props("author", "Marko")), pv()}
+	registers := []pev{ce("pageview", page("/en/register")), ce("Signup", page("/en/register")), ce("Signup", page("/en/register")),
+		ce("Signup", page("/it/register"), u(1)), ce("Signup", page("/it/register"), u(1)), ce("pageview", page("/it/register"))}
+	add(portCase{from: fSpecial, name: "returns conversion_rate in a goal filtered custom prop breakdown", goals: []pgoal{{page: "/blog**"}}, events: authors,
+		query: `{"metrics":["visitors","events","conversion_rate"],"date_range":"all","filters":[["is","event:goal",["Visit /blog**"]]],"dimensions":["event:props:author"]}`,
+		want:  `[{"dimensions":["Uku"],"metrics":[3,3,37.5]},{"dimensions":["Marko"],"metrics":[2,3,25.0]},{"dimensions":["(none)"],"metrics":[1,1,12.5]}]`},
+		portCase{from: fSpecial, name: "returns conversion_rate alone in a goal filtered custom prop breakdown", goals: []pgoal{{page: "/blog**"}},
+			events: []pev{pv(page("/blog/1"), props("author", "Uku")), pv()},
+			query:  `{"metrics":["conversion_rate"],"date_range":"all","dimensions":["event:props:author"],"filters":[["is","event:goal",["Visit /blog**"]]]}`,
+			want:   `[{"dimensions":["Uku"],"metrics":[50]}]`},
+		portCase{from: fSpecial, name: "returns conversion_rate in a goal filtered event:page breakdown", goals: []pgoal{{event: "Signup"}}, events: registers,
+			query: `{"metrics":["visitors","events","group_conversion_rate"],"date_range":"all","dimensions":["event:page"],"filters":[["is","event:goal",["Signup"]]]}`,
+			want:  `[{"dimensions":["/en/register"],"metrics":[2,2,66.67]},{"dimensions":["/it/register"],"metrics":[1,2,50.0]}]`},
+		portCase{from: fSpecial, name: "returns conversion_rate alone in a goal filtered event:page breakdown", goals: []pgoal{{event: "Signup"}},
+			events: []pev{ce("pageview", page("/en/register")), ce("Signup", page("/en/register"))},
+			query:  `{"metrics":["group_conversion_rate"],"date_range":"all","filters":[["is","event:goal",["Signup"]]],"dimensions":["event:page"]}`,
+			want:   `[{"dimensions":["/en/register"],"metrics":[50.0]}]`},
+		portCase{from: fSpecial, name: "returns conversion_rate in a multi-goal filtered visit:screen_size breakdown", goals: []pgoal{{event: "Purchase"}, {event: "AddToCart"}},
+			events: []pev{ce("pageview", device("Mobile")), ce("AddToCart", device("Mobile")), ce("AddToCart", device("Mobile")),
+				ce("AddToCart", device("Desktop"), u(1)), ce("Purchase", device("Desktop"), u(1)), ce("pageview", device("Desktop"))},
+			query: `{"metrics":["visitors","events","group_conversion_rate"],"date_range":"all","dimensions":["visit:device"],"filters":[["is","event:goal",["AddToCart","Purchase"]]]}`,
+			want:  `[{"dimensions":["Mobile"],"metrics":[2,2,66.67]},{"dimensions":["Desktop"],"metrics":[1,2,50]}]`},
+		portCase{from: fSpecial, name: "returns conversion_rate alone in a goal filtered visit:screen_size breakdown", goals: []pgoal{{event: "AddToCart"}},
+			events: []pev{ce("pageview", device("Mobile")), ce("AddToCart", device("Mobile"))},
+			query:  `{"metrics":["conversion_rate"],"date_range":"all","dimensions":["visit:device"],"filters":[["is","event:goal",["AddToCart"]]]}`,
+			want:   `[{"dimensions":["Mobile"],"metrics":[50]}]`},
+		portCase{from: fSpecial, name: "can break down by visit:device with only percentage metric",
+			imports: []pimport{imp("visitors", hVisitors, "2021-01-01,5,5,0,5,50"), imp("devices", hDevices, "2021-01-01,Desktop,5,5,50,0,5")},
+			events:  []pev{pv(device("Mobile")), pv(device("Mobile")), pv(device("Desktop"))},
+			query:   `{"metrics":["percentage"],"date_range":"all","dimensions":["visit:device"],"include":{"imports":true}}`,
+			want:    `[{"dimensions":["Desktop"],"metrics":[75.0]},{"dimensions":["Mobile"],"metrics":[25.0]}]`},
+		portCase{from: fSpecial, name: "exit_rate in visit:exit_page breakdown without filters",
+			events: []pev{pv(u(1), page("/one"), at("2021-01-01 00:00:00")), pv(u(1), page("/two"), at("2021-01-01 00:10:00")), pv(u(3), page("/one"), at("2021-01-01 00:00:00")),
+				pv(u(3), page("/never-exit"), at("2021-01-01 00:00:00")), ce("a", u(3), page("/one"), at("2021-01-01 00:00:00")), pv(u(3), page("/one"), at("2021-01-01 00:10:00"))},
+			query: `{"metrics":["exit_rate"],"date_range":"all","dimensions":["visit:exit_page"],"order_by":[["exit_rate","desc"]]}`,
+			want:  `[{"dimensions":["/two"],"metrics":[100]},{"dimensions":["/one"],"metrics":[33.3]}]`, gap: gapExitRate},
+		portCase{from: fSpecial, name: "exit_rate in visit:exit_page breakdown filtered by visit:exit_page",
+			events: []pev{pv(page("/one"), at("2021-01-01 00:00:00")), pv(page("/one"), at("2021-01-01 00:00:00")), pv(u(1), page("/one"), at("2021-01-01 00:00:00")), pv(u(1), page("/two"), at("2021-01-01 00:10:00"))},
+			query:  `{"metrics":["exit_rate"],"date_range":"all","dimensions":["visit:exit_page"],"filters":[["is","visit:exit_page",["/one"]]]}`,
+			want:   `[{"dimensions":["/one"],"metrics":[66.7]}]`, gap: gapExitRate},
+	)
+
+	// query_goal_dimension_test.exs: "breakdown by event:goal".
+	add(portCase{from: fGoalDim, name: "returns custom event goals and pageview goals", goals: []pgoal{{event: "Purchase"}, {page: "/test"}},
+		events: []pev{pv(at("2021-01-01 00:00:01"), page("/test")), ce("Purchase", at("2021-01-01 00:00:03")), ce("Purchase", at("2021-01-01 00:00:03"))},
+		query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["event:goal"]}`,
+		want:   `[{"dimensions":["Purchase"],"metrics":[2]},{"dimensions":["Visit /test"],"metrics":[1]}]`},
+		portCase{from: fGoalDim, name: "returns pageview goals containing wildcards", goals: []pgoal{{page: "/**/post"}, {page: "/blog**"}},
+			events: []pev{pv(page("/blog"), u(7)), pv(page("/blog/post-1"), u(7)), pv(page("/blog/post-2"), u(7)), pv(page("/blog/something/post")), pv(page("/different/page/post"))},
+			query:  `{"metrics":["visitors","pageviews"],"date_range":"all","dimensions":["event:goal"],"order_by":[["pageviews","desc"]]}`,
+			want:   `[{"dimensions":["Visit /blog**"],"metrics":[2,4]},{"dimensions":["Visit /**/post"],"metrics":[2,2]}]`},
+		portCase{from: fGoalDim, name: "does not return goals that are not configured for the site", events: []pev{pv(page("/register")), ce("Signup")},
+			query: `{"metrics":["visitors","pageviews"],"date_range":"all","dimensions":["event:goal"]}`, want: `[]`},
+		portCase{from: fGoalDim, name: "returns conversion_rate in an event:goal breakdown", goals: []pgoal{{event: "Signup"}, {page: "/blog**"}},
+			events: []pev{ce("Signup", u(1)), ce("Signup", u(1)), pv(page("/blog")), pv(page("/blog/post")), pv()},
+			query:  `{"metrics":["visitors","events","conversion_rate"],"date_range":"all","dimensions":["event:goal"]}`,
+			want:   `[{"dimensions":["Visit /blog**"],"metrics":[2,2,50.0]},{"dimensions":["Signup"],"metrics":[1,2,25.0]}]`},
+		portCase{from: fGoalDim, name: "returns conversion_rate alone in an event:goal breakdown", goals: []pgoal{{event: "Signup"}},
+			events: []pev{ce("Signup", u(1)), pv()},
+			query:  `{"metrics":["conversion_rate"],"date_range":"all","dimensions":["event:goal"]}`,
+			want:   `[{"dimensions":["Signup"],"metrics":[50.0]}]`},
+	)
+
+	// query_comparisons_test.exs (Plausible's internal route; Tally answers
+	// comparisons on POST /api/v2/query).
+	browsers := func(b string, n int, ts string) []pev {
+		var es []pev
+		for i := 0; i < n; i++ {
+			es = append(es, pv(browser(b), at(ts)))
+		}
+		return es
+	}
+	var lowLimit []pev
+	for _, b := range []struct {
+		name string
+		n    int
+		ts   string
+	}{{"Firefox", 4, "2021-01-01 00:00:00"}, {"Safari", 3, "2021-01-01 00:00:00"}, {"Chrome", 1, "2021-01-01 00:00:00"},
+		{"Chrome", 3, "2021-01-07 00:00:00"}, {"Firefox", 2, "2021-01-07 00:00:00"}, {"Safari", 1, "2021-01-08 00:00:00"}} {
+		lowLimit = append(lowLimit, browsers(b.name, b.n, b.ts)...)
+	}
+	add(portCase{from: fComparison, name: "aggregates a single metric",
+		events: []pev{pv(at("2021-01-01 00:00:00")), pv(at("2021-01-01 00:25:00")), pv(at("2021-01-02 00:00:00")), pv(at("2021-01-07 00:00:00"))},
+		query:  `{"metrics":["pageviews"],"date_range":["2021-01-07","2021-01-13"],"include":{"comparisons":{"mode":"previous_period"}}}`,
+		want:   `[{"dimensions":[],"metrics":[1],"comparison":{"change":[-67],"dimensions":[],"metrics":[3]}}]`},
+		portCase{from: fComparison, name: "timeseries comparison",
+			events: []pev{pv(at("2021-01-01 00:00:00")), pv(at("2021-01-01 00:25:00")), pv(at("2021-01-06 00:00:00")), pv(at("2021-01-07 00:00:00")), pv(at("2021-01-08 00:00:00"))},
+			query:  `{"metrics":["pageviews"],"date_range":["2021-01-07","2021-01-13"],"dimensions":["time:day"],"include":{"comparisons":{"mode":"previous_period"}}}`,
+			want: `[{"dimensions":["2021-01-07"],"metrics":[1],"comparison":{"dimensions":["2020-12-31"],"metrics":[0],"change":[100]}},` +
+				`{"dimensions":["2021-01-08"],"metrics":[1],"comparison":{"dimensions":["2021-01-01"],"metrics":[2],"change":[-50]}},` +
+				`{"dimensions":["2021-01-09"],"metrics":[0],"comparison":{"dimensions":["2021-01-02"],"metrics":[0],"change":[0]}},` +
+				`{"dimensions":["2021-01-10"],"metrics":[0],"comparison":{"dimensions":["2021-01-03"],"metrics":[0],"change":[0]}},` +
+				`{"dimensions":["2021-01-11"],"metrics":[0],"comparison":{"dimensions":["2021-01-04"],"metrics":[0],"change":[0]}},` +
+				`{"dimensions":["2021-01-12"],"metrics":[0],"comparison":{"dimensions":["2021-01-05"],"metrics":[0],"change":[0]}},` +
+				`{"dimensions":["2021-01-13"],"metrics":[0],"comparison":{"dimensions":["2021-01-06"],"metrics":[1],"change":[-100]}}]`,
+			gap: gapEmptyBuckets},
+		portCase{from: fComparison, name: "dimensional comparison with low limit", events: lowLimit,
+			query: `{"metrics":["visitors","percentage"],"date_range":["2021-01-07","2021-01-13"],"dimensions":["visit:browser"],"include":{"comparisons":{"mode":"previous_period"}},"pagination":{"limit":2}}`,
+			want: `[{"dimensions":["Chrome"],"metrics":[3,50.0],"comparison":{"dimensions":["Chrome"],"metrics":[1,12.5],"change":[200,300]}},` +
+				`{"dimensions":["Firefox"],"metrics":[2,33.3],"comparison":{"dimensions":["Firefox"],"metrics":[4,50.0],"change":[-50,-33]}}]`},
+		portCase{from: fComparison, name: "dimensional comparison with low limit (offset 2)", events: lowLimit,
+			query: `{"metrics":["visitors","percentage"],"date_range":["2021-01-07","2021-01-13"],"dimensions":["visit:browser"],"include":{"comparisons":{"mode":"previous_period"}},"pagination":{"limit":2,"offset":2}}`,
+			want:  `[{"dimensions":["Safari"],"metrics":[1,16.7],"comparison":{"dimensions":["Safari"],"metrics":[3,37.5],"change":[-67,-55]}}]`},
+		portCase{from: fComparison, name: "dimensional comparison with imported data",
+			imports: []pimport{imp("browsers", hBrowsers, "2021-01-01,Firefox,121,50,50,0,0,50", "2021-01-01,Chrome,99,39,39,0,0,39", "2021-01-01,Safari,99,10,10,0,0,10"),
+				imp("visitors", hVisitors, "2021-01-01,99,99,0,99,0")},
+			events: []pev{pv(browser("Chrome"), at("2021-01-01 00:00:00")), pv(browser("Chrome"), at("2021-01-07 00:00:00")), pv(browser("Chrome"), at("2021-01-07 00:00:00")), pv(browser("Firefox"), at("2021-01-07 00:00:00"))},
+			query:  `{"metrics":["visitors","percentage"],"date_range":["2021-01-07","2021-01-13"],"dimensions":["visit:browser"],"include":{"imports":true,"comparisons":{"mode":"previous_period"}},"pagination":{"limit":2}}`,
+			want: `[{"dimensions":["Chrome"],"metrics":[2,66.7],"comparison":{"dimensions":["Chrome"],"metrics":[40,40.0],"change":[-95,67]}},` +
+				`{"dimensions":["Firefox"],"metrics":[1,33.3],"comparison":{"dimensions":["Firefox"],"metrics":[50,50.0],"change":[-98,-33]}}]`},
+	)
+
+	// query_imported_test.exs.
+	add(portCase{from: fImported, name: "does not count imported stats unless specified",
+		imports: []pimport{imp("visitors", hVisitors, "2023-01-01,1,1,0,1,10")}, events: []pev{pv(at("2023-01-01 00:00:00"))},
+		query: `{"metrics":["pageviews"],"date_range":"all"}`, want: agg("1")},
+		portCase{from: fImported, name: "does not count imported stats unless specified (with imports)",
+			imports: []pimport{imp("visitors", hVisitors, "2023-01-01,1,1,0,1,10")}, events: []pev{pv(at("2023-01-01 00:00:00"))},
+			query: `{"metrics":["pageviews"],"date_range":"all","include":{"imports":true}}`, want: agg("2"),
+			meta: `{"imports_included":true,"imports_warning":null}`},
+		portCase{from: fImported, name: "filters correctly with 'is' operator",
+			imports: []pimport{imp("pages", hPages, "2023-01-01,/blog,3,5", "2023-01-01,/blog/post/1,2,2")},
+			events:  []pev{pv(page("/blog"), at("2023-01-01 00:00:00")), pv(page("/blog"), at("2023-01-01 00:00:00")), pv(page("/blog/post/1"), at("2023-01-01 00:00:00")), pv(page("/about"), at("2023-01-01 00:00:00"))},
+			query:   `{"metrics":["visitors","pageviews"],"date_range":"all","filters":[["is","event:page",["/blog"]]],"include":{"imports":true}}`, want: agg("5, 7")},
+		portCase{from: fImported, name: "filters correctly with 'is' operator (case insensitive)",
+			imports: []pimport{imp("pages", hPages, "2023-01-01,/BLOG,3,5", "2023-01-01,/blog/post/1,2,2")},
+			events:  []pev{pv(page("/BLOG"), at("2023-01-01 00:00:00")), pv(page("/blog"), at("2023-01-01 00:00:00")), pv(page("/blog/post/1"), at("2023-01-01 00:00:00")), pv(page("/about"), at("2023-01-01 00:00:00"))},
+			query:   `{"metrics":["visitors","pageviews"],"date_range":"all","filters":[["is","event:page",["/blOG"],{"case_sensitive":false}]],"include":{"imports":true}}`, want: agg("5, 7")},
+		portCase{from: fImported, name: "filters correctly with 'contains' operator",
+			imports: []pimport{imp("pages", hPages, "2023-01-01,/blog,3,5", "2023-01-01,/blog/post/1,2,2", "2023-01-01,/blog/POST/2,1,3")},
+			events:  []pev{pv(page("/blog"), at("2023-01-01 00:00:00")), pv(page("/blog/post/1"), at("2023-01-01 00:00:00")), pv(page("/blog/post/2"), at("2023-01-01 00:00:00")), pv(page("/about"), at("2023-01-01 00:00:00"))},
+			query:   `{"metrics":["visitors","pageviews"],"date_range":"all","filters":[["contains","event:page",["blog/post"]]],"include":{"imports":true}}`, want: agg("4, 4")},
+		portCase{from: fImported, name: "filters correctly with 'contains' operator (case insensitive)",
+			imports: []pimport{imp("pages", hPages, "2023-01-01,/BLOG/POST/1,3,5", "2023-01-01,/blog/post/2,2,2")},
+			events:  []pev{pv(page("/BLOG/post/1"), at("2023-01-01 00:00:00")), pv(page("/blog/POST/2"), at("2023-01-01 00:00:00")), pv(page("/about"), at("2023-01-01 00:00:00"))},
+			query:   `{"metrics":["visitors","pageviews"],"date_range":"all","filters":[["contains","event:page",["blog/POST"],{"case_sensitive":false}]],"include":{"imports":true}}`, want: agg("7, 9")},
+	)
+	purchaseImports := []pimport{imp("custom_events", hEvents, "2023-01-01,Purchase,3,5", "2023-01-01,Signup,2,2")}
+	purchaseEvents := []pev{ce("Purchase", at("2023-01-01 00:00:00")), ce("Purchase", at("2023-01-01 00:00:00")), ce("Signup", at("2023-01-01 00:00:00"))}
+	for _, f := range []struct{ name, filter string }{
+		{"aggregates custom event goals with 'is' and 'contains' operators (is)", `["is","event:goal",["Purchase"]]`},
+		{"aggregates custom event goals with 'is' and 'contains' operators (contains)", `["contains","event:goal",["Purch","sign"]]`},
+		{"aggregates custom event goals with 'is' and 'contains' operators (case insensitive, is)", `["is","event:goal",["purchase"],{"case_sensitive":false}]`},
+		{"aggregates custom event goals with 'is' and 'contains' operators (case insensitive, contains)", `["contains","event:goal",["PURCH"],{"case_sensitive":false}]`},
+	} {
+		add(portCase{from: fImported, name: f.name, goals: []pgoal{{event: "Purchase"}}, imports: purchaseImports, events: purchaseEvents,
+			query: `{"metrics":["visitors","events"],"date_range":"all","filters":[` + f.filter + `],"include":{"imports":true}}`, want: agg("5, 7"), gap: gapImportedGoals})
+	}
+	add(portCase{from: fImported, name: "breaks down all metrics by visit:referrer with imported data",
+		imports: []pimport{imp("sources", hSources, "2021-01-01,,site.com,,,,,,2,2,2,120,1", "2021-01-01,,site.com/2,,,,,,2,2,2,0,2", "2021-01-01,,,,,,,,50,10,11,1100,0")},
+		events:  []pev{pv(ref("https://site.com"), at("2021-01-01 00:00:00")), pv(ref("https://site.com/1"), at("2021-01-01 00:00:00"))},
+		query:   `{"metrics":["visitors","visits","pageviews","bounce_rate","visit_duration"],"date_range":"all","dimensions":["visit:referrer"],"include":{"imports":true}}`,
+		want: `[{"dimensions":["Direct / None"],"metrics":[10,11,50,0.0,100.0]},{"dimensions":["site.com"],"metrics":[3,3,3,67.0,40.0]},` +
+			`{"dimensions":["site.com/2"],"metrics":[2,2,2,100.0,0.0]},{"dimensions":["site.com/1"],"metrics":[1,1,1,100.0,0.0]}]`},
+		portCase{from: fImported, name: "breaks down all metrics by visit:utm_source with imported data",
+			imports: []pimport{imp("sources", hSources, "2021-01-01,,,SomeUTMSource,,,,,2,2,2,120,1", "2021-01-01,,,SomeUTMSource-2,,,,,2,2,2,0,2", "2021-01-01,,,,,,,,50,10,11,1100,0")},
+			events:  []pev{pv(utm("utm_source=SomeUTMSource"), at("2021-01-01 00:00:00")), pv(utm("utm_source=SomeUTMSource-1"), at("2021-01-01 00:00:00"))},
+			query:   `{"metrics":["visitors","visits","pageviews","bounce_rate","visit_duration"],"date_range":"all","dimensions":["visit:utm_source"],"include":{"imports":true}}`,
+			want: `[{"dimensions":["SomeUTMSource"],"metrics":[3,3,3,67.0,40.0]},{"dimensions":["SomeUTMSource-2"],"metrics":[2,2,2,100.0,0.0]},` +
+				`{"dimensions":["SomeUTMSource-1"],"metrics":[1,1,1,100.0,0.0]}]`, gap: gapImportedNotSet},
+		portCase{from: fImported, name: "pageviews breakdown by event:page - imported data having pageviews=0 and visitors=n should be bypassed",
+			imports: []pimport{imp("pages", hPages, "2021-01-01,/skip-me,1,0", "2021-01-01,/include-me,1,1")},
+			events:  []pev{pv(at("2021-01-01 00:00:00")), pv(at("2021-01-01 00:25:00")), pv(page("/plausible.io"), at("2021-01-01 00:00:00"))},
+			query:   `{"metrics":["pageviews"],"date_range":"all","dimensions":["event:page"],"include":{"imports":true}}`,
+			want:    `[{"dimensions":["/"],"metrics":[2]},{"dimensions":["/plausible.io"],"metrics":[1]},{"dimensions":["/include-me"],"metrics":[1]}]`, gap: gapImportedZero},
+		portCase{from: fImported, name: "breakdown by visit:exit_page with: can query with visit:exit_page dimension",
+			imports: []pimport{imp("exit_pages", hExitPages, "2021-01-01,/b,2,3,5")},
+			events:  []pev{pv(page("/a"), at("2021-01-01 00:00:00")), pv(u(7), page("/a"), at("2021-01-01 00:25:00")), pv(u(7), page("/b"), at("2021-01-01 00:35:00"))},
+			query:   `{"metrics":["visits"],"date_range":"all","dimensions":["visit:exit_page"],"include":{"imports":true}}`,
+			want:    `[{"dimensions":["/b"],"metrics":[4]},{"dimensions":["/a"],"metrics":[1]}]`},
+		portCase{from: fImported, name: "returns screen sizes breakdown when filtering by screen size",
+			imports: []pimport{imp("devices", hDevices, "2021-01-01,Mobile,3,3,30,0,5")},
+			events:  []pev{pv(at("2021-01-01 00:00:01"), device("Mobile"))},
+			query:   `{"metrics":["visitors","pageviews"],"date_range":"all","dimensions":["visit:device"],"filters":[["is","visit:device",["Mobile"]]],"include":{"imports":true}}`,
+			want:    `[{"dimensions":["Mobile"],"metrics":[4,6]}]`},
+		portCase{from: fImported, name: "returns custom event goals and pageview goals", goals: []pgoal{{event: "Purchase"}, {page: "/test"}},
+			imports: []pimport{imp("custom_events", hEvents, "2021-01-01,Purchase,3,5"), imp("pages", hPages, "2021-01-01,/test,2,2"), imp("visitors", hVisitors, "2021-01-01,5,5,0,5,50")},
+			events:  []pev{pv(at("2021-01-01 00:00:01"), page("/test")), ce("Purchase", at("2021-01-01 00:00:03")), ce("Purchase", at("2021-01-01 00:00:03"))},
+			query:   `{"metrics":["visitors","events","pageviews","conversion_rate"],"date_range":"all","dimensions":["event:goal"],"include":{"imports":true}}`,
+			want:    `[{"dimensions":["Purchase"],"metrics":[5,7,0,62.5]},{"dimensions":["Visit /test"],"metrics":[3,3,3,37.5]}]`, gap: gapImportedGoals},
+		portCase{from: fImported, name: "includes imported data for time:day dimension",
+			imports: []pimport{imp("visitors", hVisitors, "2021-01-01,5,5,0,5,50")},
+			events:  []pev{pv(at("2021-01-01 00:00:00")), pv(at("2021-01-01 00:10:00")), pv(at("2021-01-01 23:59:00"))},
+			query:   `{"metrics":["visitors"],"date_range":["2021-01-01","2021-01-02"],"dimensions":["time:day"],"include":{"imports":true}}`,
+			want:    `[{"dimensions":["2021-01-01"],"metrics":[8]}]`, meta: `{"imports_included":true}`},
+		portCase{from: fImported, name: "adds a warning when time:hour dimension",
+			imports: []pimport{imp("visitors", hVisitors, "2021-01-01,5,5,0,5,50")},
+			events:  []pev{pv(at("2021-01-01 00:00:00")), pv(at("2021-01-01 00:10:00")), pv(at("2021-01-01 23:59:00"))},
+			query:   `{"metrics":["visitors"],"date_range":["2021-01-01","2021-01-02"],"dimensions":["time:hour"],"include":{"imports":true}}`,
+			want:    `[{"dimensions":["2021-01-01 00:00:00"],"metrics":[2]},{"dimensions":["2021-01-01 23:00:00"],"metrics":[1]}]`,
+			meta:    `{"imports_included":false,"imports_skip_reason":"unsupported_interval","imports_warning":"Imported stats are not included because the time dimension (i.e. the interval) is too short."}`},
+		portCase{from: fImported, name: "adds a warning when query params are not supported for imported data", goals: []pgoal{{event: "Signup"}},
+			imports: []pimport{imp("visitors", hVisitors, "2021-01-19,9,9,0,9,90")}, events: []pev{ce("Signup", props("package", "large"))},
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["event:props:package"],"filters":[["is","event:goal",["Signup"]]],"include":{"imports":true}}`,
+			want:  `[{"dimensions":["large"],"metrics":[1]}]`,
+			meta:  `{"imports_included":false,"imports_skip_reason":"unsupported_query","imports_warning":"Imported stats are not included in the results because query parameters are not supported. For more information, see: https://plausible.io/docs/stats-api#filtering-imported-stats"}`},
+		portCase{from: fImported, name: "does not add a warning when there are no site imports", goals: []pgoal{{event: "Signup"}},
+			events: []pev{ce("Signup", props("package", "large"))},
+			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["event:props:package"],"filters":[["is","event:goal",["Signup"]]],"include":{"imports":true}}`,
+			meta:   `{"imports_included":false,"imports_skip_reason":"no_imported_data","imports_warning":null}`, gap: gapNoImportedData},
+	)
+
+	// query_validations_test.exs: "param validation" (the messages need not
+	// match Plausible's: the status and the body's shape must).
+	for _, v := range []struct{ name, query string }{
+		{"does not allow querying conversion_rate without a goal filter", `{"metrics":["conversion_rate"],"date_range":"all","dimensions":["event:page"],"filters":[["is","event:props:author",["Uku"]]]}`},
+		{"validates that dimensions are valid", `{"metrics":["visitors"],"date_range":"all","dimensions":["badproperty"]}`},
+		{"empty custom property is invalid", `{"metrics":["visitors"],"date_range":"all","dimensions":["event:props:"]}`},
+		{"validates that correct date range is used", `{"metrics":["visitors"],"date_range":"bad_period","dimensions":["event:name"]}`},
+		{"fails when an invalid metric is provided", `{"metrics":["visitors","baa"],"date_range":"all","dimensions":["event:name"]}`},
+		{"session metrics cannot be used with event:name dimension", `{"metrics":["visitors","bounce_rate"],"date_range":"all","dimensions":["event:name"]}`},
+		{"session metrics cannot be used with event:props:* dimension", `{"metrics":["visitors","bounce_rate"],"date_range":"all","dimensions":["event:props:url"]}`},
+		{"validates that metric views_per_visit cannot be used with event:page filter", `{"metrics":["views_per_visit"],"date_range":"all","filters":[["is","event:page",["/something"]]]}`},
+		{"validates that metric views_per_visit cannot be used together with dimensions", `{"metrics":["views_per_visit"],"date_range":"all","dimensions":["event:name"]}`},
+		{"validates a metric can't be asked multiple times", `{"metrics":["views_per_visit","visitors","visitors"],"date_range":"all"}`},
+		{"handles filtering by visit:country with invalid country code", `{"metrics":["pageviews"],"date_range":"all","filters":[["is","visit:country",["USA"]]]}`},
+	} {
+		c := portCase{from: fValidation, name: v.name, query: v.query, status: 400}
+		if strings.Contains(v.name, "event:page filter") {
+			c.gap = gapVPVPage
+		}
+		add(c)
+	}
 	return cs
 }
 
@@ -597,6 +862,22 @@ func pages(paths ...string) []pev {
 		es = append(es, pv(page(p)))
 	}
 	return es
+}
+
+// The header rows of Plausible's export's CSV files.
+const (
+	hVisitors  = "date,visitors,pageviews,bounces,visits,visit_duration"
+	hSources   = "date,source,referrer,utm_source,utm_medium,utm_campaign,utm_content,utm_term,pageviews,visitors,visits,visit_duration,bounces"
+	hPages     = "date,page,visitors,pageviews"
+	hExitPages = "date,exit_page,visitors,exits,pageviews"
+	hDevices   = "date,device,visitors,visits,visit_duration,bounces,pageviews"
+	hBrowsers  = "date,browser,browser_version,visitors,visits,visit_duration,bounces,pageviews"
+	hEvents    = "date,name,visitors,events"
+)
+
+// imp is one report of a Plausible export: build(:imported_REPORT, ...).
+func imp(report, header string, rows ...string) pimport {
+	return pimport{file: "imported_" + report + ".csv", header: header, rows: rows}
 }
 
 // join is strings joined by commas.
