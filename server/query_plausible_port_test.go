@@ -510,6 +510,11 @@ func portCases() []portCase {
 			gap:   gapSourceNames},
 	)
 
+	add(portCase{from: fQuery, name: "using the returned query object in a new POST request: yields the same results for a simple aggregate query",
+		tz: "Europe/Tallinn", again: true,
+		events: []pev{pv(u(7), at("2021-01-01 00:00:00")), pv(u(7), at("2021-01-01 00:25:00")), pv(at("2021-01-01 00:00:00"))},
+		query:  `{"metrics":["pageviews"],"date_range":"all"}`, want: agg("3")})
+
 	// query_test.exs: "pagination".
 	eight := pages("/1", "/2", "/3", "/4", "/5", "/6", "/7", "/8")
 	paged := func(name, pagination, want string) portCase {
