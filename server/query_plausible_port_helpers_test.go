@@ -176,8 +176,12 @@ type pimport struct {
 }
 
 // pgoal is insert(:goal, ...): a custom event goal (event) or a
-// pageview goal (page, named "Visit " + page).
-type pgoal struct{ event, page string }
+// pageview goal (page, named "Visit " + page), with Plausible's
+// display_name (name) and a custom property (prop: name, value).
+type pgoal struct {
+	event, page, name string
+	prop              []string
+}
 
 // portCase is one Plausible test (or one query of it).
 type portCase struct {
@@ -208,6 +212,12 @@ func portRun(t *testing.T, h *harness, tn tenant, site string, c portCase) strin
 		body := map[string]any{"name": g.event, "event_name": g.event}
 		if g.page != "" {
 			body = map[string]any{"name": "Visit " + g.page, "page_path": g.page}
+		}
+		if g.name != "" {
+			body["name"] = g.name
+		}
+		if g.prop != nil {
+			body["property"] = map[string]string{"name": g.prop[0], "value": g.prop[1]}
 		}
 		mustStatus(t, h.q("POST", "/v1/sites/"+site+"/goals", testAdminToken, body), 201, "")
 	}

@@ -51,6 +51,8 @@ const (
 	fComparison = "query_comparisons"
 	fImported   = "query_imported"
 	fValidation = "query_validations"
+	fGoalProps  = "query_goal_custom_props"
+	fTimezone   = "query_timezone"
 )
 
 // The gaps, by cause.
@@ -73,6 +75,9 @@ const (
 	gapFixtureEdge       = "fixture: Plausible's fixture stores browser Edge; Plausible's parser, and Tally, say Microsoft Edge"
 	gapSessionPage       = "session metrics (bounce_rate, visit_duration) broken down by event:page are refused"
 	gapWeekLabel         = "the first partial week is labelled with the Monday before the range, not the range's start"
+	gapDSTGap            = "a day whose midnight does not exist (DST gap, America/Santiago 2022-09-11) is answered from 23:00 the day before to 22:59:59, an hour early"
+	gapDSTAmbiguous      = "a day starting at an ambiguous midnight (America/Havana 2023-11-05) starts at its first occurrence; Plausible takes the second"
+	gapFixtureTZData     = "fixture: Go's time zone data has Paraguay fall back at 03:00 UTC on 2024-03-24, so the third pageview is on the 23rd in Asuncion; Plausible's has it on the 24th"
 	gapImportedNotSet    = "imported rows without a UTM tag answer a (not set) row in a UTM breakdown; Plausible leaves them out"
 	gapImportedZero      = "an imported page with 0 pageviews is listed (Plausible leaves it out), and ties come in Tally's order (by value)"
 	gapVPVPage           = "views_per_visit under an event:page filter is answered; Plausible refuses it (400)"
@@ -850,6 +855,59 @@ func portCases() []portCase {
 		}
 		add(c)
 	}
+
+	// query_goal_custom_props_test.exs (a goal of Tally holds one custom
+	// property: the test of two is left out).
+	add(portCase{from: fGoalProps, name: "filters custom event goals by custom properties", goals: []pgoal{{event: "Purchase", prop: []string{"variant", "A"}}},
+		events: []pev{ce("Purchase", props("variant", "A"), at("2021-01-01 00:00:01")), ce("Purchase", props("variant", "A"), at("2021-01-01 00:00:02")),
+			ce("Purchase", props("variant", "B"), at("2021-01-01 00:00:03")), ce("Purchase", at("2021-01-01 00:00:04"))},
+		query: `{"metrics":["visitors","events"],"date_range":"all","filters":[["is","event:goal",["Purchase"]]]}`, want: agg("2, 2")},
+		portCase{from: fGoalProps, name: "goals without custom_props filter match all events", goals: []pgoal{{event: "Signup"}},
+			events: []pev{ce("Signup", props("source", "google")), ce("Signup", props("source", "twitter")), ce("Signup")},
+			query:  `{"metrics":["visitors","events"],"date_range":"all","filters":[["is","event:goal",["Signup"]]]}`, want: agg("3, 3")},
+		portCase{from: fGoalProps, name: "breakdown by event:goal with custom property filters",
+			goals:  []pgoal{{event: "Purchase A", prop: []string{"variant", "A"}}, {event: "Purchase B", prop: []string{"variant", "B"}}},
+			events: []pev{ce("Purchase A", props("variant", "A"), u(1)), ce("Purchase A", props("variant", "A"), u(1)), ce("Purchase B", props("variant", "B"), u(1))},
+			query:  `{"metrics":["visitors","events"],"date_range":"all","dimensions":["event:goal"]}`,
+			want:   `[{"dimensions":["Purchase A"],"metrics":[1,2]},{"dimensions":["Purchase B"],"metrics":[1,1]}]`},
+		portCase{from: fGoalProps, name: "custom property filters work with conversion_rate metric", goals: []pgoal{{event: "Signup", prop: []string{"method", "email"}}},
+			events: []pev{pv(u(1)), ce("Signup", props("method", "email"), u(1)), pv(u(2)), ce("Signup", props("method", "google"), u(2)), pv(u(3))},
+			query:  `{"metrics":["visitors","events","conversion_rate"],"date_range":"all","filters":[["is","event:goal",["Signup"]]]}`, want: agg("1, 1, 33.33")},
+		// Plausible's test asserts the two rows in any order.
+		portCase{from: fGoalProps, name: "custom property filters work with multi-dimensional breakdown", goals: []pgoal{{event: "Purchase", prop: []string{"variant", "A"}}},
+			events: []pev{ce("Purchase", props("variant", "A", "plan", "premium")), ce("Purchase", props("variant", "A", "plan", "free"), u(2)), ce("Purchase", props("variant", "B", "plan", "premium"), u(3))},
+			query:  `{"metrics":["visitors","events"],"date_range":"all","dimensions":["event:goal","event:props:plan"],"filters":[["is","event:goal",["Purchase"]]]}`,
+			want:   `[{"dimensions":["Purchase","free"],"metrics":[1,1]},{"dimensions":["Purchase","premium"],"metrics":[1,1]}]`},
+		portCase{from: fGoalProps, name: "custom property filters work with time series queries", goals: []pgoal{{event: "Click", prop: []string{"button", "cta"}}},
+			events: []pev{ce("Click", props("button", "cta"), at("2021-01-01 00:00:00")), ce("Click", props("button", "nav"), at("2021-01-01 00:00:00")), ce("Click", props("button", "cta"), at("2021-01-02 00:00:00"))},
+			query:  `{"metrics":["visitors"],"date_range":["2021-01-01","2021-01-02"],"dimensions":["time:day"],"filters":[["is","event:goal",["Click"]]]}`,
+			want:   `[{"dimensions":["2021-01-01"],"metrics":[1]},{"dimensions":["2021-01-02"],"metrics":[1]}]`},
+		// Plausible's test finds the two goals' rows in the answer, in any order, and no row named
+		// after the event; these are in Tally's order.
+		portCase{from: fGoalProps, name: "different goals with same event name but different custom props are distinguished",
+			goals:  []pgoal{{event: "Button Click", name: "Red Button", prop: []string{"color", "red"}}, {event: "Button Click", name: "Blue Button", prop: []string{"color", "blue"}}},
+			events: []pev{ce("Button Click", props("color", "red"), u(1)), ce("Button Click", props("color", "red"), u(1)), ce("Button Click", props("color", "blue"), u(2)), ce("Button Click", u(3))},
+			query:  `{"metrics":["visitors","events"],"date_range":"all","dimensions":["event:goal"]}`,
+			want:   `[{"dimensions":["Blue Button"],"metrics":[1,1]},{"dimensions":["Red Button"],"metrics":[1,2]}]`},
+	)
+
+	// query_timezone_test.exs: "query parser timezone conversion for date ranges".
+	add(portCase{from: fTimezone, name: "uses site timezone to determine 'today' (negative offset)", tz: "America/New_York", now: "2024-01-02 02:00:00",
+		events: []pev{pv(at("2024-01-01 12:00:00")), pv(at("2024-01-02 12:00:00")), pv(at("2024-01-02 14:00:00"))},
+		query:  `{"metrics":["pageviews"],"date_range":"day"}`, want: agg("1")},
+		portCase{from: fTimezone, name: "uses site timezone to determine 'today' (positive offset)", tz: "Asia/Tokyo", now: "2024-01-01 16:00:00",
+			events: []pev{pv(at("2024-01-01 10:00:00")), pv(at("2024-01-01 12:00:00")), pv(at("2024-01-02 12:00:00"))},
+			query:  `{"metrics":["pageviews"],"date_range":"day"}`, want: agg("1")},
+		portCase{from: fTimezone, name: "handles timezone gap when date starts at non-existent midnight (spring forward)", tz: "America/Santiago",
+			events: []pev{pv(at("2022-09-11 03:59:00")), pv(at("2022-09-11 04:00:00")), pv(at("2022-09-11 05:00:00"))},
+			query:  `{"metrics":["pageviews"],"date_range":["2022-09-11","2022-09-11"]}`, want: agg("2"), gap: gapDSTGap},
+		portCase{from: fTimezone, name: "handles ambiguous datetime at start of range (fall back)", tz: "America/Havana",
+			events: []pev{pv(at("2023-11-05 04:30:00")), pv(at("2023-11-05 05:30:00")), pv(at("2023-11-05 06:30:00"))},
+			query:  `{"metrics":["pageviews"],"date_range":["2023-11-05","2023-11-05"]}`, want: agg("2"), gap: gapDSTAmbiguous},
+		portCase{from: fTimezone, name: "handles ambiguous datetime at end of range (fall back)", tz: "America/Asuncion",
+			events: []pev{pv(at("2024-03-23 12:00:00")), pv(at("2024-03-24 02:58:00")), pv(at("2024-03-24 03:00:00"))},
+			query:  `{"metrics":["pageviews"],"date_range":["2024-03-23","2024-03-23"]}`, want: agg("2"), gap: gapFixtureTZData},
+	)
 	return cs
 }
 
