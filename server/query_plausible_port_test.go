@@ -75,6 +75,8 @@ const (
 	gapFixtureEdge       = "fixture: Plausible's fixture stores browser Edge; Plausible's parser, and Tally, say Microsoft Edge"
 	gapSessionPage       = "session metrics (bounce_rate, visit_duration) broken down by event:page are refused"
 	gapWeekLabel         = "the first partial week is labelled with the Monday before the range, not the range's start"
+	gapImportedColumns   = "imported sources are kept one column at a time: a filter on another of the report's columns leaves the import out"
+	gapRegions           = "visit:region and visit:region_name are refused"
 	gapDSTGap            = "a day whose midnight does not exist (DST gap, America/Santiago 2022-09-11) is answered from 23:00 the day before to 22:59:59, an hour early"
 	gapDSTAmbiguous      = "a day starting at an ambiguous midnight (America/Havana 2023-11-05) starts at its first occurrence; Plausible takes the second"
 	gapFixtureTZData     = "fixture: Go's time zone data has Paraguay fall back at 03:00 UTC on 2024-03-24, so the third pageview is on the 23rd in Asuncion; Plausible's has it on the 24th"
@@ -908,6 +910,54 @@ func portCases() []portCase {
 			events: []pev{pv(at("2024-03-23 12:00:00")), pv(at("2024-03-24 02:58:00")), pv(at("2024-03-24 03:00:00"))},
 			query:  `{"metrics":["pageviews"],"date_range":["2024-03-23","2024-03-23"]}`, want: agg("2"), gap: gapFixtureTZData},
 	)
+
+	// query_imported_test.exs: "imported data", continued.
+	allReports := []pimport{imp("browsers", hBrowsers, "2021-01-01,Chrome,,1,1,10,0,1"), imp("devices", hDevices, "2021-01-01,Desktop,1,1,10,0,1"),
+		imp("entry_pages", hEntryPages, "2021-01-01,/test,1,1,10,0,1"), imp("exit_pages", hExitPages, "2021-01-01,/test,1,1,1"),
+		imp("locations", hLocations, "2021-01-01,EE,,,1,1,10,0,1"), imp("operating_systems", hOS, "2021-01-01,Mac,,1,1,10,0,1"),
+		imp("pages", hPages, "2021-01-01,/test,1,1"), imp("sources", hSources, "2021-01-01,Google,,,,,,,1,1,1,10,0")}
+	for _, d := range []struct{ dim, value string }{
+		{"visit:browser", "Chrome"}, {"visit:device", "Desktop"}, {"visit:country", "EE"}, {"visit:os", "Mac"}, {"event:page", "/test"}, {"visit:source", "Google"},
+	} {
+		add(portCase{from: fImported, name: "pageviews are returned as events for breakdown reports other than custom events (" + d.dim + ")", imports: allReports,
+			query: `{"metrics":["events"],"date_range":["2021-01-01","2021-01-01"],"dimensions":["` + d.dim + `"],"include":{"imports":true}}`,
+			want:  `[{"dimensions":["` + d.value + `"],"metrics":[1]}]`})
+	}
+	var hundredPages []string
+	for i := 1; i <= 100; i++ {
+		hundredPages = append(hundredPages, fmt.Sprintf("2021-01-01,/%d,1,1", i))
+	}
+	locations := []pev{pv(at("2021-01-01 00:15:00"), cc("DE")), pv(at("2021-01-01 00:15:00"), cc("DE")), pv(at("2021-01-01 00:15:00"), cc("EE"))}
+	add(portCase{from: fImported, name: "applies multiple filters if the properties belong to the same table",
+		imports: []pimport{imp("sources", hSources, "2023-01-01,Google,,,organic,,,one,1,1,1,10,0", "2023-01-01,Twitter,,,organic,,,two,1,1,1,10,0", "2023-01-01,Facebook,,,something_else,,,one,1,1,1,10,0")},
+		query:   `{"metrics":["visitors"],"date_range":"day","dimensions":["visit:source"],"filters":[["is","visit:utm_medium",["organic"]],["is","visit:utm_term",["one"]]],"include":{"imports":true}}`,
+		want:    `[{"dimensions":["Google"],"metrics":[1]}]`, gap: gapImportedColumns},
+		portCase{from: fImported, name: "ignores imported data if filtered property belongs to a different table than the breakdown property",
+			imports: []pimport{imp("sources", hSources, "2023-01-01,Google,,,,,,,1,1,1,10,0"), imp("devices", hDevices, "2023-01-01,Desktop,1,1,10,0,1")},
+			query:   `{"metrics":["visitors"],"date_range":"day","dimensions":["visit:source"],"filters":[["is","visit:device",["Desktop"]]],"include":{"imports":true}}`,
+			want:    `[]`, meta: `{"imports_included":false,"imports_warning":"Imported stats are not included in the results because query parameters are not supported. For more information, see: https://plausible.io/docs/stats-api#filtering-imported-stats"}`},
+		portCase{from: fImported, name: "imported country, region and city data (visit:country)",
+			imports: []pimport{imp("locations", hLocations, "2020-12-31,EE,EE-37,588409,33,33,330,0,33")}, events: locations,
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:country"],"include":{"imports":true}}`,
+			want:  `[{"dimensions":["EE"],"metrics":[34]},{"dimensions":["DE"],"metrics":[2]}]`},
+		portCase{from: fImported, name: "imported country, region and city data (visit:country_name)",
+			imports: []pimport{imp("locations", hLocations, "2020-12-31,EE,EE-37,588409,33,33,330,0,33")}, events: locations,
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:country_name"],"include":{"imports":true}}`,
+			want:  `[{"dimensions":["Estonia"],"metrics":[34]},{"dimensions":["Germany"],"metrics":[2]}]`},
+		portCase{from: fImported, name: "imported country, region and city data (visit:region)",
+			imports: []pimport{imp("locations", hLocations, "2020-12-31,EE,EE-37,588409,33,33,330,0,33")}, events: locations,
+			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:region"],"include":{"imports":true}}`,
+			want:  `[{"dimensions":["EE-37"],"metrics":[34]},{"dimensions":["DE-BE"],"metrics":[2]}]`, gap: gapRegions},
+		portCase{from: fImported, name: "page breakdown with paginate_optimization (ideal case)",
+			imports: []pimport{imp("pages", hPages, hundredPages...)}, events: []pev{pv(page("/99"), at("2021-01-01 00:00:00"))},
+			query: `{"metrics":["pageviews"],"date_range":"all","dimensions":["event:page"],"include":{"imports":true},"pagination":{"limit":1}}`,
+			want:  `[{"dimensions":["/99"],"metrics":[2]}]`},
+		portCase{from: fImported, name: "imports are skipped when has_done filter is used",
+			imports: []pimport{imp("pages", hPages, "2020-12-31,/blog,3,5")},
+			events:  []pev{pv(u(1), at("2021-01-01 00:00:00")), pv(u(2), at("2021-01-01 00:00:00")), ce("Conversion", u(3), at("2021-01-01 00:00:00"))},
+			query:   `{"metrics":["visitors"],"date_range":"all","filters":[["has_done",["is","event:name",["pageview"]]]],"include":{"imports":true}}`,
+			want:    agg("2"), gap: gapHasDone},
+	)
 	return cs
 }
 
@@ -929,13 +979,16 @@ func pages(paths ...string) []pev {
 
 // The header rows of Plausible's export's CSV files.
 const (
-	hVisitors  = "date,visitors,pageviews,bounces,visits,visit_duration"
-	hSources   = "date,source,referrer,utm_source,utm_medium,utm_campaign,utm_content,utm_term,pageviews,visitors,visits,visit_duration,bounces"
-	hPages     = "date,page,visitors,pageviews"
-	hExitPages = "date,exit_page,visitors,exits,pageviews"
-	hDevices   = "date,device,visitors,visits,visit_duration,bounces,pageviews"
-	hBrowsers  = "date,browser,browser_version,visitors,visits,visit_duration,bounces,pageviews"
-	hEvents    = "date,name,visitors,events"
+	hVisitors   = "date,visitors,pageviews,bounces,visits,visit_duration"
+	hSources    = "date,source,referrer,utm_source,utm_medium,utm_campaign,utm_content,utm_term,pageviews,visitors,visits,visit_duration,bounces"
+	hPages      = "date,page,visitors,pageviews"
+	hExitPages  = "date,exit_page,visitors,exits,pageviews"
+	hDevices    = "date,device,visitors,visits,visit_duration,bounces,pageviews"
+	hBrowsers   = "date,browser,browser_version,visitors,visits,visit_duration,bounces,pageviews"
+	hEvents     = "date,name,visitors,events"
+	hEntryPages = "date,entry_page,visitors,entrances,visit_duration,bounces,pageviews"
+	hLocations  = "date,country,region,city,visitors,visits,visit_duration,bounces,pageviews"
+	hOS         = "date,operating_system,operating_system_version,visitors,visits,visit_duration,bounces,pageviews"
 )
 
 // imp is one report of a Plausible export: build(:imported_REPORT, ...).
