@@ -199,9 +199,25 @@ type portCase struct {
 	again   bool   // the answer's query is posted again and must answer the same results
 }
 
-// portRun loads c's data into a new site of h and runs its query; it
-// returns what differs from Plausible's answer ("" when nothing does).
-func portRun(t *testing.T, h *harness, tn tenant, site string, c portCase) string {
+// portData is what a case loads into its site: cases of the same data
+// share one.
+func (c portCase) portData() string {
+	return fmt.Sprintf("%q %#v %#v %#v", c.tz, c.goals, c.imports, c.events)
+}
+
+// portRun runs c's query on site, first loading c's data into it unless
+// loaded; it returns what differs from Plausible's answer ("" when
+// nothing does).
+func portRun(t *testing.T, h *harness, tn tenant, site string, loaded bool, c portCase) string {
+	t.Helper()
+	if !loaded {
+		portLoad(t, h, tn, site, c)
+	}
+	return portQuery(t, h, tn, site, c)
+}
+
+// portLoad creates site and loads c's goals, imports and events.
+func portLoad(t *testing.T, h *harness, tn tenant, site string, c portCase) {
 	t.Helper()
 	mustStatus(t, h.q("POST", "/v1/workspaces/"+tn.slug+"/sites", testAdminToken, map[string]any{"id": site, "name": site}), 201, "")
 	if c.tz != "" {
@@ -282,6 +298,11 @@ func portRun(t *testing.T, h *harness, tn tenant, site string, c portCase) strin
 			t.Fatalf("event %d: got %d %s, want 202", i, r.status, r.body)
 		}
 	}
+}
+
+// portQuery sends c's query about site at the case's today.
+func portQuery(t *testing.T, h *harness, tn tenant, site string, c portCase) string {
+	t.Helper()
 	now := c.now
 	if now == "" {
 		now = portQueryNow
