@@ -51,14 +51,15 @@ func portAgg(metrics string) string { return `[{"dimensions":[],"metrics":[` + m
 
 // The Plausible test files the cases come from.
 const (
-	fQuery      = "query"
-	fSpecial    = "query_special_metrics"
-	fGoalDim    = "query_goal_dimension"
-	fComparison = "query_comparisons"
-	fImported   = "query_imported"
-	fValidation = "query_validations"
-	fGoalProps  = "query_goal_custom_props"
-	fTimezone   = "query_timezone"
+	fQuery          = "query"
+	fSpecial        = "query_special_metrics"
+	fGoalDim        = "query_goal_dimension"
+	fComparison     = "query_comparisons"
+	fImported       = "query_imported"
+	fValidation     = "query_validations"
+	fGoalProps      = "query_goal_custom_props"
+	fTimezone       = "query_timezone"
+	fGoalPropsVisit = "query_goal_custom_props_visit_dimensions"
 )
 
 // The gaps, by cause.
@@ -964,6 +965,35 @@ func portCases() []portCase {
 			events:  []pev{pv(u(1), at("2021-01-01 00:00:00")), pv(u(2), at("2021-01-01 00:00:00")), ce("Conversion", u(3), at("2021-01-01 00:00:00"))},
 			query:   `{"metrics":["visitors"],"date_range":"all","filters":[["has_done",["is","event:name",["pageview"]]]],"include":{"imports":true}}`,
 			want:    portAgg("2"), gap: gapHasDone},
+	)
+
+	// query_goal_custom_props_visit_dimensions_test.exs (a goal of two
+	// properties and visit:city as a GeoNames id left out).
+	add(portCase{from: fGoalPropsVisit, name: "filters visit:country by goal with custom props correctly", goals: []pgoal{{event: "Signup", prop: []string{"plan", "premium"}}},
+		events: []pev{pv(u(1), cc("US"), at("2021-01-01 00:00:00")), ce("Signup", u(1), props("plan", "premium"), at("2021-01-01 00:00:01")),
+			pv(u(2), cc("GB"), at("2021-01-01 00:00:00")), ce("Signup", u(2), props("plan", "basic"), at("2021-01-01 00:00:02")),
+			pv(u(3), cc("CA"), at("2021-01-01 00:00:00")), ce("Signup", u(4), at("2021-01-01 00:00:03")), pv(u(5), cc("DE"), at("2021-01-01 00:00:00"))},
+		query: `{"metrics":["visitors","events"],"date_range":"all","dimensions":["visit:country"],"filters":[["is","event:goal",["Signup"]]]}`,
+		want:  `[{"dimensions":["US"],"metrics":[1,1]}]`},
+		portCase{from: fGoalPropsVisit, name: "filters visit:os by goal with custom prop containing special characters", goals: []pgoal{{event: "Custom Event", prop: []string{"tag", "test-value"}}},
+			events: []pev{pv(u(1), osys("Mac"), at("2021-01-01 00:00:00")), ce("Custom Event", u(1), props("tag", "test-value"), at("2021-01-01 00:00:01")),
+				pv(u(2), osys("Windows"), at("2021-01-01 00:00:00")), ce("Custom Event", u(2), props("tag", "other-value"), at("2021-01-01 00:00:02"))},
+			query: `{"metrics":["visitors","events"],"date_range":"all","dimensions":["visit:os"],"filters":[["is","event:goal",["Custom Event"]]]}`,
+			want:  `[{"dimensions":["Mac"],"metrics":[1,1]}]`},
+		portCase{from: fGoalPropsVisit, name: "works with additional visit dimension filters combined", goals: []pgoal{{event: "Newsletter", prop: []string{"source", "sidebar"}}},
+			events: []pev{pv(u(1), cc("US"), browser("Chrome"), at("2021-01-01 00:00:00")), ce("Newsletter", u(1), props("source", "sidebar"), at("2021-01-01 00:00:01")),
+				pv(u(2), cc("US"), browser("Firefox"), at("2021-01-01 00:00:00")), ce("Newsletter", u(2), props("source", "footer"), at("2021-01-01 00:00:02")),
+				pv(u(3), cc("GB"), browser("Chrome"), at("2021-01-01 00:00:00")), ce("Newsletter", u(3), props("source", "sidebar"), at("2021-01-01 00:00:03"))},
+			query: `{"metrics":["visitors","events"],"date_range":"all","dimensions":["visit:browser"],"filters":[["is","event:goal",["Newsletter"]],["is","visit:country",["US"]]]}`,
+			want:  `[{"dimensions":["Chrome"],"metrics":[1,1]}]`},
+		// Plausible's test sorts the rows; so does Tally's tie order.
+		portCase{from: fGoalPropsVisit, name: "handles multiple goal filters with different custom props",
+			goals: []pgoal{{event: "Action A", prop: []string{"type", "alpha"}}, {event: "Action B", prop: []string{"type", "beta"}}},
+			events: []pev{pv(u(1), cc("US"), at("2021-01-01 00:00:00")), ce("Action A", u(1), props("type", "alpha"), at("2021-01-01 00:00:01")),
+				pv(u(2), cc("GB"), at("2021-01-01 00:00:00")), ce("Action B", u(2), props("type", "beta"), at("2021-01-01 00:00:02")),
+				pv(u(3), cc("CA"), at("2021-01-01 00:00:00")), ce("Action A", u(3), props("type", "gamma"), at("2021-01-01 00:00:03"))},
+			query: `{"metrics":["visitors","events"],"date_range":"all","dimensions":["visit:country"],"filters":[["is","event:goal",["Action A","Action B"]]]}`,
+			want:  `[{"dimensions":["GB"],"metrics":[1,1]},{"dimensions":["US"],"metrics":[1,1]}]`},
 	)
 	return cs
 }
