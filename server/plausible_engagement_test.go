@@ -36,11 +36,13 @@ func TestPlausibleEngagementStored(t *testing.T) {
 	mustStatusText(t, post(engage("/b", 250, 0)), 202) // clamped to 100
 	mustStatusText(t, post(page("/a")), 202)
 	mustStatusText(t, post(engage("/a", 10.4, 500)), 202) // the newer pageview of /a
+	// Without e (Plausible's own tests send sd alone) it measures depth only.
+	mustStatusText(t, post(`{"n":"engagement","u":"https://example.com/b?utm_source=x","d":"example.com","sd":5}`), 202)
 	for _, bad := range []string{
 		`{"n":"engagement","u":"https://example.com/a","d":"example.com","e":1}`,
 		engage("/a", `"x"`, 1), engage("/a", 10, -1), engage("/a", 10, 90000000),
 	} {
-		if r := post(bad); r.status != 400 || !strings.Contains(string(r.body), "an engagement needs") {
+		if r := post(bad); r.status != 400 || !strings.Contains(string(r.body), "an engagement") {
 			t.Errorf("%s: got %d %s, want 400 naming the measure", bad, r.status, r.body)
 		}
 	}

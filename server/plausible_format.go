@@ -228,16 +228,18 @@ func parsePlausible(body []byte, now time.Time) ([]schema.Event, []refusal, erro
 
 // plausibleMeasure is an engagement body's measure: sd (or scroll_depth)
 // a number, its percent clamped to 0..100 as Plausible clamps it, and e
-// (or engagement_time) milliseconds, 0 to a day.
+// (or engagement_time) milliseconds, 0 to a day, 0 when absent.
 func plausibleMeasure(f map[string]json.RawMessage) (*storage.Engagement, error) {
 	var sd, e float64
 	v, key := plausibleField(f, "sd", "scroll_depth")
 	if v == nil || json.Unmarshal(v, &sd) != nil {
 		return nil, plausibleInvalid("/"+key, "an engagement needs sd, the scroll depth in percent, a number")
 	}
+	// e is optional: Plausible's own tests send scroll depth alone, and an
+	// engagement without its time still measures how far the page was read.
 	v, key = plausibleField(f, "e", "engagement_time")
-	if v == nil || json.Unmarshal(v, &e) != nil || e < 0 || e > plausibleMaxEngagedMS {
-		return nil, plausibleInvalid("/"+key, fmt.Sprintf("an engagement needs e, the engaged time in milliseconds, 0 to %d", plausibleMaxEngagedMS))
+	if v != nil && (json.Unmarshal(v, &e) != nil || e < 0 || e > plausibleMaxEngagedMS) {
+		return nil, plausibleInvalid("/"+key, fmt.Sprintf("an engagement's e, the engaged time in milliseconds, must be 0 to %d", plausibleMaxEngagedMS))
 	}
 	return &storage.Engagement{ScrollDepth: int(math.Round(min(max(sd, 0), 100))), EngagedMS: int64(e)}, nil
 }

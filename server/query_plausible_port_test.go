@@ -552,12 +552,13 @@ func portCases() []portCase {
 	)
 
 	// query_test.exs: "scroll_depth" (the others ask Plausible's internal route).
-	add(portCase{from: fQuery, name: "scroll depth is (not yet) available in public API",
-		query: `{"metrics":["scroll_depth"],"date_range":"all","filters":[["is","event:page",["/"]]]}`, status: 400},
-		portCase{from: fQuery, name: "can query scroll_depth metric with a page filter",
-			events: []pev{pv(u(123), at("2021-01-01 00:00:00")), engagement(40, u(123), at("2021-01-01 00:00:10")), pv(u(123), at("2021-01-01 00:00:10")),
-				engagement(60, u(123), at("2021-01-01 00:00:20")), pv(u(456), at("2021-01-01 00:00:00")), engagement(80, u(456), at("2021-01-01 00:00:10"))},
-			query: `{"metrics":["scroll_depth"],"date_range":"all","filters":[["is","event:page",["/"]]]}`, want: portAgg("70"), gap: gapEngagement},
+	// Its "scroll depth is (not yet) available in public API" (a 400) is not
+	// ported: Plausible's v2 docs now list scroll_depth, and issue 31 asks
+	// for it (docs/query-api.md#plausible-test-port).
+	add(portCase{from: fQuery, name: "can query scroll_depth metric with a page filter",
+		events: []pev{pv(u(123), at("2021-01-01 00:00:00")), engagement(40, u(123), at("2021-01-01 00:00:10")), pv(u(123), at("2021-01-01 00:00:10")),
+			engagement(60, u(123), at("2021-01-01 00:00:20")), pv(u(456), at("2021-01-01 00:00:00")), engagement(80, u(456), at("2021-01-01 00:00:10"))},
+		query: `{"metrics":["scroll_depth"],"date_range":"all","filters":[["is","event:page",["/"]]]}`, want: portAgg("70")},
 		portCase{from: fQuery, name: "scroll depth is 0 when no engagement data in range", events: []pev{pv(at("2021-01-01 00:00:00"))},
 			query: `{"metrics":["visitors","scroll_depth"],"date_range":"all","filters":[["is","event:page",["/"]]]}`, want: portAgg("1, null"), gap: gapEngagement},
 		portCase{from: fQuery, name: "breakdown by event:page with scroll_depth metric",
@@ -568,7 +569,7 @@ func portCases() []portCase {
 				pv(u(34), page("/blog"), at("2020-01-01 00:02:00")), engagement(60, u(34), page("/blog"), at("2020-01-01 00:03:00")),
 				pv(u(56), page("/blog"), at("2020-01-01 00:00:00")), engagement(100, u(56), page("/blog"), at("2020-01-01 00:01:00"))},
 			query: `{"metrics":["scroll_depth"],"date_range":"all","dimensions":["event:page"]}`,
-			want:  `[{"dimensions":["/blog"],"metrics":[60]},{"dimensions":["/another"],"metrics":[25]}]`, gap: gapEngagement},
+			want:  `[{"dimensions":["/blog"],"metrics":[60]},{"dimensions":["/another"],"metrics":[25]}]`},
 	)
 
 	// query_test.exs: "revenue metrics".
