@@ -361,8 +361,8 @@ func parseFilter(raw json.RawMessage, depth int, n *filterCount) (QueryFilter, a
 			if json.Unmarshal(v, &cs) != nil {
 				return f, nil, invalidQuery("case_sensitive must be true or false")
 			}
-			if !cs && f.Op != "is" && f.Op != "contains" {
-				return f, nil, invalidQuery("case_sensitive: false applies to is and contains only")
+			if !cs && strings.HasPrefix(f.Op, "matches") {
+				return f, nil, invalidQuery("case_sensitive: false applies to is, is_not, contains and contains_not only: write a matches pattern case-insensitive with (?i)")
 			}
 			f.Fold = !cs
 			echo = append(echo, map[string]bool{"case_sensitive": cs})

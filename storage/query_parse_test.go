@@ -37,7 +37,7 @@ func TestQueryRefusals(t *testing.T) {
 		{`{"metrics":["visitors"],"date_range":"7d","dimensions":["visit:channel"]}`, fault.UnsupportedQuery, `the dimension "visit:channel" is not supported`},
 		{`{"metrics":["bounce_rate"],"date_range":"7d","dimensions":["event:page"]}`, fault.UnsupportedQuery, `the session metric "bounce_rate" cannot be queried with the event dimension "event:page"`},
 		{`{"metrics":["visitors"],"date_range":"7d","filters":[["is","visit:country",["DEU"]]]}`, fault.InvalidQuery, "visit:country needs to be a valid 2-letter country code"},
-		{`{"metrics":["visitors"],"date_range":"7d","filters":[["is_not","event:page",["/"],{"case_sensitive":false}]]}`, fault.InvalidQuery, "case_sensitive: false applies to is and contains only"},
+		{`{"metrics":["visitors"],"date_range":"7d","filters":[["matches_not","event:page",["/"],{"case_sensitive":false}]]}`, fault.InvalidQuery, "case_sensitive: false applies to is, is_not, contains and contains_not only"},
 		{`{"metrics":["conversion_rate"],"date_range":"7d"}`, fault.InvalidQuery, `the metric "conversion_rate" requires an event:goal filter or an event:goal dimension`},
 		{`{"metrics":["visitors"],"date_range":"7d","filters":[["is","event:goal",["Nope"]]]}`, fault.InvalidQuery, `the goal "Nope" is not configured for this site`},
 		{`{"metrics":["visitors"],"date_range":["2020-01-01","2026-01-01"],"dimensions":["time:hour"]}`, fault.InvalidQuery, "the date_range holds more than 50000 buckets of time:hour"},

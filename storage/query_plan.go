@@ -82,7 +82,7 @@ type QueryFilter struct {
 	Op       string
 	Dim      string
 	Values   []string
-	Fold     bool // case-insensitive (is and contains only)
+	Fold     bool // case-insensitive (is, contains and their _not forms)
 	Children []QueryFilter
 }
 
@@ -710,7 +710,7 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	value := "?"
+	value, shown := "?", expr
 	if f.Fold {
 		expr, value = b.q.dialect().Fold(expr), b.q.dialect().Fold("?")
 	}
@@ -746,7 +746,19 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 	if strings.HasSuffix(f.Op, "_not") {
 		cond = "NOT " + cond
 	}
+	if propMustExist(f) {
+		// After cond, as its arguments are.
+		cond = "(" + cond + " AND " + shown + " <> '" + NoneProp + "')"
+		b.whereArgs = append(b.whereArgs, args...)
+	}
 	return cond, nil
+}
+
+// propMustExist reports whether f passes only events that have its custom
+// property, as Plausible's contains_not and matches_not do (is_not passes
+// events without it: docs/query-api.md#query-api).
+func propMustExist(f QueryFilter) bool {
+	return strings.HasPrefix(f.Dim, PropPrefix) && (f.Op == "contains_not" || f.Op == "matches_not")
 }
 
 // dimExpr is the shown value of dimension d on a row of the read, never
