@@ -1,9 +1,11 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestQuerySiteNamed: POST /api/v2/query takes as site_id the site's id,
@@ -111,4 +113,91 @@ func TestQueryPropertyNegations(t *testing.T) {
 	// matches stays case-sensitive only: (?i) says otherwise.
 	r := h.q("POST", "/api/v2/query", tn.readKey, q(list("visitors"), nil, []any{"matches_not", "event:props:value", list("^B"), folded}))
 	mustPlausibleStatus(t, r, 400, "(?i)")
+}
+
+// TestQueryTimeBuckets ports Plausible's comparison and week tests: a
+// compared time series has every bucket of the range, zeros included,
+// each paired with the bucket at its place in the other period; change is
+// computed from percentage to one decimal; a first partial week is
+// labelled with the range's first day, in results and time_labels.
+func TestQueryTimeBuckets(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.setupTenant("acme", "ts")
+	for _, id := range []string{"br", "wk"} {
+		mustStatus(t, h.q("POST", "/v1/workspaces/acme/sites", testAdminToken, map[string]any{"id": id, "name": id}), 201, "")
+	}
+	n := 0
+	send := func(site, ua string, ts time.Time) {
+		n++
+		h.sendQ(site, n, qev{anon: fmt.Sprint("v", n), typ: "pageview", url: "https://x.test/", ts: ts, ua: ua})
+	}
+	for _, ts := range []time.Time{utc(1, 1, 0, 0), utc(1, 1, 0, 25), utc(1, 6, 0, 0), utc(1, 7, 0, 0), utc(1, 8, 0, 0)} {
+		send("ts", chromeUA, ts)
+	}
+	for _, b := range []struct {
+		ua   string
+		ts   time.Time
+		many int
+	}{{firefoxLinuxUA, utc(1, 1, 0, 0), 4}, {iphoneUA, utc(1, 1, 0, 0), 3}, {chromeUA, utc(1, 1, 0, 0), 1},
+		{chromeUA, utc(1, 7, 0, 0), 3}, {firefoxLinuxUA, utc(1, 7, 0, 0), 2}, {iphoneUA, utc(1, 8, 0, 0), 1}} {
+		for range b.many {
+			send("br", b.ua, b.ts)
+		}
+	}
+	for _, ts := range []time.Time{utc(1, 1, 0, 0), utc(1, 4, 23, 59), utc(1, 8, 23, 59)} {
+		send("wk", chromeUA, ts)
+	}
+	previous := map[string]any{"comparisons": map[string]any{"mode": "previous_period"}}
+	tests := []struct {
+		name, site string
+		body       map[string]any
+		want       string
+	}{
+		{"time series compared", "ts", map[string]any{"metrics": list("pageviews"), "date_range": list("2026-01-07", "2026-01-13"), "dimensions": list("time:day"), "include": previous},
+			"2026-01-07: 1 vs 2025-12-31: 0 (100); 2026-01-08: 1 vs 2026-01-01: 2 (-50); 2026-01-09: 0 vs 2026-01-02: 0 (0); " +
+				"2026-01-10: 0 vs 2026-01-03: 0 (0); 2026-01-11: 0 vs 2026-01-04: 0 (0); 2026-01-12: 0 vs 2026-01-05: 0 (0); 2026-01-13: 0 vs 2026-01-06: 1 (-100)"},
+		{"aggregate compared", "ts", map[string]any{"metrics": list("pageviews"), "date_range": list("2026-01-07", "2026-01-13"), "include": previous},
+			"2 vs : 3 (-33)"},
+		{"by browser, change of percentage", "br", map[string]any{"metrics": list("visitors", "percentage"), "date_range": list("2026-01-07", "2026-01-13"),
+			"dimensions": list("visit:browser"), "include": previous, "pagination": map[string]any{"limit": 2}},
+			"Chrome: 3 50 vs Chrome: 1 12.5 (200 300); Firefox: 2 33.3 vs Firefox: 4 50 (-50 -33)"},
+		{"by browser, the next page", "br", map[string]any{"metrics": list("visitors", "percentage"), "date_range": list("2026-01-07", "2026-01-13"),
+			"dimensions": list("visit:browser"), "include": previous, "pagination": map[string]any{"limit": 2, "offset": 2}},
+			"Safari: 1 16.7 vs Safari: 3 37.5 (-67 -55)"},
+		{"first partial week", "wk", map[string]any{"metrics": list("visitors"), "date_range": list("2025-12-21", "2026-01-08"), "dimensions": list("time:week")},
+			"2025-12-29: 2; 2026-01-05: 1"},
+		{"first week from the 1st", "wk", map[string]any{"metrics": list("visitors"), "date_range": list("2026-01-01", "2026-01-31"), "dimensions": list("time:week")},
+			"2026-01-01: 2; 2026-01-05: 1"},
+		{"weeks compared", "wk", map[string]any{"metrics": list("visitors"), "date_range": list("2026-01-01", "2026-01-14"), "dimensions": list("time:week"), "include": previous},
+			"2026-01-01: 2 vs 2025-12-18: 0 (100); 2026-01-05: 1 vs 2025-12-22: 0 (100); 2026-01-12: 0 vs 2025-12-29: 0 (0)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.body["site_id"] = tt.site
+			for _, path := range []string{"/v1/sites/" + tt.site + "/query", "/api/v2/query"} {
+				r := h.q("POST", path, tn.readKey, tt.body)
+				mustStatus(t, r, 200, "")
+				if got := renderRows(t, r.body); got != tt.want {
+					t.Errorf("%s:\ngot  %s\nwant %s", path, got, tt.want)
+				}
+			}
+		})
+	}
+	t.Run("week time_labels", func(t *testing.T) {
+		r := h.q("POST", "/api/v2/query", tn.readKey, map[string]any{"site_id": "wk", "metrics": list("visitors"), "date_range": list("2025-12-21", "2026-01-08"),
+			"dimensions": list("time:week"), "include": map[string]any{"time_labels": true}})
+		mustStatus(t, r, 200, "")
+		var a struct {
+			Meta struct {
+				TimeLabels []string `json:"time_labels"`
+			} `json:"meta"`
+		}
+		if err := json.Unmarshal(r.body, &a); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Join(a.Meta.TimeLabels, " "), "2025-12-21 2025-12-22 2025-12-29 2026-01-05"; got != want {
+			t.Errorf("got time_labels %s, want %s", got, want)
+		}
+	})
 }
