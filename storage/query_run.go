@@ -88,7 +88,7 @@ func (db *DB) runQuery(ctx context.Context, pq *parsedQuery) (*QueryAnswer, erro
 // bucketLabels are the time buckets of [from, to) as the answer labels
 // them (none without a time dimension): a first partial week is labelled
 // with the range's first day, as Plausible labels it, not the Monday
-// before (docs/query-api.md#dimensions). False when there are more than
+// before (docs/query-api.md#query-api). False when there are more than
 // MaxTimeLabels.
 func (pq *parsedQuery) bucketLabels(from, to time.Time) ([]string, bool) {
 	unit := pq.unit()
