@@ -201,3 +201,35 @@ func TestQueryTimeBuckets(t *testing.T) {
 		}
 	})
 }
+
+// TestQueryImportsMetaWithoutImports: include.imports on a site that has
+// never imported answers Plausible's meta, imports_included false and
+// imports_skip_reason no_imported_data without a warning, whatever the
+// query (one the rollups could not answer included).
+func TestQueryImportsMetaWithoutImports(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.setupTenant("acme", "web")
+	h.sendQ("web", 1, qev{anon: "a", typ: "pageview", url: "https://x.test/", ts: utc(1, 20, 10, 0)})
+	imports := map[string]any{"imports": true}
+	for _, body := range []map[string]any{
+		{"metrics": list("visitors"), "date_range": january},
+		{"metrics": list("visitors"), "date_range": january, "dimensions": list("visit:city")},
+		{"metrics": list("visitors"), "date_range": january, "dimensions": list("time:hour")},
+		{"metrics": list("visitors"), "date_range": january, "filters": []any{[]any{"is", "visit:country", list("DE")}}, "dimensions": list("visit:source")},
+	} {
+		body["site_id"], body["include"] = "web", imports
+		r := h.q("POST", "/api/v2/query", tn.readKey, body)
+		mustStatus(t, r, 200, "")
+		var a struct {
+			Meta map[string]any `json:"meta"`
+		}
+		if err := json.Unmarshal(r.body, &a); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := json.Marshal(a.Meta)
+		if want := `{"imports_included":false,"imports_skip_reason":"no_imported_data"}`; string(got) != want {
+			t.Errorf("%v: got meta %s, want %s", body["dimensions"], got, want)
+		}
+	}
+}
