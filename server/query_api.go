@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/csv"
+	"math"
 	"net/http"
 	"regexp"
 	"slices"
@@ -143,7 +144,13 @@ func writeQueryCSV(w http.ResponseWriter, a *storage.QueryAnswer) error {
 			rec = append(rec, d)
 		}
 		for _, m := range r.Metrics {
-			rec = append(rec, strconv.FormatFloat(m, 'f', -1, 64))
+			// A metric without a value (a revenue metric of a group
+			// without revenue) is an empty cell; revenue is its value.
+			cell := ""
+			if !math.IsNaN(m) {
+				cell = strconv.FormatFloat(m, 'f', -1, 64)
+			}
+			rec = append(rec, cell)
 		}
 		_ = cw.Write(rec)
 	}

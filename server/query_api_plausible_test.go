@@ -233,3 +233,97 @@ func TestQueryImportsMetaWithoutImports(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryRevenueMoney: total_revenue and average_revenue are
+// Plausible's {currency, long, short, value}; a goal without revenue is
+// null (an empty CSV cell), and so is its change.
+func TestQueryRevenueMoney(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.setupTenant("acme", "web")
+	for _, g := range []string{"Purchase", "Signup"} {
+		mustStatus(t, h.q("POST", "/v1/sites/web/goals", testAdminToken, map[string]any{"name": g, "event_name": strings.ToLower(g)}), 201, "")
+	}
+	h.sendQ("web", 1, qev{anon: "a", typ: "purchase", url: "https://x.test/buy", ts: utc(1, 20, 10, 0), props: map[string]any{"revenue": 1319, "currency": "USD"}})
+	h.sendQ("web", 2, qev{anon: "b", typ: "purchase", url: "https://x.test/buy", ts: utc(1, 20, 11, 0), props: map[string]any{"revenue": map[string]any{"amount": "2000", "currency": "USD"}}})
+	h.sendQ("web", 3, qev{anon: "c", typ: "signup", url: "https://x.test/", ts: utc(1, 20, 12, 0)})
+	goals := func(names ...string) []any { return []any{"is", "event:goal", names} }
+	metricsOf := func(t *testing.T, r response) string {
+		t.Helper()
+		mustStatus(t, r, 200, "")
+		var a struct {
+			Results []struct {
+				Dimensions []string        `json:"dimensions"`
+				Metrics    json.RawMessage `json:"metrics"`
+				Comparison map[string]any  `json:"comparison"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(r.body, &a); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, res := range a.Results {
+			line := strings.Join(res.Dimensions, " ") + ": " + string(res.Metrics)
+			if res.Comparison != nil {
+				c, _ := json.Marshal(res.Comparison)
+				line += " vs " + string(c)
+			}
+			out = append(out, line)
+		}
+		return strings.Join(out, "; ")
+	}
+	tests := []struct {
+		name string
+		body map[string]any
+		want string
+	}{
+		{"average and total", q(list("average_revenue", "total_revenue"), nil, goals("Purchase")),
+			`: [{"currency":"USD","long":"$1,659.50","short":"$1.7K","value":1659.5},{"currency":"USD","long":"$3,319.00","short":"$3.3K","value":3319}]`},
+		{"a goal without revenue", q(list("visitors", "total_revenue"), list("event:goal"), goals("Purchase", "Signup")),
+			`Purchase: [2,{"currency":"USD","long":"$3,319.00","short":"$3.3K","value":3319}]; Signup: [1,null]`},
+		{"no revenue at all", q(list("total_revenue", "average_revenue"), nil, goals("Signup")), `: [null,null]`},
+		{"compared with none", map[string]any{"metrics": list("total_revenue"), "date_range": list("2026-01-20", "2026-01-20"),
+			"filters": []any{goals("Purchase")}, "include": map[string]any{"comparisons": map[string]any{"mode": "previous_period"}}},
+			`: [{"currency":"USD","long":"$3,319.00","short":"$3.3K","value":3319}] vs {"change":[null],"dimensions":[],"metrics":[null]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.body["site_id"] = "web"
+			for _, path := range []string{"/v1/sites/web/query", "/api/v2/query"} {
+				if got := metricsOf(t, h.q("POST", path, tn.readKey, tt.body)); got != tt.want {
+					t.Errorf("%s:\ngot  %s\nwant %s", path, got, tt.want)
+				}
+			}
+		})
+	}
+	r := h.q("POST", "/v1/sites/web/query", tn.readKey, q(list("visitors", "total_revenue"), list("event:goal"), goals("Purchase", "Signup")), "Accept", "text/csv")
+	mustStatus(t, r, 200, "")
+	if got, want := string(r.body), "event:goal,visitors,total_revenue\nPurchase,2,3319\nSignup,1,\n"; got != want {
+		t.Errorf("csv: got %q, want %q", got, want)
+	}
+}
+
+// TestMoney checks Plausible's English amounts: long with separators and
+// the currency's decimals, short to one decimal with K, M, B, T.
+func TestMoney(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		v           float64
+		cur         string
+		long, short string
+	}{
+		{600, "USD", "$600.00", "$600.0"},
+		{1659.5, "USD", "$1,659.50", "$1.7K"},
+		{3000, "USD", "$3,000.00", "$3.0K"},
+		{999.96, "EUR", "€999.96", "€1.0K"},
+		{1234567.891, "EUR", "€1,234,567.89", "€1.2M"},
+		{0, "GBP", "£0.00", "£0.0"},
+		{-12.5, "USD", "-$12.50", "-$12.5"},
+		{1500, "JPY", "¥1,500", "¥1.5K"},
+		{42, "CHF", "CHF\u00a042.00", "CHF\u00a042.0"},
+	} {
+		if m := money(c.v, c.cur); m.Long != c.long || m.Short != c.short || m.Value != c.v || m.Currency != c.cur {
+			t.Errorf("money(%v, %s): got %+v, want long %q short %q", c.v, c.cur, m, c.long, c.short)
+		}
+	}
+}

@@ -124,22 +124,31 @@ func renderRows(t *testing.T, body []byte) string {
 	t.Helper()
 	var a struct {
 		Results []struct {
-			Dimensions []string  `json:"dimensions"`
-			Metrics    []float64 `json:"metrics"`
+			Dimensions []string          `json:"dimensions"`
+			Metrics    []json.RawMessage `json:"metrics"`
 			Comparison *struct {
-				Dimensions []string   `json:"dimensions"`
-				Metrics    []float64  `json:"metrics"`
-				Change     []*float64 `json:"change"`
+				Dimensions []string          `json:"dimensions"`
+				Metrics    []json.RawMessage `json:"metrics"`
+				Change     []*float64        `json:"change"`
 			} `json:"comparison"`
 		} `json:"results"`
 	}
 	if err := json.Unmarshal(body, &a); err != nil {
 		t.Fatalf("decode %s: %v", body, err)
 	}
-	nums := func(list []float64) string {
+	// A number as it is, null as null, a revenue object as its value.
+	nums := func(list []json.RawMessage) string {
 		s := make([]string, len(list))
-		for i, v := range list {
-			s[i] = strconv.FormatFloat(v, 'f', -1, 64)
+		for i, raw := range list {
+			var v struct{ Value float64 }
+			switch {
+			case string(raw) == "null":
+				s[i] = "null"
+			case strings.HasPrefix(string(raw), "{") && json.Unmarshal(raw, &v) == nil:
+				s[i] = strconv.FormatFloat(v.Value, 'f', -1, 64)
+			default:
+				s[i] = string(raw)
+			}
 		}
 		return strings.Join(s, " ")
 	}

@@ -55,7 +55,7 @@ func (db *DB) addComparison(ctx context.Context, pq *parsedQuery, labels []strin
 				dims[timeAt] = cLabels[at]
 			}
 		}
-		c := &QueryComparison{Dims: dims, Metrics: make([]float64, len(pq.metrics)), Change: make([]*float64, len(pq.metrics))}
+		c := &QueryComparison{Dims: dims, Metrics: pq.emptyMetrics(), Change: make([]*float64, len(pq.metrics))}
 		if row, ok := byKey[strings.Join(dims, "\x00")]; ok {
 			copy(c.Metrics, row.Metrics)
 		}
@@ -71,10 +71,13 @@ func (db *DB) addComparison(ctx context.Context, pq *parsedQuery, labels []strin
 // bounce_rate (none when there was none before) and conversion_rate (to
 // one decimal), else the percentage change of the figures as shown
 // (percentage to one decimal), rounded; 100 from nothing to something, 0
-// from nothing to nothing.
+// from nothing to nothing; none where a side has no value.
 func metricChange(metric string, before, now float64) *float64 {
 	var v float64
 	switch {
+	case math.IsNaN(before) || math.IsNaN(now):
+		// A revenue metric without revenue on one side.
+		return nil
 	case metric == metricConversionRate:
 		v = round(now-before, 1)
 	case metric == MetricBounceRate:

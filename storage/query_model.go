@@ -153,7 +153,9 @@ type QueryAnswer struct {
 }
 
 // QueryResult is one group: its dimension values and its metrics, in the
-// query's orders, and with include.comparisons its counterpart.
+// query's orders, and with include.comparisons its counterpart. A metric
+// without a value is NaN: a revenue metric (RevenueMetric) of a group
+// without revenue, which the answer shows as null.
 type QueryResult struct {
 	Dims       []string
 	Metrics    []float64

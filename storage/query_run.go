@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -129,7 +130,7 @@ func (db *DB) rangeRows(ctx context.Context, pq *parsedQuery, from, to time.Time
 		}
 		for _, l := range labels {
 			if !seen[l] {
-				rows = append(rows, StatsRow{Dims: []string{l}, Metrics: make([]float64, len(pq.metrics))})
+				rows = append(rows, StatsRow{Dims: []string{l}, Metrics: pq.emptyMetrics()})
 			}
 		}
 	}
@@ -187,14 +188,28 @@ func (pq *parsedQuery) sort(rows []StatsRow) {
 	})
 }
 
+// cmpFloat orders numbers, NaN (a metric without a value) first.
 func cmpFloat(x, y float64) int {
-	switch {
+	switch xn, yn := math.IsNaN(x), math.IsNaN(y); {
+	case xn || yn:
+		return cmpBool(yn, xn)
 	case x < y:
 		return -1
 	case x > y:
 		return 1
 	}
 	return 0
+}
+
+// cmpBool orders false before true.
+func cmpBool(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case y:
+		return -1
+	}
+	return 1
 }
 
 // queryTimeLayout is how an answer shows its range, as Plausible does.
