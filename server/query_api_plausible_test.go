@@ -327,3 +327,48 @@ func TestMoney(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryLiveRanges: realtime is the last 5 minutes and 30m the last
+// 30 (both to 5 seconds after now), 24h the last 24 hours, as Plausible
+// has them, on the server's clock.
+func TestQueryLiveRanges(t *testing.T) {
+	h := newHarness(t) // not parallel: it moves the clock
+	tn := h.setupTenant("acme", "web")
+	now := h.clock.Now() // 2026-01-31 09:05:00.120 UTC
+	for i, ago := range []time.Duration{time.Minute, 15 * time.Minute, 23 * time.Hour, 25 * time.Hour} {
+		h.sendQ("web", i+1, qev{anon: fmt.Sprint("v", i), typ: "pageview", url: "https://x.test/", ts: now.Add(-ago)})
+	}
+	tests := []struct {
+		rng, want string
+		shown     []string
+	}{
+		{"realtime", "1", []string{"2026-01-31T09:00:00+00:00", "2026-01-31T09:05:05+00:00"}},
+		{"30m", "2", []string{"2026-01-31T08:35:00+00:00", "2026-01-31T09:05:05+00:00"}},
+		{"24h", "3", []string{"2026-01-30T09:05:00+00:00", "2026-01-31T09:05:00+00:00"}},
+	}
+	for _, tt := range tests {
+		for _, path := range []string{"/v1/sites/web/query", "/api/v2/query"} {
+			r := h.q("POST", path, tn.readKey, map[string]any{"site_id": "web", "metrics": list("visitors"), "date_range": tt.rng})
+			mustStatus(t, r, 200, "")
+			if got := renderRows(t, r.body); got != tt.want {
+				t.Errorf("%s %s: got %s visitors, want %s", path, tt.rng, got, tt.want)
+			}
+			var a struct {
+				Query struct {
+					DateRange []string `json:"date_range"`
+				} `json:"query"`
+			}
+			if err := json.Unmarshal(r.body, &a); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := strings.Join(a.Query.DateRange, " "), strings.Join(tt.shown, " "); got != want {
+				t.Errorf("%s %s: got date_range %s, want %s", path, tt.rng, got, want)
+			}
+		}
+	}
+	// Ten minutes on, the last 5 minutes hold nobody.
+	h.clock.Advance(10 * time.Minute)
+	if got := queryRows(t, h, tn.readKey, "web", map[string]any{"metrics": list("visitors"), "date_range": "realtime"}); got != "0" {
+		t.Errorf("realtime 10 minutes later: got %s, want 0", got)
+	}
+}

@@ -603,7 +603,7 @@ func TestQueryErrors(t *testing.T) {
 		{"segment filter", base("filters", []any{[]any{"is", "segment", []any{2}}}), "unsupported_query", "segment"},
 		{"behavioural filter", base("filters", []any{[]any{"has_done", []any{"is", "event:page", list("/pricing")}}}), "unsupported_query", "has_done"},
 		{"imports not a flag", base("include", map[string]any{"imports": "yes"}), "invalid_query", "include.imports"},
-		{"realtime", base("date_range", "realtime"), "unsupported_query", "realtime"},
+		{"date_range 5m", base("date_range", "5m"), "invalid_query", "realtime, 30m, 24h"},
 		{"match_day_of_week", base("include", map[string]any{"comparisons": map[string]any{"mode": "previous_period", "match_day_of_week": true}}), "unsupported_query", "match_day_of_week"},
 		{"date", base("date", "2026-01-01"), "unsupported_query", "date"},
 		{"session metric by event dimension", map[string]any{"metrics": list("bounce_rate"), "date_range": "7d", "dimensions": list("event:page")}, "unsupported_query", "bounce_rate"},

@@ -155,6 +155,9 @@ func parseDimensions(raw json.RawMessage) ([]string, error) {
 // Plausible counts them.
 var relativeDays = map[string]int{"7d": 7, "28d": 28, "30d": 30, "91d": 91}
 
+// liveRanges are the ranges that end now, by their length.
+var liveRanges = map[string]time.Duration{"realtime": 5 * time.Minute, "30m": 30 * time.Minute, "24h": 24 * time.Hour}
+
 // parseDateRange reads date_range (required: raw nil is its absence): a
 // relative name in the site's time zone, or [from, to] as dates (whole
 // days, both included) or datetimes.
@@ -189,10 +192,18 @@ func (pq *parsedQuery) parseDateRange(raw json.RawMessage, now time.Time) error 
 			// From the first visit (Query reads it) to today.
 			pq.allRange = true
 			pq.from, pq.to = t0, t0.AddDate(0, 0, 1)
-		case name == "realtime", name == "30m", name == "24h":
-			return unsupportedQuery("the date_range %q is not supported", name)
+		case liveRanges[name] > 0:
+			// Plausible's: realtime the last 5 minutes and 30m the last
+			// 30, both to 5 seconds after now; 24h the last 24 hours to
+			// now; the end's second included, as a datetime range's.
+			pq.dateOnly = false
+			end := now
+			if name != "24h" {
+				end = now.Add(5 * time.Second)
+			}
+			pq.from, pq.to = now.Add(-liveRanges[name]), end.Truncate(time.Second).Add(time.Second)
 		default:
-			return invalidQuery("unknown date_range %q: use day, 7d, 28d, 30d, 91d, month, 6mo, 12mo, year, all, or [from, to] as ISO 8601 dates or datetimes", name)
+			return invalidQuery("unknown date_range %q: use realtime, 30m, 24h, day, 7d, 28d, 30d, 91d, month, 6mo, 12mo, year, all, or [from, to] as ISO 8601 dates or datetimes", name)
 		}
 		return nil
 	}
