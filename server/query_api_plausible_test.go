@@ -372,3 +372,76 @@ func TestQueryLiveRanges(t *testing.T) {
 		t.Errorf("realtime 10 minutes later: got %s, want 0", got)
 	}
 }
+
+// TestQueryBehaviouralFilters: has_done keeps the visits with an event
+// that passes its inner filter (on events only), has_not_done those
+// without, for visit and event metrics alike, as Plausible's behavioural
+// filters do.
+func TestQueryBehaviouralFilters(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.setupTenant("acme", "web")
+	for _, g := range []map[string]any{{"name": "Signup", "event_name": "signup"}, {"name": "Home", "page_path": "/"}} {
+		mustStatus(t, h.q("POST", "/v1/sites/web/goals", testAdminToken, g), 201, "")
+	}
+	for i, e := range []qev{
+		{anon: "a", typ: "pageview", url: "https://x.test/", ts: utc(1, 20, 10, 0)},
+		{anon: "a", typ: "signup", url: "https://x.test/", ts: utc(1, 20, 10, 1)},
+		{anon: "b", typ: "pageview", url: "https://x.test/", ts: utc(1, 20, 11, 0)},
+		{anon: "b", typ: "pageview", url: "https://x.test/pricing", ts: utc(1, 20, 11, 2)},
+		{anon: "c", typ: "pageview", url: "https://x.test/blog", ts: utc(1, 20, 12, 0)},
+		{anon: "c", typ: "pageview", url: "https://x.test/welcome", ts: utc(1, 21, 12, 0)},
+		{anon: "c", typ: "signup", url: "https://x.test/welcome", ts: utc(1, 21, 12, 1)},
+	} {
+		h.sendQ("web", i+1, e)
+	}
+	done := []any{"has_done", []any{"is", "event:name", list("signup")}}
+	notDone := []any{"has_not_done", []any{"is", "event:name", list("signup")}}
+	tests := []struct {
+		name    string
+		metrics []string
+		dims    []string
+		filters []any
+		want    string
+	}{
+		{"has_done", list("visitors", "visits", "pageviews", "bounce_rate"), nil, []any{done}, "2 2 2 0"},
+		{"has_not_done", list("visitors", "visits", "pageviews", "bounce_rate"), nil, []any{notDone}, "2 2 3 50"},
+		{"pages of visits that did", list("visitors"), list("event:page"), []any{done, []any{"is", "event:name", list("pageview")}}, "/: 1; /welcome: 1"},
+		{"with an event filter", list("pageviews"), nil, []any{[]any{"is", "event:page", list("/")}, notDone}, "1"},
+		{"a goal inside", list("visitors"), nil, []any{[]any{"has_done", []any{"is", "event:goal", list("Signup")}}}, "2"},
+		{"inside not", list("visits"), nil, []any{[]any{"not", done}}, "2"},
+		{"an or inside", list("visits"), nil, []any{[]any{"has_done", []any{"or", []any{[]any{"is", "event:name", list("signup")}, []any{"is", "event:page", list("/pricing")}}}}}, "3"},
+		{"by day", list("visits"), list("time:day"), []any{done}, "2026-01-20: 1; 2026-01-21: 1"},
+		{"by source", list("visitors"), list("visit:source"), []any{notDone}, "Direct / None: 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, path := range []string{"/v1/sites/web/query", "/api/v2/query"} {
+				r := h.q("POST", path, tn.readKey, q(tt.metrics, tt.dims, tt.filters...))
+				mustStatus(t, r, 200, "")
+				if got := renderRows(t, r.body); got != tt.want {
+					t.Errorf("%s: got %s, want %s", path, got, tt.want)
+				}
+			}
+		})
+	}
+	for _, c := range []struct {
+		name   string
+		filter any
+		naming string
+	}{
+		{"a visit filter inside", []any{"has_done", []any{"is", "visit:country", list("DE")}}, "visit:country"},
+		{"nested", []any{"has_done", []any{"has_not_done", []any{"is", "event:name", list("x")}}}, "has_not_done"},
+		{"no filter", []any{"has_done"}, "has_done"},
+		{"two filters", []any{"has_done", []any{"is", "event:name", list("x")}, []any{"is", "event:name", list("y")}}, "has_done"},
+		{"an unknown goal inside", []any{"has_done", []any{"is", "event:goal", list("Nope")}}, "Nope"},
+	} {
+		mustPlausibleStatus(t, h.q("POST", "/api/v2/query", tn.readKey, q(list("visitors"), nil, c.filter)), 400, c.naming)
+	}
+	// A funnel takes them too.
+	r := h.q("POST", "/v1/sites/web/funnel", tn.readKey, map[string]any{"steps": list("Home", "Signup"), "date_range": january, "filters": []any{notDone}})
+	mustStatus(t, r, 200, "")
+	if !strings.Contains(string(r.body), `{"goal":"Signup","visitors":0`) {
+		t.Errorf("funnel without signups: got %s, want no visitor at Signup", r.body)
+	}
+}

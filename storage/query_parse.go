@@ -315,11 +315,26 @@ func parseFilter(raw json.RawMessage, depth int, n *filterCount) (QueryFilter, a
 		}
 		f.Children = []QueryFilter{cf}
 		return f, []any{"not", ce}, nil
+	case "has_done", "has_not_done":
+		// Plausible's behavioural filters: the visits with (without) an
+		// event that passes the inner filter, which tests events only.
+		if len(parts) != 2 {
+			return f, nil, invalidQuery("invalid filter %s: %s takes one filter on events, such as [%q, [\"is\", \"event:name\", [\"Signup\"]]]", clip(raw), f.Op, f.Op)
+		}
+		cf, ce, err := parseFilter(parts[1], depth+1, n)
+		if err != nil {
+			return f, nil, err
+		}
+		if bad := nonEventFilter(cf); bad != "" {
+			return f, nil, invalidQuery("invalid filter %s: %s tests events only (event:name, event:page, event:goal, event:props:*), not %s", clip(raw), f.Op, bad)
+		}
+		f.Children = []QueryFilter{cf}
+		return f, []any{f.Op, ce}, nil
 	case "is", "is_not", "contains", "contains_not", "matches", "matches_not":
-	case "has_done", "has_not_done", "matches_wildcard", "matches_wildcard_not":
+	case "matches_wildcard", "matches_wildcard_not":
 		return f, nil, unsupportedQuery("the filter operator %q is not supported", f.Op)
 	default:
-		return f, nil, invalidQuery("unknown filter operator %q: use is, is_not, contains, contains_not, matches, matches_not, and, or, not", f.Op)
+		return f, nil, invalidQuery("unknown filter operator %q: use is, is_not, contains, contains_not, matches, matches_not, and, or, not, has_done, has_not_done", f.Op)
 	}
 	if len(parts) != 3 && len(parts) != 4 {
 		return f, nil, invalidQuery("invalid filter %s: a filter is [operator, dimension, [values]] with optional modifiers", clip(raw))
@@ -383,6 +398,24 @@ func parseFilter(raw json.RawMessage, depth int, n *filterCount) (QueryFilter, a
 		f = countryNameFilter(f)
 	}
 	return f, echo, nil
+}
+
+// nonEventFilter names what in f a behavioural filter cannot test: a
+// dimension that is not an event's, or a behavioural filter; "" when
+// there is none.
+func nonEventFilter(f QueryFilter) string {
+	switch {
+	case f.Op == "has_done" || f.Op == "has_not_done":
+		return f.Op
+	case f.Dim != "" && !EventDimension(f.Dim):
+		return f.Dim
+	}
+	for _, c := range f.Children {
+		if bad := nonEventFilter(c); bad != "" {
+			return bad
+		}
+	}
+	return ""
 }
 
 // clip shortens raw JSON for an error message.

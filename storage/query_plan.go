@@ -173,7 +173,7 @@ func (q *StatsQuery) needsVisit() bool {
 		found = found || strings.HasPrefix(d, "visit:")
 	}
 	filterDims(q.Filters, func(d string) { found = found || strings.HasPrefix(d, "visit:") })
-	return found
+	return found || hasBehaviour(q.Filters)
 }
 
 // aggregate is a group's raw sums, from which every metric is computed.
@@ -698,6 +698,8 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 			return "", err
 		}
 		return "NOT " + p, nil
+	case "has_done", "has_not_done":
+		return b.behaviourSQL(f)
 	}
 	saved := b.visitSide
 	if inner {
@@ -759,6 +761,37 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 // events without it: docs/query-api.md#query-api).
 func propMustExist(f QueryFilter) bool {
 	return strings.HasPrefix(f.Dim, PropPrefix) && (f.Op == "contains_not" || f.Op == "matches_not")
+}
+
+// behaviourSQL is a has_done (has_not_done) filter as a condition on the
+// read's visit s: it has (has not) an event e that passes the inner
+// filter (docs/query-api.md#query-api). Every read that tests filters has
+// s: the visit side's, the event reads through visits, the funnels', and
+// the event index's when hasBehaviour makes it join the visit.
+func (b *sqlBuilder) behaviourSQL(f QueryFilter) (string, error) {
+	side, pages := b.visitSide, b.pages
+	b.visitSide, b.pages = false, false
+	inner, err := b.filterSQL(f.Children, false)
+	b.visitSide, b.pages = side, pages
+	if err != nil {
+		return "", err
+	}
+	cond := "EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id AND e.ts_ms >= " +
+		visitStartMS("s") + " AND e.ts_ms <= " + visitEndMS("s") + " AND " + inner + ")"
+	if f.Op == "has_not_done" {
+		cond = "NOT " + cond
+	}
+	return cond, nil
+}
+
+// hasBehaviour reports whether fs hold a has_done or has_not_done filter.
+func hasBehaviour(fs []QueryFilter) bool {
+	for _, f := range fs {
+		if f.Op == "has_done" || f.Op == "has_not_done" || hasBehaviour(f.Children) {
+			return true
+		}
+	}
+	return false
 }
 
 // dimExpr is the shown value of dimension d on a row of the read, never
