@@ -55,8 +55,12 @@ var (
 	cityHeaders    = []string{"CF-IPCity", "CloudFront-Viewer-City", "X-Vercel-IP-City", "X-City"}
 )
 
+// cityRecord is what a lookup reads: MaxMind's City and Country layout
+// (country.iso_code, city.names), or the flat country_code of the
+// ip-location-db files, the built-in one among them (geo_builtin.go).
 type cityRecord struct {
-	Country struct {
+	CountryCode string `maxminddb:"country_code"`
+	Country     struct {
 		ISOCode string `maxminddb:"iso_code"`
 	} `maxminddb:"country"`
 	City struct {
@@ -93,7 +97,7 @@ func (l *Locator) Locate(r *http.Request, useAddress bool) Location {
 		return loc
 	}
 	if loc.Country == "" {
-		loc.Country = rec.Country.ISOCode
+		loc.Country = rec.country()
 	}
 	if loc.City == "" {
 		loc.City = rec.City.Names["en"]
@@ -122,12 +126,20 @@ func (l *Locator) LocateAddr(r *http.Request, addr string) Location {
 		return loc
 	}
 	if loc.Country == "" {
-		loc.Country = rec.Country.ISOCode
+		loc.Country = rec.country()
 	}
 	if loc.City == "" {
 		loc.City = rec.City.Names["en"]
 	}
 	return loc
+}
+
+// country is the record's ISO 3166-1 alpha-2 code, in either layout.
+func (rec *cityRecord) country() string {
+	if rec.Country.ISOCode != "" {
+		return rec.Country.ISOCode
+	}
+	return rec.CountryCode
 }
 
 func firstHeader(r *http.Request, names []string) string {

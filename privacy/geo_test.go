@@ -84,6 +84,16 @@ func TestLocate(t *testing.T) {
 	}
 	defer trusting.Close()
 	bare, _ := NewLocator("", true)
+	builtin, err := NewBuiltinLocator(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builtin.Close()
+	builtinTrusting, err := NewBuiltinLocator(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builtinTrusting.Close()
 	tests := []struct {
 		name       string
 		l          *Locator
@@ -105,6 +115,18 @@ func TestLocate(t *testing.T) {
 		{"server to server keeps trusted headers", trusting, "203.0.113.9:1", map[string]string{"CloudFront-Viewer-Country": "IT", "CloudFront-Viewer-City": "Rome"}, false, Location{"IT", "Rome"}},
 		{"headers without database", bare, "203.0.113.9:1", map[string]string{"X-Country-Code": "ES"}, true, Location{"ES", ""}},
 		{"nil locator", nil, "203.0.113.9:1", nil, true, Location{}},
+		// The built-in database (geo_builtin.go), on long-held allocations
+		// (Google's resolver, RIPE NCC's own network, a Deutsche Telekom
+		// IPv6 block), so that a refreshed one (scripts/update-geoip)
+		// keeps them.
+		{"built-in, ipv4", builtin, "8.8.8.8:1", nil, true, Location{Country: "US"}},
+		{"built-in, another country", builtin, "193.0.6.139:1", nil, true, Location{Country: "NL"}},
+		{"built-in, ipv6", builtin, "[2003::1]:1", nil, true, Location{Country: "DE"}},
+		{"built-in, ipv4-mapped ipv6", builtin, "[::ffff:8.8.8.8]:1", nil, true, Location{Country: "US"}},
+		{"built-in, loopback", builtin, "127.0.0.1:1", nil, true, Location{}},
+		{"built-in, private range", builtin, "10.1.2.3:1", nil, true, Location{}},
+		{"built-in, forwarded behind a trusted proxy", builtinTrusting, "10.0.0.1:1", map[string]string{"X-Forwarded-For": "193.0.6.139"}, true, Location{Country: "NL"}},
+		{"built-in, cdn country wins", builtinTrusting, "8.8.8.8:1", map[string]string{"CF-IPCountry": "FR"}, true, Location{Country: "FR"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
