@@ -46,7 +46,7 @@ func (db *DB) addComparison(ctx context.Context, pq *parsedQuery, labels []strin
 	if err != nil {
 		return err
 	}
-	pq.nameCountries(rows)
+	pq.nameCodes(rows)
 	byKey := map[string]StatsRow{}
 	for _, row := range rows {
 		byKey[strings.Join(row.Dims, "\x00")] = row

@@ -60,7 +60,7 @@ func (db *DB) runQuery(ctx context.Context, pq *parsedQuery) (*QueryAnswer, erro
 	if err != nil {
 		return nil, err
 	}
-	pq.nameCountries(rows)
+	pq.nameCodes(rows)
 	pq.sort(rows)
 	total := len(rows)
 	results := []QueryResult{}
