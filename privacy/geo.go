@@ -60,7 +60,26 @@ func (l *Locator) Close() error {
 var (
 	countryHeaders = []string{"CF-IPCountry", "CloudFront-Viewer-Country", "X-Vercel-IP-Country", "X-Country-Code"}
 	cityHeaders    = []string{"CF-IPCity", "CloudFront-Viewer-City", "X-Vercel-IP-City", "X-City"}
+	// The subdivision part of an ISO 3166-2 code ("BE" of DE-BE), as
+	// Cloudflare (visitor location headers), CloudFront and Vercel send it.
+	regionHeaders = []string{"CF-Region-Code", "CloudFront-Viewer-Country-Region", "X-Vercel-IP-Country-Region"}
 )
+
+// headerRegion is the ISO 3166-2 code of a CDN's region header for
+// country: "" unless it is one to three letters or digits, as the
+// standard's subdivision codes are.
+func headerRegion(r *http.Request, country string) string {
+	v := strings.ToUpper(firstHeader(r, regionHeaders))
+	if country == "" || len(v) == 0 || len(v) > 3 {
+		return ""
+	}
+	for _, c := range v {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return ""
+		}
+	}
+	return country + "-" + v
+}
 
 // cityRecord is what a lookup reads: MaxMind's City and Country layout
 // (country.iso_code, city.names), or the flat country_code of the
@@ -95,6 +114,7 @@ func (l *Locator) Locate(r *http.Request, useAddress bool) Location {
 		} else {
 			loc.Country = strings.ToUpper(loc.Country)
 		}
+		loc.Region = headerRegion(r, loc.Country)
 	}
 	if l.db == nil || !useAddress || (loc.Country != "" && loc.City != "") {
 		return loc
@@ -141,7 +161,7 @@ func (l *Locator) lookup(loc Location, addr netip.Addr) Location {
 	if loc.Country != country || country == "" {
 		return loc
 	}
-	if len(rec.Subdivisions) > 0 && rec.Subdivisions[0].ISOCode != "" {
+	if loc.Region == "" && len(rec.Subdivisions) > 0 && rec.Subdivisions[0].ISOCode != "" {
 		loc.Region = country + "-" + rec.Subdivisions[0].ISOCode
 	}
 	name := rec.City.Names["en"]

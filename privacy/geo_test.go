@@ -125,6 +125,11 @@ func TestLocate(t *testing.T) {
 		{"cdn unknown country ignored", trusting, "203.0.113.9:1", map[string]string{"CF-IPCountry": "XX"}, true, Location{"DE", "DE-BE", "Berlin", "2950159"}},
 		{"server to server skips the address", l, "203.0.113.9:1", nil, false, Location{}},
 		{"server to server keeps trusted headers", trusting, "203.0.113.9:1", map[string]string{"CloudFront-Viewer-Country": "IT", "CloudFront-Viewer-City": "Rome"}, false, Location{Country: "IT", City: "Rome"}},
+		{"cdn region", bare, "203.0.113.9:1", map[string]string{"CF-IPCountry": "US", "CF-Region-Code": "ca"}, true, Location{Country: "US", Region: "US-CA"}},
+		{"cloudfront region", bare, "203.0.113.9:1", map[string]string{"CloudFront-Viewer-Country": "GB", "CloudFront-Viewer-Country-Region": "ENG"}, true, Location{Country: "GB", Region: "GB-ENG"}},
+		{"cdn region without a country", bare, "203.0.113.9:1", map[string]string{"X-Vercel-IP-Country-Region": "CA"}, true, Location{}},
+		{"cdn region not a code", bare, "203.0.113.9:1", map[string]string{"CF-IPCountry": "US", "CF-Region-Code": "California"}, true, Location{Country: "US"}},
+		{"cdn region wins over the database's", trusting, "203.0.113.9:1", map[string]string{"CF-IPCountry": "DE", "CF-Region-Code": "BB"}, true, Location{"DE", "DE-BB", "Berlin", "2950159"}},
 		{"headers without database", bare, "203.0.113.9:1", map[string]string{"X-Country-Code": "ES"}, true, Location{Country: "ES"}},
 		{"nil locator", nil, "203.0.113.9:1", nil, true, Location{}},
 		// The built-in database (geo_builtin.go), on long-held allocations
