@@ -590,7 +590,7 @@ func TestQueryErrors(t *testing.T) {
 		{"metric scroll_depth", base("metrics", list("scroll_depth")), "unsupported_query", "scroll_depth"},
 		{"metric conversion_rate without a goal", base("metrics", list("conversion_rate")), "invalid_query", "event:goal"},
 		{"metric time_on_page", base("metrics", list("time_on_page")), "unsupported_query", "time_on_page"},
-		{"dimension visit:region_name", base("dimensions", list("visit:region_name")), "unsupported_query", "visit:region_name"},
+		{"dimension visit:entry_page_hostname", base("dimensions", list("visit:entry_page_hostname")), "unsupported_query", "visit:entry_page_hostname"},
 		{"dimension visit:channel", base("dimensions", list("visit:channel")), "unsupported_query", "visit:channel"},
 		{"filter on event:hostname", base("filters", []any{[]any{"is", "event:hostname", list("x.test")}}), "unsupported_query", "event:hostname"},
 		{"segment filter", base("filters", []any{[]any{"is", "segment", []any{2}}}), "unsupported_query", "segment"},
