@@ -179,6 +179,7 @@ func FuzzQueryBody(f *testing.F) {
 		`{"metrics":["visitors"],"date_range":"7d","filters":[["matches","event:page",["(?:xxxxxxxxxx){1000}"]]]}`,
 		`{"metrics":["visitors"],"date_range":"year","dimensions":["visit:entry_page","visit:exit_page","visit:browser","visit:os","visit:device","visit:country","visit:city","event:name"]}`,
 		`{"metrics":["total_revenue","average_revenue"],"date_range":"all","filters":[["is","event:goal",["Signup"]]]}`,
+		`{"metrics":["visitors","percentage"],"date_range":"all","dimensions":["visit:region_name","visit:city","visit:city_name"],"filters":[["or",[["matches_not","visit:region_name",["^B"]],["contains","visit:country_name",["y"],{"case_sensitive":false}],["is","visit:region",["DE-BE"]]]]],"include":{"comparisons":{"mode":"previous_period"}}}`,
 		`{"site_id":"web","metrics":["visitors"],"date_range":["2026-01-01","2026-01-02"],"filters":[["and",[["is","event:name",["signup"],{"case_sensitive":false}],["not",["is_not","visit:utm_source",["news"]]]]]]}`,
 		`{"metrics":["visitors"],"date_range":"day","dimensions":["time:hour"],"filters":[["matches","visit:referrer",[".*","\\pL+","[^\\x00-\\x{10FFFF}]"]]]}`,
 		`{"metrics":[],"date_range":"7d"}`, `[]`, `{`, ``, `null`, `{"metrics":["visitors"],"date_range":["2026-02-30","x"]}`,

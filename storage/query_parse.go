@@ -28,7 +28,7 @@ func unsupportedQuery(format string, args ...any) error {
 var (
 	plausibleOnlyMetrics    = []string{"exit_rate"}
 	plausibleOnlyDimensions = []string{"event:hostname", "visit:channel", "visit:browser_version",
-		"visit:os_version", "visit:region", "visit:region_name", "visit:city_name", "visit:screen",
+		"visit:os_version", "visit:screen",
 		"visit:entry_page_hostname", "visit:exit_page_hostname", "segment"}
 	queryMetrics = []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents,
 		MetricViewsPerVisit, MetricBounceRate, MetricVisitDuration, MetricPercentage,
@@ -395,8 +395,8 @@ func parseFilter(raw json.RawMessage, depth int, n *filterCount) (QueryFilter, a
 			echo = append(echo, map[string]bool{"case_sensitive": cs})
 		}
 	}
-	if f.Dim == CountryNameDimension {
-		f = countryNameFilter(f)
+	if t, ok := namedDimension(f.Dim); ok {
+		f = t.filter(f)
 	}
 	return f, echo, nil
 }

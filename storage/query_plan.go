@@ -49,10 +49,14 @@ var VisitDimensions = map[string]string{
 	"visit:country":      "country",
 	// Read as its code, answered as its name (query_country_names.go).
 	"visit:country_name": "country",
-	"visit:city":         "city",
-	"visit:browser":      "browser",
-	"visit:os":           "os",
-	"visit:device":       "device",
+	// ISO 3166-2, GeoNames id, English name (migration 0028).
+	"visit:region":      "region",
+	"visit:region_name": "region",
+	"visit:city":        "city_id",
+	"visit:city_name":   "city",
+	"visit:browser":     "browser",
+	"visit:os":          "os",
+	"visit:device":      "device",
 }
 
 // Shown values of a missing attribute, as Plausible shows them.

@@ -113,7 +113,7 @@ func (db *DB) rangeRows(ctx context.Context, pq *parsedQuery, from, to time.Time
 	if err != nil {
 		return nil, false, err
 	}
-	pq.nameCountries(rows)
+	pq.nameCodes(rows)
 	timeAt := slices.IndexFunc(pq.dimensions, TimeDimension)
 	if timeAt < 0 {
 		return rows, estimated, nil
