@@ -255,16 +255,18 @@ const visitColumns = `entry_page, exit_page, pageviews, referrer, source, utm_so
 	utm_content, country, city, browser, os, device, entry_ms, exit_ms, referrer_ms, visit_ready`
 
 // visitStoredColumns are the sessions columns of a visit as written, in
-// the order of visit.args: source is derived when read (source_text stays
-// NULL), the agent is a code or, off the lists, text (intake_visit_codes.go).
+// the order of visit.args: source is derived when read from source_text,
+// the source's name where the list knows it (intake_source_names.go), else
+// utm_source, else the referrer's host; the agent is a code or, off the
+// lists, text (intake_visit_codes.go).
 const visitStoredColumns = `entry_page, exit_page, pageviews, referrer, utm_source, utm_medium, utm_campaign, utm_term,
-	utm_content, country, city, browser_text, os_text, device_text, agent, entry_ms, exit_ms, referrer_ms, visit_ready`
+	utm_content, country, city, browser_text, os_text, device_text, agent, entry_ms, exit_ms, referrer_ms, visit_ready, source_text`
 
-// visitSet assigns visitStoredColumns in an UPDATE, and clears the source
-// of a row stored before migration 0016.
+// visitSet assigns visitStoredColumns in an UPDATE (which replaces the
+// source of a row stored before migration 0016 too).
 const visitSet = `entry_page = ?, exit_page = ?, pageviews = ?, referrer = ?, utm_source = ?, utm_medium = ?,
 	utm_campaign = ?, utm_term = ?, utm_content = ?, country = ?, city = ?, browser_text = ?, os_text = ?, device_text = ?, agent = ?,
-	entry_ms = ?, exit_ms = ?, referrer_ms = ?, visit_ready = ?, source_text = NULL`
+	entry_ms = ?, exit_ms = ?, referrer_ms = ?, visit_ready = ?, source_text = ?`
 
 // args are the values of visitStoredColumns for a session from start to
 // end.
@@ -282,8 +284,10 @@ func (v *visit) args(start, end time.Time) []any {
 	}
 	l := v.landing
 	if l == nil {
-		// visitTailSet: the landing's columns stay.
-		return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer), entryMS, exitMS, refMS, ready}
+		// visitTailSet: the landing's columns stay, and so does a source
+		// named by the landing's utm_source.
+		return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer),
+			nullable(visitSourceName("", v.referrer)), entryMS, exitMS, refMS, ready}
 	}
 	var agent any
 	browser, os, device := nullable(l.browser), nullable(l.os), nullable(l.device)
@@ -293,12 +297,13 @@ func (v *visit) args(start, end time.Time) []any {
 	return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer),
 		nullable(l.utm[0]), nullable(l.utm[1]), nullable(l.utm[2]), nullable(l.utm[3]), nullable(l.utm[4]),
 		nullable(l.country), nullable(l.city), browser, os, device, agent,
-		entryMS, exitMS, refMS, ready}
+		entryMS, exitMS, refMS, ready, nullable(visitSourceName(l.utm[0], v.referrer))}
 }
 
 // visitTailSet assigns what visit.args gives for a visit without its
 // landing: every column but the landing's.
-const visitTailSet = `entry_page = ?, exit_page = ?, pageviews = ?, referrer = ?, source_text = NULL,
+const visitTailSet = `entry_page = ?, exit_page = ?, pageviews = ?, referrer = ?,
+	source_text = CASE WHEN utm_source IS NULL THEN ? ELSE source_text END,
 	entry_ms = ?, exit_ms = ?, referrer_ms = ?, visit_ready = ?`
 
 // visitScan receives visitColumns (but source, which is derived).
