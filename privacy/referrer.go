@@ -19,7 +19,7 @@ const (
 
 // referrerSources is Matomo's searchengine-and-social-list (CC0 1.0) as
 // host, name and kind per line, made by scripts/referrer-sources.py
-// (docs/intake.md#source-names).
+// (docs/query-api.md#channels).
 //
 //go:embed referrer_sources.tsv
 var referrerSources string
@@ -109,7 +109,7 @@ var sources = sync.OnceValue(func() *sourceTable {
 // and "www.google.com" are "Google"): the most specific of the host and
 // its parent domains that the list knows, a top-level domain matching
 // any; ok is false for a host the list does not know, whose source is the
-// host itself (docs/intake.md#source-names).
+// host itself (docs/query-api.md#channels).
 func SourceName(host string) (name string, ok bool) {
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {

@@ -27,7 +27,7 @@ func unsupportedQuery(format string, args ...any) error {
 // unsupported rather than unknown.
 var (
 	plausibleOnlyMetrics    = []string{"scroll_depth", "time_on_page", "exit_rate"}
-	plausibleOnlyDimensions = []string{"event:hostname", "visit:channel", "visit:browser_version",
+	plausibleOnlyDimensions = []string{"visit:browser_version",
 		"visit:os_version", "visit:region", "visit:region_name", "visit:city_name", "visit:screen",
 		"visit:entry_page_hostname", "visit:exit_page_hostname", "segment"}
 	queryMetrics = []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents,
@@ -113,7 +113,7 @@ func checkDimension(d string) error {
 	if slices.Contains(plausibleOnlyDimensions, d) {
 		return unsupportedQuery("the dimension %q is not supported", d)
 	}
-	if _, ok := VisitDimensions[d]; ok || d == "event:page" || d == "event:name" || d == GoalDimension || slices.Contains(timeDimensions, d) {
+	if _, ok := VisitDimensions[d]; ok || d == "event:page" || d == HostnameDimension || d == "event:name" || d == GoalDimension || slices.Contains(timeDimensions, d) {
 		return nil
 	}
 	if name, ok := strings.CutPrefix(d, PropPrefix); ok {

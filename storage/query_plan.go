@@ -53,6 +53,8 @@ var VisitDimensions = map[string]string{
 	"visit:browser":      "browser",
 	"visit:os":           "os",
 	"visit:device":       "device",
+	// Computed from source and utm_* (query_channels.go).
+	ChannelDimension: "source",
 }
 
 // Shown values of a missing attribute, as Plausible shows them.
@@ -770,6 +772,9 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 		return b.timeExpr(d, col)
 	}
 	if col, ok := VisitDimensions[d]; ok {
+		if d == ChannelDimension {
+			return channelSQL(), nil, nil
+		}
 		if d == "visit:source" || d == "visit:referrer" {
 			// A visit without one is Plausible's "Direct / None"
 			// (docs/query-api.md#value-names).
@@ -787,6 +792,8 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 		return "COALESCE(p.path, '" + NotSet + "')", nil, nil
 	case d == "event:page":
 		return "COALESCE(" + b.q.dialect().pagePath() + ", '" + NotSet + "')", nil, nil
+	case d == HostnameDimension:
+		return "COALESCE(" + b.q.dialect().pageHost() + ", '" + NotSet + "')", nil, nil
 	case d == "event:name" && b.pages:
 		return "COALESCE(p.name, 'pageview')", nil, nil
 	case d == "event:name":
@@ -945,6 +952,15 @@ func init() {
 	sqlite.MustRegisterDeterministicScalarFunction("tally_page_path", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 		if s, ok := textArg(args[0]); ok {
 			return pagePaths.get(s), nil
+		}
+		return nil, nil
+	})
+	// tally_page_host(url) is PageHost.
+	sqlite.MustRegisterDeterministicScalarFunction("tally_page_host", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		if s, ok := textArg(args[0]); ok {
+			if h := PageHost(s); h != "" {
+				return h, nil
+			}
 		}
 		return nil, nil
 	})
