@@ -313,7 +313,8 @@ func TestQueryVisitLevel(t *testing.T) {
 		{"event dimension, visit filter", q(list("visitors", "pageviews"), list("event:page"), []any{"is", "visit:source", list("Direct / None")}),
 			"/: 2 2; /docs: 1 1; /pricing: 1 1"},
 		{"visits of events", q(list("visits"), list("event:page")), "/: 3; /pricing: 3; /blog/a: 1; /blog/b: 1; /docs: 1"},
-		{"session metrics of visits with a matching event", q(list("visits", "bounce_rate", "visit_duration"), nil, []any{"is", "event:page", list("/pricing")}), "3 33 620"},
+		// bounce_rate of the visits that entered on /pricing (e's bounce), as Plausible.
+		{"session metrics of visits with a matching event", q(list("visits", "bounce_rate", "visit_duration"), nil, []any{"is", "event:page", list("/pricing")}), "3 100 620"},
 		{"session metrics by source, event filter", q(list("visits", "views_per_visit"), list("visit:source"), []any{"contains", "event:page", list("blog")}), "Google: 1 2"},
 	}
 	for _, tt := range tests {
@@ -597,7 +598,7 @@ func TestQueryErrors(t *testing.T) {
 		{"realtime", base("date_range", "realtime"), "unsupported_query", "realtime"},
 		{"match_day_of_week", base("include", map[string]any{"comparisons": map[string]any{"mode": "previous_period", "match_day_of_week": true}}), "unsupported_query", "match_day_of_week"},
 		{"date", base("date", "2026-01-01"), "unsupported_query", "date"},
-		{"session metric by event dimension", map[string]any{"metrics": list("bounce_rate"), "date_range": "7d", "dimensions": list("event:page")}, "unsupported_query", "bounce_rate"},
+		{"session metric by event dimension", map[string]any{"metrics": list("bounce_rate"), "date_range": "7d", "dimensions": list("event:name")}, "unsupported_query", "bounce_rate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -522,7 +522,8 @@ func (pq *parsedQuery) validate() error {
 	}
 	eventDim := ""
 	for _, d := range pq.dimensions {
-		if EventDimension(d) {
+		// Session metrics by event:page are the entering visits' (query_plan.go).
+		if EventDimension(d) && d != "event:page" {
 			eventDim = d
 		}
 	}
