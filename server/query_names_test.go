@@ -57,6 +57,12 @@ func TestQueryChannelsAndHostnames(t *testing.T) {
 			}
 		})
 	}
+	// Plausible's own route answers the same.
+	r := h.q("POST", "/api/v2/query", tn.readKey, q(list("visits"), list("visit:channel"), []any{"is", "visit:channel", list("Organic Search")}))
+	mustStatus(t, r, 200, "")
+	if got, want := renderRows(t, r.body), "Organic Search: 1"; got != want {
+		t.Errorf("/api/v2/query: got %s, want %s", got, want)
+	}
 }
 
 // sortedRows is queryRows' rendering with its rows in value order, for
@@ -65,4 +71,37 @@ func sortedRows(rows string) string {
 	parts := strings.Split(rows, "; ")
 	slices.Sort(parts)
 	return strings.Join(parts, "; ")
+}
+
+// TestQueryAgentNames: browser and OS versions as Plausible shows them,
+// as dimensions and filters, and one browser name for Safari on iPhone and
+// iPad (Plausible's "Safari"; SPEC's /v1 reads keep "Mobile Safari").
+func TestQueryAgentNames(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.setupTenant("acme", "web")
+	const ipadUA = "Mozilla/5.0 (iPad; CPU OS 16_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.6 Mobile/15E148 Safari/604.1"
+	for i, ua := range []string{chromeUA, chromeUA, iphoneUA, ipadUA, firefoxLinuxUA} {
+		h.sendQ("web", i+1, qev{anon: string(rune('a' + i)), typ: "pageview", url: "https://shop.test/", ts: utc(1, 5, 10, i), ua: ua})
+	}
+	tests := []struct {
+		name string
+		body map[string]any
+		want string
+	}{
+		{"browsers", q(list("visitors"), list("visit:browser")), "Chrome: 2; Firefox: 1; Safari: 2"},
+		{"browser versions", q(list("visitors"), list("visit:browser", "visit:browser_version")),
+			"Chrome 118.0: 2; Firefox 121.0: 1; Safari 16.6: 1; Safari 17.1: 1"},
+		{"OS versions", q(list("visitors"), list("visit:os", "visit:os_version")),
+			"GNU/Linux (not set): 1; Windows 10: 2; iOS 16.6: 1; iOS 17.1: 1"},
+		{"a version filter", q(list("visitors"), list("visit:device"), []any{"is", "visit:os_version", list("16.6", "17.1")}),
+			"Mobile: 1; Tablet: 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := sortedRows(queryRows(t, h, tn.readKey, "web", tt.body)); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
 }

@@ -46,6 +46,9 @@ type IngestEvent struct {
 	Raw                      []byte
 	// Country, City, Browser, OS, DeviceType: "" is stored as NULL.
 	Country, City, Browser, OS, DeviceType string
+	// BrowserVersion and OSVersion (privacy.Agent's) are kept by the
+	// event's visit only, of its landing event ("" is NULL).
+	BrowserVersion, OSVersion string
 	// Traits is the traits object of an identify event, or nil.
 	Traits []byte
 	// Credential records who sent the event: "site" (legacy site bearer)

@@ -27,8 +27,7 @@ func unsupportedQuery(format string, args ...any) error {
 // unsupported rather than unknown.
 var (
 	plausibleOnlyMetrics    = []string{"scroll_depth", "time_on_page", "exit_rate"}
-	plausibleOnlyDimensions = []string{"visit:browser_version",
-		"visit:os_version", "visit:region", "visit:region_name", "visit:city_name", "visit:screen",
+	plausibleOnlyDimensions = []string{"visit:region", "visit:region_name", "visit:city_name", "visit:screen",
 		"visit:entry_page_hostname", "visit:exit_page_hostname", "segment"}
 	queryMetrics = []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents,
 		MetricViewsPerVisit, MetricBounceRate, MetricVisitDuration, MetricPercentage,

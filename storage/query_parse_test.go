@@ -34,7 +34,7 @@ func TestQueryRefusals(t *testing.T) {
 		{`{"metrics":["scroll_depth"],"date_range":"7d"}`, fault.UnsupportedQuery, `the metric "scroll_depth" is not supported`},
 		{`{"metrics":["visitors"],"date_range":"realtime"}`, fault.UnsupportedQuery, `the date_range "realtime" is not supported`},
 		{`{"metrics":["visitors"],"date_range":["2026-01-02","2026-01-01"]}`, fault.InvalidQuery, "date_range: from (2026-01-02) is after to (2026-01-01)"},
-		{`{"metrics":["visitors"],"date_range":"7d","dimensions":["visit:os_version"]}`, fault.UnsupportedQuery, `the dimension "visit:os_version" is not supported`},
+		{`{"metrics":["visitors"],"date_range":"7d","dimensions":["visit:region"]}`, fault.UnsupportedQuery, `the dimension "visit:region" is not supported`},
 		{`{"metrics":["bounce_rate"],"date_range":"7d","dimensions":["event:name"]}`, fault.UnsupportedQuery, `the session metric "bounce_rate" cannot be queried with the event dimension "event:name"`},
 		{`{"metrics":["visitors"],"date_range":"7d","filters":[["is","visit:country",["DEU"]]]}`, fault.InvalidQuery, "visit:country needs to be a valid 2-letter country code"},
 		{`{"metrics":["visitors"],"date_range":"7d","filters":[["is_not","event:page",["/"],{"case_sensitive":false}]]}`, fault.InvalidQuery, "case_sensitive: false applies to is and contains only"},

@@ -53,6 +53,9 @@ var VisitDimensions = map[string]string{
 	"visit:browser":      "browser",
 	"visit:os":           "os",
 	"visit:device":       "device",
+	// Plausible's versions, of the landing's User-Agent (privacy.Agent).
+	"visit:browser_version": "browser_version",
+	"visit:os_version":      "os_version",
 	// Computed from source and utm_* (query_channels.go).
 	ChannelDimension: "source",
 }

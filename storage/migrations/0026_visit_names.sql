@@ -1,4 +1,4 @@
--- 0026: visit sources by name (docs/intake.md#source-names). Since this
+-- 0026: visit sources by name and the landing's versions (docs/intake.md#source-names). Since this
 -- migration the writer stores a visit's source name in source_text where
 -- the referrer list knows it ("Google" for google.de); the sessions stored
 -- before hold hosts, which the source names backfill (intake_source_names.go)
@@ -13,3 +13,9 @@ CREATE TABLE source_names_backfill (
 );
 INSERT INTO source_names_backfill(id, next_id, end_id)
     SELECT 1, 0, MAX(id) FROM sessions HAVING COUNT(*) > 0;
+
+-- The landing's browser and OS versions as Plausible shows them ("120.0",
+-- "10.15"; docs/query-api.md#value-names): NULL in the rows stored before,
+-- whose User-Agent was not kept, and where the User-Agent states none.
+ALTER TABLE sessions ADD COLUMN browser_version TEXT;
+ALTER TABLE sessions ADD COLUMN os_version TEXT;
