@@ -124,7 +124,12 @@ func SourceName(host string) (name string, ok bool) {
 		if e, ok := t.hosts[c]; ok {
 			return e.name, true
 		}
-		// "google.{}": the last one or two labels are any top-level domain.
+		// "google.{}": the last one or two labels are any top-level domain,
+		// but for the reserved ones no public site has (RFC 2606, 6761):
+		// a test's google.test is a host of its own.
+		if reservedTLD(c) {
+			continue
+		}
 		for i, n := len(c), 0; n < 2; n++ {
 			i = strings.LastIndexByte(c[:i], '.')
 			if i <= 0 {
@@ -136,6 +141,13 @@ func SourceName(host string) (name string, ok bool) {
 		}
 	}
 	return "", false
+}
+
+// reservedTLD reports whether host ends in a top-level domain reserved
+// for tests, examples and local networks.
+func reservedTLD(host string) bool {
+	tld := host[strings.LastIndexByte(host, '.')+1:]
+	return tld == "test" || tld == "example" || tld == "invalid" || tld == "localhost" || tld == "local" || tld == "internal"
 }
 
 // AppSourceName is SourceName for an Android app's id (an

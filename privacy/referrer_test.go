@@ -26,6 +26,9 @@ func TestSourceName(t *testing.T) {
 		// it is a referral.
 		{"cnn.com", "", false},
 		{"markosaric.com", "", false},
+		// Reserved top-level domains match no "google.{}".
+		{"google.test", "", false},
+		{"www.bing.example", "", false},
 		{"", "", false},
 		{"co.uk", "", false},
 	} {
