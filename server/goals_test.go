@@ -361,7 +361,7 @@ func testQueryGoalErrors(t *testing.T, wide bool) {
 		{"session metric by goal", q(list("bounce_rate"), list("event:goal")), "unsupported_query", "bounce_rate"},
 		{"mixed currencies", q(list("total_revenue"), nil, goal("is", "Purchase")), "unsupported_query", "EUR, USD"},
 		{"bad pattern", q(list("visitors"), nil, goal("matches", "(")), "invalid_query", "RE2"},
-		{"still unsupported", q(list("scroll_depth"), nil), "unsupported_query", "scroll_depth"},
+		{"still unsupported", q(list("exit_rate"), nil), "unsupported_query", "exit_rate"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := h.q("POST", "/v1/sites/web/query", tn.readKey, c.body)

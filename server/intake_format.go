@@ -61,6 +61,9 @@ type intakeFormat struct {
 	// cookieless rewrites Fields and Raw of an event privacy.Cookieless
 	// made cookieless into the format's own field names (nil: Tally's).
 	cookieless func(ev *schema.Event)
+	// engagement is what an event measures of its pageview, when it is a
+	// measure instead of an event (Plausible's engagement; nil: none).
+	engagement func(ev *schema.Event) *storage.Engagement
 }
 
 // agentSource is where an event's visitor User-Agent comes from.

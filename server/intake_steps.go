@@ -306,6 +306,12 @@ func (p *intakePipeline) trackingPlan() error {
 	valid := p.kept[:0:0]
 	for i := range p.kept {
 		ev := &p.kept[i]
+		if p.f.engagement != nil && p.f.engagement(ev) != nil {
+			// A measure of a pageview, not an event the plan describes
+			// (docs/intake.md#engagement).
+			valid = append(valid, *ev)
+			continue
+		}
 		t0 := time.Now()
 		problems := plan.Validate(ev)
 		p.m.validation[p.f.endpoint].UpdateDuration(t0)
@@ -409,6 +415,9 @@ func (p *intakePipeline) enrichment() error {
 			at = p.s.locator.LocateAddr(p.r, ev.ClientIP)
 		}
 		row := enrich(ev, p.f.agent(ev, p.headerUA), at, p.credentialTag)
+		if p.f.engagement != nil {
+			row.Engagement = p.f.engagement(ev)
+		}
 		if a, ok := p.replayed[ev.Index]; ok {
 			row.Browser, row.OS, row.DeviceType = a.Browser, a.OS, a.DeviceType
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/tally-analytics/tally/fault"
 	"github.com/tally-analytics/tally/schema"
+	"github.com/tally-analytics/tally/storage"
 )
 
 // Plausible's Events API (POST /api/event) as an intake format, so a page
@@ -34,10 +36,14 @@ const (
 	plausibleMaxPropText = 2000
 )
 
-// plausibleEngagement is the event Plausible's tracker (0.4.x) sends when a
-// page is left or hidden, with its scroll depth and time on page: not an
-// event of the page but a measure of one, which Tally does not keep.
+// plausibleEngagement is the event Plausible's trackers send when a page is
+// left or hidden, with its scroll depth (sd) and engaged time (e): not an
+// event of the page but a measure of one, added to its pageview
+// (docs/intake.md#engagement).
 const plausibleEngagement = "engagement"
+
+// plausibleMaxEngagedMS bounds one engagement event's time: a day.
+const plausibleMaxEngagedMS = 24 * 60 * 60 * 1000
 
 // plausibleEvents is the format of POST /api/event. Every event is stored
 // in the cookieless form: Plausible's tracker keeps no id in the browser,
@@ -47,7 +53,7 @@ var plausibleEvents = &intakeFormat{endpoint: endpointPlausible,
 	credential: trackerCredential(plausibleSiteNames), parse: parsePlausible,
 	agentFrom: agentHeader, locate: true, batch: allOrNothing, siteFromCredential: true,
 	okStatus: http.StatusAccepted, okWrite: plausibleOK, dlqPayload: nativeDLQPayload,
-	cookieless: plausibleCookieless}
+	cookieless: plausibleCookieless, engagement: plausibleEngagementOf}
 
 // plausibleOK is Plausible's answer to an event it took: 202 and the text
 // "ok", with x-plausible-dropped: 1 when the event was dropped (a bot, or
@@ -164,6 +170,11 @@ func parsePlausible(body []byte, now time.Time) ([]schema.Event, []refusal, erro
 	if ev.Type, err = plausibleName(f); err != nil {
 		return nil, nil, err
 	}
+	if ev.Type == plausibleEngagement {
+		if _, err := plausibleMeasure(f); err != nil {
+			return nil, nil, err
+		}
+	}
 	u, rawURL := plausibleURL(f)
 	switch {
 	case rawURL == "" && u == nil:
@@ -172,6 +183,9 @@ func parsePlausible(body []byte, now time.Time) ([]schema.Event, []refusal, erro
 		return nil, nil, plausibleInvalid("/url", fmt.Sprintf("url is at most %d bytes", plausibleMaxURL))
 	case u == nil || u.Scheme == "data":
 		return nil, nil, plausibleInvalid("/url", "url must be a valid URL such as https://example.com/page (not data:)")
+	}
+	if plausibleHashMode(f) && u.Fragment != "" {
+		rawURL = hashPageURL(u)
 	}
 	ev.URL = &rawURL
 	if v, key := plausibleField(f, "r", "referrer"); v != nil {
@@ -185,6 +199,13 @@ func parsePlausible(body []byte, now time.Time) ([]schema.Event, []refusal, erro
 		if ref != "" {
 			ev.Referrer = &ref
 		}
+	}
+	if ev.Type == plausibleEngagement {
+		// A measure of the pageview, whose props it repeats: none kept.
+		ev.Properties = json.RawMessage(`{}`)
+		f["properties"] = ev.Properties
+		ev.Raw, _ = json.Marshal(f)
+		return []schema.Event{ev}, nil, nil
 	}
 	props, err := plausibleProps(f)
 	if err != nil {
@@ -203,6 +224,52 @@ func parsePlausible(body []byte, now time.Time) ([]schema.Event, []refusal, erro
 	f["properties"] = ev.Properties
 	ev.Raw, _ = json.Marshal(f)
 	return []schema.Event{ev}, nil, nil
+}
+
+// plausibleMeasure is an engagement body's measure: sd (or scroll_depth)
+// a number, its percent clamped to 0..100 as Plausible clamps it, and e
+// (or engagement_time) milliseconds, 0 to a day, 0 when absent.
+func plausibleMeasure(f map[string]json.RawMessage) (*storage.Engagement, error) {
+	var sd, e float64
+	v, key := plausibleField(f, "sd", "scroll_depth")
+	if v == nil || json.Unmarshal(v, &sd) != nil {
+		return nil, plausibleInvalid("/"+key, "an engagement needs sd, the scroll depth in percent, a number")
+	}
+	// e is optional: Plausible's own tests send scroll depth alone, and an
+	// engagement without its time still measures how far the page was read.
+	v, key = plausibleField(f, "e", "engagement_time")
+	if v != nil && (json.Unmarshal(v, &e) != nil || e < 0 || e > plausibleMaxEngagedMS) {
+		return nil, plausibleInvalid("/"+key, fmt.Sprintf("an engagement's e, the engaged time in milliseconds, must be 0 to %d", plausibleMaxEngagedMS))
+	}
+	return &storage.Engagement{ScrollDepth: int(math.Round(min(max(sd, 0), 100))), EngagedMS: int64(e)}, nil
+}
+
+// plausibleEngagementOf is the measure of an engagement event (checked by
+// parsePlausible), nil for any other event.
+func plausibleEngagementOf(ev *schema.Event) *storage.Engagement {
+	if ev.Type != plausibleEngagement {
+		return nil
+	}
+	m, _ := plausibleMeasure(ev.Fields)
+	return m
+}
+
+// plausibleHashMode is whether the tracker routes pages by the URL's
+// fragment: h (or hashMode) 1 or true, as Plausible's hash scripts send.
+func plausibleHashMode(f map[string]json.RawMessage) bool {
+	v, _ := plausibleField(f, "h", "hashMode")
+	return string(v) == "1" || string(v) == "true"
+}
+
+// hashPageURL is the URL of a hash-routed page: its fragment moved into
+// its path, escaped (https://a.test/%23/pricing), so that its page is
+// /#/pricing as Plausible names it, and the stored URL, which keeps no
+// fragment, keeps it (docs/intake.md#plausibles-snippet).
+func hashPageURL(u *url.URL) string {
+	c := *u
+	c.Path, c.RawPath = u.Path+"#"+u.Fragment, ""
+	c.Fragment, c.RawFragment = "", ""
+	return c.String()
 }
 
 // plausibleProps reads m, meta, p or props (an object, or a JSON string of

@@ -11,33 +11,46 @@ import (
 	"github.com/tally-analytics/tally/web"
 )
 
-// pathPlausibleScript is where Plausible's legacy snippet loads its script
-// from: /js/script.js, or /js/script.<ext>[.<ext>...].js with extensions
+// pathPlausibleScript is where Plausible's snippets load their script
+// from: the legacy /js/script.js, or /js/script.<ext>[.<ext>...].js with
+// extensions, and the 2025 per-site /js/pa-<id>.js
 // (docs/intake.md#plausibles-snippet).
 const pathPlausibleScript = "/js/:file"
 
 // plausibleScript serves Tally's stand-in for Plausible's legacy script,
-// with the extensions the file's name lists in any order; an unknown or
-// repeated extension, or another file, is 404. Cached as /v1/script.js is.
+// with the extensions the file's name lists in any order, or for its 2025
+// script of the site whose id or alias <id> is; an unknown or repeated
+// extension, an unknown site, or another file, is 404. Cached as
+// /v1/script.js is.
 //
-// GET /js/script[.<ext>...].js (collector)
+// GET /js/script[.<ext>...].js, GET /js/pa-<id>.js (collector)
 func (s *Server) plausibleScript(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	exts, err := plausibleScriptExtensions(ps.ByName("file"))
-	if err != nil {
-		return err
+	var b []byte
+	var etag string
+	if name, ok := plausibleWebScriptSite(ps.ByName("file")); ok {
+		if _, known := s.db.SiteNamed(name); !known {
+			return fault.Errorf(fault.NotFound, "no such script: no site has the id or alias %q; the 2025 snippet loads /js/pa-<site id or alias>.js", name)
+		}
+		b, etag = web.PlausibleWebScript(name)
+	} else {
+		exts, err := plausibleScriptExtensions(ps.ByName("file"))
+		if err != nil {
+			return err
+		}
+		b, etag = web.PlausibleScript(exts)
 	}
-	b, etag := web.PlausibleScript(exts)
-	h := w.Header()
-	h.Set("ETag", etag)
-	h.Set("Cache-Control", "public, max-age=3600")
-	h.Set("Content-Type", "text/javascript; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
-	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag) {
-		w.WriteHeader(http.StatusNotModified)
-		return nil
-	}
-	w.Write(b)
+	serveScript(w, r, b, etag)
 	return nil
+}
+
+// plausibleWebScriptSite is the site name of a 2025 script's file name:
+// example.com for pa-example.com.js.
+func plausibleWebScriptSite(file string) (string, bool) {
+	mid, ok := strings.CutPrefix(file, "pa-")
+	if ok {
+		mid, ok = strings.CutSuffix(mid, ".js")
+	}
+	return mid, ok && mid != ""
 }
 
 // plausibleScriptExtensions is the extensions a script's file name lists:
@@ -51,7 +64,7 @@ func plausibleScriptExtensions(file string) ([]string, error) {
 		mid, ok = strings.CutSuffix(mid, ".js")
 	}
 	if !ok {
-		return nil, fault.Errorf(fault.NotFound, "no such script: the collector serves /js/script.js and /js/script.<extension>...js")
+		return nil, fault.Errorf(fault.NotFound, "no such script: the collector serves /js/script.js, /js/script.<extension>...js and /js/pa-<site id or alias>.js")
 	}
 	exts := strings.Split(mid, ".")
 	for i, e := range exts {

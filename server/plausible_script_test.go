@@ -7,7 +7,8 @@ import (
 
 // The collector serves Plausible's legacy script by its file name: the
 // extensions in any order; an unknown or repeated one, or another file, is
-// 404 (docs/intake.md#plausibles-snippet).
+// 404; and the 2025 script of a known site (docs/intake.md#plausibles-snippet);
+// Umami's at /script.js (docs/intake.md#umamis-snippet).
 func TestPlausibleScriptVariants(t *testing.T) {
 	t.Parallel()
 	h := trackerHarness(t)
@@ -24,6 +25,13 @@ func TestPlausibleScriptVariants(t *testing.T) {
 		{"/js/script.hash.hash.js", 404, "named twice"},
 		{"/js/script.hashjs", 404, "no such script"},
 		{"/js/other.js", 404, "no such script"},
+		// The 2025 script: pa-<site id or alias>.js, that name baked in.
+		{"/js/pa-web.js", 200, `{"web":1,"d":"web"}`},
+		{"/js/pa-example.com.js", 200, `{"web":1,"d":"example.com"}`},
+		{"/js/pa-nope.js", 404, `no site has the id or al`},
+		{"/js/pa-.js", 404, "no such script"},
+		// Umami's tracker at Umami's own path.
+		{"/script.js", 200, `attr("website-id")`},
 	} {
 		r := h.c("GET", tt.path, "", "")
 		if r.status != tt.status || !strings.Contains(string(r.body), tt.has) {

@@ -586,9 +586,9 @@ func TestQueryErrors(t *testing.T) {
 		{"custom comparison without a range", base("include", map[string]any{"comparisons": map[string]any{"mode": "custom"}}), "invalid_query", "date_range"},
 		{"hours of centuries", map[string]any{"metrics": list("visitors"), "date_range": list("1900-01-01", "2026-01-01"), "dimensions": list("time:hour")}, "invalid_query", "buckets"},
 
-		{"metric scroll_depth", base("metrics", list("scroll_depth")), "unsupported_query", "scroll_depth"},
+		{"metric scroll_depth without event:page", base("metrics", list("scroll_depth")), "invalid_query", "event:page"},
 		{"metric conversion_rate without a goal", base("metrics", list("conversion_rate")), "invalid_query", "event:goal"},
-		{"metric time_on_page", base("metrics", list("time_on_page")), "unsupported_query", "time_on_page"},
+		{"metric time_on_page without event:page", base("metrics", list("time_on_page")), "invalid_query", "event:page"},
 		{"dimension visit:region_name", base("dimensions", list("visit:region_name")), "unsupported_query", "visit:region_name"},
 		{"dimension visit:region", base("dimensions", list("visit:region")), "unsupported_query", "visit:region"},
 		{"filter on visit:screen", base("filters", []any{[]any{"is", "visit:screen", list("Desktop")}}), "unsupported_query", "visit:screen"},

@@ -12,6 +12,7 @@ import (
 	"github.com/tally-analytics/tally/fault"
 	"github.com/tally-analytics/tally/schema"
 	"github.com/tally-analytics/tally/storage"
+	"github.com/tally-analytics/tally/web"
 )
 
 // Paths of Plausible's and Umami's intake: their own, outside /v1, so that
@@ -20,6 +21,7 @@ import (
 const (
 	pathPlausibleEvent = "/api/event"
 	pathUmamiSend      = "/api/send"
+	pathUmamiScript    = "/script.js"
 )
 
 // trackerRoutes registers Plausible's and Umami's intake on the collector.
@@ -27,40 +29,41 @@ const (
 // Plausible and Umami; so with REQUIRE_API_KEY=require, where every
 // request must bring a key, they do not exist and answer the ordinary 404.
 //
-// POST /api/event, POST /api/send, GET /js/script.js (collector)
+// POST /api/event, POST /api/send, GET /js/:file, GET /script.js (collector)
 func (s *Server) trackerRoutes(rt *router) {
 	if s.cfg.RequireAPIKey == KeyModeRequire {
 		return
 	}
-	rt.route(http.MethodPost, pathPlausibleEvent, s.plausibleIngest(s.ingest(plausibleEvents)))
+	rt.route(http.MethodPost, pathPlausibleEvent, s.ingest(plausibleEvents))
 	rt.route(http.MethodPost, pathUmamiSend, s.ingest(umamiEvents))
 	rt.route(http.MethodGet, pathPlausibleScript, s.plausibleScript)
+	rt.route(http.MethodGet, pathUmamiScript, s.umamiScript)
 }
 
-// plausibleIngest answers an engagement event (scroll depth and time on
-// page, sent by Plausible's tracker when a page is hidden or left) with
-// Plausible's 202 "ok" once the site it names is known, and stores
-// nothing: Tally measures visits by their events. Other events go to
-// next.
-func (s *Server) plausibleIngest(next handler) handler {
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-		body, err := peekBody(r)
-		if err != nil {
-			return next(w, r, ps)
-		}
-		var f map[string]json.RawMessage
-		if json.Unmarshal(body, &f) != nil {
-			return next(w, r, ps)
-		}
-		if v, _ := plausibleField(f, "n", "name"); string(v) != `"`+plausibleEngagement+`"` {
-			return next(w, r, ps)
-		}
-		if _, _, err := plausibleEvents.credential(s, r); err != nil {
-			return err
-		}
-		writeText(w, http.StatusAccepted, "ok")
-		return nil
+// umamiScript serves Tally's stand-in for Umami's tracker, so that Umami's
+// snippet keeps its form with only the host changed
+// (docs/intake.md#umamis-snippet).
+//
+// GET /script.js (collector)
+func (s *Server) umamiScript(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	b, etag := web.UmamiScript()
+	serveScript(w, r, b, etag)
+	return nil
+}
+
+// serveScript writes a tracker script, cached for an hour as
+// /v1/script.js is, 304 on a matching If-None-Match.
+func serveScript(w http.ResponseWriter, r *http.Request, b []byte, etag string) {
+	h := w.Header()
+	h.Set("ETag", etag)
+	h.Set("Cache-Control", "public, max-age=3600")
+	h.Set("Content-Type", "text/javascript; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
 	}
+	w.Write(b)
 }
 
 // peekBody reads the request body, at most ingestBodyLimit bytes and one

@@ -1,11 +1,14 @@
 package server
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"io/fs"
 	"mime"
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -41,8 +44,14 @@ func etagMatches(header, etag string) bool {
 	return false
 }
 
+// dashboardETags holds each dashboard file's entity tag, a hash of its
+// embedded bytes, computed on its first request.
+var dashboardETags sync.Map
+
 // dashboard serves the embedded dashboard: index.html at / and /v1/ui/,
-// its assets under /v1/ui/. A missing asset is the JSON 404.
+// its assets under /v1/ui/. A missing asset is the JSON 404. Every answer
+// is revalidated (no-cache) with its ETag, so an unchanged file (the
+// 51 KB world map, docs/dashboard.md#locations) is a 304.
 //
 // GET /, GET /v1/ui/*filepath (query API)
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
@@ -64,6 +73,16 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, ps httprouter
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	tag, ok := dashboardETags.Load(name)
+	if !ok {
+		sum := sha256.Sum256(b)
+		tag, _ = dashboardETags.LoadOrStore(name, `"`+hex.EncodeToString(sum[:8])+`"`)
+	}
+	h.Set("ETag", tag.(string))
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, tag.(string)) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
 	w.Write(b)
 	return nil
 }

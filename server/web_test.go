@@ -41,6 +41,13 @@ func TestDashboardServing(t *testing.T) {
 	if r := h.q("GET", "/v1/ui/style.css", "", nil); r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/css") {
 		t.Errorf("style.css: got %d %q", r.status, r.header.Get("Content-Type"))
 	}
+	// the world map: JSON, revalidated with its ETag
+	r := h.q("GET", "/v1/ui/world.json", "", nil)
+	if tag := r.header.Get("ETag"); r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") || tag == "" || r.header.Get("Cache-Control") != "no-cache" {
+		t.Errorf("world.json: got %d %v", r.status, r.header)
+	} else if r := h.q("GET", "/v1/ui/world.json", "", nil, "If-None-Match", tag); r.status != 304 || len(r.body) != 0 {
+		t.Errorf("world.json again with its ETag: got %d, want 304", r.status)
+	}
 	mustStatus(t, h.q("GET", "/v1/ui/nope.js", "", nil), 404, "not_found")
 	mustStatus(t, h.q("GET", "/v1/ui/../../etc/passwd", "", nil), 404, "not_found")
 	mustStatus(t, h.q("GET", "/anything-else", "", nil), 404, "not_found") // unknown paths stay JSON 404s

@@ -53,7 +53,7 @@ func (q *StatsQuery) importedPlan() (string, string) {
 	dim := ""
 	for _, d := range q.Dimensions {
 		switch {
-		case d == "time:hour" || d == "time" && q.TimeUnit == "hour":
+		case d == "time:hour" || d == "time:minute" || d == "time" && q.TimeUnit == "hour":
 			return "", ImportsUnsupportedInterval
 		case TimeDimension(d):
 		case !importedDims[d] || dim != "":

@@ -61,6 +61,9 @@ type IngestEvent struct {
 	// ReceivedAt, when set, is stored as the event's received time instead
 	// of the moment the writer takes it: an import keeps its source's.
 	ReceivedAt time.Time
+	// Engagement, when set, makes the event a measure of its pageview,
+	// added to that row instead of stored (intake_engagement.go).
+	Engagement *Engagement
 }
 
 // Quarantined is an event stored in the DLQ instead of events.
@@ -105,7 +108,7 @@ const insertEventSQL = `INSERT INTO events(id_text, site_id, type, url, ts, anon
 // ingestStmts are prepared once on the write connection.
 type ingestStmts struct {
 	dedup, insertEvent, insertFirstEvent, link, profileTraits, profile, newestSession, loadSessions, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
-	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials, credentialCode, newCredential, imported *sql.Stmt
+	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials, credentialCode, newCredential, imported, engage *sql.Stmt
 	// insertSession inserts one session; its id is the result's
 	// LastInsertId. insertSessions[k], prepared only by
 	// prepareSessionReturning, inserts 1<<k sessions and returns their ids
@@ -165,6 +168,7 @@ func prepareIngest(ctx context.Context, db *sql.DB, d dialect, slot int, oldLink
 		sql string
 	}{
 		{&s.dedup, `INSERT INTO event_ids(site_id, id, received_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`},
+		{&s.engage, engageSQL},
 		{&s.insertEvent, d.insertEventSQL(false)},
 		// The run's first event also returns its seq (see ready); the
 		// others need not.
@@ -379,6 +383,13 @@ func (j *ingestRun) add(w *ingestWork) error {
 	dedup, insert, link := j.stmt(st.dedup), j.stmt(st.insertEvent), j.stmt(st.link)
 	for i := range w.events {
 		e := &w.events[i]
+		if e.Engagement != nil {
+			if err := j.engage(e); err != nil {
+				return err
+			}
+			w.accepted++
+			continue
+		}
 		key := j.db.d.eventIDKey(e.ID)
 		if w.imported {
 			// An imported id is known for good, not 48 hours (import_events.go).

@@ -26,13 +26,14 @@ func unsupportedQuery(format string, args ...any) error {
 // Metrics and dimensions Plausible has and Tally does not: named as
 // unsupported rather than unknown.
 var (
-	plausibleOnlyMetrics    = []string{"scroll_depth", "time_on_page", "exit_rate"}
+	plausibleOnlyMetrics    = []string{"exit_rate"}
 	plausibleOnlyDimensions = []string{"visit:region", "visit:region_name", "visit:city_name", "visit:screen",
 		"visit:entry_page_hostname", "visit:exit_page_hostname", "segment"}
 	queryMetrics = []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents,
 		MetricViewsPerVisit, MetricBounceRate, MetricVisitDuration, MetricPercentage,
-		metricConversionRate, metricGroupConversionRate, metricTotalRevenue, metricAverageRevenue}
-	timeDimensions = []string{"time", "time:hour", "time:day", "time:week", "time:month"}
+		metricConversionRate, metricGroupConversionRate, metricTotalRevenue, metricAverageRevenue,
+		MetricScrollDepth, MetricTimeOnPage}
+	timeDimensions = []string{"time", "time:minute", "time:hour", "time:day", "time:week", "time:month"}
 )
 
 // parseQuery validates req as Plausible's Stats API v2 does, for what
@@ -536,6 +537,14 @@ func (pq *parsedQuery) validate() error {
 	}
 	if pq.timeLabels && pq.timeDimension() == "" {
 		return invalidQuery("include.time_labels requires a time dimension")
+	}
+	if err := pq.validateEngagement(); err != nil {
+		return err
+	}
+	// By minute is the dashboard's realtime graph (Plausible's too): a day
+	// at most, so 1,440 buckets at most (docs/query-api.md).
+	if pq.timeDimension() == "time:minute" && (pq.allRange || pq.to.Sub(pq.from) > 25*time.Hour) {
+		return invalidQuery("time:minute needs a date_range of a day or less (\"day\" or two datetimes)")
 	}
 	return pq.validateGoals()
 }

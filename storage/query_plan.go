@@ -203,6 +203,9 @@ func (db *DB) Stats(ctx context.Context, q StatsQuery) ([]StatsRow, error) {
 // StatsEstimate is Stats, and whether its visitors (and percentage) are
 // estimates (docs/query-api.md#how-reports-stay-fast).
 func (db *DB) StatsEstimate(ctx context.Context, q StatsQuery) ([]StatsRow, bool, error) {
+	if slices.ContainsFunc(q.Metrics, engagementMetric) {
+		return db.statsWithEngagement(ctx, q)
+	}
 	var estimated bool
 	q.estimated = &estimated
 	groups, order, err := db.statsGroups(ctx, q)
@@ -883,6 +886,8 @@ func (b *sqlBuilder) timeExpr(d string, col timeCol) (string, []any, error) {
 		return "", nil, err
 	}
 	switch unit {
+	case "minute":
+		return "substr(" + local + ", 1, 16) || ':00'", args, nil
 	case "hour":
 		return "substr(" + local + ", 1, 13) || ':00:00'", args, nil
 	case "day":
@@ -1055,7 +1060,7 @@ func init() {
 // MaxTimeLabels bounds TimeLabels (a year of hours is 8,784).
 const MaxTimeLabels = 50000
 
-// TimeLabels lists every bucket of unit (hour, day, week, month) in
+// TimeLabels lists every bucket of unit (minute, hour, day, week, month) in
 // [from, to), as the time dimensions show them in loc; false when there
 // would be more than MaxTimeLabels.
 func TimeLabels(unit string, from, to time.Time, loc *time.Location) ([]string, bool) {
@@ -1073,15 +1078,20 @@ func TimeLabels(unit string, from, to time.Time, loc *time.Location) ([]string, 
 	if !from.Before(to) {
 		return []string{}, true
 	}
-	if unit == "hour" {
+	if unit == "hour" || unit == "minute" {
 		// Hours are walked in absolute time, so a day with a DST change has
 		// 23 or 25 of them, as the data does.
-		for t := from; t.Before(to); t = t.Add(time.Hour) {
-			if !add(t.In(loc).Format("2006-01-02 15:00:00")) {
+		step, layout := time.Hour, "2006-01-02 15:00:00"
+		if unit == "minute" {
+			step, layout = time.Minute, "2006-01-02 15:04:00"
+			from = from.Truncate(time.Minute)
+		}
+		for t := from; t.Before(to); t = t.Add(step) {
+			if !add(t.In(loc).Format(layout)) {
 				return nil, false
 			}
 		}
-		add(to.Add(-time.Nanosecond).In(loc).Format("2006-01-02 15:00:00"))
+		add(to.Add(-time.Nanosecond).In(loc).Format(layout))
 		return out, true
 	}
 	last := to.Add(-time.Nanosecond).In(loc)

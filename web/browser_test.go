@@ -259,8 +259,8 @@ func TestDashboardInABrowser(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	bars, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#chart svg").getAttribute("aria-label") + " " + document.querySelectorAll("#chart rect").length`))
-	if err != nil || bars != "Visitors by hour 24" {
-		t.Errorf("today's chart: got %q %v, want Visitors by hour 24", bars, err)
+	if err != nil || bars != "Unique visitors by hour 24" {
+		t.Errorf("today's chart: got %q %v, want Unique visitors by hour 24", bars, err)
 	}
 	if shown != "3" {
 		t.Fatalf("the dashboard shows %q pageviews, want 3", shown)

@@ -182,8 +182,8 @@ func TestDashboardFiltersByClickAndRestoresBookmarks(t *testing.T) {
 		t.Errorf("pages:\ngot  %s\nwant %s", got, want)
 	}
 	bars, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#chart svg").getAttribute("aria-label") + " " + document.querySelectorAll("#chart rect").length`))
-	if err != nil || bars != "Visitors by day 7" {
-		t.Errorf("chart: got %q %v, want Visitors by day 7", bars, err)
+	if err != nil || bars != "Unique visitors by day 7" {
+		t.Errorf("chart: got %q %v, want Unique visitors by day 7", bars, err)
 	}
 	if got, want := table(t, ctx, "t-sources"), "google.test|2|2\nDirect / None|1|1\nnews|1|1"; got != want {
 		t.Errorf("sources:\ngot  %s\nwant %s", got, want)
@@ -207,8 +207,21 @@ func TestDashboardFiltersByClickAndRestoresBookmarks(t *testing.T) {
 	if got, want := table(t, ctx, "t-pages"), "/home|1|1\n/pricing|1|1"; got != want {
 		t.Errorf("pages filtered on google.test:\ngot  %s\nwant %s", got, want)
 	}
-	if got, want := table(t, ctx, "t-entry"), "/home|1|1\n/pricing|1|1"; got != want {
+	// The pages panel's Entry Pages tab: its own query, titled by the tab.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#panel-pages .tabs button:nth-child(2)`))); err != nil {
+		t.Fatal(err)
+	}
+	entry := `Array.from(document.querySelectorAll("#t-pages th")).map(function (c) { return c.textContent; }).join("|") === "Entry page|Visitors|Visits"`
+	for deadline := time.Now().Add(20 * time.Second); !mustEval[bool](t, ctx, entry+` && !document.querySelector("#t-pages").classList.contains("loading")`); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the Entry Pages tab did not load")
+		}
+	}
+	if got, want := table(t, ctx, "t-pages")+" "+text(t, ctx, "#panel-pages h2"), "/home|1|1\n/pricing|1|1 Entry Pages"; got != want {
 		t.Errorf("entry pages filtered on google.test:\ngot  %s\nwant %s", got, want)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#panel-pages .tabs button:nth-child(1)`))); err != nil {
+		t.Fatal(err)
 	}
 	if got, want := text(t, ctx, "#card-visitors .card-value"), "2"; got != want {
 		t.Errorf("visitors filtered: got %q, want %q", got, want)
@@ -270,6 +283,16 @@ func TestDashboardFiltersByClickAndRestoresBookmarks(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// mustEval evaluates js in the page.
+func mustEval[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		t.Fatalf("%s: %v", js, err)
+	}
+	return v
+}
 
 // downloadCSV clicks the button and returns the file the browser saved
 // (carriage returns dropped).
@@ -333,12 +356,14 @@ func TestDashboardOnAPhone(t *testing.T) {
 	if err != nil || columns != 1 {
 		t.Errorf("got panels in %d columns (%v), want 1", columns, err)
 	}
-	// Plausible's capitalisation of the panel titles (docs/dashboard.md).
+	// Plausible's capitalisation of the panel titles and tabs
+	// (docs/dashboard.md).
 	titles, err := chromedp.Run(ctx, chromedp.Evaluate[string](`Array.from(document.querySelectorAll("h2")).map(function (h) { return h.textContent; }).join("|")`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Top Sources", "Top Pages", "Entry Pages", "Exit Pages", "Operating Systems", "Goal Conversions"} {
+	titles += "|" + mustEval[string](t, ctx, `Array.from(document.querySelectorAll(".tabs button")).map(function (h) { return h.textContent; }).join("|")`)
+	for _, want := range []string{"Top Sources", "Top Pages", "Entry Pages", "Exit Pages", "Locations", "Devices", "Goal Conversions", "Sources", "Channels", "Campaigns", "Map", "Countries", "Regions", "Cities", "Browser", "OS", "Size"} {
 		if !strings.Contains("|"+titles+"|", "|"+want+"|") {
 			t.Errorf("panel titles: got %s, want %q among them", titles, want)
 		}

@@ -1,96 +1,165 @@
-/* Tally's stand-in for Plausible's legacy script (docs/intake.md#plausibles-snippet).
-   The collector sets X to the extensions the file's name lists. It posts Plausible's
-   event body to data-api (default: this script's origin + /api/event), never throwing. */
+/* Tally's stand-in for Plausible's scripts (docs/intake.md#plausibles-snippet), written for
+   Tally: the legacy /js/script[.<ext>...].js, whose extensions the collector sets in X, and
+   the 2025 /js/pa-<id>.js (X.web, X.d the site), which starts at plausible.init({...}). It
+   posts Plausible's event body, engagement included, and never throws into the page. */
 (function (w, d, X) {
   try {
-    var s = d.currentScript, l = w.location;
-    if (!s) return;
-    var api = s.getAttribute("data-api") || new URL(s.src, l.href).origin + "/api/event";
-    var dom = s.getAttribute("data-domain");
+    var s = d.currentScript, l = w.location, stub = w.plausible, q = (stub && stub.q) || [], c;
+    if (!s || (stub && stub.l)) return;
+    var attr = function (n) { return s.getAttribute(n); };
+    var files = "pdf,xlsx,docx,txt,rtf,csv,exe,key,pps,ppt,pptx,7z,pkg,rar,gz,zip,avi,mov,mp4,mpeg,wmv,midi,mp3,wav,wma,dmg".split(",");
     var glob = function (a) {
-      return (a || "").split(",").filter(Boolean).map(function (p) {
-        return new RegExp("^" + p.trim().replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*\*/g, "\u0000").replace(/\*/g, "[^/]*").replace(/\u0000/g, ".*") + "/?$");
+      return (a || "").split(",").filter(function (p) { return p.trim(); }).map(function (p) {
+        return new RegExp("^" + p.trim().replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*\*/g, "\0").replace(/\*/g, "[^\\s/]*").replace(/\0/g, ".*") + "/?$");
       });
     };
-    var inc = glob(s.getAttribute("data-include")), exc = glob(s.getAttribute("data-exclude"));
-    var q = (w.plausible && w.plausible.q) || [];
-    var send = function (name, o) {
+    var inc = glob(attr("data-include")), exc = glob(attr("data-exclude"));
+    var post = function (b, cb) {
+      fetch(c.api, { method: "POST", keepalive: true, body: JSON.stringify(b), headers: { "Content-Type": "text/plain" } })
+        .then(function (r) { if (cb) cb({ status: r.status }); }, function (e) { if (cb) cb({ error: e }); });
+    };
+
+    // Engagement: the page's deepest scroll and the time it was visible and
+    // focused, sent when it is hidden or left, or before the next SPA pageview.
+    var eu, ep, ign = 1, sent = -1, run = 0, acc = 0, deep = 0, on;
+    var height = function () {
+      var b = d.body || {}, e = d.documentElement || {};
+      return Math.max(b.scrollHeight || 0, b.offsetHeight || 0, e.scrollHeight || 0, e.offsetHeight || 0, e.clientHeight || 0);
+    };
+    var depth = function () { var h = height(), v = w.innerHeight || 0; return h <= v ? h : (w.scrollY || 0) + v; };
+    var engaged = function () { return acc + (run ? Date.now() - run : 0); };
+    var engage = function () {
+      var e = engaged();
+      if (ign || !(sent < deep || e >= 3000)) return;
+      sent = deep;
+      var b = { n: "engagement", sd: Math.min(100, Math.round(deep / (height() || 1) * 100)), d: c.d, u: eu, p: ep, e: e };
+      if (c.hash) b.h = 1;
+      run = acc = 0;
+      post(b);
+    };
+    var vis = function () {
+      if (d.visibilityState == "visible" && d.hasFocus() && !run) run = Date.now();
+      else if (d.visibilityState == "hidden" || !d.hasFocus()) { acc = engaged(); run = 0; engage(); }
+    };
+
+    var track = function (name, o) {
       try {
         o = o || {};
-        var cb = o.callback, done = function () { if (cb) cb(); };
-        if (!X.local && (/^localhost$|^127(\.\d+){3}$|^\[::1\]$/.test(l.hostname) || l.protocol == "file:")) return done();
-        if (w._phantom || w.__nightmare || w.navigator.webdriver || w.Cypress) return done();
+        var pv = name == "pageview", done = function () { if (pv) ign = 1; if (o.callback) o.callback(); }, p = o.props, k, a;
+        if (pv && on) { engage(); deep = depth(); }
+        if (!c.local && (/^localhost$|^127(\.\d+){0,2}\.\d+$|^\[::1?\]$/.test(l.hostname) || l.protocol == "file:")) return done();
+        if ((w._phantom || w.__nightmare || w.navigator.webdriver || w.Cypress) && !w.__plausible) return done();
         try { if (localStorage.plausible_ignore == "true") return done(); } catch (e) {}
-        if (X.exclusions) {
-          var path = l.pathname, hit = function (r) { return r.test(path); };
-          if (inc.length && !inc.some(hit) || exc.some(hit)) return done();
+        var path = l.pathname + (c.hash ? l.hash : ""), hit = function (r) { return r.test(path); };
+        if (pv && c.excl && (inc.length && !inc.some(hit) || exc.some(hit))) return done();
+        var b = { n: name, u: o.u || o.url || l.href, d: c.d, r: d.referrer || null };
+        if (c.pvprops) {
+          p = p || {};
+          for (k = 0; k < s.attributes.length; k++) {
+            a = s.attributes[k];
+            if (a.name.indexOf("event-") == 0 && !p[a.name.slice(6)]) p[a.name.slice(6)] = a.value;
+          }
         }
-        var b = { n: name, u: o.u || l.href, d: dom, r: d.referrer || null };
-        if (o.props) b.p = o.props;
+        a = c.props;
+        if (typeof a == "function") a = a(name);
+        if (a && typeof a == "object") p = Object.assign({}, a, p);
+        if (p) b.p = p;
         if (o.revenue) b.$ = o.revenue;
-        if (X.hash) b.h = 1;
-        fetch(api, { method: "POST", keepalive: true, body: JSON.stringify(b), headers: { "Content-Type": "text/plain" } })
-          .then(done, done);
+        if (o.interactive === false) b.i = false;
+        if (c.hash) b.h = 1;
+        if (typeof c.tr == "function" && !(b = c.tr(b))) return done();
+        if (pv) {
+          ign = 0; eu = b.u; ep = b.p; sent = -1; acc = 0; run = Date.now();
+          if (!on) { on = 1; d.addEventListener("visibilitychange", vis); w.addEventListener("blur", vis); w.addEventListener("focus", vis); }
+        }
+        post(b, o.callback);
       } catch (e) {}
     };
-    var last;
-    var page = function (o) {
-      if (!X.hash && last === l.pathname) return;
-      last = l.pathname;
-      o = o || {};
-      if (X["pageview-props"] && !o.props) {
-        var p = {}, a = s.attributes, i;
-        for (i = 0; i < a.length; i++) if (a[i].name.indexOf("event-") == 0) p[a[i].name.slice(6)] = a[i].value;
-        o.props = p;
+
+    // Clicks: outbound links, file downloads and tagged elements (up to
+    // three parents up, not inside a form); tagged forms on submit.
+    var tagged = function (el) { return el && el.getAttribute && /(^|\s)plausible-event-name(=|--)/.test(el.getAttribute("class")); };
+    var tags = function (el) {
+      var a = { props: {}, revenue: {} }, cls = (el.getAttribute("class") || "").split(/\s+/), i, m;
+      for (i = 0; i < cls.length; i++) {
+        if ((m = /^plausible-event-(.+?)(=|--)(.+)$/.exec(cls[i]))) {
+          if (m[1].toLowerCase() == "name") a.name = m[3].replace(/\+/g, " ");
+          else a.props[m[1]] = m[3].replace(/\+/g, " ");
+        } else if ((m = /^plausible-revenue-(.+?)(=|--)(.+)$/.exec(cls[i]))) a.revenue[m[1]] = m[3];
       }
-      send("pageview", o);
+      if (!a.revenue.amount) delete a.revenue;
+      return a;
     };
-    w.plausible = function (name, o) {
-      if (name == "pageview") { last = null; page(o); } else send(name, o);
-    };
-    if (!X.manual) {
-      var h = w.history;
-      if (h.pushState) {
-        var push = h.pushState;
-        h.pushState = function () { var r = push.apply(this, arguments); page(); return r; };
-        w.addEventListener("popstate", function () { page(); });
-      }
-      if (X.hash) w.addEventListener("hashchange", function () { page(); });
-      if (d.visibilityState == "prerender") {
-        d.addEventListener("visibilitychange", function v() { if (!last && d.visibilityState == "visible") { page(); d.removeEventListener("visibilitychange", v); } });
-      } else page();
-    }
-    var files = /\.(pdf|xlsx?|docx?|txt|rtf|csv|exe|key|pp[st]|odp|mp3|wav|wma|ogg|flac|aac|mp4|mov|avi|wmv|mkv|zip|rar|7z|gz|dmg|iso|msi|apk)$/i;
     var click = function (e) {
       if (e.type == "auxclick" && e.button != 1) return;
-      var a = e.target;
-      while (a && !(a.tagName == "A" && a.href)) a = a.parentNode;
-      if (a) {
-        var u = new URL(a.href, l.href);
-        if (X["outbound-links"] && u.host && u.host != l.host) send("Outbound Link: Click", { props: { url: a.href } });
-        else if (X["file-downloads"] && files.test(u.pathname)) send("File Download", { props: { url: a.href } });
+      var t = e.target, link, el, i, a;
+      for (i = 0; t && i <= 3; i++, t = t.parentNode) {
+        if (t.tagName == "FORM") { el = 0; break; }
+        if (t.tagName == "A" && !link) link = t;
+        if (c.tags && tagged(t)) el = el || t;
       }
-      if (X["tagged-events"]) {
-        var t = e.target;
-        while (t && t.getAttribute) {
-          var cls = typeof t.className == "string" ? t.className : "", m = /(?:^|\s)plausible-event-name=(\S+)/.exec(cls);
-          if (m) {
-            var props = {}, c = cls.split(/\s+/), j;
-            for (j = 0; j < c.length; j++) {
-              var kv = /^plausible-event-(.+)=(.+)$/.exec(c[j]);
-              if (kv && kv[1] != "name") props[kv[1]] = kv[2].replace(/\+/g, " ");
-            }
-            send(m[1].replace(/\+/g, " "), { props: props });
-            break;
-          }
-          t = t.parentNode;
-        }
+      if (el) {
+        a = tags(el);
+        if (link) a.props.url = link.href;
+        return track(a.name, a);
       }
+      for (t = e.target; t && !(t.tagName == "A" && t.href); ) t = t.parentNode;
+      if (!t || (c.tags && tagged(t))) return;
+      var u = t.href.split("?")[0];
+      if (c.out && t.host && t.host != l.host) track("Outbound Link: Click", { props: { url: t.href } });
+      else if (c.dl && files.indexOf(u.split(".").pop()) >= 0) track("File Download", { props: { url: u } });
     };
-    if (X["outbound-links"] || X["file-downloads"] || X["tagged-events"]) {
-      d.addEventListener("click", click);
-      d.addEventListener("auxclick", click);
+    var submit = function (e) {
+      var f = e.target, a;
+      if (!f || f.tagName != "FORM") return;
+      if (c.tags && tagged(f)) { a = tags(f); return track(a.name, a); }
+      if (c.forms && (f.hasAttribute("novalidate") || f.checkValidity())) track("Form: Submission");
+    };
+
+    var start = function (o) {
+      if (c) return;
+      o = o || {};
+      var api = new URL(s.src, l.href).origin + "/api/event", fd = o.fileDownloads;
+      c = X.web
+        ? { d: X.d, api: o.endpoint || api, hash: o.hashBasedRouting, manual: o.autoCapturePageviews === false, local: o.captureOnLocalhost,
+            out: o.outboundLinks !== false, dl: fd !== false, forms: o.formSubmissions !== false, tags: 1, props: o.customProperties, tr: o.transformRequest }
+        : { d: attr("data-domain"), api: attr("data-api") || api, hash: X.hash, manual: X.manual, local: X.local, out: X["outbound-links"],
+            dl: X["file-downloads"], tags: X["tagged-events"], pvprops: X["pageview-props"], excl: X.exclusions };
+      if (fd && fd.fileExtensions) files = fd.fileExtensions;
+      if (attr("file-types")) files = attr("file-types").split(",");
+      if (attr("add-file-types")) files = attr("add-file-types").split(",").concat(files);
+      w.plausible = track;
+      track.init = start;
+      track.l = true;
+      deep = depth();
+      d.addEventListener("scroll", function () { var p = depth(); if (p > deep) deep = p; });
+      if (!c.manual) {
+        var last, page = function (spa) {
+          if (!c.hash && spa && last === l.pathname) return;
+          last = l.pathname;
+          track("pageview");
+        };
+        if (c.hash) w.addEventListener("hashchange", function () { page(1); });
+        else if (w.history.pushState) {
+          var h = w.history, push = h.pushState;
+          h.pushState = function () { var r = push.apply(this, arguments); page(1); return r; };
+          w.addEventListener("popstate", function () { page(1); });
+        }
+        if (d.visibilityState == "hidden" || d.visibilityState == "prerender") {
+          d.addEventListener("visibilitychange", function () { if (!last && d.visibilityState == "visible") page(); });
+        } else page();
+        w.addEventListener("pageshow", function (e) { if (e.persisted) page(); });
+      }
+      if (c.out || c.dl || c.tags) { d.addEventListener("click", click); d.addEventListener("auxclick", click); }
+      if (c.forms || c.tags) d.addEventListener("submit", submit, true);
+      for (var i = 0; i < q.length; i++) track.apply(null, q[i]);
+    };
+    if (!X.web) start();
+    else if (stub && stub.o) start(stub.o);
+    else {
+      // Loaded before the page's plausible.init(): queue until it comes.
+      w.plausible = function () { q.push(arguments); };
+      w.plausible.init = start;
     }
-    for (var i = 0; i < q.length; i++) w.plausible.apply(this, q[i]);
   } catch (e) {}
-})(window, document, TALLY_EXTENSIONS);
+})(window, document, TALLY_CONFIG);

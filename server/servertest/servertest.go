@@ -92,6 +92,18 @@ func WithQuota(n int) Option { return func(o *options) { o.cfg.Quota = n } }
 // in the decisions; "on" drops them, as production does.
 func WithBotFilter(setting string) Option { return func(o *options) { o.cfg.BotFilter = setting } }
 
+// WithProxyGeo trusts the CF-IPCountry and CF-IPCity headers, so a test
+// sets each event's country and city (docs/intake.md).
+func WithProxyGeo() Option {
+	return func(o *options) {
+		loc, err := privacy.NewLocator("", true)
+		if err != nil {
+			panic(err) // no database file: cannot fail
+		}
+		o.cfg.Locator = loc
+	}
+}
+
 // WithLogger receives the server's logs (default: discarded).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.cfg.Logger = l } }
 

@@ -11,20 +11,35 @@
   var goalList = null; // null: goals unavailable (the endpoint answers 404)
   var lastFunnel = null; // the funnel shown, for its CSV
 
-  var state = { ws: "", site: "", period: "30d", from: "", to: "", filters: [], prop: "", steps: [] };
+  var refreshTimer = null; // the realtime view's next refresh
+  var worldMap = null; // the promise of world.json, fetched once
 
-  // Every panel is one query: by dim (or the chosen tab's), with metrics.
+  var state = { ws: "", site: "", period: "30d", from: "", to: "", filters: [], prop: "", steps: [], metric: "", interval: "" };
+
+  // Every panel is one query: by its shown tab's dimension, with visitors
+  // and the tab's second metric. The panels and tabs are Plausible's, so a
+  // first load asks for five breakdowns, not one per report
+  // (docs/dashboard.md#first-load); a tab is asked for when shown. A tab
+  // marked optional shows "No data" where the query API refuses its
+  // dimension (one another release adds).
   var PANELS = [
-    { id: "sources", title: "Top Sources", tabs: [{ label: "Sources", dim: "visit:source" }], second: "visits" },
-    { id: "campaigns", title: "Campaigns", tabs: [
-      { label: "Source", dim: "visit:utm_source" }, { label: "Medium", dim: "visit:utm_medium" }, { label: "Campaign", dim: "visit:utm_campaign" }], second: "visits" },
-    { id: "pages", title: "Top Pages", tabs: [{ label: "Page", dim: "event:page" }], second: "pageviews" },
-    { id: "entry", title: "Entry Pages", tabs: [{ label: "Entry page", dim: "visit:entry_page" }], second: "visits" },
-    { id: "exit", title: "Exit Pages", tabs: [{ label: "Exit page", dim: "visit:exit_page" }], second: "visits" },
-    { id: "countries", title: "Countries", tabs: [{ label: "Country", dim: "visit:country" }], second: "percentage" },
-    { id: "devices", title: "Devices", tabs: [{ label: "Device", dim: "visit:device" }], second: "percentage" },
-    { id: "browsers", title: "Browsers", tabs: [{ label: "Browser", dim: "visit:browser" }], second: "percentage" },
-    { id: "os", title: "Operating Systems", tabs: [{ label: "OS", dim: "visit:os" }], second: "percentage" },
+    { id: "sources", title: "Top Sources", second: "visits", tabs: [
+      { label: "Sources", head: "Source", dim: "visit:source" }, { label: "Channels", head: "Channel", dim: "visit:channel", optional: true },
+      { label: "Mediums", head: "UTM medium", dim: "visit:utm_medium" }, { label: "Campaigns", head: "UTM campaign", dim: "visit:utm_campaign" }] },
+    { id: "pages", title: "Top Pages", tabs: [
+      { label: "Top Pages", head: "Page", dim: "event:page", second: "pageviews" },
+      { label: "Entry Pages", head: "Entry page", dim: "visit:entry_page", second: "visits" },
+      { label: "Exit Pages", head: "Exit page", dim: "visit:exit_page", second: "visits" }] },
+    // Locations: the map and the countries tab are one query by code; a
+    // region or city tab shows the name and filters by the code
+    // (docs/dashboard.md#locations).
+    { id: "locations", title: "Locations", second: "percentage", tabs: [
+      { label: "Map", head: "Country", dim: "visit:country", map: true }, { label: "Countries", head: "Country", dim: "visit:country" },
+      { label: "Regions", head: "Region", dim: "visit:region", dims: ["visit:region", "visit:region_name"], optional: true },
+      { label: "Cities", head: "City", dim: "visit:city", dims: ["visit:city", "visit:city_name"], alt: ["visit:city"], optional: true }] },
+    { id: "devices", title: "Devices", second: "percentage", tabs: [
+      { label: "Browser", head: "Browser", dim: "visit:browser" }, { label: "OS", head: "Operating system", dim: "visit:os" },
+      { label: "Size", head: "Device", dim: "visit:device" }] },
     { id: "props", title: "Custom Properties", tabs: [{ label: "Value", dim: "" }], second: "events" }
   ];
   var tabOf = {};
@@ -32,15 +47,38 @@
   var NAMES = {
     "visit:source": "Source", "visit:utm_source": "UTM source", "visit:utm_medium": "UTM medium",
     "visit:utm_campaign": "UTM campaign", "event:page": "Page", "visit:entry_page": "Entry page",
-    "visit:exit_page": "Exit page", "visit:country": "Country", "visit:device": "Device",
+    "visit:exit_page": "Exit page", "visit:country": "Country", "visit:region": "Region", "visit:city": "City", "visit:device": "Device",
     "visit:browser": "Browser", "visit:os": "OS", "event:goal": "Goal"
   };
   var METRIC_LABEL = { visitors: "Visitors", visits: "Visits", pageviews: "Pageviews", events: "Events", percentage: "%", conversion_rate: "CR" };
+  // The top stats, as Plausible shows them: each card is a metric of one
+  // query (all: the query leaves the goal filter out); clicking one graphs
+  // it. A goal filter shows conversions, the realtime view the last 30
+  // minutes (docs/dashboard.md#top-stats).
   var HEADLINE = [
-    { m: "visitors", label: "Unique visitors" }, { m: "visits", label: "Total visits" },
-    { m: "pageviews", label: "Total pageviews" }, { m: "views_per_visit", label: "Views per visit" },
-    { m: "bounce_rate", label: "Bounce rate" }, { m: "visit_duration", label: "Visit duration" }
+    { k: "visitors", m: "visitors", label: "Unique visitors", unit: "visitors" }, { k: "visits", m: "visits", label: "Total visits", unit: "visits" },
+    { k: "pageviews", m: "pageviews", label: "Total pageviews", unit: "pageviews" }, { k: "views_per_visit", m: "views_per_visit", label: "Views per visit", unit: "views per visit" },
+    { k: "bounce_rate", m: "bounce_rate", label: "Bounce rate", unit: "bounce rate" }, { k: "visit_duration", m: "visit_duration", label: "Visit duration", unit: "visit duration" }
   ];
+  var GOAL_HEADLINE = [
+    { k: "visitors", m: "visitors", all: true, label: "Unique visitors", unit: "visitors" },
+    { k: "conversions", m: "visitors", label: "Unique conversions", unit: "unique conversions", first: true },
+    { k: "events", m: "events", label: "Total conversions", unit: "total conversions" },
+    { k: "conversion_rate", m: "conversion_rate", label: "Conversion rate", unit: "conversion rate" }
+  ];
+  var REALTIME_HEADLINE = [
+    { k: "current", m: "", label: "Current visitors" },
+    { k: "visitors", m: "visitors", label: "Unique visitors (last 30 min)", graph: "Unique visitors", unit: "visitors" },
+    { k: "pageviews", m: "pageviews", label: "Pageviews (last 30 min)", graph: "Pageviews", unit: "pageviews" }
+  ];
+  function goalFiltered() { return state.filters.some(function (f) { return f[0] === "event:goal"; }); }
+  function cardList() { return state.period === "realtime" ? REALTIME_HEADLINE : goalFiltered() ? GOAL_HEADLINE : HEADLINE; }
+  // chartCard is the card the graph shows: the URL's metric, else the first.
+  function chartCard() {
+    var list = cardList().filter(function (c) { return c.m; });
+    return list.filter(function (c) { return c.k === state.metric; })[0] || list.filter(function (c) { return c.first; })[0] || list[0];
+  }
+  var INTERVAL_LABEL = { minute: "Minutes", hour: "Hours", day: "Days", week: "Weeks", month: "Months" };
 
   function status(msg) { $("#status").textContent = msg || ""; }
 
@@ -48,6 +86,9 @@
     opts = opts || {};
     opts.headers = { Authorization: "Bearer " + token, "Content-Type": "application/json", Accept: opts.accept || "application/json" };
     return fetch("/v1" + path, opts).then(function (r) {
+      // the server's clock, for the realtime view's last 30 minutes
+      var date = Date.parse(r.headers.get("Date") || "");
+      if (date) skew = date - Date.now();
       if (r.ok && opts.accept === "text/csv") return r.text();
       if (r.status === 204) return null;
       return r.json().catch(function () { return null; }).then(function (body) {
@@ -112,7 +153,9 @@
     var q = new URLSearchParams(location.search);
     state.ws = q.get("ws") || "";
     state.site = q.get("site") || "";
-    state.period = ["day", "7d", "30d", "month", "custom"].indexOf(q.get("period")) >= 0 ? q.get("period") : "30d";
+    state.period = ["realtime", "day", "7d", "30d", "month", "custom"].indexOf(q.get("period")) >= 0 ? q.get("period") : "30d";
+    state.metric = q.get("metric") || "";
+    state.interval = INTERVAL_LABEL[q.get("interval")] ? q.get("interval") : "";
     state.from = q.get("from") || "";
     state.to = q.get("to") || "";
     state.prop = q.get("prop") || "";
@@ -133,6 +176,8 @@
     if (state.period === "custom") { q.set("from", state.from); q.set("to", state.to); }
     state.filters.forEach(function (f) { q.append("f", encodeURIComponent(f[0]) + "," + encodeURIComponent(f[1])); });
     if (state.prop) q.set("prop", state.prop);
+    if (state.metric) q.set("metric", state.metric);
+    if (state.interval) q.set("interval", state.interval);
     state.steps.forEach(function (s) { q.append("step", s); });
     var url = location.pathname + "?" + q.toString();
     if (url === location.pathname + location.search) return;
@@ -155,7 +200,7 @@
   // current ones (docs/dashboard.md#default-range): the query API's "7d"
   // and "30d" are the whole days before today, so they are sent as dates,
   // ending on the server's today in the site's zone (askToday).
-  var siteToday = "", siteTodayAt = 0;
+  var siteToday = "", siteTodayAt = 0, skew = 0;
   var LAST_DAYS = { "7d": 7, "30d": 30 };
   function daysBefore(day, n) {
     var d = new Date(day + "T12:00:00Z");
@@ -172,14 +217,42 @@
       if (dr && g === gen) { siteToday = String(dr[0]).slice(0, 10); siteTodayAt = Date.now(); }
     });
   }
+  // The realtime view is the last 30 minutes by the server's clock (the
+  // Date header of its answers, to the second), sent as datetimes.
   function dateRange() {
+    if (state.period === "realtime") {
+      var now = Date.now() + skew;
+      return [new Date(now - 30 * 60000).toISOString(), new Date(now).toISOString()];
+    }
     if (state.period === "custom") return [state.from, state.to];
     if (LAST_DAYS[state.period] && siteToday) return [daysBefore(siteToday, LAST_DAYS[state.period] - 1), siteToday];
     return state.period;
   }
-  function oneDay() { return state.period === "day" || (state.period === "custom" && state.from === state.to); }
-  function apiFilters() {
-    return state.filters.map(function (f) { return ["is", f[0], [f[1]]]; });
+  // rangeDays is the number of days the view covers.
+  function rangeDays() {
+    if (state.period === "realtime" || state.period === "day") return 1;
+    if (LAST_DAYS[state.period]) return LAST_DAYS[state.period];
+    if (state.period === "month") return 31;
+    return Math.round((Date.parse(state.to) - Date.parse(state.from)) / 864e5) + 1 || 1;
+  }
+  // intervals are the graph's choices for the view, the default first, as
+  // Plausible offers them (docs/dashboard.md#visitors-graph).
+  function intervals() {
+    if (state.period === "realtime") return ["minute"];
+    var n = rangeDays();
+    if (n <= 1) return ["hour", "minute"];
+    if (n <= 7) return ["day", "hour"];
+    if (n <= 31) return ["day", "week"];
+    return n > 94 ? ["month", "week", "day"] : ["day", "week", "month"];
+  }
+  function interval() {
+    var list = intervals();
+    return list.indexOf(state.interval) >= 0 ? state.interval : list[0];
+  }
+  // apiFilters are the view's filters; all leaves a goal filter out (the
+  // site's visitors beside its conversions).
+  function apiFilters(all) {
+    return state.filters.filter(function (f) { return !all || f[0] !== "event:goal"; }).map(function (f) { return ["is", f[0], [f[1]]]; });
   }
   function base() { return "/sites/" + encodeURIComponent(state.site); }
   function query(body, accept) { return post(base() + "/query", body, accept); }
@@ -188,14 +261,21 @@
     var tab = p.tabs[tabOf[p.id] || 0];
     return p.id === "props" ? (state.prop ? "event:props:" + state.prop : "") : tab.dim;
   }
-  function panelQuery(p, limit) {
-    var dim = panelDim(p), filters = apiFilters();
+  // panelQuery asks for the tab's dimensions (a code and its name) or,
+  // where the query API refused them, dims.
+  function panelQuery(p, limit, dims) {
+    var dim = panelDim(p), filters = apiFilters(), tab = p.tabs[tabOf[p.id] || 0];
     // a property's panel lists the events that carry it
     if (p.id === "props") filters.push(["is_not", dim, ["(none)"]]);
-    return { metrics: ["visitors", p.second], date_range: dateRange(), dimensions: [dim], filters: filters, pagination: { limit: limit }, include: { imports: true } };
+    return { metrics: ["visitors", tab.second || p.second], date_range: dateRange(), dimensions: dims || (p.id !== "props" && tab.dims) || [dim], filters: filters, pagination: { limit: limit }, include: { imports: true } };
   }
+  // chartQuery is the graph's: the chosen card's metric by the chosen
+  // interval, with every bucket's label and, but in realtime, the previous
+  // period's figures beside.
   function chartQuery() {
-    return { metrics: ["visitors"], date_range: dateRange(), dimensions: [oneDay() ? "time:hour" : "time:day"], filters: apiFilters(), include: { time_labels: true, imports: true } };
+    var c = chartCard(), include = { time_labels: true, imports: true };
+    if (state.period !== "realtime") include.comparisons = { mode: "previous_period" };
+    return { metrics: [c.m], date_range: dateRange(), dimensions: ["time:" + interval()], filters: apiFilters(c.all), include: include };
   }
   function goalQuery(limit) {
     return { metrics: ["visitors", "events", "conversion_rate"], date_range: dateRange(), dimensions: ["event:goal"], filters: apiFilters(), pagination: { limit: limit } };
@@ -232,80 +312,203 @@
   }
 
   // ---- renderers ----
+  // buildCards shows the view's top stats; a card with a metric is a
+  // button that graphs it.
+  var cardsOf = null;
   function buildCards() {
-    var box = $("#cards");
+    var list = cardList(), box = $("#cards");
+    if (cardsOf === list) return;
+    cardsOf = list;
     box.textContent = "";
-    HEADLINE.forEach(function (h) {
-      var c = el("div", "card");
-      c.id = "card-" + h.m;
+    list.forEach(function (h) {
+      var c = el(h.m ? "button" : "div", "card");
+      c.id = "card-" + h.k;
+      if (h.m) {
+        c.type = "button";
+        c.title = "Show " + h.label.toLowerCase() + " in the graph";
+        c.onclick = function () {
+          state.metric = h.k;
+          writeURL(true);
+          markCard();
+          loadChart(gen);
+        };
+      }
       c.appendChild(el("span", "card-label", h.label));
       c.appendChild(el("strong", "card-value", "–"));
       c.appendChild(el("span", "change", ""));
       box.appendChild(c);
     });
+    markCard();
   }
-
-  function showHeadline(res) {
-    var r = res.results[0] || { metrics: [] };
-    HEADLINE.forEach(function (h, i) {
-      var c = $("#card-" + h.m);
-      c.querySelector(".card-value").textContent = metricText(h.m, r.metrics[i]);
-      var ch = c.querySelector(".change");
-      var v = r.comparison ? r.comparison.change[i] : null;
-      ch.className = "change";
-      if (v == null) { ch.textContent = "no data before"; return; }
-      var unit = h.m !== "bounce_rate" ? "%" : Math.abs(v) === 1 ? " pt" : " pts";
-      ch.textContent = (v > 0 ? "↑ " : v < 0 ? "↓ " : "") + Math.abs(v) + unit + " vs previous period";
-      // a higher bounce rate is worse
-      var good = h.m === "bounce_rate" ? v < 0 : v > 0;
-      if (v !== 0) ch.classList.add(good ? "up" : "down");
-      ch.title = "previous period: " + metricText(h.m, r.comparison.metrics[i]);
+  function markCard() {
+    var k = chartCard().k;
+    cardsOf.forEach(function (h) {
+      if (!h.m) return;
+      var c = $("#card-" + h.k);
+      c.classList.toggle("on", h.k === k);
+      c.setAttribute("aria-pressed", h.k === k ? "true" : "false");
     });
-    var dr = res.query && res.query.date_range;
-    $("#range-label").textContent = dr ? dr[0].slice(0, 10) + " to " + dr[1].slice(0, 10) : "";
   }
 
-  function chart(res) {
-    var box = $("#chart"), ns = "http://www.w3.org/2000/svg";
-    var labels = (res.meta && res.meta.time_labels) || [];
-    var by = {};
-    res.results.forEach(function (r) { by[r.dimensions[0]] = r.metrics[0]; });
-    var pts = labels.map(function (l) { return { t: l, v: by[l] || 0 }; });
+  function showCard(h, value, cmp) {
+    var c = $("#card-" + h.k);
+    c.querySelector(".card-value").textContent = metricText(h.m, value);
+    var ch = c.querySelector(".change");
+    ch.className = "change";
+    ch.textContent = "";
+    if (state.period === "realtime") return;
+    var v = cmp ? cmp.change : null;
+    if (v == null) { ch.textContent = "no data before"; return; }
+    var unit = h.m !== "bounce_rate" ? "%" : Math.abs(v) === 1 ? " pt" : " pts";
+    ch.textContent = (v > 0 ? "↑ " : v < 0 ? "↓ " : "") + Math.abs(v) + unit + " vs previous period";
+    // a higher bounce rate is worse
+    var good = h.m === "bounce_rate" ? v < 0 : v > 0;
+    if (v !== 0) ch.classList.add(good ? "up" : "down");
+    ch.title = "previous period: " + metricText(h.m, cmp.metrics);
+  }
+
+  // loadHeadline asks for the top stats: one query, two with a goal filter
+  // (the site's visitors leave it out).
+  function loadHeadline(g) {
+    var list = cardList(), range = dateRange();
+    var include = state.period === "realtime" ? { imports: true } : { comparisons: { mode: "previous_period" }, imports: true };
+    var groups = [list.filter(function (h) { return h.m && !h.all; }), list.filter(function (h) { return h.all; })];
+    return Promise.all(groups.filter(function (cards) { return cards.length; }).map(function (cards) {
+      return query({ metrics: cards.map(function (h) { return h.m; }), date_range: range, filters: apiFilters(cards[0].all), include: include }).then(function (res) {
+        if (g !== gen) return;
+        var r = res.results[0] || { metrics: [] };
+        cards.forEach(function (h, i) { showCard(h, r.metrics[i], r.comparison && { metrics: r.comparison.metrics[i], change: r.comparison.change[i] }); });
+        var dr = res.query && res.query.date_range;
+        $("#range-label").textContent = state.period === "realtime" ? "Last 30 minutes" : dr ? dr[0].slice(0, 10) + " to " + dr[1].slice(0, 10) : "";
+      });
+    }));
+  }
+
+  // fmtTime is a bucket's label, short: "Mar 9", "13:00", "Week of Mar 9".
+  var MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+  function fmtTime(t, iv) {
+    var day = MONTHS[Number(t.slice(5, 7)) - 1] + " " + Number(t.slice(8, 10));
+    if (iv === "minute" || iv === "hour") return t.slice(11, 16);
+    if (iv === "week") return "Week of " + day;
+    if (iv === "month") return MONTHS[Number(t.slice(5, 7)) - 1] + " " + t.slice(0, 4);
+    return day;
+  }
+  // niceMax rounds the graph's top up to 1, 2 or 5 times a power of ten.
+  function niceMax(v) {
+    if (v <= 0) return 1;
+    var p = Math.pow(10, Math.floor(Math.log(v) / Math.LN10)), f = v / p;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
+  }
+
+  function showIntervals() {
+    var box = $("#intervals"), list = intervals(), cur = interval();
     box.textContent = "";
-    var max = Math.max.apply(null, pts.map(function (p) { return p.v; }).concat([1]));
-    // imported history (docs/import.md):
-    // its days are drawn apart and named under the chart
+    if (list.length < 2) return;
+    list.slice().sort(function (a, b) { return Object.keys(INTERVAL_LABEL).indexOf(a) - Object.keys(INTERVAL_LABEL).indexOf(b); }).forEach(function (iv) {
+      var b = el("button", "tab" + (iv === cur ? " on" : ""), INTERVAL_LABEL[iv]);
+      b.type = "button";
+      b.setAttribute("data-interval", iv);
+      b.onclick = function () { state.interval = iv; writeURL(true); showIntervals(); loadChart(gen); };
+      box.appendChild(b);
+    });
+  }
+
+  function loadChart(g) {
+    var c = chartCard(), iv = interval();
+    $("#chart-title").textContent = c.graph || c.label;
+    $("#chart").classList.add("loading");
+    showIntervals();
+    return query(chartQuery()).then(function (res) {
+      if (g !== gen) return;
+      chart(res, c, iv);
+    }, function (e) {
+      if (g !== gen) return;
+      var box = $("#chart");
+      box.classList.remove("loading");
+      box.textContent = "";
+      box.appendChild(el("p", "empty", e.message));
+    });
+  }
+
+  // chart draws the graph as a line, the previous period as a dashed one
+  // (the query API's comparison of each bucket: the bucket at the same
+  // place of the previous range); a bucket with no data is 0. Each bucket
+  // has a rect to hover (its title the bucket's figure), shaded where the
+  // figure comes from imported history.
+  function chart(res, card, iv) {
+    var box = $("#chart"), ns = "http://www.w3.org/2000/svg", m = card.m;
+    var labels = (res.meta && res.meta.time_labels) || [];
+    var by = {}, prev = {}, prevLabel = {}, compared = false;
+    res.results.forEach(function (r) {
+      by[r.dimensions[0]] = r.metrics[0];
+      if (r.comparison) { compared = true; prev[r.dimensions[0]] = r.comparison.metrics[0]; prevLabel[r.dimensions[0]] = r.comparison.dimensions[0]; }
+    });
+    var pts = labels.map(function (l) { return { t: l, v: by[l] || 0, p: prev[l] || 0, pt: prevLabel[l] }; });
+    box.classList.remove("loading");
+    box.textContent = "";
+    var top = niceMax(Math.max.apply(null, pts.map(function (p) { return compared ? Math.max(p.v, p.p) : p.v; }).concat([0])));
+    // imported history (docs/import.md): its days are shaded and named
+    // under the graph
     var imported = (res.meta && res.meta.imported_ranges) || [];
     var included = res.meta && res.meta.imports_included;
     function isImported(t) {
       return included && imported.some(function (r) { return t.slice(0, 10) >= r[0] && t.slice(0, 10) <= r[1]; });
     }
-    var top = el("div", "chart-axis");
-    top.appendChild(el("span", null, num(max)));
-    box.appendChild(top);
+    var plot = el("div", "plot");
+    var yaxis = el("div", "y-axis");
+    // counts are whole: no "0.5 visitors" half way up
+    var whole = ["visitors", "visits", "pageviews", "events"].indexOf(m) >= 0;
+    [top, top / 2, 0].forEach(function (v) { yaxis.appendChild(el("span", null, whole && v % 1 ? "" : metricText(m, v))); });
+    plot.appendChild(yaxis);
     var svg = document.createElementNS(ns, "svg");
-    var w = Math.max(pts.length, 1) * 10, h = 100;
-    svg.setAttribute("viewBox", "0 0 " + w + " " + h);
+    var W = 1000, H = 200, n = Math.max(pts.length, 1);
+    svg.setAttribute("viewBox", "0 0 " + W + " " + H);
     svg.setAttribute("preserveAspectRatio", "none");
     svg.setAttribute("role", "img");
-    svg.setAttribute("aria-label", "Visitors by " + (oneDay() ? "hour" : "day"));
+    svg.setAttribute("aria-label", (card.graph || card.label) + " by " + iv);
+    function x(i) { return (i + 0.5) * W / n; }
+    function y(v) { return H - 2 - v / top * (H - 6); }
+    function svgEl(tag, attrs) {
+      var e = document.createElementNS(ns, tag);
+      Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+      svg.appendChild(e);
+      return e;
+    }
+    [0, 0.5, 1].forEach(function (f) { svgEl("line", { x1: 0, x2: W, y1: y(top * f), y2: y(top * f), "class": "grid" }); });
+    var tip = $("#chart-tip");
     pts.forEach(function (p, i) {
-      var bh = p.v / max * (h - 2);
-      var rect = document.createElementNS(ns, "rect");
-      rect.setAttribute("x", i * 10 + 1); rect.setAttribute("width", 8);
-      rect.setAttribute("y", h - bh); rect.setAttribute("height", bh);
       var from = isImported(p.t);
-      if (from) rect.setAttribute("class", "imported");
+      var r = svgEl("rect", { x: i * W / n, width: W / n, y: 0, height: H });
+      if (from) r.setAttribute("class", "imported");
       var title = document.createElementNS(ns, "title");
-      title.textContent = p.t + ": " + num(p.v) + " visitors" + (from ? " (imported)" : "");
-      rect.appendChild(title);
-      svg.appendChild(rect);
+      title.textContent = p.t + ": " + metricText(m, p.v) + " " + card.unit + (from ? " (imported)" : "");
+      r.appendChild(title);
+      r.onmouseenter = function () {
+        tip.textContent = fmtTime(p.t, iv) + ": " + metricText(m, p.v) + " " + card.unit +
+          (compared ? " · previous period" + (p.pt ? " (" + fmtTime(p.pt, iv) + ")" : "") + ": " + metricText(m, p.p) : "");
+      };
     });
-    box.appendChild(svg);
+    svg.onmouseleave = function () { tip.textContent = ""; };
+    function line(key, cls) {
+      var d = pts.map(function (p, i) { return (i ? "L" : "M") + x(i).toFixed(1) + " " + y(p[key]).toFixed(1); }).join("");
+      if (d) svgEl("path", { d: d, "class": cls });
+    }
+    if (compared) line("p", "line prev");
+    line("v", "line");
+    if (pts.length === 1) svgEl("circle", { cx: x(0), cy: y(pts[0].v), r: 4, "class": "dot" });
+    plot.appendChild(svg);
+    box.appendChild(plot);
     var axis = el("div", "chart-axis");
-    axis.appendChild(el("span", null, pts.length ? pts[0].t : ""));
-    axis.appendChild(el("span", null, pts.length ? pts[pts.length - 1].t : ""));
+    [0, Math.floor((pts.length - 1) / 2), pts.length - 1].filter(function (i, j, all) { return i >= 0 && all.indexOf(i) === j; }).forEach(function (i) {
+      axis.appendChild(el("span", null, fmtTime(pts[i].t, iv)));
+    });
     box.appendChild(axis);
+    if (compared) {
+      var legend = el("p", "chart-note legend");
+      legend.appendChild(el("span", "key now", "This period"));
+      legend.appendChild(el("span", "key prev", "Previous period"));
+      box.appendChild(legend);
+    }
     if (imported.length) {
       var days = imported.map(function (r) { return r[0] === r[1] ? r[0] : r[0] + " to " + r[1]; }).join(", ");
       var note = el("p", "chart-note");
@@ -324,6 +527,8 @@
       d.id = "panel-" + p.id;
       var head = el("div", "box-head");
       head.appendChild(el("h2", null, p.title));
+      // a panel titled by its tab, as Plausible's pages panel is
+      var h2 = head.lastChild;
       if (p.tabs.length > 1) {
         var tabs = el("span", "tabs");
         p.tabs.forEach(function (t, i) {
@@ -332,6 +537,8 @@
           b.onclick = function () {
             tabOf[p.id] = i;
             tabs.querySelectorAll(".tab").forEach(function (x, j) { x.classList.toggle("on", j === i); });
+            if (p.id === "pages") h2.textContent = t.label;
+            $("#t-" + p.id).removeAttribute("data-loaded");
             loadPanel(p, gen);
           };
           tabs.appendChild(b);
@@ -350,6 +557,11 @@
       csv.setAttribute("data-panel", p.id);
       head.appendChild(csv);
       d.appendChild(head);
+      if (p.tabs.some(function (t) { return t.map; })) {
+        var map = el("div", "map");
+        map.id = "map-" + p.id;
+        d.appendChild(map);
+      }
       var t = el("table");
       t.id = "t-" + p.id;
       d.appendChild(t);
@@ -357,21 +569,24 @@
     });
   }
 
-  // rows shows a breakdown; clicking a row filters the whole dashboard by it.
-  function rows(table, dim, head, res, metrics) {
+  // rows shows a breakdown; clicking a row filters the whole dashboard by
+  // it. A row's value is its first dimension, its label the last one (a
+  // region's name beside its code) or names[value].
+  function rows(table, dim, head, res, metrics, names) {
     var max = Math.max.apply(null, res.results.map(function (r) { return r.metrics[0]; }).concat([1]));
     fill(table, head, res.results, function (tr, r) {
-      var value = r.dimensions[0];
+      var value = r.dimensions[0], shown = r.dimensions[r.dimensions.length - 1];
+      if (names && names[value]) shown = names[value];
       tr.className = "row";
       tr.setAttribute("data-value", value);
       tr.tabIndex = 0;
       tr.setAttribute("role", "button");
-      tr.title = "Filter by " + label(dim) + " " + value;
+      tr.title = "Filter by " + label(dim) + " " + shown;
       var td = cell(tr, "", "label");
       var bar = el("span", "bar");
       bar.style.width = (r.metrics[0] / max * 100).toFixed(1) + "%";
       td.appendChild(bar);
-      td.appendChild(el("span", "v", value));
+      td.appendChild(el("span", "v", shown));
       metrics.forEach(function (m, i) { cell(tr, metricText(m, r.metrics[i]), "n"); });
       tr.onclick = function () { addFilter(dim, value); };
       tr.onkeydown = function (ev) { if (ev.key === "Enter") addFilter(dim, value); };
@@ -388,14 +603,73 @@
   }
 
   function loadPanel(p, g) {
-    var table = $("#t-" + p.id), dim = panelDim(p);
+    var table = $("#t-" + p.id), dim = panelDim(p), tab = p.tabs[tabOf[p.id] || 0];
+    var map = $("#map-" + p.id);
+    if (map) { map.hidden = !tab.map; table.hidden = !!tab.map; }
     if (!dim) { message(table, "No custom properties seen"); return Promise.resolve(); }
     table.classList.add("loading");
-    return query(panelQuery(p, 10)).then(function (res) {
+    // countries are named from the map's file, which the map tab needs
+    var names = dim === "visit:country" ? loadWorld().then(function (w) { return w.names; }, function () { return null; }) : Promise.resolve(null);
+    var ask = query(panelQuery(p, tab.map ? 300 : 10)).catch(function (e) {
+      if (e.status === 400 && tab.alt) return query(panelQuery(p, 10, tab.alt));
+      throw e;
+    });
+    return Promise.all([ask, names]).then(function (both) {
+      if (g !== gen) return;
+      var res = both[0];
+      table.classList.remove("loading");
+      if (tab.map) res = { results: res.results.slice(0, 10), world: res.results };
+      var second = tab.second || p.second;
+      rows(table, dim, [tab.head || tab.label, "Visitors", METRIC_LABEL[second]], res, ["visitors", second], both[1]);
+      if (tab.map) return loadWorld().then(function (w) { if (g === gen) drawMap(map, w, res.world); }, function (e) { map.textContent = e.message; });
+    }, function (e) {
       if (g !== gen) return;
       table.classList.remove("loading");
-      rows(table, dim, [p.tabs[tabOf[p.id] || 0].label, "Visitors", METRIC_LABEL[p.second]], res, ["visitors", p.second]);
-    }, function (e) { if (g === gen) { table.classList.remove("loading"); message(table, e.message); } });
+      table.hidden = false;
+      if (map) map.hidden = true;
+      // a location the query API does not answer (yet): no data
+      message(table, e.status === 400 && tab.optional ? "No data (" + e.message + ")" : e.message);
+    });
+  }
+
+  // loadWorld fetches the world map once (docs/dashboard.md#locations).
+  function loadWorld() {
+    if (!worldMap) {
+      worldMap = fetch("/v1/ui/world.json").then(function (r) {
+        if (!r.ok) throw new Error("The world map did not load: HTTP " + r.status);
+        return r.json();
+      });
+      worldMap.catch(function () { worldMap = null; });
+    }
+    return worldMap;
+  }
+
+  // drawMap shades each country by its visitors; a click filters by it.
+  function drawMap(box, world, results) {
+    var ns = "http://www.w3.org/2000/svg", by = {};
+    results.forEach(function (r) { by[r.dimensions[0]] = r.metrics[0]; });
+    var max = Math.max.apply(null, results.map(function (r) { return r.metrics[0]; }).concat([1]));
+    box.textContent = "";
+    var svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", world.view_box);
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", "Visitors by country");
+    world.countries.forEach(function (c) {
+      var path = document.createElementNS(ns, "path"), v = by[c.id];
+      path.setAttribute("d", c.d);
+      path.setAttribute("data-country", c.id);
+      if (v) {
+        path.setAttribute("class", "seen");
+        path.setAttribute("fill-opacity", (0.25 + 0.75 * v / max).toFixed(2));
+        path.onclick = function () { addFilter("visit:country", c.id); };
+      }
+      var title = document.createElementNS(ns, "title");
+      title.textContent = (world.names[c.id] || c.id) + ": " + num(v || 0) + " visitors";
+      path.appendChild(title);
+      svg.appendChild(path);
+    });
+    box.appendChild(svg);
+    box.appendChild(el("p", "chart-note", "Map: Natural Earth, via world-atlas."));
   }
 
   function loadProps(g) {
@@ -515,6 +789,8 @@
         if (site !== state.site) return;
         $("#realtime-count").textContent = num(b.visitors);
         $("#realtime").hidden = false;
+        var card = $("#card-current .card-value");
+        if (card) card.textContent = num(b.visitors);
       }, function () { $("#realtime").hidden = true; });
     };
     tick();
@@ -528,11 +804,16 @@
       return Promise.resolve();
     }
     var g = ++gen;
+    if (refreshTimer) { clearTimeout(refreshTimer); refreshTimer = null; }
     document.body.removeAttribute("data-ready");
     status("");
     showControls();
     showFilters();
+    buildCards();
+    markCard();
     var first = [];
+    // the realtime view's current visitors card asks at once
+    if (loadedSite === state.site && state.period === "realtime") realtime();
     if (loadedSite !== state.site) {
       loadedSite = state.site;
       siteToday = "";
@@ -547,11 +828,7 @@
 
   function loadPanels(g, first) {
     if (g !== gen) return Promise.resolve();
-    var jobs = [
-      query({ metrics: HEADLINE.map(function (h) { return h.m; }), date_range: dateRange(), filters: apiFilters(),
-        include: { comparisons: { mode: "previous_period" }, imports: true } }).then(function (res) { if (g === gen) showHeadline(res); }),
-      query(chartQuery()).then(function (res) { if (g === gen) chart(res); })
-    ];
+    var jobs = [loadHeadline(g), loadChart(g)];
     PANELS.forEach(function (p) {
       // a property named in the URL is queried at once, beside the names
       if (p.id !== "props") jobs.push(loadPanel(p, g));
@@ -565,6 +842,17 @@
       // the moment every panel shows its answer (docs/dashboard.md: first paint)
       performance.mark("tally-panels-" + g);
       document.body.setAttribute("data-ready", g);
+      // the realtime view asks again, without a reload, while it is shown
+      // (window.tallyRefreshMs: tests' shorter period)
+      if (state.period === "realtime") {
+        var again = function () {
+          if (g !== gen || state.period !== "realtime") return;
+          // a hidden tab asks nothing until it is shown again
+          if (document.hidden) { refreshTimer = setTimeout(again, 1000); return; }
+          load();
+        };
+        refreshTimer = setTimeout(again, window.tallyRefreshMs || 10000);
+      }
     });
   }
 
@@ -678,6 +966,8 @@
     sessionStorage.removeItem("tally_token");
     token = null;
     if (realtimeTimer) clearInterval(realtimeTimer);
+    if (refreshTimer) clearTimeout(refreshTimer);
+    gen++; // answers still on their way are dropped
     $("#app").hidden = true; $("#signout").hidden = true; $("#signin").hidden = false; $("#realtime").hidden = true;
   }
 

@@ -1,0 +1,115 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tally-analytics/tally/schema"
+)
+
+// Plausible's engagement events add their scroll depth (the deepest kept)
+// and engaged time (summed) to the newest pageview of the same visitor and
+// URL, and are not stored as events; a bad measure is 400
+// (docs/intake.md#engagement).
+func TestPlausibleEngagementStored(t *testing.T) {
+	t.Parallel()
+	h := trackerHarness(t)
+	ua := chromeUA
+	post := func(body string) response {
+		h.clock.Advance(time.Second)
+		return h.c("POST", "/api/event", "", body, "User-Agent", ua, "Content-Type", "text/plain")
+	}
+	page := func(path string) string {
+		return fmt.Sprintf(`{"n":"pageview","u":"https://example.com%s?utm_source=x","d":"example.com"}`, path)
+	}
+	engage := func(path string, sd, e any) string {
+		return fmt.Sprintf(`{"n":"engagement","u":"https://example.com%s?utm_source=x","d":"example.com","sd":%v,"e":%v,"p":{"a":"b"},"v":36}`, path, sd, e)
+	}
+	// An engagement before any pageview of its page changes nothing.
+	mustStatusText(t, post(engage("/a", 50, 100)), 202)
+	mustStatusText(t, post(page("/a")), 202)
+	mustStatusText(t, post(engage("/a", 40, 1200)), 202)
+	mustStatusText(t, post(engage("/a", 30, 800)), 202)
+	mustStatusText(t, post(page("/b")), 202)
+	mustStatusText(t, post(engage("/b", 250, 0)), 202) // clamped to 100
+	mustStatusText(t, post(page("/a")), 202)
+	mustStatusText(t, post(engage("/a", 10.4, 500)), 202) // the newer pageview of /a
+	// Without e (Plausible's own tests send sd alone) it measures depth only.
+	mustStatusText(t, post(`{"n":"engagement","u":"https://example.com/b?utm_source=x","d":"example.com","sd":5}`), 202)
+	for _, bad := range []string{
+		`{"n":"engagement","u":"https://example.com/a","d":"example.com","e":1}`,
+		engage("/a", `"x"`, 1), engage("/a", 10, -1), engage("/a", 10, 90000000),
+	} {
+		if r := post(bad); r.status != 400 || !strings.Contains(string(r.body), "an engagement") {
+			t.Errorf("%s: got %d %s, want 400 naming the measure", bad, r.status, r.body)
+		}
+	}
+	rows, err := h.sqlDB().Query(`SELECT type, url, COALESCE(scroll_depth, -1), COALESCE(engaged_ms, -1) FROM events WHERE site_id = 'web' ORDER BY ts_ms`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var typ, url string
+		var sd, ms int64
+		if err := rows.Scan(&typ, &url, &sd, &ms); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %s %d %d", typ, url, sd, ms))
+	}
+	want := []string{"pageview https://example.com/a 40 2000", "pageview https://example.com/b 100 0", "pageview https://example.com/a 10 500"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("got %q, want %q", got, want)
+	}
+
+	// The query API: per page, the visitors' deepest scroll averaged and
+	// their engaged seconds; a second visitor, and a page without
+	// engagement (0).
+	ua = firefoxUA
+	mustStatusText(t, post(page("/a")), 202)
+	mustStatusText(t, post(engage("/a", 60, 1000)), 202)
+	mustStatusText(t, post(page("/c")), 202)
+	for _, c := range []struct {
+		name string
+		body map[string]any
+		want string
+	}{
+		{"by page", map[string]any{"metrics": []string{"visitors", "scroll_depth", "time_on_page"}, "dimensions": []string{"event:page"},
+			"order_by": [][]string{{"event:page", "asc"}}},
+			`[{"dimensions":["/a"],"metrics":[2,50,2]},{"dimensions":["/b"],"metrics":[1,100,0]},{"dimensions":["/c"],"metrics":[1,0,0]}]`},
+		{"one page by filter", map[string]any{"metrics": []string{"scroll_depth"}, "filters": []any{[]any{"is", "event:page", []string{"/a"}}}},
+			`[{"dimensions":[],"metrics":[50]}]`},
+	} {
+		c.body["site_id"], c.body["date_range"] = "web", "all"
+		r := h.q("POST", "/api/v2/query", testAdminToken, c.body)
+		if got := mustJSONText(r.json(t)["results"]); r.status != 200 || got != c.want {
+			t.Errorf("%s: got %d %s, want %s", c.name, r.status, r.body, c.want)
+		}
+	}
+}
+
+// A tracking plan judges events, not engagement: with a plan that knows
+// only pageviews, rejecting the rest, an engagement still reaches its
+// pageview.
+func TestPlausibleEngagementPassesThePlan(t *testing.T) {
+	t.Parallel()
+	plan, err := schema.ParsePlan([]byte(`{"mode":"reject","events":{"pageview":{"type":"object"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := trackerHarness(t, func(c *Config) { c.Plan = plan })
+	post := func(body string) response {
+		h.clock.Advance(time.Second)
+		return h.c("POST", "/api/event", "", body, "User-Agent", chromeUA, "Content-Type", "text/plain")
+	}
+	mustStatusText(t, post(`{"n":"pageview","u":"https://example.com/a","d":"example.com"}`), 202)
+	mustStatusText(t, post(`{"n":"engagement","u":"https://example.com/a","d":"example.com","sd":70,"e":900}`), 202)
+	mustStatus(t, post(`{"n":"Signup","u":"https://example.com/a","d":"example.com"}`), 400, "schema_validation_failed")
+	var sd, ms int
+	if err := h.sqlDB().QueryRow(`SELECT scroll_depth, engaged_ms FROM events WHERE site_id = 'web'`).Scan(&sd, &ms); err != nil || sd != 70 || ms != 900 {
+		t.Errorf("got %d %d (%v), want 70 900", sd, ms, err)
+	}
+}
