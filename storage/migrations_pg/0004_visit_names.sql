@@ -1,4 +1,4 @@
--- 0026: visit sources by name and the landing's versions, as SQLite's 0026 (docs/intake.md#source-names):
+-- 0004: visit sources by name and the landing's versions, as SQLite's 0026 (docs/intake.md#source-names):
 -- the sessions stored before hold hosts, which the source names backfill
 -- (intake_source_names.go) names, a range of ids per writer job. It is the
 -- one conversion PostgreSQL runs: its rows were written in the final form of
