@@ -46,6 +46,9 @@ type IngestEvent struct {
 	Raw                      []byte
 	// Country, City, Browser, OS, DeviceType: "" is stored as NULL.
 	Country, City, Browser, OS, DeviceType string
+	// Region (ISO 3166-2) and CityID (GeoNames) are kept in the visit
+	// only, not in the events row (migration 0028); "" is NULL.
+	Region, CityID string
 	// BrowserVersion and OSVersion (privacy.Agent's) are kept by the
 	// event's visit only, of its landing event ("" is NULL).
 	BrowserVersion, OSVersion string
