@@ -170,12 +170,13 @@ func TestImportGoatCounter(t *testing.T) {
 	}
 	// Three sessions, three visits; seven pageviews and one event; /blog/a
 	// twice in one second is two pageviews; the event has no page (its
-	// path is its name), so it counts under (not set). Sources: an h referrer's host,
-	// a g referrer ("Hacker News") as utm_source, www. dropped.
+	// path is its name), so it counts under (not set). Sources: an h referrer's host
+	// by its name (google.com is Google, docs/intake.md#source-names), a g
+	// referrer ("Hacker News") as utm_source, which news.ycombinator.com is too.
 	want := map[string]string{
 		"totals":  `[[3,3,7,8]]`,
 		"pages":   `[["/blog/a",1,3],["/",2,2],["/about",1,1],["/contact",1,1],["(not set)",1,0]]`,
-		"sources": `[["Hacker News",1],["google.com",1],["news.ycombinator.com",1]]`,
+		"sources": `[["Hacker News",2],["Google",1]]`,
 		"names":   `[["pageview",7],["signup-click",1]]`,
 	}
 	first := report(t, p)
@@ -230,11 +231,12 @@ func TestImportUmamiCSVIntoAStoppedServer(t *testing.T) {
 	}
 	p = start(t, bin, "DATABASE_PATH="+dbPath, "ADMIN_TOKEN=tok")
 	// Three sessions; five pageviews and one custom event; the event_type 3
-	// row is skipped. Sources: the referrer_domain's host, www. dropped.
+	// row is skipped. Sources: the referrer_domain's host, www. dropped, by
+	// its name.
 	checkReport(t, report(t, p), map[string]string{
 		"totals":  `[[3,3,5,6]]`,
 		"pages":   `[["/",2,2],["/pricing",2,2],["/docs",1,1]]`,
-		"sources": `[["Direct / None",1],["google.com",1],["news.ycombinator.com",1]]`,
+		"sources": `[["Direct / None",1],["Google",1],["Hacker News",1]]`,
 		"names":   `[["pageview",5],["signup",1]]`,
 	})
 	if n := len(auditImports(t, p)); n != 2 {
@@ -508,7 +510,7 @@ func TestImportUmamiDatabase(t *testing.T) {
 	want := map[string]string{
 		"totals":  `[[3,3,5,6]]`,
 		"pages":   `[["/",2,2],["/pricing",2,2],["/docs",1,1]]`,
-		"sources": `[["Direct / None",1],["google.com",1],["news.ycombinator.com",1]]`,
+		"sources": `[["Direct / None",1],["Google",1],["Hacker News",1]]`,
 		"names":   `[["pageview",5],["signup",1]]`,
 	}
 	first := report(t, p)

@@ -304,10 +304,10 @@ func TestPlausibleImportReadBack(t *testing.T) {
 		{"all, by day", map[string]any{"metrics": list("visitors"), "date_range": "all", "include": map[string]any{"imports": true, "time_labels": true},
 			"dimensions": list("time:day")}, "2026-01-01: 10; 2026-01-02: 20; 2026-01-03: 5; 2026-01-04: 1; 2026-01-05: 1"},
 		{"by month", withImports(list("visitors", "visits"), list("time:month")), "2026-01-01: 37 45"},
-		// Imported sources keep Plausible's names; the site's own visit
-		// from google.com shows its host (docs/intake.md#visits).
+		// Imported sources keep Plausible's names, and the site's own visit
+		// from google.com is Google too (docs/intake.md#source-names).
 		{"top sources", withImports(list("visitors", "visits", "percentage"), list("visit:source")),
-			"Google: 16 20 43.2; Direct / None: 13 16 35.1; Hacker News: 5 6 13.5; Newsletter: 2 2 5.4; google.com: 1 1 2.7"},
+			"Google: 17 21 45.9; Direct / None: 13 16 35.1; Hacker News: 5 6 13.5; Newsletter: 2 2 5.4"},
 		{"pages", withImports(list("visitors", "pageviews"), list("event:page")),
 			"/: 28 54; /pricing: 11 22; /blog/hello: 6 15"},
 		{"countries", withImports(list("visitors"), list("visit:country")), "DE: 22; FR: 10; US: 5"},
@@ -320,12 +320,12 @@ func TestPlausibleImportReadBack(t *testing.T) {
 		{"utm medium", withImports(list("visitors"), list("visit:utm_medium")), "(not set): 35; email: 2"},
 		{"custom events", withImports(list("visitors", "events"), list("event:name")),
 			"Signup: 3 4; pageview: 2 3; Outbound Link: Click: 1 2"},
-		// Google's imported rows alone: 16 visitors, 20 visits, 6 bounces,
-		// 900 s.
+		// Google's imported rows (16 visitors, 20 visits, 6 bounces, 900 s)
+		// and the site's own visit from google.com (two pageviews, 120 s).
 		{"filtered on the source", withImports(list("visitors", "visits", "bounce_rate", "visit_duration"), nil,
-			[]any{"is", "visit:source", []string{"Google"}}), "16 20 30 45"},
+			[]any{"is", "visit:source", []string{"Google"}}), "17 21 29 49"},
 		{"filtered by contains", withImports(list("visitors"), list("visit:source"),
-			[]any{"contains", "visit:source", []string{"o"}}), "Google: 16; Direct / None: 13; google.com: 1"},
+			[]any{"contains", "visit:source", []string{"o"}}), "Google: 17; Direct / None: 13"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got, _ := r.rows("shop", c.body); got != c.want {
@@ -371,9 +371,9 @@ func TestPlausibleImportSkipReasons(t *testing.T) {
 		reason   string
 	}{
 		{"another dimension's filter", "shop", withImports(list("visitors"), list("visit:source"), []any{"is", "visit:country", []string{"DE"}}),
-			"google.com: 1", false, "unsupported_query"},
+			"Google: 1", false, "unsupported_query"},
 		{"two dimensions", "shop", withImports(list("visitors"), list("visit:source", "visit:country")),
-			"Direct / None FR: 1; google.com DE: 1", false, "unsupported_query"},
+			"Direct / None FR: 1; Google DE: 1", false, "unsupported_query"},
 		{"a dimension not imported", "shop", withImports(list("visitors"), list("visit:city")), "(not set): 2", false, "unsupported_query"},
 		{"by hour", "shop", map[string]any{"metrics": list("visitors"), "date_range": []string{"2026-01-03", "2026-01-03"},
 			"dimensions": list("time:hour"), "include": map[string]any{"imports": true}}, "", false, "unsupported_interval"},

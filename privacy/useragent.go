@@ -6,6 +6,7 @@
 package privacy
 
 import (
+	"regexp"
 	"strings"
 	"sync"
 
@@ -39,6 +40,11 @@ type Agent struct {
 	Browser    string // "" when unknown
 	OS         string // "" when unknown
 	DeviceType string // "" when there is no User-Agent at all
+	// BrowserVersion and OSVersion are Plausible's versions: the browser's
+	// major.minor ("120.0"), the OS's release ("10" for Windows 10 and 11,
+	// "10.15" for macOS, "17.1" for iOS, "14" for Android); "" when unknown
+	// (docs/query-api.md#value-names).
+	BrowserVersion, OSVersion string
 }
 
 // The parser builds a trie of its embedded list once (about 30 ms); it is
@@ -102,6 +108,14 @@ func parseAgent(s string) Agent {
 	}
 	ua := parser().Parse(s)
 	a := Agent{Bot: ua.IsBot(), Browser: string(ua.Browser()), OS: osName(ua.OS())}
+	if major := ua.BrowserVersionMajor(); major != "" && a.Browser != "" {
+		minor := ua.BrowserVersionMinor()
+		if minor == "" {
+			minor = "0"
+		}
+		a.BrowserVersion = major + "." + minor
+	}
+	a.OSVersion = osVersion(ua.OS(), s)
 	lower := strings.ToLower(s)
 	crawler := false
 	for _, w := range botWords {
@@ -143,4 +157,38 @@ func osName(os agents.OS) string {
 		return "macOS"
 	}
 	return string(os)
+}
+
+// The patterns find an OS's release in a User-Agent; windowsReleases
+// name Windows NT's (Windows 11 still sends NT 10.0).
+var (
+	windowsVersion  = regexp.MustCompile(`Windows NT (\d+\.\d+)`)
+	iosVersion      = regexp.MustCompile(`(?:iPhone|CPU) OS (\d+)_(\d+)`)
+	macVersion      = regexp.MustCompile(`Mac OS X (\d+)[._](\d+)`)
+	androidVersion  = regexp.MustCompile(`Android (\d+(?:\.\d+)?)`)
+	windowsReleases = map[string]string{"10.0": "10", "6.3": "8.1", "6.2": "8", "6.1": "7", "6.0": "Vista", "5.1": "XP", "5.2": "XP"}
+)
+
+// osVersion is the release of os that User-Agent s states, "" when it
+// states none.
+func osVersion(os agents.OS, s string) string {
+	switch os {
+	case agents.OSWindows:
+		if m := windowsVersion.FindStringSubmatch(s); m != nil {
+			return windowsReleases[m[1]]
+		}
+	case agents.OSIOS:
+		if m := iosVersion.FindStringSubmatch(s); m != nil {
+			return m[1] + "." + m[2]
+		}
+	case agents.OSMacOS:
+		if m := macVersion.FindStringSubmatch(s); m != nil {
+			return m[1] + "." + m[2]
+		}
+	case agents.OSAndroid:
+		if m := androidVersion.FindStringSubmatch(s); m != nil {
+			return m[1]
+		}
+	}
+	return ""
 }

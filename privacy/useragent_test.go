@@ -86,3 +86,24 @@ func BenchmarkParseAgent(b *testing.B) {
 		}
 	})
 }
+
+// Versions as Plausible shows them: the browser's major.minor, the OS's
+// release.
+func TestAgentVersions(t *testing.T) {
+	for _, c := range []struct{ ua, browser, os string }{
+		{"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.6099.129 Safari/537.36", "120.0", "10"},
+		{"Mozilla/5.0 (Windows NT 6.1; Win64; x64; rv:115.0) Gecko/20100101 Firefox/115.0", "115.0", "7"},
+		{"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Safari/605.1.15", "17.1", "10.15"},
+		{"Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1", "17.1", "17.1"},
+		{"Mozilla/5.0 (iPad; CPU OS 16_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.6 Mobile/15E148 Safari/604.1", "16.6", "16.6"},
+		{"Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Mobile Safari/537.36", "120.0", "14"},
+		{"Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0", "121.0", ""},
+		{"curl/8.5.0", "", ""},
+		{"", "", ""},
+	} {
+		a := ParseAgent(c.ua)
+		if a.BrowserVersion != c.browser || a.OSVersion != c.os {
+			t.Errorf("ParseAgent(%q): got versions %q, %q, want %q, %q", c.ua, a.BrowserVersion, a.OSVersion, c.browser, c.os)
+		}
+	}
+}

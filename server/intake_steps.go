@@ -476,6 +476,7 @@ func enrich(ev *schema.Event, ua string, loc privacy.Location, credential string
 		UserID: ev.UserID, URL: ev.URL, Referrer: ev.Referrer, TS: ev.TS, Raw: ev.Raw,
 		Country: loc.Country, City: loc.City, Region: loc.Region, CityID: loc.CityID,
 		Browser: agent.Browser, OS: agent.OS, DeviceType: agent.DeviceType,
+		BrowserVersion: agent.BrowserVersion, OSVersion: agent.OSVersion,
 		Credential: credential, Campaign: storage.ParseCampaign(ev.Campaign),
 	}
 	if ev.Type == "identify" {

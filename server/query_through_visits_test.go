@@ -22,7 +22,7 @@ func TestQueryEventsThroughVisits(t *testing.T) {
 	}{
 		// A2 (from Google) starts Jan 12 23:50; its /blog/b at 00:10 is in.
 		{"visit across the range's start", in("2026-01-13T00:00:00Z", "2026-01-13T01:00:00Z",
-			[]any{"is", "visit:source", list("google.com")}, []any{"contains", "event:page", list("/blog")}), "1 1 1"},
+			[]any{"is", "visit:source", list("Google")}, []any{"contains", "event:page", list("/blog")}), "1 1 1"},
 		// B1 (US) runs 22:45-23:10; only its / at 22:45 is in.
 		{"visit across the range's end", in("2026-01-12T22:00:00Z", "2026-01-12T23:00:00Z",
 			[]any{"is", "visit:country", list("US")}, []any{"is", "event:name", list("pageview")}), "1 1 1"},

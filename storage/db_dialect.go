@@ -37,6 +37,9 @@ type tables interface {
 	stored(table string) string
 	// pagePath is an event's (alias e) page path.
 	pagePath() string
+	// pageHost is the host of an event's (alias e) url, lower case,
+	// without www. or port (PageHost).
+	pageHost() string
 	// prop is an event's (alias e) property named by the next argument,
 	// as text (propText).
 	prop() string
@@ -83,6 +86,10 @@ func (sqliteDialect) stored(table string) string { return table }
 
 // pagePath is an event's (alias e) page path: a Go function SQLite calls.
 func (sqliteDialect) pagePath() string { return "tally_page_path(e.url)" }
+
+// pageHost is PageHost of an event's (alias e) url: a Go function SQLite
+// calls.
+func (sqliteDialect) pageHost() string { return "tally_page_host(e.url)" }
 
 // prop is an event's (alias e) property named by the next argument, as
 // text (propText).

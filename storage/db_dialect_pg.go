@@ -38,6 +38,12 @@ func (pgDialect) stored(table string) string {
 // pagePath: the writer stores the path (events.path).
 func (pgDialect) pagePath() string { return "e.path" }
 
+// pageHost is PageHost in SQL: the authority's host after the scheme (no
+// user, port, path, query or fragment), lower case, without www.
+func (pgDialect) pageHost() string {
+	return `nullif(regexp_replace(lower(substring(e.url from '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?([^/?#:]*)')), '^www\.', ''), '')`
+}
+
 // prop: events.props is the properties object as sent (json, not jsonb),
 // whose ->> gives propText's text: a string unquoted, JSON null as NULL,
 // any other value as its JSON text, the last of duplicate keys.

@@ -71,8 +71,9 @@ type pgState struct {
 // openPG is Open on PostgreSQL (docs/postgresql.md#on-postgresql): the
 // writer's one connection, a read pool, the migrations of
 // migrations_pg/, the tenancy caches. Nothing of SQLite's file keeping
-// runs: no checkpoints, no conversions (the schema starts at SQLite's
-// final layout), no pragmas.
+// runs: no checkpoints, no pragmas, and of the conversions only the source
+// names backfill (the schema starts at SQLite's layout after 0025; the
+// names came with 0026).
 func openPG(ctx context.Context, opts Options) (*DB, error) {
 	if opts.migrations == nil {
 		opts.migrations = migrationPGFiles
@@ -124,6 +125,7 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 	db.writer.gens.stored = &pgChanges{read: read, slot: int64(db.pg.slot), now: db.now}
 	startPGCoord(db, readURL, opts.Logger)
 	db.pg.qs.(*pgQuota).startReclaim()
+	db.startConversions(opts.Logger, db.sourceNamesBackfill(opts.sourceNamesChunk))
 	return db, nil
 }
 

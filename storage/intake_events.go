@@ -49,6 +49,9 @@ type IngestEvent struct {
 	// Region (ISO 3166-2) and CityID (GeoNames) are kept in the visit
 	// only, not in the events row (migration 0028); "" is NULL.
 	Region, CityID string
+	// BrowserVersion and OSVersion (privacy.Agent's) are kept by the
+	// event's visit only, of its landing event ("" is NULL).
+	BrowserVersion, OSVersion string
 	// Traits is the traits object of an identify event, or nil.
 	Traits []byte
 	// Credential records who sent the event: "site" (legacy site bearer)

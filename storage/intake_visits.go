@@ -38,13 +38,14 @@ type landing struct {
 	utm                                [5]string // source, medium, campaign, term, content
 	country, city, browser, os, device string
 	region, cityID                     string // migration 0028
+	browserVersion, osVersion          string // migration 0026
 }
 
 // less orders landings of events at the same millisecond, so that which
 // one is the landing never depends on arrival order.
 func (l landing) less(o landing) bool {
-	a := [12]string{l.utm[0], l.utm[1], l.utm[2], l.utm[3], l.utm[4], l.country, l.city, l.browser, l.os, l.device, l.region, l.cityID}
-	b := [12]string{o.utm[0], o.utm[1], o.utm[2], o.utm[3], o.utm[4], o.country, o.city, o.browser, o.os, o.device, o.region, o.cityID}
+	a := [14]string{l.utm[0], l.utm[1], l.utm[2], l.utm[3], l.utm[4], l.country, l.city, l.browser, l.os, l.device, l.region, l.cityID, l.browserVersion, l.osVersion}
+	b := [14]string{o.utm[0], o.utm[1], o.utm[2], o.utm[3], o.utm[4], o.country, o.city, o.browser, o.os, o.device, o.region, o.cityID, o.browserVersion, o.osVersion}
 	for i := range a {
 		if a[i] != b[i] {
 			return a[i] < b[i]
@@ -148,7 +149,8 @@ func (v *visit) merge(o visit) {
 // agent.
 func landingOf(e *IngestEvent) landing {
 	l := landing{country: e.Country, city: capText(e.City), browser: e.Browser, os: e.OS, device: e.DeviceType,
-		region: capText(e.Region), cityID: capText(e.CityID)}
+		region: capText(e.Region), cityID: capText(e.CityID),
+		browserVersion: capText(e.BrowserVersion), osVersion: capText(e.OSVersion)}
 	if e.URL != nil && strings.Contains(*e.URL, "utm_") {
 		if i := strings.IndexByte(*e.URL, '?'); i >= 0 {
 			q := (*e.URL)[i+1:]
@@ -254,19 +256,22 @@ func capText(s string) string {
 // of visitScan.dests; source, browser, os and device are generated
 // columns (migration 0016).
 const visitColumns = `entry_page, exit_page, pageviews, referrer, source, utm_source, utm_medium, utm_campaign, utm_term,
-	utm_content, country, city, browser, os, device, entry_ms, exit_ms, referrer_ms, visit_ready, region, city_id`
+	utm_content, country, city, browser, os, device, entry_ms, exit_ms, referrer_ms, visit_ready, region, city_id, browser_version, os_version`
 
 // visitStoredColumns are the sessions columns of a visit as written, in
-// the order of visit.args: source is derived when read (source_text stays
-// NULL), the agent is a code or, off the lists, text (intake_visit_codes.go).
+// the order of visit.args: source is derived when read from source_text,
+// the source's name where the list knows it (intake_source_names.go), else
+// utm_source, else the referrer's host; the agent is a code or, off the
+// lists, text (intake_visit_codes.go).
 const visitStoredColumns = `entry_page, exit_page, pageviews, referrer, utm_source, utm_medium, utm_campaign, utm_term,
-	utm_content, country, city, browser_text, os_text, device_text, agent, entry_ms, exit_ms, referrer_ms, visit_ready, region, city_id`
+	utm_content, country, city, browser_text, os_text, device_text, agent, entry_ms, exit_ms, referrer_ms, visit_ready, region, city_id,
+	source_text, browser_version, os_version`
 
-// visitSet assigns visitStoredColumns in an UPDATE, and clears the source
-// of a row stored before migration 0016.
+// visitSet assigns visitStoredColumns in an UPDATE (which replaces the
+// source of a row stored before migration 0016 too).
 const visitSet = `entry_page = ?, exit_page = ?, pageviews = ?, referrer = ?, utm_source = ?, utm_medium = ?,
 	utm_campaign = ?, utm_term = ?, utm_content = ?, country = ?, city = ?, browser_text = ?, os_text = ?, device_text = ?, agent = ?,
-	entry_ms = ?, exit_ms = ?, referrer_ms = ?, visit_ready = ?, region = ?, city_id = ?, source_text = NULL`
+	entry_ms = ?, exit_ms = ?, referrer_ms = ?, visit_ready = ?, region = ?, city_id = ?, source_text = ?, browser_version = ?, os_version = ?`
 
 // args are the values of visitStoredColumns for a session from start to
 // end.
@@ -284,8 +289,10 @@ func (v *visit) args(start, end time.Time) []any {
 	}
 	l := v.landing
 	if l == nil {
-		// visitTailSet: the landing's columns stay.
-		return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer), entryMS, exitMS, refMS, ready}
+		// visitTailSet: the landing's columns stay, and so does a source
+		// named by the landing's utm_source.
+		return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer),
+			nullable(visitSourceName("", v.referrer)), entryMS, exitMS, refMS, ready}
 	}
 	var agent any
 	browser, os, device := nullable(l.browser), nullable(l.os), nullable(l.device)
@@ -295,12 +302,14 @@ func (v *visit) args(start, end time.Time) []any {
 	return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer),
 		nullable(l.utm[0]), nullable(l.utm[1]), nullable(l.utm[2]), nullable(l.utm[3]), nullable(l.utm[4]),
 		nullable(l.country), nullable(l.city), browser, os, device, agent,
-		entryMS, exitMS, refMS, ready, nullable(l.region), nullable(l.cityID)}
+		entryMS, exitMS, refMS, ready, nullable(l.region), nullable(l.cityID),
+		nullable(visitSourceName(l.utm[0], v.referrer)), nullable(l.browserVersion), nullable(l.osVersion)}
 }
 
 // visitTailSet assigns what visit.args gives for a visit without its
 // landing: every column but the landing's.
-const visitTailSet = `entry_page = ?, exit_page = ?, pageviews = ?, referrer = ?, source_text = NULL,
+const visitTailSet = `entry_page = ?, exit_page = ?, pageviews = ?, referrer = ?,
+	source_text = CASE WHEN utm_source IS NULL THEN ? ELSE source_text END,
 	entry_ms = ?, exit_ms = ?, referrer_ms = ?, visit_ready = ?`
 
 // visitScan receives visitColumns (but source, which is derived).
@@ -309,6 +318,7 @@ type visitScan struct {
 	utm                                [5]sql.NullString
 	country, city, browser, os, device sql.NullString
 	region, cityID                     sql.NullString
+	browserVersion, osVersion          sql.NullString
 	pageviews                          int64
 	entryMS, exitMS, refMS             sql.NullInt64
 	ready                              int64
@@ -317,7 +327,8 @@ type visitScan struct {
 // dests are the scan destinations of visitColumns.
 func (s *visitScan) dests() []any {
 	return []any{&s.entry, &s.exit, &s.pageviews, &s.referrer, &s.source, &s.utm[0], &s.utm[1], &s.utm[2], &s.utm[3], &s.utm[4],
-		&s.country, &s.city, &s.browser, &s.os, &s.device, &s.entryMS, &s.exitMS, &s.refMS, &s.ready, &s.region, &s.cityID}
+		&s.country, &s.city, &s.browser, &s.os, &s.device, &s.entryMS, &s.exitMS, &s.refMS, &s.ready, &s.region, &s.cityID,
+		&s.browserVersion, &s.osVersion}
 }
 
 // visit is the scanned row's visit, for a session from start to end.
@@ -334,7 +345,7 @@ func (s *visitScan) visit(start, end time.Time, count int64) visit {
 		v.referrerAt = start.Add(time.Duration(s.refMS.Int64) * time.Millisecond)
 	}
 	v.landing = &landing{country: s.country.String, city: s.city.String, browser: s.browser.String, os: s.os.String, device: s.device.String,
-		region: s.region.String, cityID: s.cityID.String}
+		region: s.region.String, cityID: s.cityID.String, browserVersion: s.browserVersion.String, osVersion: s.osVersion.String}
 	for i := range s.utm {
 		v.landing.utm[i] = s.utm[i].String
 	}

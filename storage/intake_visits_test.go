@@ -128,7 +128,7 @@ func TestVisitAttributes(t *testing.T) {
 		{"a referrer that is not a web address is none", []IngestEvent{
 			ev("d1", "v", "pageview", 0, "https://shop.test/", "not a url"),
 			ev("d2", "v", "pageview", 1, "https://shop.test/b", "android-app://com.google.android.gm/"),
-		}, []string{"2026-03-01T10:00:00.000Z 2026-03-01T10:01:00.000Z 2 / /b 2 android-app://com.google.android.gm android-app://com.google.android.gm - - - - - DE Berlin Firefox Linux desktop 1"}},
+		}, []string{"2026-03-01T10:00:00.000Z 2026-03-01T10:01:00.000Z 2 / /b 2 android-app://com.google.android.gm Gmail - - - - - DE Berlin Firefox Linux desktop 1"}},
 		{"utm from the landing page only", []IngestEvent{
 			ev("e1", "v", "pageview", 0, "https://shop.test/?utm_source=newsletter&utm_medium=email&utm_campaign=spring%20sale&utm_term=shoes&utm_content=top", "https://mail.test/"),
 			ev("e2", "v", "pageview", 1, "https://shop.test/b?utm_source=later&utm_medium=cpc", ""),
@@ -137,6 +137,16 @@ func TestVisitAttributes(t *testing.T) {
 			ev("k1", "v", "pageview", 0, "https://shop.test/?utm_source=ad", ""),
 			ev("k2", "v", "pageview", 1, "https://shop.test/b", "https://later.test/x"),
 		}, []string{"2026-03-01T10:00:00.000Z 2026-03-01T10:01:00.000Z 2 / /b 2 later.test/x ad ad - - - - DE Berlin Firefox Linux desktop 1"}},
+		{"sources named from the referrer list (docs/intake.md#source-names)", []IngestEvent{
+			ev("n1", "v", "pageview", 0, "https://shop.test/", "https://www.google.de/search?q=x"),
+		}, []string{"2026-03-01T10:00:00.000Z 2026-03-01T10:00:00.000Z 1 / / 1 google.de/search Google - - - - - DE Berlin Firefox Linux desktop 1"}},
+		{"a utm_source naming a known source, in any case, is its name", []IngestEvent{
+			ev("o1", "v", "pageview", 0, "https://shop.test/?utm_source=GOOGLE", "https://t.co/abc"),
+		}, []string{"2026-03-01T10:00:00.000Z 2026-03-01T10:00:00.000Z 1 / / 1 t.co/abc Google GOOGLE - - - - DE Berlin Firefox Linux desktop 1"}},
+		{"a referrer a later event brings is named too", []IngestEvent{
+			ev("p1", "v", "pageview", 0, "https://shop.test/", ""),
+			ev("p2", "v", "pageview", 1, "https://shop.test/b", "https://news.ycombinator.com/item"),
+		}, []string{"2026-03-01T10:00:00.000Z 2026-03-01T10:01:00.000Z 2 / /b 2 news.ycombinator.com/item Hacker News - - - - - DE Berlin Firefox Linux desktop 1"}},
 		{"landing without utm: none, though a later page has them", []IngestEvent{
 			ev("f1", "v", "pageview", 0, "https://shop.test/", "https://www.search.test/q"),
 			ev("f2", "v", "pageview", 1, "https://shop.test/b?utm_source=later", ""),

@@ -27,8 +27,7 @@ func unsupportedQuery(format string, args ...any) error {
 // unsupported rather than unknown.
 var (
 	plausibleOnlyMetrics    = []string{"exit_rate"}
-	plausibleOnlyDimensions = []string{"event:hostname", "visit:channel", "visit:browser_version",
-		"visit:os_version", "visit:screen",
+	plausibleOnlyDimensions = []string{"visit:screen",
 		"visit:entry_page_hostname", "visit:exit_page_hostname", "segment"}
 	queryMetrics = []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents,
 		MetricViewsPerVisit, MetricBounceRate, MetricVisitDuration, MetricPercentage,
@@ -114,7 +113,7 @@ func checkDimension(d string) error {
 	if slices.Contains(plausibleOnlyDimensions, d) {
 		return unsupportedQuery("the dimension %q is not supported", d)
 	}
-	if _, ok := VisitDimensions[d]; ok || d == "event:page" || d == "event:name" || d == GoalDimension || slices.Contains(timeDimensions, d) {
+	if _, ok := VisitDimensions[d]; ok || d == "event:page" || d == HostnameDimension || d == "event:name" || d == GoalDimension || slices.Contains(timeDimensions, d) {
 		return nil
 	}
 	if name, ok := strings.CutPrefix(d, PropPrefix); ok {
@@ -567,7 +566,8 @@ func (pq *parsedQuery) validate() error {
 	}
 	eventDim := ""
 	for _, d := range pq.dimensions {
-		if EventDimension(d) {
+		// Session metrics by event:page are the entering visits' (query_plan.go).
+		if EventDimension(d) && d != "event:page" {
 			eventDim = d
 		}
 	}

@@ -57,6 +57,11 @@ var VisitDimensions = map[string]string{
 	"visit:browser":     "browser",
 	"visit:os":          "os",
 	"visit:device":      "device",
+	// Plausible's versions, of the landing's User-Agent (privacy.Agent).
+	"visit:browser_version": "browser_version",
+	"visit:os_version":      "os_version",
+	// Computed from source and utm_* (query_channels.go).
+	ChannelDimension: "source",
 }
 
 // Shown values of a missing attribute, as Plausible shows them.
@@ -185,6 +190,10 @@ type aggregate struct {
 	visitors, visits, pageviews, events float64
 	// Of the visits the session metrics are computed over.
 	sVisits, sBounces, sDuration, sPageviews float64
+	// entered: bounce_rate is over bVisits, the visits that entered on a
+	// page an event:page filter names, and their bounces (entryFilters).
+	entered           bool
+	bVisits, bBounces float64
 }
 
 // Stats answers q: one row per group (one row in all without dimensions),
@@ -273,6 +282,9 @@ func (a *aggregate) metric(m string, total float64) float64 {
 	case MetricViewsPerVisit:
 		return round(ratio(a.sPageviews, a.sVisits), 2)
 	case MetricBounceRate:
+		if a.entered {
+			return math.Round(100 * ratio(a.bBounces, a.bVisits))
+		}
 		return math.Round(100 * ratio(a.sBounces, a.sVisits))
 	case MetricVisitDuration:
 		return math.Round(ratio(a.sDuration, a.sVisits))
@@ -364,8 +376,11 @@ func (db *DB) scanStats(ctx context.Context, q StatsQuery) (map[string]*aggregat
 			return groups, order, nil
 		}
 		// Session metrics over the visits starting in the range that hold at
-		// least one event that passes the filters (the server refuses them
-		// with event dimensions, as Plausible does).
+		// least one event that passes the filters; by event:page, over the
+		// visits that entered on each page, as Plausible (the server refuses
+		// them with other event dimensions, as Plausible does). bounce_rate
+		// under an event:page filter counts the visits that entered on the
+		// page it names (entryFilters).
 		sb := &sqlBuilder{q: &q, visitSide: true}
 		dims, err := sb.dims()
 		if err != nil {
@@ -375,13 +390,39 @@ func (db *DB) scanStats(ctx context.Context, q StatsQuery) (map[string]*aggregat
 		if err != nil {
 			return nil, nil, err
 		}
-		query := `SELECT ` + dims + `COUNT(*), COALESCE(SUM(` + q.dialect().BoolInt("s.event_count = 1") + `), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)
-			FROM sessions s WHERE ` + visitRangeSQL + `
-			AND EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id
-				AND e.ts_ms >= ` + visitStartMS("s") + ` AND e.ts_ms <= ` + visitEndMS("s") + ` AND ` + where + `)` + sb.groupBy()
-		err = db.scanGroups(ctx, query, sb.args(), len(q.Dimensions), 4, func(key string, v []float64) {
+		d := q.dialect()
+		hasEvent := func(cond string) string {
+			return `EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id
+				AND e.ts_ms >= ` + visitStartMS("s") + ` AND e.ts_ms <= ` + visitEndMS("s") + ` AND ` + cond + `)`
+		}
+		args := slices.Clone(sb.dimArgs)
+		bounceCols, n := "", 4
+		entry, entered := entryFilters(q.Filters)
+		if entered {
+			eb := &sqlBuilder{q: &q}
+			ew, err := eb.filterSQL(entry, true)
+			if err != nil {
+				return nil, nil, err
+			}
+			cond := hasEvent(ew)
+			bounceCols, n = `, COALESCE(SUM(`+d.BoolInt(cond)+`), 0), COALESCE(SUM(`+d.BoolInt(cond+" AND s.event_count = 1")+`), 0)`, 6
+			args = append(append(args, eb.whereArgs...), eb.whereArgs...)
+		}
+		args = append(append(args, q.Site, q.From.UnixMilli(), q.To.UnixMilli()), sb.whereArgs...)
+		query := `SELECT ` + dims + `COUNT(*), COALESCE(SUM(` + d.BoolInt("s.event_count = 1") + `), 0), COALESCE(SUM(` + durationSQL + `), 0), COALESCE(SUM(s.pageviews), 0)` + bounceCols + `
+			FROM sessions s WHERE ` + visitRangeSQL + ` AND ` + hasEvent(where) + sb.groupBy()
+		// By page, the rows are the pages of the events read: an entry
+		// page none of whose events passes the filters is no row.
+		byPage := slices.Contains(q.Dimensions, "event:page")
+		err = db.scanGroups(ctx, query, args, len(q.Dimensions), n, func(key string, v []float64) {
+			if _, ok := groups[key]; byPage && !ok {
+				return
+			}
 			a := get(key)
 			a.sVisits, a.sBounces, a.sDuration, a.sPageviews = v[0], v[1], v[2], v[3]
+			if entered {
+				a.entered, a.bVisits, a.bBounces = true, v[4], v[5]
+			}
 		})
 		return groups, order, err
 	}
@@ -763,6 +804,24 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 	return cond, nil
 }
 
+// entryFilters is fs with each condition on event:page made one on the
+// visit's entry page, and whether fs has one: Plausible's bounce_rate
+// under an event:page filter counts the visits that entered on the page.
+func entryFilters(fs []QueryFilter) ([]QueryFilter, bool) {
+	out := make([]QueryFilter, len(fs))
+	found := false
+	for i, f := range fs {
+		if f.Dim == "event:page" {
+			f.Dim, found = "visit:entry_page", true
+		}
+		var inner bool
+		f.Children, inner = entryFilters(f.Children)
+		found = found || inner
+		out[i] = f
+	}
+	return out, found
+}
+
 // propMustExist reports whether f passes only events that have its custom
 // property, as Plausible's contains_not and matches_not do (is_not passes
 // events without it: docs/query-api.md#query-api).
@@ -822,12 +881,19 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 		return b.timeExpr(d, col)
 	}
 	if col, ok := VisitDimensions[d]; ok {
+		if d == ChannelDimension {
+			return channelSQL(), nil, nil
+		}
 		if d == "visit:source" || d == "visit:referrer" {
 			// A visit without one is Plausible's "Direct / None"
 			// (docs/query-api.md#value-names).
 			return "COALESCE(NULLIF(s." + col + ", ''), '" + DirectNone + "')", nil, nil
 		}
 		return plausibleNameSQL(d, "COALESCE(s."+col+", '"+NotSet+"')"), nil, nil
+	}
+	if b.visitSide && d == "event:page" {
+		// Session metrics by page are the visits' that entered there.
+		return "COALESCE(s.entry_page, '" + NotSet + "')", nil, nil
 	}
 	if b.visitSide {
 		return "", nil, fault.Errorf(fault.InvalidQuery, "%s is read from events, not visits", d)
@@ -839,6 +905,8 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 		return "COALESCE(p.path, '" + NotSet + "')", nil, nil
 	case d == "event:page":
 		return "COALESCE(" + b.q.dialect().pagePath() + ", '" + NotSet + "')", nil, nil
+	case d == HostnameDimension:
+		return "COALESCE(" + b.q.dialect().pageHost() + ", '" + NotSet + "')", nil, nil
 	case d == "event:name" && b.pages:
 		return "COALESCE(p.name, 'pageview')", nil, nil
 	case d == "event:name":
@@ -999,6 +1067,15 @@ func init() {
 	sqlite.MustRegisterDeterministicScalarFunction("tally_page_path", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 		if s, ok := textArg(args[0]); ok {
 			return pagePaths.get(s), nil
+		}
+		return nil, nil
+	})
+	// tally_page_host(url) is PageHost.
+	sqlite.MustRegisterDeterministicScalarFunction("tally_page_host", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		if s, ok := textArg(args[0]); ok {
+			if h := PageHost(s); h != "" {
+				return h, nil
+			}
 		}
 		return nil, nil
 	})

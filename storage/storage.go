@@ -95,6 +95,8 @@ type Options struct {
 	eventColumnsChunk int
 	// eventPagesChunk overrides eventPagesChunk in the same way.
 	eventPagesChunk int
+	// sourceNamesChunk overrides sourceNamesChunk in the same way.
+	sourceNamesChunk int
 }
 
 // DB is the service's storage: a writer goroutine, a read pool, and
@@ -220,7 +222,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	db.startConversions(opts.Logger, db.linkMove(opts.linkMoveChunk), db.rawConversion(opts.rawConvertChunk), db.visitBackfill(opts.visitBackfillChunk),
 		db.sessionTimesConversion(opts.sessionTimesChunk), db.eventColumnsConversion(opts.eventColumnsChunk),
-		db.eventPagesBackfill(opts.eventPagesChunk))
+		db.eventPagesBackfill(opts.eventPagesChunk), db.sourceNamesBackfill(opts.sourceNamesChunk))
 	return db, nil
 }
 
