@@ -166,32 +166,31 @@ func (pq *parsedQuery) parseDateRange(raw json.RawMessage, now time.Time) error 
 		return invalidQuery("date_range is required")
 	}
 	today := now.In(pq.loc)
-	day := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, pq.loc) }
-	t0 := day(today.Year(), today.Month(), today.Day())
+	day := func(y int, m time.Month, d int) time.Time { return dayStart(y, m, d, pq.loc) }
+	y, m, d := today.Date()
+	t0 := day(y, m, d)
 	var name string
 	if json.Unmarshal(raw, &name) == nil {
 		pq.dateOnly = true
 		switch {
 		case name == "day":
-			pq.from, pq.to = t0, t0.AddDate(0, 0, 1)
+			pq.from, pq.to = t0, day(y, m, d+1)
 		case relativeDays[name] > 0:
-			pq.from, pq.to = t0.AddDate(0, 0, -relativeDays[name]), t0
+			pq.from, pq.to = day(y, m, d-relativeDays[name]), t0
 		case name == "month":
-			pq.from = day(today.Year(), today.Month(), 1)
-			pq.to = pq.from.AddDate(0, 1, 0)
+			pq.from, pq.to = day(y, m, 1), day(y, m+1, 1)
 		case name == "6mo", name == "12mo":
 			n := 6
 			if name == "12mo" {
 				n = 12
 			}
-			pq.to = day(today.Year(), today.Month(), 1).AddDate(0, 1, 0)
-			pq.from = pq.to.AddDate(0, -n, 0)
+			pq.from, pq.to = day(y, m+1-time.Month(n), 1), day(y, m+1, 1)
 		case name == "year":
-			pq.from, pq.to = day(today.Year(), 1, 1), day(today.Year()+1, 1, 1)
+			pq.from, pq.to = day(y, 1, 1), day(y+1, 1, 1)
 		case name == "all":
 			// From the first visit (Query reads it) to today.
 			pq.allRange = true
-			pq.from, pq.to = t0, t0.AddDate(0, 0, 1)
+			pq.from, pq.to = t0, day(y, m, d+1)
 		case liveRanges[name] > 0:
 			// Plausible's: realtime the last 5 minutes and 30m the last
 			// 30, both to 5 seconds after now; 24h the last 24 hours to
@@ -215,6 +214,30 @@ func (pq *parsedQuery) parseDateRange(raw json.RawMessage, now time.Time) error 
 	return nil
 }
 
+// dayStart is the first instant of the day y-m-d (normalised as time.Date
+// does) in loc, as Plausible takes a day's start: where a clock change skips
+// midnight (America/Santiago, 2022-09-11) the first instant after the gap,
+// not time.Date's hour before it; where midnight happens twice (America/
+// Havana, 2023-11-05) the later one (TestQueryPlausiblePort's time zone
+// cases).
+func dayStart(y int, m time.Month, d int, loc *time.Location) time.Time {
+	y, m, d = time.Date(y, m, d, 12, 0, 0, 0, time.UTC).Date()
+	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	_, end := t.ZoneBounds()
+	if t.Day() != d {
+		return end // in the zone before the gap: the gap's end starts the day
+	}
+	if end.IsZero() {
+		return t
+	}
+	_, before := t.Zone()
+	_, after := end.Zone()
+	if back := time.Duration(before-after) * time.Second; back > 0 && end.Sub(t) <= back {
+		return t.Add(back) // the clock goes back over midnight: its second time
+	}
+	return t
+}
+
 // parseRangePair reads [from, to]: two dates (whole days in loc, both
 // included) or two ISO 8601 datetimes with an offset (both included).
 func parseRangePair(raw json.RawMessage, loc *time.Location) (from, to time.Time, dateOnly bool, err error) {
@@ -223,12 +246,14 @@ func parseRangePair(raw json.RawMessage, loc *time.Location) (from, to time.Time
 	if json.Unmarshal(raw, &pair) != nil || len(pair) != 2 {
 		return from, to, false, bad
 	}
-	if a, err1 := time.ParseInLocation(time.DateOnly, pair[0], loc); err1 == nil {
-		b, err2 := time.ParseInLocation(time.DateOnly, pair[1], loc)
+	// Dates are read as calendar days (in UTC, where every midnight
+	// exists), then started in loc by dayStart.
+	if a, err1 := time.Parse(time.DateOnly, pair[0]); err1 == nil {
+		b, err2 := time.Parse(time.DateOnly, pair[1])
 		if err2 != nil {
 			return from, to, false, bad
 		}
-		from, to, dateOnly = a, b.AddDate(0, 0, 1), true
+		from, to, dateOnly = dayStart(a.Year(), a.Month(), a.Day(), loc), dayStart(b.Year(), b.Month(), b.Day()+1, loc), true
 	} else {
 		a, err1 := time.Parse(time.RFC3339Nano, pair[0])
 		b, err2 := time.Parse(time.RFC3339Nano, pair[1])

@@ -36,7 +36,7 @@ func TestQueryRefusals(t *testing.T) {
 		{`{"metrics":["visitors"],"date_range":"5m"}`, fault.InvalidQuery, `unknown date_range "5m"`},
 		{`{"metrics":["visitors"],"date_range":"7d","filters":[["has_done",["is","visit:os",["Mac"]]]]}`, fault.InvalidQuery, "has_done tests events only"},
 		{`{"metrics":["visitors"],"date_range":["2026-01-02","2026-01-01"]}`, fault.InvalidQuery, "date_range: from (2026-01-02) is after to (2026-01-01)"},
-		{`{"metrics":["visitors"],"date_range":"7d","dimensions":["visit:region"]}`, fault.UnsupportedQuery, `the dimension "visit:region" is not supported`},
+		{`{"metrics":["visitors"],"date_range":"7d","dimensions":["visit:screen"]}`, fault.UnsupportedQuery, `the dimension "visit:screen" is not supported`},
 		{`{"metrics":["bounce_rate"],"date_range":"7d","dimensions":["event:name"]}`, fault.UnsupportedQuery, `the session metric "bounce_rate" cannot be queried with the event dimension "event:name"`},
 		{`{"metrics":["visitors"],"date_range":"7d","filters":[["is","visit:country",["DEU"]]]}`, fault.InvalidQuery, "visit:country needs to be a valid 2-letter country code"},
 		{`{"metrics":["visitors"],"date_range":"7d","filters":[["matches_not","event:page",["/"],{"case_sensitive":false}]]}`, fault.InvalidQuery, "case_sensitive: false applies to is, is_not, contains and contains_not only"},
@@ -74,5 +74,33 @@ func TestQueryEchoesItsDefaults(t *testing.T) {
 	got := fmt.Sprintf("%s %v %v %v %v %d %d %d %d", e.SiteID, e.Metrics, e.DateRange, e.Dimensions, e.OrderBy, len(e.Filters), e.Limit, e.Offset, len(a.Results))
 	if want := "web [visitors pageviews] [2026-01-24T00:00:00+00:00 2026-01-30T23:59:59+00:00] [time:day] [[time:day asc] [visitors desc]] 0 10000 0 0"; got != want {
 		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// TestDayStart: a day starts at its first instant in the zone, as
+// Plausible's does, where a clock change skips or repeats midnight.
+func TestDayStart(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		zone string
+		y    int
+		m    time.Month
+		d    int
+		want string // UTC
+	}{
+		{"UTC", 2026, 1, 32, "2026-02-01T00:00:00Z"},
+		{"Europe/Berlin", 2026, 3, 29, "2026-03-28T23:00:00Z"},    // the change is at 02:00
+		{"America/Santiago", 2022, 9, 11, "2022-09-11T04:00:00Z"}, // no midnight: 01:00 -03
+		{"America/Santiago", 2022, 9, 12, "2022-09-12T03:00:00Z"}, // the day after
+		{"America/Havana", 2023, 11, 5, "2023-11-05T05:00:00Z"},   // midnight twice: the second
+		{"America/Havana", 2023, 11, 4, "2023-11-04T04:00:00Z"},   // the day before
+	} {
+		loc, err := time.LoadLocation(tt.zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := dayStart(tt.y, tt.m, tt.d, loc).UTC().Format(time.RFC3339); got != tt.want {
+			t.Errorf("%s %d-%d-%d: got %s, want %s", tt.zone, tt.y, tt.m, tt.d, got, tt.want)
+		}
 	}
 }
