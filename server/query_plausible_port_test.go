@@ -89,7 +89,7 @@ const (
 	gapDSTAmbiguous      = "a day starting at an ambiguous midnight (America/Havana 2023-11-05) starts at its first occurrence; Plausible takes the second"
 	gapFixtureTZData     = "fixture: Go's time zone data has Paraguay fall back at 03:00 UTC on 2024-03-24, so the third pageview is on the 23rd in Asuncion; Plausible's has it on the 24th"
 	gapImportedNotSet    = "imported rows without a UTM tag answer a (not set) row in a UTM breakdown; Plausible leaves them out"
-	gapImportedZero      = "an imported page with 0 pageviews is listed (Plausible leaves it out), and ties come in Tally's order (by value)"
+	gapImportedTies      = "rows of equal figures come in Tally's order (by value); Plausible's, one of the site's own and one imported, as its join gives them"
 	gapVPVPage           = "views_per_visit under an event:page filter is answered; Plausible refuses it (400)"
 	gapExitRate          = "exit_rate is refused"
 	gapEmptyBuckets      = "time-series comparisons omit empty buckets"
@@ -789,7 +789,7 @@ func portCases() []portCase {
 		{"aggregates custom event goals with 'is' and 'contains' operators (case insensitive, contains)", `["contains","event:goal",["PURCH"],{"case_sensitive":false}]`},
 	} {
 		add(portCase{from: fImported, name: f.name, goals: []pgoal{{event: "Purchase"}}, imports: purchaseImports, events: purchaseEvents,
-			query: `{"metrics":["visitors","events"],"date_range":"all","filters":[` + f.filter + `],"include":{"imports":true}}`, want: portAgg("5, 7"), gap: gapImportedGoals})
+			query: `{"metrics":["visitors","events"],"date_range":"all","filters":[` + f.filter + `],"include":{"imports":true}}`, want: portAgg("5, 7")})
 	}
 	add(portCase{from: fImported, name: "breaks down all metrics by visit:referrer with imported data",
 		imports: []pimport{portImp("sources", hSources, "2021-01-01,,site.com,,,,,,2,2,2,120,1", "2021-01-01,,site.com/2,,,,,,2,2,2,0,2", "2021-01-01,,,,,,,,50,10,11,1100,0")},
@@ -802,12 +802,12 @@ func portCases() []portCase {
 			events:  []pev{pv(utm("utm_source=SomeUTMSource"), at("2021-01-01 00:00:00")), pv(utm("utm_source=SomeUTMSource-1"), at("2021-01-01 00:00:00"))},
 			query:   `{"metrics":["visitors","visits","pageviews","bounce_rate","visit_duration"],"date_range":"all","dimensions":["visit:utm_source"],"include":{"imports":true}}`,
 			want: `[{"dimensions":["SomeUTMSource"],"metrics":[3,3,3,67.0,40.0]},{"dimensions":["SomeUTMSource-2"],"metrics":[2,2,2,100.0,0.0]},` +
-				`{"dimensions":["SomeUTMSource-1"],"metrics":[1,1,1,100.0,0.0]}]`, gap: gapImportedNotSet},
+				`{"dimensions":["SomeUTMSource-1"],"metrics":[1,1,1,100.0,0.0]}]`},
 		portCase{from: fImported, name: "pageviews breakdown by event:page - imported data having pageviews=0 and visitors=n should be bypassed",
 			imports: []pimport{portImp("pages", hPages, "2021-01-01,/skip-me,1,0", "2021-01-01,/include-me,1,1")},
 			events:  []pev{pv(at("2021-01-01 00:00:00")), pv(at("2021-01-01 00:25:00")), pv(page("/plausible.io"), at("2021-01-01 00:00:00"))},
 			query:   `{"metrics":["pageviews"],"date_range":"all","dimensions":["event:page"],"include":{"imports":true}}`,
-			want:    `[{"dimensions":["/"],"metrics":[2]},{"dimensions":["/plausible.io"],"metrics":[1]},{"dimensions":["/include-me"],"metrics":[1]}]`, gap: gapImportedZero},
+			want:    `[{"dimensions":["/"],"metrics":[2]},{"dimensions":["/plausible.io"],"metrics":[1]},{"dimensions":["/include-me"],"metrics":[1]}]`, gap: gapImportedTies},
 		portCase{from: fImported, name: "breakdown by visit:exit_page with: can query with visit:exit_page dimension",
 			imports: []pimport{portImp("exit_pages", hExitPages, "2021-01-01,/b,2,3,5")},
 			events:  []pev{pv(page("/a"), at("2021-01-01 00:00:00")), pv(u(7), page("/a"), at("2021-01-01 00:25:00")), pv(u(7), page("/b"), at("2021-01-01 00:35:00"))},
@@ -822,7 +822,7 @@ func portCases() []portCase {
 			imports: []pimport{portImp("custom_events", hEvents, "2021-01-01,Purchase,3,5"), portImp("pages", hPages, "2021-01-01,/test,2,2"), portImp("visitors", hVisitors, "2021-01-01,5,5,0,5,50")},
 			events:  []pev{pv(at("2021-01-01 00:00:01"), page("/test")), ce("Purchase", at("2021-01-01 00:00:03")), ce("Purchase", at("2021-01-01 00:00:03"))},
 			query:   `{"metrics":["visitors","events","pageviews","conversion_rate"],"date_range":"all","dimensions":["event:goal"],"include":{"imports":true}}`,
-			want:    `[{"dimensions":["Purchase"],"metrics":[5,7,0,62.5]},{"dimensions":["Visit /test"],"metrics":[3,3,3,37.5]}]`, gap: gapImportedGoals},
+			want:    `[{"dimensions":["Purchase"],"metrics":[5,7,0,62.5]},{"dimensions":["Visit /test"],"metrics":[3,3,3,37.5]}]`},
 		portCase{from: fImported, name: "includes imported data for time:day dimension",
 			imports: []pimport{portImp("visitors", hVisitors, "2021-01-01,5,5,0,5,50")},
 			events:  []pev{pv(at("2021-01-01 00:00:00")), pv(at("2021-01-01 00:10:00")), pv(at("2021-01-01 23:59:00"))},

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -194,11 +195,18 @@ func (db *DB) withImported(ctx context.Context, q StatsQuery, groups map[string]
 		pass, _ = compileValueFilter(q.Filters)
 	}
 	// Complete imports only: an import being written is not counted yet.
+	// Asked for pageviews, a day's row without any is left out, as
+	// Plausible's select_imported_metrics does (but for custom events,
+	// which have none).
+	minPageviews := 0
+	if dim != "event:name" && (needs(q.Metrics, MetricPageviews) || needs(q.Metrics, MetricViewsPerVisit)) {
+		minPageviews = 1
+	}
 	rows, err := db.read.QueryContext(ctx, `SELECT `+bucket+`, value, SUM(visitors), SUM(visits), SUM(pageviews),
 		SUM(events), SUM(bounces), SUM(duration) FROM imported_rows
-		WHERE site_id = ? AND dim = ? AND day >= ? AND day < ?
+		WHERE site_id = ? AND dim = ? AND day >= ? AND day < ? AND pageviews >= ?
 		AND import_id IN (SELECT id FROM imports WHERE site_id = ? AND complete = 1)
-		GROUP BY 1, 2`, q.Site, dim, first, end, q.Site)
+		GROUP BY 1, 2`, q.Site, dim, first, end, minPageviews, q.Site)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -213,6 +221,10 @@ func (db *DB) withImported(ctx context.Context, q StatsQuery, groups map[string]
 	// events have none (Plausible's select_imported_metrics gives them 0
 	// bounces and visits).
 	sessions := dim != "event:page" && dim != "event:name"
+	// Grouped by a UTM tag, the visits without one are left out, as
+	// Plausible's filter_group_values does: the export keeps them as an
+	// empty tag, the site's own visits have no row for them either.
+	grouped := strings.HasPrefix(dim, "visit:utm_") && slices.Contains(q.Dimensions, dim)
 	for rows.Next() {
 		var label, value string
 		var v [6]float64
@@ -220,7 +232,7 @@ func (db *DB) withImported(ctx context.Context, q StatsQuery, groups map[string]
 			return nil, nil, err
 		}
 		value = plausibleName(dim, value)
-		if dim != "" && !pass(value) {
+		if dim != "" && !pass(value) || grouped && value == NotSet {
 			continue
 		}
 		key := make([]string, len(q.Dimensions))
