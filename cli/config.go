@@ -104,7 +104,7 @@ var settings = []setting{
 
 	{env: "CONSENT_MODE", group: "privacy", def: privacy.ConsentCookieless, usage: "events without consent: cookieless (kept without identifiers) or require (dropped)"},
 	{env: "BOT_FILTER", group: "privacy", usage: "events of bots: on (dropped) or off (stored, marked in the inspection feed); default off in dev mode, else on"},
-	{env: "GEOIP_DB_PATH", group: "privacy", usage: "MaxMind-format city database for country and city"},
+	{env: "GEOIP_DB_PATH", group: "privacy", usage: "MaxMind-format database (.mmdb) for country, region and city; unset uses the built-in country database (DB-IP Lite), off looks up no address"},
 	{env: "TRUST_PROXY_HEADERS", group: "privacy", def: "false", boolean: true, usage: "believe X-Forwarded-For and CDN country/city headers"},
 
 	{env: "INGEST_RATE_LIMIT", group: "limits", def: "1000", usage: "events per second per site, 0 = off"},

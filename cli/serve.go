@@ -174,11 +174,38 @@ func (c config) open() (*schema.Plan, *privacy.Locator, error) {
 			return nil, nil, err
 		}
 	}
-	locator, err := privacy.NewLocator(c.GeoIPDBPath, c.TrustProxy)
+	locator, err := c.locator()
 	if err != nil {
 		return nil, nil, err
 	}
 	return plan, locator, nil
+}
+
+// GeoIPOff is the GEOIP_DB_PATH that turns address lookups off
+// (docs/configuration.md#geoip).
+const GeoIPOff = "off"
+
+// locator opens GEOIP_DB_PATH's database: the file it names, none for
+// off, the built-in country database when unset.
+func (c config) locator() (*privacy.Locator, error) {
+	switch c.GeoIPDBPath {
+	case "":
+		return privacy.NewBuiltinLocator(c.TrustProxy)
+	case GeoIPOff:
+		return privacy.NewLocator("", c.TrustProxy)
+	}
+	return privacy.NewLocator(c.GeoIPDBPath, c.TrustProxy)
+}
+
+// geoIPSummary is check-config's line for GEOIP_DB_PATH.
+func (c config) geoIPSummary() string {
+	switch c.GeoIPDBPath {
+	case "":
+		return "built-in countries (" + privacy.BuiltinGeoIPCredit + ", built " + privacy.BuiltinGeoIPBuilt().Format(time.DateOnly) + ")"
+	case GeoIPOff:
+		return "off (no address lookup)"
+	}
+	return c.GeoIPDBPath
 }
 
 // printDevSetup shows what dev mode made: one JSON line for scripts, or a

@@ -7,7 +7,9 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
+	"github.com/tally-analytics/tally/privacy"
 	"github.com/tally-analytics/tally/storage"
 )
 
@@ -87,8 +89,9 @@ func versionCommand(args []string, getenv func(string) string, stdout, stderr io
 		return 2
 	}
 	b := currentBuild(context.Background())
-	fmt.Fprintf(stdout, "tally %s\ncommit  %s\ngo      %s\nsqlite  %s\nbuild   %s\n",
-		b.Version, b.Commit, b.Go, b.SQLite, strings.Join(b.Flags, " "))
+	fmt.Fprintf(stdout, "tally %s\ncommit  %s\ngo      %s\nsqlite  %s\nbuild   %s\ngeoip   %s, built %s\n",
+		b.Version, b.Commit, b.Go, b.SQLite, strings.Join(b.Flags, " "),
+		privacy.BuiltinGeoIPCredit, privacy.BuiltinGeoIPBuilt().Format(time.DateOnly))
 	if url := getenv("DATABASE_URL"); url != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), checkPostgresTimeout)
 		defer cancel()

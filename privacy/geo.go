@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/oschwald/maxminddb-golang/v2"
@@ -13,7 +14,13 @@ import (
 // Location is what the service keeps of a client's address.
 type Location struct {
 	Country string // ISO 3166-1 alpha-2, "" when unknown
-	City    string // English name, "" when unknown
+	// Region is the ISO 3166-2 code of the first-level subdivision
+	// ("DE-BE"), from a City database only, "" when unknown.
+	Region string
+	City   string // English name, "" when unknown
+	// CityID is the city's GeoNames id ("2950159"), from a City database
+	// only, "" when unknown or when the city's name came from a header.
+	CityID string
 }
 
 // Locator turns a request into a Location. The IP address is read, looked
@@ -53,14 +60,41 @@ func (l *Locator) Close() error {
 var (
 	countryHeaders = []string{"CF-IPCountry", "CloudFront-Viewer-Country", "X-Vercel-IP-Country", "X-Country-Code"}
 	cityHeaders    = []string{"CF-IPCity", "CloudFront-Viewer-City", "X-Vercel-IP-City", "X-City"}
+	// The subdivision part of an ISO 3166-2 code ("BE" of DE-BE), as
+	// Cloudflare (visitor location headers), CloudFront and Vercel send it.
+	regionHeaders = []string{"CF-Region-Code", "CloudFront-Viewer-Country-Region", "X-Vercel-IP-Country-Region"}
 )
 
+// headerRegion is the ISO 3166-2 code of a CDN's region header for
+// country: "" unless it is one to three letters or digits, as the
+// standard's subdivision codes are.
+func headerRegion(r *http.Request, country string) string {
+	v := strings.ToUpper(firstHeader(r, regionHeaders))
+	if country == "" || len(v) == 0 || len(v) > 3 {
+		return ""
+	}
+	for _, c := range v {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return ""
+		}
+	}
+	return country + "-" + v
+}
+
+// cityRecord is what a lookup reads: MaxMind's City and Country layout
+// (country.iso_code, city.names), or the flat country_code of the
+// ip-location-db files, the built-in one among them (geo_builtin.go).
 type cityRecord struct {
-	Country struct {
+	CountryCode string `maxminddb:"country_code"`
+	Country     struct {
 		ISOCode string `maxminddb:"iso_code"`
 	} `maxminddb:"country"`
+	Subdivisions []struct {
+		ISOCode string `maxminddb:"iso_code"`
+	} `maxminddb:"subdivisions"`
 	City struct {
-		Names map[string]string `maxminddb:"names"`
+		GeoNameID uint              `maxminddb:"geoname_id"`
+		Names     map[string]string `maxminddb:"names"`
 	} `maxminddb:"city"`
 }
 
@@ -80,6 +114,7 @@ func (l *Locator) Locate(r *http.Request, useAddress bool) Location {
 		} else {
 			loc.Country = strings.ToUpper(loc.Country)
 		}
+		loc.Region = headerRegion(r, loc.Country)
 	}
 	if l.db == nil || !useAddress || (loc.Country != "" && loc.City != "") {
 		return loc
@@ -88,17 +123,7 @@ func (l *Locator) Locate(r *http.Request, useAddress bool) Location {
 	if !ok {
 		return loc
 	}
-	var rec cityRecord
-	if err := l.db.Lookup(addr).Decode(&rec); err != nil {
-		return loc
-	}
-	if loc.Country == "" {
-		loc.Country = rec.Country.ISOCode
-	}
-	if loc.City == "" {
-		loc.City = rec.City.Names["en"]
-	}
-	return loc
+	return l.lookup(loc, addr)
 }
 
 // LocateAddr is Locate for a visitor address the request carries in its
@@ -117,17 +142,44 @@ func (l *Locator) LocateAddr(r *http.Request, addr string) Location {
 	if l.db == nil || err != nil || (loc.Country != "" && loc.City != "") {
 		return loc
 	}
+	return l.lookup(loc, a.Unmap())
+}
+
+// lookup fills what loc (from headers) lacks from the database's record
+// of addr. The region and the city's id are taken only when they belong to
+// loc's country and city: a CDN's country or city beside the database's
+// subdivision could name a place that does not exist.
+func (l *Locator) lookup(loc Location, addr netip.Addr) Location {
 	var rec cityRecord
-	if err := l.db.Lookup(a.Unmap()).Decode(&rec); err != nil {
+	if err := l.db.Lookup(addr).Decode(&rec); err != nil {
 		return loc
 	}
+	country := rec.country()
 	if loc.Country == "" {
-		loc.Country = rec.Country.ISOCode
+		loc.Country = country
 	}
+	if loc.Country != country || country == "" {
+		return loc
+	}
+	if loc.Region == "" && len(rec.Subdivisions) > 0 && rec.Subdivisions[0].ISOCode != "" {
+		loc.Region = country + "-" + rec.Subdivisions[0].ISOCode
+	}
+	name := rec.City.Names["en"]
 	if loc.City == "" {
-		loc.City = rec.City.Names["en"]
+		loc.City = name
+	}
+	if loc.City == name && name != "" && rec.City.GeoNameID != 0 {
+		loc.CityID = strconv.FormatUint(uint64(rec.City.GeoNameID), 10)
 	}
 	return loc
+}
+
+// country is the record's ISO 3166-1 alpha-2 code, in either layout.
+func (rec *cityRecord) country() string {
+	if rec.Country.ISOCode != "" {
+		return rec.Country.ISOCode
+	}
+	return rec.CountryCode
 }
 
 func firstHeader(r *http.Request, names []string) string {

@@ -30,20 +30,28 @@ func buildTestGeoIP(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for cidr, loc := range map[string][2]string{
-		"127.0.0.0/8":     {"NL", "Amsterdam"},
-		"203.0.113.0/24":  {"DE", "Berlin"},
-		"198.51.100.0/24": {"FR", "Paris"},
-		"2001:db8::/32":   {"JP", "Tokyo"},
-		"192.0.2.0/24":    {"US", ""},
+	// Country, subdivision (MaxMind's iso_code, without the country),
+	// city and its GeoNames id, as GeoLite2-City has them.
+	for cidr, loc := range map[string]struct {
+		country, subdivision, city string
+		geonameID                  uint32
+	}{
+		"127.0.0.0/8":     {"NL", "NH", "Amsterdam", 2759794},
+		"203.0.113.0/24":  {"DE", "BE", "Berlin", 2950159},
+		"198.51.100.0/24": {"FR", "IDF", "Paris", 2988507},
+		"2001:db8::/32":   {"JP", "13", "Tokyo", 1850147},
+		"192.0.2.0/24":    {"US", "", "", 0},
 	} {
 		_, network, err := net.ParseCIDR(cidr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := mmdbtype.Map{"country": mmdbtype.Map{"iso_code": mmdbtype.String(loc[0])}}
-		if loc[1] != "" {
-			rec["city"] = mmdbtype.Map{"names": mmdbtype.Map{"en": mmdbtype.String(loc[1])}}
+		rec := mmdbtype.Map{"country": mmdbtype.Map{"iso_code": mmdbtype.String(loc.country)}}
+		if loc.subdivision != "" {
+			rec["subdivisions"] = mmdbtype.Slice{mmdbtype.Map{"iso_code": mmdbtype.String(loc.subdivision)}}
+		}
+		if loc.city != "" {
+			rec["city"] = mmdbtype.Map{"geoname_id": mmdbtype.Uint32(loc.geonameID), "names": mmdbtype.Map{"en": mmdbtype.String(loc.city)}}
 		}
 		if err := tree.Insert(network, rec); err != nil {
 			t.Fatal(err)
@@ -84,6 +92,16 @@ func TestLocate(t *testing.T) {
 	}
 	defer trusting.Close()
 	bare, _ := NewLocator("", true)
+	builtin, err := NewBuiltinLocator(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builtin.Close()
+	builtinTrusting, err := NewBuiltinLocator(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builtinTrusting.Close()
 	tests := []struct {
 		name       string
 		l          *Locator
@@ -92,19 +110,40 @@ func TestLocate(t *testing.T) {
 		useAddress bool
 		want       Location
 	}{
-		{"peer address", l, "203.0.113.9:5000", nil, true, Location{"DE", "Berlin"}},
-		{"ipv6 peer", l, "[2001:db8::1]:5000", nil, true, Location{"JP", "Tokyo"}},
-		{"country without city", l, "192.0.2.1:1", nil, true, Location{"US", ""}},
+		{"peer address", l, "203.0.113.9:5000", nil, true, Location{"DE", "DE-BE", "Berlin", "2950159"}},
+		{"ipv6 peer", l, "[2001:db8::1]:5000", nil, true, Location{"JP", "JP-13", "Tokyo", "1850147"}},
+		{"country without city", l, "192.0.2.1:1", nil, true, Location{Country: "US"}},
 		{"unknown address", l, "8.8.8.8:1", nil, true, Location{}},
-		{"forwarded header ignored when untrusted", l, "203.0.113.9:1", map[string]string{"X-Forwarded-For": "198.51.100.7", "CF-IPCountry": "GB"}, true, Location{"DE", "Berlin"}},
-		{"forwarded header trusted", trusting, "203.0.113.9:1", map[string]string{"X-Forwarded-For": "198.51.100.7, 10.0.0.1"}, true, Location{"FR", "Paris"}},
-		{"real ip trusted", trusting, "203.0.113.9:1", map[string]string{"X-Real-IP": "198.51.100.7"}, true, Location{"FR", "Paris"}},
-		{"cdn country wins, city from db", trusting, "203.0.113.9:1", map[string]string{"CF-IPCountry": "gb"}, true, Location{"GB", "Berlin"}},
-		{"cdn unknown country ignored", trusting, "203.0.113.9:1", map[string]string{"CF-IPCountry": "XX"}, true, Location{"DE", "Berlin"}},
+		{"forwarded header ignored when untrusted", l, "203.0.113.9:1", map[string]string{"X-Forwarded-For": "198.51.100.7", "CF-IPCountry": "GB"}, true, Location{"DE", "DE-BE", "Berlin", "2950159"}},
+		{"forwarded header trusted", trusting, "203.0.113.9:1", map[string]string{"X-Forwarded-For": "198.51.100.7, 10.0.0.1"}, true, Location{"FR", "FR-IDF", "Paris", "2988507"}},
+		{"real ip trusted", trusting, "203.0.113.9:1", map[string]string{"X-Real-IP": "198.51.100.7"}, true, Location{"FR", "FR-IDF", "Paris", "2988507"}},
+		// The database's region and city lie in DE: beside a CDN's GB they
+		// would name a place that does not exist.
+		{"cdn country wins, no region or city of another country", trusting, "203.0.113.9:1", map[string]string{"CF-IPCountry": "gb"}, true, Location{Country: "GB"}},
+		{"cdn country of the same country", trusting, "203.0.113.9:1", map[string]string{"CF-IPCountry": "de"}, true, Location{"DE", "DE-BE", "Berlin", "2950159"}},
+		{"cdn city of its own: no id", trusting, "203.0.113.9:1", map[string]string{"CF-IPCity": "Potsdam"}, true, Location{"DE", "DE-BE", "Potsdam", ""}},
+		{"cdn unknown country ignored", trusting, "203.0.113.9:1", map[string]string{"CF-IPCountry": "XX"}, true, Location{"DE", "DE-BE", "Berlin", "2950159"}},
 		{"server to server skips the address", l, "203.0.113.9:1", nil, false, Location{}},
-		{"server to server keeps trusted headers", trusting, "203.0.113.9:1", map[string]string{"CloudFront-Viewer-Country": "IT", "CloudFront-Viewer-City": "Rome"}, false, Location{"IT", "Rome"}},
-		{"headers without database", bare, "203.0.113.9:1", map[string]string{"X-Country-Code": "ES"}, true, Location{"ES", ""}},
+		{"server to server keeps trusted headers", trusting, "203.0.113.9:1", map[string]string{"CloudFront-Viewer-Country": "IT", "CloudFront-Viewer-City": "Rome"}, false, Location{Country: "IT", City: "Rome"}},
+		{"cdn region", bare, "203.0.113.9:1", map[string]string{"CF-IPCountry": "US", "CF-Region-Code": "ca"}, true, Location{Country: "US", Region: "US-CA"}},
+		{"cloudfront region", bare, "203.0.113.9:1", map[string]string{"CloudFront-Viewer-Country": "GB", "CloudFront-Viewer-Country-Region": "ENG"}, true, Location{Country: "GB", Region: "GB-ENG"}},
+		{"cdn region without a country", bare, "203.0.113.9:1", map[string]string{"X-Vercel-IP-Country-Region": "CA"}, true, Location{}},
+		{"cdn region not a code", bare, "203.0.113.9:1", map[string]string{"CF-IPCountry": "US", "CF-Region-Code": "California"}, true, Location{Country: "US"}},
+		{"cdn region wins over the database's", trusting, "203.0.113.9:1", map[string]string{"CF-IPCountry": "DE", "CF-Region-Code": "BB"}, true, Location{"DE", "DE-BB", "Berlin", "2950159"}},
+		{"headers without database", bare, "203.0.113.9:1", map[string]string{"X-Country-Code": "ES"}, true, Location{Country: "ES"}},
 		{"nil locator", nil, "203.0.113.9:1", nil, true, Location{}},
+		// The built-in database (geo_builtin.go), on long-held allocations
+		// (Google's resolver, RIPE NCC's own network, a Deutsche Telekom
+		// IPv6 block), so that a refreshed one (scripts/update-geoip)
+		// keeps them.
+		{"built-in, ipv4", builtin, "8.8.8.8:1", nil, true, Location{Country: "US"}},
+		{"built-in, another country", builtin, "193.0.6.139:1", nil, true, Location{Country: "NL"}},
+		{"built-in, ipv6", builtin, "[2003::1]:1", nil, true, Location{Country: "DE"}},
+		{"built-in, ipv4-mapped ipv6", builtin, "[::ffff:8.8.8.8]:1", nil, true, Location{Country: "US"}},
+		{"built-in, loopback", builtin, "127.0.0.1:1", nil, true, Location{}},
+		{"built-in, private range", builtin, "10.1.2.3:1", nil, true, Location{}},
+		{"built-in, forwarded behind a trusted proxy", builtinTrusting, "10.0.0.1:1", map[string]string{"X-Forwarded-For": "193.0.6.139"}, true, Location{Country: "NL"}},
+		{"built-in, cdn country wins", builtinTrusting, "8.8.8.8:1", map[string]string{"CF-IPCountry": "FR"}, true, Location{Country: "FR"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

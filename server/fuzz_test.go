@@ -179,9 +179,21 @@ func FuzzQueryBody(f *testing.F) {
 		`{"metrics":["visitors"],"date_range":"7d","filters":[["matches","event:page",["(?:xxxxxxxxxx){1000}"]]]}`,
 		`{"metrics":["visitors"],"date_range":"year","dimensions":["visit:entry_page","visit:exit_page","visit:browser","visit:os","visit:device","visit:country","visit:city","event:name"]}`,
 		`{"metrics":["total_revenue","average_revenue"],"date_range":"all","filters":[["is","event:goal",["Signup"]]]}`,
+		`{"metrics":["visitors","percentage"],"date_range":"all","dimensions":["visit:region_name","visit:city","visit:city_name"],"filters":[["or",[["matches_not","visit:region_name",["^B"]],["contains","visit:country_name",["y"],{"case_sensitive":false}],["is","visit:region",["DE-BE"]]]]],"include":{"comparisons":{"mode":"previous_period"}}}`,
 		`{"site_id":"web","metrics":["visitors"],"date_range":["2026-01-01","2026-01-02"],"filters":[["and",[["is","event:name",["signup"],{"case_sensitive":false}],["not",["is_not","visit:utm_source",["news"]]]]]]}`,
 		`{"metrics":["visitors"],"date_range":"day","dimensions":["time:hour"],"filters":[["matches","visit:referrer",[".*","\\pL+","[^\\x00-\\x{10FFFF}]"]]]}`,
 		`{"metrics":[],"date_range":"7d"}`, `[]`, `{`, ``, `null`, `{"metrics":["visitors"],"date_range":["2026-02-30","x"]}`,
+		// Issue 31: behavioural filters, live ranges, weeks compared,
+		// revenue by goal, folded negations, property negations, aliases.
+		`{"metrics":["visitors","visits","bounce_rate","pageviews"],"date_range":"all","filters":[["has_done",["or",[["is","event:goal",["Signup"]],["matches","event:page",["^/blog"]]]]],["not",["has_not_done",["contains_not","event:props:plan",["p"],{"case_sensitive":false}]]]]}`,
+		`{"metrics":["visitors"],"date_range":"realtime","dimensions":["time:hour"],"filters":[["has_done",["is","visit:country",["DE"]]]]}`,
+		`{"metrics":["visitors","events"],"date_range":"30m","dimensions":["event:page"],"include":{"comparisons":{"mode":"previous_period"}}}`,
+		`{"metrics":["visits","percentage"],"date_range":"24h","dimensions":["visit:source"],"include":{"comparisons":{"mode":"year_over_year"},"imports":true}}`,
+		`{"metrics":["visitors","percentage"],"date_range":["2025-12-21","2026-01-31"],"dimensions":["time:week"],"include":{"comparisons":{"mode":"previous_period"},"time_labels":true}}`,
+		`{"metrics":["visitors","total_revenue","average_revenue","conversion_rate"],"date_range":"all","dimensions":["event:goal","time:day"],"filters":[["is","event:goal",["Signup","Blog"]]],"include":{"comparisons":{"mode":"custom","date_range":["2025-01-01","2025-01-31"]}}}`,
+		`{"metrics":["visitors"],"date_range":"7d","filters":[["is_not","visit:os",["mac"],{"case_sensitive":false}],["matches_not","event:props:plan",["^p[0-9]+$"]]]}`,
+		`{"site_id":"Shop.Test","metrics":["visitors"],"date_range":"month"}`,
+		`{"site_id":"other","metrics":["visitors"],"date_range":"month"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -211,6 +223,7 @@ func FuzzQueryBody(f *testing.F) {
 	_ = json.Unmarshal(do(query, "POST", "/v1/workspaces/f/keys", "fuzz", map[string]any{"label": "r", "scopes": []string{"query:read"}, "sites": []string{"web"}}), &key)
 	do(query, "POST", "/v1/sites/web/goals", "fuzz", map[string]any{"name": "Signup", "event_name": "signup"})
 	do(query, "POST", "/v1/sites/web/goals", "fuzz", map[string]any{"name": "Blog", "page_path": "/blog/**"})
+	do(query, "PATCH", "/v1/sites/web", "fuzz", map[string]any{"aliases": []string{"shop.test"}})
 	for i, e := range queryDataSet {
 		fields := map[string]any{"anon_id": e.anon, "type": e.typ, "ts": e.ts.Format(time.RFC3339Nano), "url": e.url, "user_agent": e.ua}
 		if e.props != nil {

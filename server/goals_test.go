@@ -472,7 +472,7 @@ func testFunnelErrors(t *testing.T, wide bool) {
 		{"unknown goal", map[string]any{"steps": list("Signup", "Nope"), "date_range": "30d"}, "invalid_query", `\"Nope\"`},
 		{"no date_range", map[string]any{"steps": two}, "invalid_query", "date_range"},
 		{"bad date_range", map[string]any{"steps": two, "date_range": "fortnight"}, "invalid_query", "fortnight"},
-		{"unsupported date_range", map[string]any{"steps": two, "date_range": "realtime"}, "unsupported_query", "realtime"},
+		{"unknown date_range", map[string]any{"steps": two, "date_range": "fortnight"}, "invalid_query", "fortnight"},
 		{"bad filter", map[string]any{"steps": two, "date_range": "30d", "filters": []any{[]any{"is", "visit:planet", list("x")}}}, "invalid_query", "visit:planet"},
 		{"unknown goal in a filter", map[string]any{"steps": two, "date_range": "30d", "filters": []any{[]any{"is", "event:goal", list("Nope")}}},
 			"invalid_query", `\"Nope\"`},

@@ -474,7 +474,7 @@ func enrich(ev *schema.Event, ua string, loc privacy.Location, credential string
 	row := storage.IngestEvent{
 		ID: ev.ID, SiteID: ev.SiteID, Type: ev.Type, AnonID: ev.AnonID,
 		UserID: ev.UserID, URL: ev.URL, Referrer: ev.Referrer, TS: ev.TS, Raw: ev.Raw,
-		Country: loc.Country, City: loc.City,
+		Country: loc.Country, City: loc.City, Region: loc.Region, CityID: loc.CityID,
 		Browser: agent.Browser, OS: agent.OS, DeviceType: agent.DeviceType,
 		Credential: credential, Campaign: storage.ParseCampaign(ev.Campaign),
 	}

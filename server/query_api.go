@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/csv"
+	"math"
 	"net/http"
 	"regexp"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/tally-analytics/tally/fault"
 	"github.com/tally-analytics/tally/storage"
 )
 
@@ -49,15 +51,41 @@ func (s *Server) plausibleQuery(w http.ResponseWriter, r *http.Request, _ httpro
 	if err != nil {
 		return err
 	}
-	siteID, err := req.SiteID()
+	name, err := req.SiteID()
 	if err != nil {
 		return err
 	}
-	_, site, err := s.site(r, siteID, storage.ScopeQueryRead)
+	site, err := s.namedSite(r, name)
 	if err != nil {
 		return err
 	}
 	return s.answerQuery(w, r, site, req)
+}
+
+// namedSite resolves a body's site_id as Plausible's clients send it: the
+// site's id, its domain or any of its aliases
+// (docs/query-api.md#plausible-compatibility). An unknown site and one the
+// caller cannot read get the same 404, naming what was asked for, so
+// neither tells a foreign site from none.
+func (s *Server) namedSite(r *http.Request, name string) (*storage.Site, error) {
+	id := name
+	if site, ok := s.db.SiteNamed(name); ok {
+		id = site.ID
+	}
+	_, site, err := s.site(r, id, storage.ScopeQueryRead)
+	if fault.As(err) == errNotFound {
+		return nil, fault.Errorf(fault.NotFound, "site %q not found, or this key cannot read it: site_id takes a site's id, its domain or one of its aliases", clipName(name))
+	}
+	return site, err
+}
+
+// clipName shortens a name echoed in an error message.
+func clipName(name string) string {
+	const most = 100
+	if len(name) > most {
+		return name[:most] + "..."
+	}
+	return name
 }
 
 // decodeQueryBody reads the body (at most queryBodyLimit bytes) as a
@@ -116,7 +144,13 @@ func writeQueryCSV(w http.ResponseWriter, a *storage.QueryAnswer) error {
 			rec = append(rec, d)
 		}
 		for _, m := range r.Metrics {
-			rec = append(rec, strconv.FormatFloat(m, 'f', -1, 64))
+			// A metric without a value (a revenue metric of a group
+			// without revenue) is an empty cell; revenue is its value.
+			cell := ""
+			if !math.IsNaN(m) {
+				cell = strconv.FormatFloat(m, 'f', -1, 64)
+			}
+			rec = append(rec, cell)
 		}
 		_ = cw.Write(rec)
 	}

@@ -95,8 +95,7 @@ func TestQueryCountryNameEcho(t *testing.T) {
 	}
 }
 
-// TestQueryLocationRefusals: bad filters on names are 400s, and the
-// location names Tally lacks stay unsupported.
+// TestQueryLocationRefusals: bad filters on names are 400s.
 func TestQueryLocationRefusals(t *testing.T) {
 	t.Parallel()
 	h, tn := newQueryHarness(t)
@@ -107,9 +106,9 @@ func TestQueryLocationRefusals(t *testing.T) {
 	}{
 		{"values not strings", q(list("visitors"), nil, []any{"is", "visit:country_name", []any{1}}), "invalid_query"},
 		{"bad pattern", q(list("visitors"), nil, []any{"matches", "visit:country_name", list("(")}), "invalid_query"},
-		{"visit:region", q(list("visitors"), list("visit:region")), "unsupported_query"},
-		{"visit:region_name", q(list("visitors"), list("visit:region_name")), "unsupported_query"},
-		{"visit:city_name", q(list("visitors"), nil, []any{"is", "visit:city_name", list("Berlin")}), "unsupported_query"},
+		{"region name values not strings", q(list("visitors"), nil, []any{"is", "visit:region_name", []any{true}}), "invalid_query"},
+		{"bad pattern on region name", q(list("visitors"), nil, []any{"matches_not", "visit:region_name", list("[")}), "invalid_query"},
+		{"case_sensitive on matches of a region name", q(list("visitors"), nil, []any{"matches", "visit:region_name", list("x"), map[string]any{"case_sensitive": false}}), "invalid_query"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

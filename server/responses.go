@@ -667,8 +667,10 @@ type queryAnswer struct {
 // queryResult is one group: its dimension values and its metrics, in the
 // query's orders, and with include.comparisons its counterpart.
 type queryResult struct {
-	Dimensions []string         `json:"dimensions"`
-	Metrics    []float64        `json:"metrics"`
+	Dimensions []string `json:"dimensions"`
+	// Metrics are numbers, revenue metrics objects (revenueValue), null
+	// for none.
+	Metrics    []any            `json:"metrics"`
 	Comparison *queryComparison `json:"comparison,omitempty"`
 }
 
@@ -676,7 +678,7 @@ type queryResult struct {
 // is each metric's change (null where it has none).
 type queryComparison struct {
 	Dimensions []string   `json:"dimensions"`
-	Metrics    []float64  `json:"metrics"`
+	Metrics    []any      `json:"metrics"`
 	Change     []*float64 `json:"change"`
 }
 
@@ -750,13 +752,17 @@ func queryAnswerOf(a *storage.QueryAnswer) queryAnswer {
 		meta.ImportsIncluded, meta.ImportsSkipReason, meta.ImportsWarning = &in.Included, in.SkipReason, in.Warning
 		meta.ImportedRanges = rowsOf(in.Ranges, func(r *[2]string) []string { return r[:] })
 	}
-	return queryAnswer{Results: rowsOf(a.Results, queryResultOf), Meta: meta, Query: queryEchoOf(&a.Query)}
+	results := make([]queryResult, len(a.Results))
+	for i := range a.Results {
+		results[i] = queryResultOf(&a.Results[i], a.Query.Metrics, a.Meta.RevenueCurrency)
+	}
+	return queryAnswer{Results: results, Meta: meta, Query: queryEchoOf(&a.Query)}
 }
 
-func queryResultOf(r *storage.QueryResult) queryResult {
-	res := queryResult{Dimensions: r.Dims, Metrics: r.Metrics}
+func queryResultOf(r *storage.QueryResult, metrics []string, currency string) queryResult {
+	res := queryResult{Dimensions: r.Dims, Metrics: queryMetrics(metrics, r.Metrics, currency)}
 	if c := r.Comparison; c != nil {
-		res.Comparison = &queryComparison{Dimensions: c.Dims, Metrics: c.Metrics, Change: c.Change}
+		res.Comparison = &queryComparison{Dimensions: c.Dims, Metrics: queryMetrics(metrics, c.Metrics, currency), Change: c.Change}
 	}
 	return res
 }

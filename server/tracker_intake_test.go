@@ -117,7 +117,7 @@ func TestPlausibleEventsAPI(t *testing.T) {
 	res := h.q("POST", "/v1/sites/web/query", testAdminToken, map[string]any{"metrics": []string{"total_revenue", "visitors"},
 		"date_range": "all", "filters": []any{[]any{"is", "event:goal", []string{"Purchase"}}}})
 	mustStatus(t, res, 200, "")
-	if got := string(res.body); !strings.Contains(got, `"metrics":[49.9,1]`) || !strings.Contains(got, `"revenue_currency":"EUR"`) {
+	if got := string(res.body); !strings.Contains(got, `"metrics":[{"currency":"EUR","long":"€49.90","short":"€49.9","value":49.9},1]`) || !strings.Contains(got, `"revenue_currency":"EUR"`) {
 		t.Errorf("revenue: got %s, want total_revenue 49.9 EUR for 1 visitor", got)
 	}
 }

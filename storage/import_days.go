@@ -223,15 +223,17 @@ func (db *DB) ImportedInclusion(ctx context.Context, q StatsQuery) (ImportedIncl
 	if err := rows.Err(); err != nil {
 		return in, err
 	}
+	// Plausible's order: no import at all, then none in the range, then a
+	// query the rollups cannot answer.
 	switch _, reason := q.importedPlan(); {
-	case len(in.Ranges) > 0 && reason == "":
-		in.Included = true
+	case !found:
+		in.SkipReason = ImportsNoData
+	case len(in.Ranges) == 0:
+		in.SkipReason = ImportsOutOfRange
 	case reason != "":
 		in.SkipReason = reason
-	case found:
-		in.SkipReason = ImportsOutOfRange
 	default:
-		in.SkipReason = ImportsNoData
+		in.Included = true
 	}
 	return in, nil
 }

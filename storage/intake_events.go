@@ -46,6 +46,9 @@ type IngestEvent struct {
 	Raw                      []byte
 	// Country, City, Browser, OS, DeviceType: "" is stored as NULL.
 	Country, City, Browser, OS, DeviceType string
+	// Region (ISO 3166-2) and CityID (GeoNames) are kept in the visit
+	// only, not in the events row (migration 0028); "" is NULL.
+	Region, CityID string
 	// Traits is the traits object of an identify event, or nil.
 	Traits []byte
 	// Credential records who sent the event: "site" (legacy site bearer)

@@ -37,13 +37,14 @@ const visitTextMax = 512
 type landing struct {
 	utm                                [5]string // source, medium, campaign, term, content
 	country, city, browser, os, device string
+	region, cityID                     string // migration 0028
 }
 
 // less orders landings of events at the same millisecond, so that which
 // one is the landing never depends on arrival order.
 func (l landing) less(o landing) bool {
-	a := [10]string{l.utm[0], l.utm[1], l.utm[2], l.utm[3], l.utm[4], l.country, l.city, l.browser, l.os, l.device}
-	b := [10]string{o.utm[0], o.utm[1], o.utm[2], o.utm[3], o.utm[4], o.country, o.city, o.browser, o.os, o.device}
+	a := [12]string{l.utm[0], l.utm[1], l.utm[2], l.utm[3], l.utm[4], l.country, l.city, l.browser, l.os, l.device, l.region, l.cityID}
+	b := [12]string{o.utm[0], o.utm[1], o.utm[2], o.utm[3], o.utm[4], o.country, o.city, o.browser, o.os, o.device, o.region, o.cityID}
 	for i := range a {
 		if a[i] != b[i] {
 			return a[i] < b[i]
@@ -146,7 +147,8 @@ func (v *visit) merge(o visit) {
 // format states one), else its URL's utm_* parameters; its location and
 // agent.
 func landingOf(e *IngestEvent) landing {
-	l := landing{country: e.Country, city: capText(e.City), browser: e.Browser, os: e.OS, device: e.DeviceType}
+	l := landing{country: e.Country, city: capText(e.City), browser: e.Browser, os: e.OS, device: e.DeviceType,
+		region: capText(e.Region), cityID: capText(e.CityID)}
 	if e.URL != nil && strings.Contains(*e.URL, "utm_") {
 		if i := strings.IndexByte(*e.URL, '?'); i >= 0 {
 			q := (*e.URL)[i+1:]
@@ -252,19 +254,19 @@ func capText(s string) string {
 // of visitScan.dests; source, browser, os and device are generated
 // columns (migration 0016).
 const visitColumns = `entry_page, exit_page, pageviews, referrer, source, utm_source, utm_medium, utm_campaign, utm_term,
-	utm_content, country, city, browser, os, device, entry_ms, exit_ms, referrer_ms, visit_ready`
+	utm_content, country, city, browser, os, device, entry_ms, exit_ms, referrer_ms, visit_ready, region, city_id`
 
 // visitStoredColumns are the sessions columns of a visit as written, in
 // the order of visit.args: source is derived when read (source_text stays
 // NULL), the agent is a code or, off the lists, text (intake_visit_codes.go).
 const visitStoredColumns = `entry_page, exit_page, pageviews, referrer, utm_source, utm_medium, utm_campaign, utm_term,
-	utm_content, country, city, browser_text, os_text, device_text, agent, entry_ms, exit_ms, referrer_ms, visit_ready`
+	utm_content, country, city, browser_text, os_text, device_text, agent, entry_ms, exit_ms, referrer_ms, visit_ready, region, city_id`
 
 // visitSet assigns visitStoredColumns in an UPDATE, and clears the source
 // of a row stored before migration 0016.
 const visitSet = `entry_page = ?, exit_page = ?, pageviews = ?, referrer = ?, utm_source = ?, utm_medium = ?,
 	utm_campaign = ?, utm_term = ?, utm_content = ?, country = ?, city = ?, browser_text = ?, os_text = ?, device_text = ?, agent = ?,
-	entry_ms = ?, exit_ms = ?, referrer_ms = ?, visit_ready = ?, source_text = NULL`
+	entry_ms = ?, exit_ms = ?, referrer_ms = ?, visit_ready = ?, region = ?, city_id = ?, source_text = NULL`
 
 // args are the values of visitStoredColumns for a session from start to
 // end.
@@ -293,7 +295,7 @@ func (v *visit) args(start, end time.Time) []any {
 	return []any{nullable(v.entry), nullable(v.exit), v.pageviews, nullable(v.referrer),
 		nullable(l.utm[0]), nullable(l.utm[1]), nullable(l.utm[2]), nullable(l.utm[3]), nullable(l.utm[4]),
 		nullable(l.country), nullable(l.city), browser, os, device, agent,
-		entryMS, exitMS, refMS, ready}
+		entryMS, exitMS, refMS, ready, nullable(l.region), nullable(l.cityID)}
 }
 
 // visitTailSet assigns what visit.args gives for a visit without its
@@ -306,6 +308,7 @@ type visitScan struct {
 	entry, exit, referrer, source      sql.NullString
 	utm                                [5]sql.NullString
 	country, city, browser, os, device sql.NullString
+	region, cityID                     sql.NullString
 	pageviews                          int64
 	entryMS, exitMS, refMS             sql.NullInt64
 	ready                              int64
@@ -314,7 +317,7 @@ type visitScan struct {
 // dests are the scan destinations of visitColumns.
 func (s *visitScan) dests() []any {
 	return []any{&s.entry, &s.exit, &s.pageviews, &s.referrer, &s.source, &s.utm[0], &s.utm[1], &s.utm[2], &s.utm[3], &s.utm[4],
-		&s.country, &s.city, &s.browser, &s.os, &s.device, &s.entryMS, &s.exitMS, &s.refMS, &s.ready}
+		&s.country, &s.city, &s.browser, &s.os, &s.device, &s.entryMS, &s.exitMS, &s.refMS, &s.ready, &s.region, &s.cityID}
 }
 
 // visit is the scanned row's visit, for a session from start to end.
@@ -330,7 +333,8 @@ func (s *visitScan) visit(start, end time.Time, count int64) visit {
 	if s.refMS.Valid {
 		v.referrerAt = start.Add(time.Duration(s.refMS.Int64) * time.Millisecond)
 	}
-	v.landing = &landing{country: s.country.String, city: s.city.String, browser: s.browser.String, os: s.os.String, device: s.device.String}
+	v.landing = &landing{country: s.country.String, city: s.city.String, browser: s.browser.String, os: s.os.String, device: s.device.String,
+		region: s.region.String, cityID: s.cityID.String}
 	for i := range s.utm {
 		v.landing.utm[i] = s.utm[i].String
 	}

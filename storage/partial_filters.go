@@ -133,8 +133,11 @@ func compileNode(f QueryFilter) (valueFilter, bool) {
 		return nil, false
 	}
 	negate := strings.HasSuffix(f.Op, "_not")
-	fold := f.Fold
+	fold, exist := f.Fold, propMustExist(f)
 	return func(v string) bool {
+		if exist && v == NoneProp {
+			return false
+		}
 		if fold {
 			v = asciiLower(v)
 		}

@@ -255,6 +255,9 @@ func TestPartialFiltersRandom(t *testing.T) {
 		{[]QueryFilter{page("matches", "^/(docs|pricing)$")}, []string{"event:page", "time:week"}, []string{MetricVisitors, MetricPercentage}},
 		{[]QueryFilter{{Op: "is", Dim: "event:name", Values: []string{"signup"}}}, []string{"time:day"}, eventMetrics},
 		{[]QueryFilter{{Op: "is_not", Dim: "event:props:plan", Values: []string{"p1"}}}, []string{"event:props:plan"}, eventMetrics},
+		// Events without the property fail these (propMustExist).
+		{[]QueryFilter{{Op: "contains_not", Dim: "event:props:plan", Values: []string{"1"}}}, []string{"event:props:plan"}, eventMetrics},
+		{[]QueryFilter{{Op: "matches_not", Dim: "event:props:plan", Values: []string{"2$"}}}, []string{"time:day"}, eventMetrics},
 		{[]QueryFilter{src("is_not", DirectNone)}, nil, visitMetrics},
 		{[]QueryFilter{src("contains", "google")}, []string{"time:day", "visit:source"}, append(slices.Clone(visitMetrics), MetricPageviews)},
 		{[]QueryFilter{{Op: "is", Dim: "visit:country", Values: []string{"DE", "FR"}}}, []string{"time:day"}, []string{MetricVisitors, MetricVisits, MetricPageviews}},

@@ -35,18 +35,14 @@ func (pq *parsedQuery) comparisonRange() (time.Time, time.Time) {
 func (db *DB) addComparison(ctx context.Context, pq *parsedQuery, labels []string, results []QueryResult) error {
 	from, to := pq.comparisonRange()
 	timeAt := slices.IndexFunc(pq.dimensions, TimeDimension)
-	var cLabels []string
-	if timeAt >= 0 {
-		var ok bool
-		if cLabels, ok = TimeLabels(pq.unit(), from, to, pq.loc); !ok {
-			return invalidQuery("the comparison range holds more than %d time buckets", MaxTimeLabels)
-		}
+	cLabels, ok := pq.bucketLabels(from, to)
+	if !ok {
+		return invalidQuery("the comparison range holds more than %d time buckets", MaxTimeLabels)
 	}
-	rows, _, err := db.statsRows(ctx, pq, from, to)
+	rows, _, err := db.rangeRows(ctx, pq, from, to, cLabels)
 	if err != nil {
 		return err
 	}
-	pq.nameCountries(rows)
 	byKey := map[string]StatsRow{}
 	for _, row := range rows {
 		byKey[strings.Join(row.Dims, "\x00")] = row
@@ -59,7 +55,7 @@ func (db *DB) addComparison(ctx context.Context, pq *parsedQuery, labels []strin
 				dims[timeAt] = cLabels[at]
 			}
 		}
-		c := &QueryComparison{Dims: dims, Metrics: make([]float64, len(pq.metrics)), Change: make([]*float64, len(pq.metrics))}
+		c := &QueryComparison{Dims: dims, Metrics: pq.emptyMetrics(), Change: make([]*float64, len(pq.metrics))}
 		if row, ok := byKey[strings.Join(dims, "\x00")]; ok {
 			copy(c.Metrics, row.Metrics)
 		}
@@ -72,12 +68,18 @@ func (db *DB) addComparison(ctx context.Context, pq *parsedQuery, labels []strin
 }
 
 // metricChange is Plausible's change: the difference in points for
-// bounce_rate (none when there was none before), else the percentage
-// change, rounded; 100 from nothing to something, 0 from nothing to
-// nothing.
+// bounce_rate (none when there was none before) and conversion_rate (to
+// one decimal), else the percentage change of the figures as shown
+// (percentage to one decimal), rounded; 100 from nothing to something, 0
+// from nothing to nothing; none where a side has no value.
 func metricChange(metric string, before, now float64) *float64 {
 	var v float64
 	switch {
+	case math.IsNaN(before) || math.IsNaN(now):
+		// A revenue metric without revenue on one side.
+		return nil
+	case metric == metricConversionRate:
+		v = round(now-before, 1)
 	case metric == MetricBounceRate:
 		if before == 0 {
 			return nil

@@ -6,14 +6,40 @@ import (
 	"strings"
 )
 
-// visit:country_name (docs/query-api.md#locations): the English short
-// name of the stored ISO 3166-1 alpha-2 code, mapped on the way in
-// (filters become filters on codes) and on the way out (answers), so the
-// stored rows keep their codes.
+// visit:country_name and visit:region_name (docs/query-api.md#locations):
+// the name of the stored ISO 3166-1 alpha-2 or ISO 3166-2 code, mapped on
+// the way in (filters become filters on codes) and on the way out
+// (answers), so the stored rows keep their codes.
 
 // CountryNameDimension is the country's English name, as Plausible
 // answers it ("Germany" for DE).
 const CountryNameDimension = "visit:country_name"
+
+// RegionNameDimension is the region's name ("Berlin" for DE-BE), from
+// query_region_names.go.
+const RegionNameDimension = "visit:region_name"
+
+// codeNames is a dimension answered as the names of another's codes.
+type codeNames struct {
+	dim, codeDim string
+	names        map[string]string
+}
+
+// namedDimensions are the dimensions read as codes, answered as names.
+var namedDimensions = []codeNames{
+	{CountryNameDimension, "visit:country", countryNames},
+	{RegionNameDimension, "visit:region", regionNames},
+}
+
+// namedDimension is dim's table, if dim is answered as names.
+func namedDimension(dim string) (codeNames, bool) {
+	for _, t := range namedDimensions {
+		if t.dim == dim {
+			return t, true
+		}
+	}
+	return codeNames{}, false
+}
 
 // countryNames maps each ISO 3166-1 alpha-2 code to its English short
 // name: the common name where the standard's own is long ("South Korea"
@@ -275,19 +301,24 @@ var countryNames = map[string]string{
 // CountryName is the answer for a stored country: its English name, or,
 // for a value the table lacks ((not set), a CDN's XX or T1), the value
 // itself, so that no two stored values share an answer.
-func CountryName(code string) string {
-	if name, ok := countryNames[code]; ok {
+func CountryName(code string) string { return codeNames{names: countryNames}.name(code) }
+
+// name is the answer for a stored code: its name, or, for a value the
+// table lacks ((not set), a CDN's XX or T1, a code newer than the table),
+// the value itself, so that no two stored values share an answer.
+func (t codeNames) name(code string) string {
+	if name, ok := t.names[code]; ok {
 		return name
 	}
 	return code
 }
 
-// countryNameFilter turns a filter on visit:country_name into one on
-// visit:country: is and is_not with the codes whose names the values
-// match (by the operator, folded if asked). A value that names no country
-// stands for itself, as CountryName answers it, so an is filter on an
-// answered value finds its rows and one on an unknown name finds none.
-func countryNameFilter(f QueryFilter) QueryFilter {
+// filter turns a filter on t's names into one on its codes: is and is_not
+// with the codes whose names the values match (by the operator, folded if
+// asked). A value that names nothing stands for itself, as name answers
+// it, so an is filter on an answered value finds its rows and one on an
+// unknown name finds none.
+func (t codeNames) filter(f QueryFilter) QueryFilter {
 	base, negated := strings.CutSuffix(f.Op, "_not")
 	var patterns []*regexp.Regexp
 	if base == "matches" {
@@ -324,7 +355,9 @@ func countryNameFilter(f QueryFilter) QueryFilter {
 		return false
 	}
 	var codes []string
-	for code, name := range countryNames {
+	names := map[string]bool{}
+	for code, name := range t.names {
+		names[name] = true
 		if match(name) {
 			codes = append(codes, code)
 		}
@@ -332,7 +365,7 @@ func countryNameFilter(f QueryFilter) QueryFilter {
 	slices.Sort(codes)
 	if base == "is" || len(codes) == 0 {
 		for _, v := range f.Values {
-			if _, named := countryNames[v]; !named && !slices.Contains(codes, v) && !nameOfCountry(v) {
+			if _, named := t.names[v]; !named && !slices.Contains(codes, v) && !names[v] {
 				codes = append(codes, v)
 			}
 		}
@@ -345,39 +378,35 @@ func countryNameFilter(f QueryFilter) QueryFilter {
 	if negated {
 		op = "is_not"
 	}
-	return QueryFilter{Op: op, Dim: "visit:country", Values: codes}
+	return QueryFilter{Op: op, Dim: t.codeDim, Values: codes}
 }
 
-// nameOfCountry reports whether v is a country's name in the table.
-func nameOfCountry(v string) bool {
-	for _, name := range countryNames {
-		if name == v {
-			return true
+// nameCodes replaces, in rows read for pq, each value of a named
+// dimension (read as its code) by its name.
+func (pq *parsedQuery) nameCodes(rows []StatsRow) {
+	for at, dim := range pq.dimensions {
+		t, ok := namedDimension(dim)
+		if !ok {
+			continue
+		}
+		for i := range rows {
+			rows[i].Dims[at] = t.name(rows[i].Dims[at])
 		}
 	}
-	return false
 }
 
-// nameCountries replaces, in rows read for pq, each visit:country_name
-// value (read as its code) by its name.
-func (pq *parsedQuery) nameCountries(rows []StatsRow) {
-	at := slices.Index(pq.dimensions, CountryNameDimension)
-	if at < 0 {
-		return
-	}
-	for i := range rows {
-		rows[i].Dims[at] = CountryName(rows[i].Dims[at])
-	}
-}
-
-// storedDimensions is pq's dimensions as the tables hold them:
-// visit:country_name read as visit:country.
+// storedDimensions is pq's dimensions as the tables hold them: a named
+// dimension read as its codes'.
 func (pq *parsedQuery) storedDimensions() []string {
-	at := slices.Index(pq.dimensions, CountryNameDimension)
-	if at < 0 {
-		return pq.dimensions
+	dims := pq.dimensions
+	cloned := false
+	for at, dim := range pq.dimensions {
+		if t, ok := namedDimension(dim); ok {
+			if !cloned {
+				dims, cloned = slices.Clone(pq.dimensions), true
+			}
+			dims[at] = t.codeDim
+		}
 	}
-	dims := slices.Clone(pq.dimensions)
-	dims[at] = "visit:country"
 	return dims
 }

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -249,9 +250,11 @@ func (db *DB) goalStats(ctx context.Context, pq *parsedQuery, goals []Goal, from
 			return nil, false, err
 		}
 		for _, b := range rows {
-			sum := rev[strings.Join(b.dims, "\x00")]
-			b.vals[metricTotalRevenue] = round2(sum.total)
-			if sum.n > 0 {
+			// A group without revenue has none (null), not 0, as
+			// Plausible's answer has it.
+			b.vals[metricTotalRevenue], b.vals[metricAverageRevenue] = math.NaN(), math.NaN()
+			if sum := rev[strings.Join(b.dims, "\x00")]; sum.n > 0 {
+				b.vals[metricTotalRevenue] = round2(sum.total)
 				b.vals[metricAverageRevenue] = round2(sum.total / sum.n)
 			}
 		}
@@ -265,10 +268,26 @@ func (db *DB) goalStats(ctx context.Context, pq *parsedQuery, goals []Goal, from
 		out = append(out, row)
 	}
 	if len(pq.dimensions) == 0 && len(out) == 0 {
-		out = append(out, StatsRow{Dims: []string{}, Metrics: make([]float64, len(pq.metrics))})
+		out = append(out, StatsRow{Dims: []string{}, Metrics: pq.emptyMetrics()})
 	}
 	return out, estimated, nil
 }
+
+// emptyMetrics are the metrics of a group without data: 0, but none
+// (NaN, null in the answer) for the revenue metrics.
+func (pq *parsedQuery) emptyMetrics() []float64 {
+	m := make([]float64, len(pq.metrics))
+	for i, name := range pq.metrics {
+		if RevenueMetric(name) {
+			m[i] = math.NaN()
+		}
+	}
+	return m
+}
+
+// RevenueMetric reports whether m is total_revenue or average_revenue,
+// whose values the answer shows as money (docs/query-api.md#goals-and-funnels).
+func RevenueMetric(m string) bool { return m == metricTotalRevenue || m == metricAverageRevenue }
 
 // oneGoalRead reports whether a breakdown by goal with the storage
 // metrics base is one read of the range for all goals: metrics counted

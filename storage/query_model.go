@@ -62,7 +62,7 @@ func (q *QueryRequest) SiteID() (string, error) {
 	var id string
 	raw, ok := q.fields["site_id"]
 	if !ok || json.Unmarshal(raw, &id) != nil || id == "" {
-		return "", fault.Errorf(fault.InvalidQuery, "site_id is required and must be a string")
+		return "", fault.Errorf(fault.InvalidQuery, "Missing site ID. Please provide the required site_id parameter with your request: the site's id, its domain or one of its aliases.")
 	}
 	return id, nil
 }
@@ -153,7 +153,9 @@ type QueryAnswer struct {
 }
 
 // QueryResult is one group: its dimension values and its metrics, in the
-// query's orders, and with include.comparisons its counterpart.
+// query's orders, and with include.comparisons its counterpart. A metric
+// without a value is NaN: a revenue metric (RevenueMetric) of a group
+// without revenue, which the answer shows as null.
 type QueryResult struct {
 	Dims       []string
 	Metrics    []float64

@@ -28,7 +28,7 @@ func unsupportedQuery(format string, args ...any) error {
 var (
 	plausibleOnlyMetrics    = []string{"exit_rate"}
 	plausibleOnlyDimensions = []string{"event:hostname", "visit:channel", "visit:browser_version",
-		"visit:os_version", "visit:region", "visit:region_name", "visit:city_name", "visit:screen",
+		"visit:os_version", "visit:screen",
 		"visit:entry_page_hostname", "visit:exit_page_hostname", "segment"}
 	queryMetrics = []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents,
 		MetricViewsPerVisit, MetricBounceRate, MetricVisitDuration, MetricPercentage,
@@ -156,6 +156,9 @@ func parseDimensions(raw json.RawMessage) ([]string, error) {
 // Plausible counts them.
 var relativeDays = map[string]int{"7d": 7, "28d": 28, "30d": 30, "91d": 91}
 
+// liveRanges are the ranges that end now, by their length.
+var liveRanges = map[string]time.Duration{"realtime": 5 * time.Minute, "30m": 30 * time.Minute, "24h": 24 * time.Hour}
+
 // parseDateRange reads date_range (required: raw nil is its absence): a
 // relative name in the site's time zone, or [from, to] as dates (whole
 // days, both included) or datetimes.
@@ -190,10 +193,18 @@ func (pq *parsedQuery) parseDateRange(raw json.RawMessage, now time.Time) error 
 			// From the first visit (Query reads it) to today.
 			pq.allRange = true
 			pq.from, pq.to = t0, t0.AddDate(0, 0, 1)
-		case name == "realtime", name == "30m", name == "24h":
-			return unsupportedQuery("the date_range %q is not supported", name)
+		case liveRanges[name] > 0:
+			// Plausible's: realtime the last 5 minutes and 30m the last
+			// 30, both to 5 seconds after now; 24h the last 24 hours to
+			// now; the end's second included, as a datetime range's.
+			pq.dateOnly = false
+			end := now
+			if name != "24h" {
+				end = now.Add(5 * time.Second)
+			}
+			pq.from, pq.to = now.Add(-liveRanges[name]), end.Truncate(time.Second).Add(time.Second)
 		default:
-			return invalidQuery("unknown date_range %q: use day, 7d, 28d, 30d, 91d, month, 6mo, 12mo, year, all, or [from, to] as ISO 8601 dates or datetimes", name)
+			return invalidQuery("unknown date_range %q: use realtime, 30m, 24h, day, 7d, 28d, 30d, 91d, month, 6mo, 12mo, year, all, or [from, to] as ISO 8601 dates or datetimes", name)
 		}
 		return nil
 	}
@@ -305,11 +316,26 @@ func parseFilter(raw json.RawMessage, depth int, n *filterCount) (QueryFilter, a
 		}
 		f.Children = []QueryFilter{cf}
 		return f, []any{"not", ce}, nil
+	case "has_done", "has_not_done":
+		// Plausible's behavioural filters: the visits with (without) an
+		// event that passes the inner filter, which tests events only.
+		if len(parts) != 2 {
+			return f, nil, invalidQuery("invalid filter %s: %s takes one filter on events, such as [%q, [\"is\", \"event:name\", [\"Signup\"]]]", clip(raw), f.Op, f.Op)
+		}
+		cf, ce, err := parseFilter(parts[1], depth+1, n)
+		if err != nil {
+			return f, nil, err
+		}
+		if bad := nonEventFilter(cf); bad != "" {
+			return f, nil, invalidQuery("invalid filter %s: %s tests events only (event:name, event:page, event:goal, event:props:*), not %s", clip(raw), f.Op, bad)
+		}
+		f.Children = []QueryFilter{cf}
+		return f, []any{f.Op, ce}, nil
 	case "is", "is_not", "contains", "contains_not", "matches", "matches_not":
-	case "has_done", "has_not_done", "matches_wildcard", "matches_wildcard_not":
+	case "matches_wildcard", "matches_wildcard_not":
 		return f, nil, unsupportedQuery("the filter operator %q is not supported", f.Op)
 	default:
-		return f, nil, invalidQuery("unknown filter operator %q: use is, is_not, contains, contains_not, matches, matches_not, and, or, not", f.Op)
+		return f, nil, invalidQuery("unknown filter operator %q: use is, is_not, contains, contains_not, matches, matches_not, and, or, not, has_done, has_not_done", f.Op)
 	}
 	if len(parts) != 3 && len(parts) != 4 {
 		return f, nil, invalidQuery("invalid filter %s: a filter is [operator, dimension, [values]] with optional modifiers", clip(raw))
@@ -362,17 +388,35 @@ func parseFilter(raw json.RawMessage, depth int, n *filterCount) (QueryFilter, a
 			if json.Unmarshal(v, &cs) != nil {
 				return f, nil, invalidQuery("case_sensitive must be true or false")
 			}
-			if !cs && f.Op != "is" && f.Op != "contains" {
-				return f, nil, invalidQuery("case_sensitive: false applies to is and contains only")
+			if !cs && strings.HasPrefix(f.Op, "matches") {
+				return f, nil, invalidQuery("case_sensitive: false applies to is, is_not, contains and contains_not only: write a matches pattern case-insensitive with (?i)")
 			}
 			f.Fold = !cs
 			echo = append(echo, map[string]bool{"case_sensitive": cs})
 		}
 	}
-	if f.Dim == CountryNameDimension {
-		f = countryNameFilter(f)
+	if t, ok := namedDimension(f.Dim); ok {
+		f = t.filter(f)
 	}
 	return f, echo, nil
+}
+
+// nonEventFilter names what in f a behavioural filter cannot test: a
+// dimension that is not an event's, or a behavioural filter; "" when
+// there is none.
+func nonEventFilter(f QueryFilter) string {
+	switch {
+	case f.Op == "has_done" || f.Op == "has_not_done":
+		return f.Op
+	case f.Dim != "" && !EventDimension(f.Dim):
+		return f.Dim
+	}
+	for _, c := range f.Children {
+		if bad := nonEventFilter(c); bad != "" {
+			return bad
+		}
+	}
+	return ""
 }
 
 // clip shortens raw JSON for an error message.

@@ -49,10 +49,14 @@ var VisitDimensions = map[string]string{
 	"visit:country":      "country",
 	// Read as its code, answered as its name (query_country_names.go).
 	"visit:country_name": "country",
-	"visit:city":         "city",
-	"visit:browser":      "browser",
-	"visit:os":           "os",
-	"visit:device":       "device",
+	// ISO 3166-2, GeoNames id, English name (migration 0028).
+	"visit:region":      "region",
+	"visit:region_name": "region",
+	"visit:city":        "city_id",
+	"visit:city_name":   "city",
+	"visit:browser":     "browser",
+	"visit:os":          "os",
+	"visit:device":      "device",
 }
 
 // Shown values of a missing attribute, as Plausible shows them.
@@ -82,7 +86,7 @@ type QueryFilter struct {
 	Op       string
 	Dim      string
 	Values   []string
-	Fold     bool // case-insensitive (is and contains only)
+	Fold     bool // case-insensitive (is, contains and their _not forms)
 	Children []QueryFilter
 }
 
@@ -173,7 +177,7 @@ func (q *StatsQuery) needsVisit() bool {
 		found = found || strings.HasPrefix(d, "visit:")
 	}
 	filterDims(q.Filters, func(d string) { found = found || strings.HasPrefix(d, "visit:") })
-	return found
+	return found || hasBehaviour(q.Filters)
 }
 
 // aggregate is a group's raw sums, from which every metric is computed.
@@ -701,6 +705,8 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 			return "", err
 		}
 		return "NOT " + p, nil
+	case "has_done", "has_not_done":
+		return b.behaviourSQL(f)
 	}
 	saved := b.visitSide
 	if inner {
@@ -713,7 +719,7 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	value := "?"
+	value, shown := "?", expr
 	if f.Fold {
 		expr, value = b.q.dialect().Fold(expr), b.q.dialect().Fold("?")
 	}
@@ -749,7 +755,50 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 	if strings.HasSuffix(f.Op, "_not") {
 		cond = "NOT " + cond
 	}
+	if propMustExist(f) {
+		// After cond, as its arguments are.
+		cond = "(" + cond + " AND " + shown + " <> '" + NoneProp + "')"
+		b.whereArgs = append(b.whereArgs, args...)
+	}
 	return cond, nil
+}
+
+// propMustExist reports whether f passes only events that have its custom
+// property, as Plausible's contains_not and matches_not do (is_not passes
+// events without it: docs/query-api.md#query-api).
+func propMustExist(f QueryFilter) bool {
+	return strings.HasPrefix(f.Dim, PropPrefix) && (f.Op == "contains_not" || f.Op == "matches_not")
+}
+
+// behaviourSQL is a has_done (has_not_done) filter as a condition on the
+// read's visit s: it has (has not) an event e that passes the inner
+// filter (docs/query-api.md#query-api). Every read that tests filters has
+// s: the visit side's, the event reads through visits, the funnels', and
+// the event index's when hasBehaviour makes it join the visit.
+func (b *sqlBuilder) behaviourSQL(f QueryFilter) (string, error) {
+	side, pages := b.visitSide, b.pages
+	b.visitSide, b.pages = false, false
+	inner, err := b.filterSQL(f.Children, false)
+	b.visitSide, b.pages = side, pages
+	if err != nil {
+		return "", err
+	}
+	cond := "EXISTS (SELECT 1 FROM events e WHERE e.site_id = s.site_id AND e.anon_id = s.anon_id AND e.ts_ms >= " +
+		visitStartMS("s") + " AND e.ts_ms <= " + visitEndMS("s") + " AND " + inner + ")"
+	if f.Op == "has_not_done" {
+		cond = "NOT " + cond
+	}
+	return cond, nil
+}
+
+// hasBehaviour reports whether fs hold a has_done or has_not_done filter.
+func hasBehaviour(fs []QueryFilter) bool {
+	for _, f := range fs {
+		if f.Op == "has_done" || f.Op == "has_not_done" || hasBehaviour(f.Children) {
+			return true
+		}
+	}
+	return false
 }
 
 // dimExpr is the shown value of dimension d on a row of the read, never

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -49,18 +50,14 @@ func (db *DB) startAtFirstVisit(ctx context.Context, pq *parsedQuery) error {
 
 // runQuery runs pq (and its comparison) and builds the answer.
 func (db *DB) runQuery(ctx context.Context, pq *parsedQuery) (*QueryAnswer, error) {
-	var labels []string
-	if unit := pq.unit(); unit != "" {
-		var ok bool
-		if labels, ok = TimeLabels(unit, pq.from, pq.to, pq.loc); !ok {
-			return nil, invalidQuery("the date_range holds more than %d buckets of %s; ask for a shorter range or a coarser time dimension", MaxTimeLabels, pq.timeDimension())
-		}
+	labels, ok := pq.bucketLabels(pq.from, pq.to)
+	if !ok {
+		return nil, invalidQuery("the date_range holds more than %d buckets of %s; ask for a shorter range or a coarser time dimension", MaxTimeLabels, pq.timeDimension())
 	}
-	rows, estimated, err := db.statsRows(ctx, pq, pq.from, pq.to)
+	rows, estimated, err := db.rangeRows(ctx, pq, pq.from, pq.to, labels)
 	if err != nil {
 		return nil, err
 	}
-	pq.nameCountries(rows)
 	pq.sort(rows)
 	total := len(rows)
 	results := []QueryResult{}
@@ -87,6 +84,57 @@ func (db *DB) runQuery(ctx context.Context, pq *parsedQuery) (*QueryAnswer, erro
 		return nil, err
 	}
 	return a, nil
+}
+
+// bucketLabels are the time buckets of [from, to) as the answer labels
+// them (none without a time dimension): a first partial week is labelled
+// with the range's first day, as Plausible labels it, not the Monday
+// before (docs/query-api.md#query-api). False when there are more than
+// MaxTimeLabels.
+func (pq *parsedQuery) bucketLabels(from, to time.Time) ([]string, bool) {
+	unit := pq.unit()
+	if unit == "" {
+		return nil, true
+	}
+	labels, ok := TimeLabels(unit, from, to, pq.loc)
+	if ok && unit == "week" && len(labels) > 0 {
+		labels[0] = max(labels[0], from.In(pq.loc).Format(time.DateOnly))
+	}
+	return labels, ok
+}
+
+// rangeRows reads pq's rows over [from, to), whose buckets are labels, as
+// the answer shows them: countries named, the first partial week labelled
+// as bucketLabels does, and for a comparison of a time series (the time
+// dimension alone) a row for every bucket, zeros included, as Plausible
+// pairs the two periods bucket by bucket.
+func (db *DB) rangeRows(ctx context.Context, pq *parsedQuery, from, to time.Time, labels []string) ([]StatsRow, bool, error) {
+	rows, estimated, err := db.statsRows(ctx, pq, from, to)
+	if err != nil {
+		return nil, false, err
+	}
+	pq.nameCodes(rows)
+	timeAt := slices.IndexFunc(pq.dimensions, TimeDimension)
+	if timeAt < 0 {
+		return rows, estimated, nil
+	}
+	if pq.unit() == "week" && len(labels) > 0 {
+		for i := range rows {
+			rows[i].Dims[timeAt] = max(rows[i].Dims[timeAt], labels[0])
+		}
+	}
+	if pq.compare != "" && len(pq.dimensions) == 1 {
+		seen := make(map[string]bool, len(rows))
+		for _, r := range rows {
+			seen[r.Dims[0]] = true
+		}
+		for _, l := range labels {
+			if !seen[l] {
+				rows = append(rows, StatsRow{Dims: []string{l}, Metrics: pq.emptyMetrics()})
+			}
+		}
+	}
+	return rows, estimated, nil
 }
 
 // estimateWarnings marks visitors and percentage as estimates
@@ -140,14 +188,28 @@ func (pq *parsedQuery) sort(rows []StatsRow) {
 	})
 }
 
+// cmpFloat orders numbers, NaN (a metric without a value) first.
 func cmpFloat(x, y float64) int {
-	switch {
+	switch xn, yn := math.IsNaN(x), math.IsNaN(y); {
+	case xn || yn:
+		return cmpBool(yn, xn)
 	case x < y:
 		return -1
 	case x > y:
 		return 1
 	}
 	return 0
+}
+
+// cmpBool orders false before true.
+func cmpBool(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case y:
+		return -1
+	}
+	return 1
 }
 
 // queryTimeLayout is how an answer shows its range, as Plausible does.
