@@ -109,17 +109,21 @@ var plausibleReports = map[string]plausibleReport{
 			return []storage.ImportedRow{r.visitRow("", "", "visits")}
 		}},
 	// export_sources_q: one row per source, referrer and UTM tags; each
-	// becomes a row of every dimension it has.
+	// becomes a row of every dimension it has, and one row of them all
+	// (storage.ImportedSourcesDim) for queries on two of them.
 	"sources": {required: append([]string{"source"}, visitMetrics...),
 		optional: []string{"referrer", "utm_source", "utm_medium", "utm_campaign", "utm_content", "utm_term", "pageviews"},
 		rows: func(r plausibleRow) []storage.ImportedRow {
-			out := []storage.ImportedRow{r.visitRow("visit:source", r.text("source", storage.DirectNone), "visits")}
+			source := r.text("source", storage.DirectNone)
+			out := []storage.ImportedRow{r.visitRow("visit:source", source, "visits")}
+			cols := []string{source}
 			for _, c := range []string{"referrer", "utm_source", "utm_medium", "utm_campaign", "utm_content", "utm_term"} {
+				cols = append(cols, r.text(c, storage.NotSet))
 				if r.has(c) {
 					out = append(out, r.visitRow("visit:"+c, r.text(c, storage.NotSet), "visits"))
 				}
 			}
-			return out
+			return append(out, r.visitRow(storage.ImportedSourcesDim, storage.ImportedSourcesValue(cols), "visits"))
 		}},
 	// export_pages_q: pageviews per page (of events_v2).
 	"pages": {required: []string{"page", "visitors", "pageviews"}, optional: []string{"hostname", "visits"},

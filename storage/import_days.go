@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -26,6 +27,78 @@ var importedDims = map[string]bool{
 	"visit:utm_campaign": true, "visit:utm_term": true, "visit:utm_content": true,
 	"visit:entry_page": true, "visit:exit_page": true, "visit:country": true, "visit:device": true,
 	"visit:browser": true, "visit:os": true, "event:page": true, "event:name": true,
+}
+
+// ImportedSourcesDim is the dimension of the imported rows that keep each
+// row of Plausible's imported_sources whole (ImportedSourcesValue), so that
+// a query on two of its columns (a breakdown by source filtered on a UTM
+// tag, two tags) counts what Plausible's one table counts. The columns
+// have their own rows too (visit:source, ...), which the queries on one
+// column read.
+const ImportedSourcesDim = "sources"
+
+// importedSourceCols are the columns of an ImportedSourcesDim row, in
+// order.
+var importedSourceCols = []string{"visit:source", "visit:referrer", "visit:utm_source", "visit:utm_medium",
+	"visit:utm_campaign", "visit:utm_content", "visit:utm_term"}
+
+// sourcesSep joins the columns of an ImportedSourcesDim row; no column
+// holds it (ImportedSourcesValue takes it out).
+const sourcesSep = "\x1f"
+
+// sourcesColMax is how many bytes of each column an ImportedSourcesDim row
+// keeps, so that the row's value stays well under PostgreSQL's bound on an
+// index entry (about 2.7 kB): 7 columns of at most 256 bytes.
+const sourcesColMax = 256
+
+// ImportedSourcesValue is the value of an ImportedSourcesDim row: cols are
+// the row's shown values in the order of visit:source, visit:referrer,
+// visit:utm_source, visit:utm_medium, visit:utm_campaign,
+// visit:utm_content, visit:utm_term (missing ones are NotSet).
+func ImportedSourcesValue(cols []string) string {
+	out := make([]string, len(importedSourceCols))
+	for i := range out {
+		v := NotSet
+		if i < len(cols) {
+			v = strings.ReplaceAll(cols[i], sourcesSep, "")
+		}
+		if len(v) > sourcesColMax {
+			v = strings.ToValidUTF8(v[:sourcesColMax], "")
+		}
+		out[i] = v
+	}
+	return strings.Join(out, sourcesSep)
+}
+
+// sourcesTest is a condition of a query on one column of an
+// ImportedSourcesDim row.
+type sourcesTest struct {
+	col  int
+	pass valueFilter
+}
+
+// sourcesPlan is how the ImportedSourcesDim rows answer filters fs with
+// group (a column, or "") grouped by: a test per top-level condition, each
+// on one column; false when they cannot (another dimension, a condition
+// over two columns).
+func sourcesPlan(fs []QueryFilter, group string) ([]sourcesTest, bool) {
+	if group != "" && !slices.Contains(importedSourceCols, group) {
+		return nil, false
+	}
+	var tests []sourcesTest
+	for _, f := range fs {
+		d, ok := singleFilterDim([]QueryFilter{f})
+		col := slices.Index(importedSourceCols, d)
+		if !ok || col < 0 {
+			return nil, false
+		}
+		pass, ok := compileValueFilter([]QueryFilter{f})
+		if !ok {
+			return nil, false
+		}
+		tests = append(tests, sourcesTest{col: col, pass: pass})
+	}
+	return tests, true
 }
 
 // Reasons a query leaves imported days out, Plausible's
@@ -69,13 +142,26 @@ func (q *StatsQuery) importedPlan() (string, string) {
 		return dim, ""
 	}
 	fd, ok := singleFilterDim(q.Filters)
-	if !ok || !importedDims[fd] || dim != "" && fd != dim {
+	if ok && importedDims[fd] && (dim == "" || fd == dim) {
+		if _, ok := compileValueFilter(q.Filters); ok {
+			return fd, ""
+		}
 		return "", ImportsUnsupportedQuery
 	}
-	if _, ok := compileValueFilter(q.Filters); !ok {
-		return "", ImportsUnsupportedQuery
+	if _, ok := sourcesPlan(q.Filters, dim); ok {
+		return ImportedSourcesDim, ""
 	}
-	return fd, ""
+	return "", ImportsUnsupportedQuery
+}
+
+// importedGroup is the dimension besides time q groups by, "" for none.
+func (q *StatsQuery) importedGroup() string {
+	for _, d := range q.Dimensions {
+		if !TimeDimension(d) {
+			return d
+		}
+	}
+	return ""
 }
 
 // importedDays are the local days wholly inside [q.From, q.To): the first,
@@ -192,15 +278,27 @@ func (db *DB) withImported(ctx context.Context, q StatsQuery, groups map[string]
 		}
 	}
 	pass := func(string) bool { return true }
-	if len(q.Filters) > 0 {
+	group := q.importedGroup()
+	var colTests []sourcesTest
+	switch {
+	case dim == ImportedSourcesDim:
+		colTests, _ = sourcesPlan(q.Filters, group)
+	case len(q.Filters) > 0:
 		pass, _ = compileValueFilter(q.Filters)
 	}
 	// Complete imports only: an import being written is not counted yet.
+	// Asked for pageviews, a day's row without any is left out, as
+	// Plausible's select_imported_metrics does (but for custom events,
+	// which have none).
+	minPageviews := 0
+	if dim != "event:name" && (needs(q.Metrics, MetricPageviews) || needs(q.Metrics, MetricViewsPerVisit)) {
+		minPageviews = 1
+	}
 	rows, err := db.read.QueryContext(ctx, `SELECT `+bucket+`, value, SUM(visitors), SUM(visits), SUM(pageviews),
 		SUM(events), SUM(bounces), SUM(duration) FROM imported_rows
-		WHERE site_id = ? AND dim = ? AND day >= ? AND day < ?
+		WHERE site_id = ? AND dim = ? AND day >= ? AND day < ? AND pageviews >= ?
 		AND import_id IN (SELECT id FROM imports WHERE site_id = ? AND complete = 1)
-		GROUP BY 1, 2`, q.Site, dim, first, end, q.Site)
+		GROUP BY 1, 2`, q.Site, dim, first, end, minPageviews, q.Site)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -215,14 +313,28 @@ func (db *DB) withImported(ctx context.Context, q StatsQuery, groups map[string]
 	// events have none (Plausible's select_imported_metrics gives them 0
 	// bounces and visits).
 	sessions := dim != "event:page" && dim != "event:name"
+	// Grouped by a UTM tag, the visits without one are left out, as
+	// Plausible's filter_group_values does: the export keeps them as an
+	// empty tag, the site's own visits have no row for them either.
+	grouped := strings.HasPrefix(group, "visit:utm_")
 	for rows.Next() {
 		var label, value string
 		var v [6]float64
 		if err := rows.Scan(&label, &value, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]); err != nil {
 			return nil, nil, err
 		}
-		value = plausibleName(dim, value)
-		if dim != "" && !pass(value) {
+		if dim == ImportedSourcesDim {
+			var ok bool
+			if value, ok = sourcesRow(value, group, colTests); !ok {
+				continue
+			}
+		} else {
+			value = plausibleName(dim, value)
+			if dim != "" && !pass(value) {
+				continue
+			}
+		}
+		if grouped && value == NotSet {
 			continue
 		}
 		key := make([]string, len(q.Dimensions))
@@ -252,6 +364,27 @@ func (db *DB) withImported(ctx context.Context, q StatsQuery, groups map[string]
 		}
 	}
 	return out, order, rows.Err()
+}
+
+// sourcesRow reads an ImportedSourcesDim row's value: the shown value of
+// column group ("" for none), and whether the row passes tests.
+func sourcesRow(value, group string, tests []sourcesTest) (string, bool) {
+	cols := strings.Split(value, sourcesSep)
+	if len(cols) != len(importedSourceCols) {
+		return "", false
+	}
+	for i, c := range cols {
+		cols[i] = plausibleName(importedSourceCols[i], c)
+	}
+	for _, t := range tests {
+		if !t.pass(cols[t.col]) {
+			return "", false
+		}
+	}
+	if i := slices.Index(importedSourceCols, group); i >= 0 {
+		return cols[i], true
+	}
+	return "", true
 }
 
 // FirstImportedDay is the first day of the site's complete imports, or

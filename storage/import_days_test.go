@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -87,5 +89,38 @@ func TestImportsOfOneSiteAtOnce(t *testing.T) {
 	list, err := db.Imports(ctx, "web")
 	if err != nil || len(list) != 1 || list[0].ID != b.ID() {
 		t.Errorf("imports listed: got %+v (%v), want b", list, err)
+	}
+}
+
+// TestImportedSourcesValue: a whole imported_sources row keeps each column
+// at most 256 bytes (cut on a character), without the separator, missing
+// columns as (not set); read back, its columns are the query API's names
+// and its tests apply to their own column.
+func TestImportedSourcesValue(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 255) + "é" + "tail"
+	v := ImportedSourcesValue([]string{"Google", long, "x" + sourcesSep + "y"})
+	if len(v) > len(importedSourceCols)*(sourcesColMax+1) {
+		t.Errorf("got a value of %d bytes, want at most %d", len(v), len(importedSourceCols)*(sourcesColMax+1))
+	}
+	cols := strings.Split(v, sourcesSep)
+	want := []string{"Google", strings.Repeat("a", 255), "xy", NotSet, NotSet, NotSet, NotSet}
+	if !slices.Equal(cols, want) {
+		t.Errorf("got columns %q, want %q", cols, want)
+	}
+	tests, ok := sourcesPlan([]QueryFilter{{Op: "is", Dim: "visit:utm_source", Values: []string{"xy"}}}, "visit:source")
+	if !ok {
+		t.Fatal("a filter on a UTM tag by source: got no plan, want one")
+	}
+	if got, ok := sourcesRow(v, "visit:source", tests); !ok || got != "Google" {
+		t.Errorf("read back by source: got %q, %v, want Google, true", got, ok)
+	}
+	tests, _ = sourcesPlan([]QueryFilter{{Op: "is", Dim: "visit:utm_source", Values: []string{"x"}}}, "")
+	if _, ok := sourcesRow(v, "", tests); ok {
+		t.Error("a filter the row fails: got it passing")
+	}
+	if _, ok := sourcesPlan([]QueryFilter{{Op: "or", Children: []QueryFilter{
+		{Op: "is", Dim: "visit:utm_source", Values: []string{"x"}}, {Op: "is", Dim: "visit:utm_medium", Values: []string{"y"}}}}}, ""); ok {
+		t.Error("a condition over two columns: got a plan, want none")
 	}
 }

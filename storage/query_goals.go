@@ -126,6 +126,13 @@ func (db *DB) goalStats(ctx context.Context, pq *parsedQuery, goals []Goal, from
 	if err != nil {
 		return nil, false, err
 	}
+	// Imported days, where they answer the query (import_goals.go).
+	var imported map[string]importedGoalSums
+	if picked, ok := pq.goalImportable(goals); ok {
+		if imported, err = db.importedGoals(ctx, pq, picked, gi >= 0, from, to); err != nil {
+			return nil, false, err
+		}
+	}
 	// The metrics the reads compute: the asked ones but the goal metrics,
 	// and visitors and events, which the rates and the goal rows need.
 	base := []string{MetricVisitors, MetricEvents}
@@ -183,10 +190,21 @@ func (db *DB) goalStats(ctx context.Context, pq *parsedQuery, goals []Goal, from
 			for i, m := range base {
 				vals[m] = row.Metrics[i]
 			}
+			if sums, ok := imported[p.name]; ok {
+				sums.addTo(vals)
+				delete(imported, p.name)
+			}
 			if gi >= 0 && vals[MetricEvents] == 0 {
 				continue // a goal no event completed has no row
 			}
 			rows = append(rows, built{dims: withGoal(row.Dims, p.name), rest: row.Dims, vals: vals})
+		}
+	}
+	for _, p := range parts {
+		if sums, ok := imported[p.name]; ok && gi >= 0 && sums.events > 0 {
+			vals := map[string]float64{}
+			sums.addTo(vals)
+			rows = append(rows, built{dims: withGoal([]string{}, p.name), rest: []string{}, vals: vals})
 		}
 	}
 	if slices.Contains(pq.metrics, metricConversionRate) || slices.Contains(pq.metrics, metricGroupConversionRate) {
@@ -199,6 +217,7 @@ func (db *DB) goalStats(ctx context.Context, pq *parsedQuery, goals []Goal, from
 		}
 		all := pq.statsQuery(from, to)
 		all.Filters, all.Dimensions, all.Metrics = others, nil, []string{MetricVisitors}
+		all.Imports = imported != nil
 		tot, _, err := db.StatsEstimate(ctx, all)
 		if err != nil {
 			return nil, false, err

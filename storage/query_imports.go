@@ -30,11 +30,22 @@ func (db *DB) addImportsMeta(ctx context.Context, pq *parsedQuery, a *QueryAnswe
 	}
 	q := pq.statsQuery(pq.from, pq.to)
 	q.Imports = true
+	goalImports := false
+	if pq.goalQuery() {
+		goals, err := db.Goals(ctx, pq.site.ID)
+		if err != nil {
+			return err
+		}
+		if _, goalImports = pq.goalImportable(goals); goalImports {
+			// Only whether the range holds imported days (import_goals.go).
+			q.Dimensions, q.Filters = nil, nil
+		}
+	}
 	in, err := db.ImportedInclusion(ctx, q)
 	if err != nil {
 		return err
 	}
-	if in.Included && pq.goalQuery() {
+	if in.Included && pq.goalQuery() && !goalImports {
 		in.Included, in.SkipReason = false, ImportsUnsupportedQuery
 	}
 	a.Meta.Imports = &QueryImports{Included: in.Included, SkipReason: in.SkipReason,

@@ -3,6 +3,7 @@ package storage
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -374,7 +375,9 @@ func parseFilter(raw json.RawMessage, depth int, n *filterCount) (QueryFilter, a
 		return f, nil, err
 	}
 	if json.Unmarshal(parts[2], &f.Values) != nil || f.Values == nil {
-		return f, nil, invalidQuery("invalid filter %s: its values must be an array of strings", clip(raw))
+		if f.Dim != "visit:city" || !cityIDValues(parts[2], &f.Values) {
+			return f, nil, invalidQuery("invalid filter %s: its values must be an array of strings", clip(raw))
+		}
 	}
 	if len(f.Values) > maxFilterClauses {
 		return f, nil, invalidQuery("a filter may list at most %d values", maxFilterClauses)
@@ -582,6 +585,24 @@ func (pq *parsedQuery) parsePagination(raw json.RawMessage) error {
 	return nil
 }
 
+// cityIDValues reads a visit:city filter's values given as numbers, as
+// Plausible's clients send GeoNames ids ([588409, 689123]), into their
+// text; false when any is not a whole number.
+func cityIDValues(raw json.RawMessage, values *[]string) bool {
+	var ids []json.Number
+	if json.Unmarshal(raw, &ids) != nil || ids == nil {
+		return false
+	}
+	*values = make([]string, len(ids))
+	for i, id := range ids {
+		if _, err := strconv.ParseUint(id.String(), 10, 64); err != nil {
+			return false
+		}
+		(*values)[i] = id.String()
+	}
+	return true
+}
+
 // validate checks the rules between fields, as Plausible has them.
 func (pq *parsedQuery) validate() error {
 	for _, o := range pq.order {
@@ -597,6 +618,11 @@ func (pq *parsedQuery) validate() error {
 		}
 	}
 	for _, m := range pq.metrics {
+		// Plausible's rule: pageviews per visit under a page filter would
+		// divide the page's views by visits that saw it, a figure of no use.
+		if m == MetricViewsPerVisit && slices.ContainsFunc(pq.filters, func(f QueryFilter) bool { return f.Dim == "event:page" }) {
+			return invalidQuery("the metric views_per_visit cannot be queried with a filter on event:page: drop the filter or ask pageviews and visits")
+		}
 		if SessionMetric(m) && eventDim != "" {
 			return unsupportedQuery("the session metric %q cannot be queried with the event dimension %q", m, eventDim)
 		}
