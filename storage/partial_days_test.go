@@ -124,8 +124,7 @@ func statsText(t *testing.T, db *DB, q StatsQuery, scan bool) ([]string, []float
 // next while the data has not changed (a stage that only kept the
 // partials of the one before): the scan is the reference, the same for
 // the same data, and the costly half of each comparison. A test takes a
-// new one after each write. The queries of one memo differ only in the
-// fields of scanKey.
+// new one after each write.
 type scanMemo map[string]memoAnswer
 
 type memoAnswer struct {
@@ -133,8 +132,11 @@ type memoAnswer struct {
 	visitors []float64
 }
 
+// memoKey holds every field of a query that the tests set: filters and
+// goals are values (no pointers), so equal keys are equal queries.
 func memoKey(q StatsQuery) string {
-	return fmt.Sprint(q.Zone, q.From.UnixMilli(), q.To.UnixMilli(), q.Metrics, q.Dimensions, q.wideEvents)
+	return fmt.Sprintf("%s|%v|%d|%d|%v|%v|%s|%+v|%+v|%v|%v|%v|%v", q.Site, q.Zone, q.From.UnixMilli(), q.To.UnixMilli(), q.Metrics, q.Dimensions,
+		q.TimeUnit, q.Filters, q.Goals, q.Imports, q.wideEvents, q.byEvents, q.oneRead)
 }
 
 // scan is statsText of the scan, from the memo when it has q's answer
