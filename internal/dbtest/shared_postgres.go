@@ -141,6 +141,13 @@ func startShared() error {
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	unprivileged(cmd, dir)
+	// A test binary killed before Main stops the cluster (go test's
+	// -timeout) takes it along; Go sets the signal after the change of
+	// user, which would clear it.
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGINT
 	if err := cmd.Start(); err != nil {
 		return err
 	}
