@@ -29,8 +29,22 @@ type buildVersion struct {
 // recorded in the binary: the VCS revision (absent with -buildvcs=false
 // or outside a checkout) and the build flags.
 func currentBuild(ctx context.Context) buildVersion {
+	info, _ := debug.ReadBuildInfo()
+	b := readBuild(info)
+	b.SQLite = "unknown"
+	if v, err := storage.SQLiteVersion(ctx); err == nil {
+		b.SQLite = v
+	}
+	return b
+}
+
+// readBuild is currentBuild from info (nil: none recorded), apart from
+// the SQLite version: a test gives it a release build's settings
+// (cli/version_test.go) where the binary the end-to-end tests run is built
+// as the tests are, to share their compiled packages.
+func readBuild(info *debug.BuildInfo) buildVersion {
 	b := buildVersion{Version: version, Commit: "unknown", Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH}
-	if info, ok := debug.ReadBuildInfo(); ok {
+	if info != nil {
 		if b.Version == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
 			b.Version = info.Main.Version
 		}
@@ -67,10 +81,6 @@ func currentBuild(ctx context.Context) buildVersion {
 	}
 	if b.Version == "" {
 		b.Version = "devel"
-	}
-	b.SQLite = "unknown"
-	if v, err := storage.SQLiteVersion(ctx); err == nil {
-		b.SQLite = v
 	}
 	return b
 }

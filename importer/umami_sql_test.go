@@ -16,9 +16,10 @@ import (
 )
 
 // The Umami database tests run Debian's postgresql and mariadb-server as
-// throw-away servers (internal/dbtest).
+// throw-away servers (internal/dbtest): PostgreSQL a database of the
+// test's own on the test binary's shared cluster.
 
-func startPostgres(t *testing.T) string { return dbtest.StartPostgres(t, "umami") }
+func startPostgres(t *testing.T) string { return dbtest.SharedDatabase(t, "") }
 
 func startMariaDB(t *testing.T) string { return dbtest.StartMariaDB(t, "umami") }
 

@@ -22,6 +22,10 @@ import (
 // browser is chromium headless for one test (chromiumtest.Browser).
 func browser(t *testing.T) context.Context { return chromiumtest.Browser(t) }
 
+// The browser tests share one chromium, each in a browser context of its
+// own (chromiumtest.Main).
+func TestMain(m *testing.M) { chromiumtest.Main(m) }
+
 // sdkPages serves, on an origin other than the collector's, test pages
 // that load analytics-next's browser build from node_modules (no CDN):
 // /standard.html sends each event on its own request, /batched.html uses

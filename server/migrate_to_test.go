@@ -27,7 +27,7 @@ import (
 func TestMigrateToCopiesEverything(t *testing.T) {
 	t.Parallel()
 	dbtest.OnlySQLite(t, "the source of the copy is a SQLite file")
-	url := dbtest.StartPostgres(t, "tally")
+	url := dbtest.SharedDatabase(t, "")
 	dir := t.TempDir()
 	planPath := filepath.Join(dir, "plan.json")
 	if err := os.WriteFile(planPath, []byte(`{"mode":"quarantine","events":{"purchase":{"type":"object","required":["properties"]},"*":{"type":"object"}}}`), 0o644); err != nil {

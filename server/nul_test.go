@@ -168,7 +168,7 @@ func TestNulGDPR(t *testing.T) {
 func TestMigrateToCopiesNul(t *testing.T) {
 	t.Parallel()
 	dbtest.OnlySQLite(t, "the source of the copy is a SQLite file")
-	url := dbtest.StartPostgres(t, "tally")
+	url := dbtest.SharedDatabase(t, "")
 	path := filepath.Join(t.TempDir(), "src.db")
 	h := newHarnessAt(t, path)
 	h.setupTenant("acme", "web")
@@ -210,7 +210,7 @@ func TestMigrateToCopiesNul(t *testing.T) {
 func TestMigrateToMergesKeysEqualOnPostgres(t *testing.T) {
 	t.Parallel()
 	dbtest.OnlySQLite(t, "the source of the copy is a SQLite file")
-	url := dbtest.StartPostgres(t, "tally")
+	url := dbtest.SharedDatabase(t, "")
 	path := filepath.Join(t.TempDir(), "src.db")
 	h := newHarnessAt(t, path)
 	tn := h.setupTenant("acme", "web")

@@ -13,7 +13,8 @@ import (
 
 // twoInstances opens two DBs on one PostgreSQL database, as two
 // instances of the service: the PostgreSQL run's fresh database, or, in
-// a run without TEST_DATABASE_URL, a cluster of the test's own.
+// a run without TEST_DATABASE_URL, a database of the test's own on the
+// test binary's shared cluster.
 func twoInstances(t *testing.T) (a, b *DB) {
 	t.Helper()
 	var url string
@@ -23,7 +24,7 @@ func twoInstances(t *testing.T) (a, b *DB) {
 	case os.Getenv(dbtest.URLEnv) != "":
 		t.Skip("runs in the PostgreSQL run")
 	default:
-		url = pgDatabase(t, dbtest.StartPostgres(t, "tally"), "tally", "")
+		url = dbtest.SharedDatabase(t, "")
 	}
 	open := func() *DB {
 		db, err := Open(context.Background(), Options{DatabaseURL: url, ReadConns: 4})

@@ -38,7 +38,7 @@ func TestPostgresClassifyCodes(t *testing.T) {
 // made to say here.
 func TestPostgresClassify(t *testing.T) {
 	t.Parallel()
-	url := dbtest.StartPostgres(t, "tally")
+	url := dbtest.SharedDatabase(t, "")
 	db, err := sql.Open(engine.PGDriverName, url)
 	if err != nil {
 		t.Fatal(err)

@@ -15,24 +15,9 @@ import (
 	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
-// pgDatabase creates an empty database on the cluster at url and returns
-// its URL.
-func pgDatabase(t *testing.T, url, name, options string) string {
-	t.Helper()
-	admin, err := sql.Open(engine.PGDriverName, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := admin.Exec(`CREATE DATABASE ` + name + ` ` + options); err != nil {
-		t.Fatal(err)
-	}
-	return strings.Replace(url, "/postgres?", "/"+name+"?", 1)
-}
-
 func TestPostgresOpen(t *testing.T) {
 	t.Parallel()
-	url := pgDatabase(t, dbtest.StartPostgres(t, "tally"), "tally", "")
+	url := dbtest.SharedDatabase(t, "")
 	ctx := context.Background()
 	for _, c := range []struct {
 		durability Durability
@@ -84,7 +69,7 @@ func TestPostgresOpen(t *testing.T) {
 // once.
 func TestPostgresMigrationsTwiceAtOnce(t *testing.T) {
 	t.Parallel()
-	url := pgDatabase(t, dbtest.StartPostgres(t, "tally"), "tally", "")
+	url := dbtest.SharedDatabase(t, "")
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	dbs, errs := make([]*DB, 2), make([]error, 2)
@@ -117,7 +102,7 @@ func TestPostgresMigrationsTwiceAtOnce(t *testing.T) {
 // database than the binary knows is refused.
 func TestPostgresMigrationFailsWhole(t *testing.T) {
 	t.Parallel()
-	url := pgDatabase(t, dbtest.StartPostgres(t, "tally"), "tally", "")
+	url := dbtest.SharedDatabase(t, "")
 	ctx := context.Background()
 	files := fstest.MapFS{
 		"migrations_pg/0001_a.sql": {Data: []byte(`CREATE TABLE a (x integer); -- a ? in a comment
@@ -152,13 +137,12 @@ func TestPostgresMigrationFailsWhole(t *testing.T) {
 
 func TestPostgresStartupChecks(t *testing.T) {
 	t.Parallel()
-	cluster := dbtest.StartPostgres(t, "tally")
-	ascii := pgDatabase(t, cluster, "ascii", "ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+	ascii := dbtest.SharedDatabase(t, "ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
 	_, err := Open(context.Background(), Options{DatabaseURL: ascii})
 	if err == nil || !strings.Contains(err.Error(), "encoding is SQL_ASCII: Tally needs UTF8") {
 		t.Errorf("SQL_ASCII database: got %v, want the encoding refused", err)
 	}
-	info, err := CheckPostgres(context.Background(), pgDatabase(t, cluster, "fresh", ""))
+	info, err := CheckPostgres(context.Background(), dbtest.SharedDatabase(t, ""))
 	if err != nil || !strings.HasPrefix(info.Version, "15") || info.Schema != 0 || info.Known < 1 {
 		t.Errorf("got %+v, %v, want version 15, schema 0 of at least 1", info, err)
 	}

@@ -78,16 +78,17 @@ func pgApplySchema(t *testing.T, c *pgx.Conn) {
 	}
 }
 
-// startSchemaPostgres starts a throw-away PostgreSQL whose superuser is
-// tally, with the schema applied by tally_owner, a role that is not a
-// superuser: the owner of every table, as the service's role is when it
-// runs the migrations. It returns the server's URL.
+// startSchemaPostgres makes a database of the test's own on the shared
+// PostgreSQL cluster (superuser tally), with the schema applied by
+// tally_owner, a role that is not a superuser: the owner of every table,
+// as the service's role is when it runs the migrations. It returns the
+// database's URL.
 func startSchemaPostgres(t *testing.T) string {
 	t.Helper()
-	base := dbtest.StartPostgres(t, "tally")
+	base := dbtest.SharedDatabase(t, "")
 	super := pgConnect(t, base, "tally")
+	pgCreateRole(t, super, "tally_owner")
 	for _, q := range []string{
-		`CREATE ROLE tally_owner LOGIN`,
 		`GRANT CREATE ON SCHEMA public TO tally_owner`,
 		// As a careless setup may: every role gets every privilege on the
 		// owner's new tables, so only the schema's REVOKE keeps UPDATE,
@@ -100,6 +101,17 @@ func startSchemaPostgres(t *testing.T) string {
 	}
 	pgApplySchema(t, pgConnect(t, base, "tally_owner"))
 	return base
+}
+
+// pgCreateRole creates a login role unless the cluster has it: roles
+// belong to the cluster, which the tests share, not to a test's database
+// (tests at once may both try).
+func pgCreateRole(t *testing.T, super *pgx.Conn, role string) {
+	t.Helper()
+	q := `DO $$ BEGIN CREATE ROLE ` + role + ` LOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`
+	if _, err := super.Exec(context.Background(), q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
 }
 
 // pgColumn is one column as both catalogues describe it.
@@ -559,8 +571,8 @@ func TestPostgresAuditAppendOnly(t *testing.T) {
 	base := startSchemaPostgres(t)
 	ctx := context.Background()
 	super := pgConnect(t, base, "tally")
+	pgCreateRole(t, super, "tally_service")
 	for _, q := range []string{
-		`CREATE ROLE tally_service LOGIN`,
 		`GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON audit_log TO tally_service`,
 	} {
 		if _, err := super.Exec(ctx, q); err != nil {
@@ -649,7 +661,7 @@ func TestPostgresRollupViewsSumSlots(t *testing.T) {
 // database inside one transaction, and a rollback leaves nothing of it.
 func TestPostgresSchemaAppliesInOneTransaction(t *testing.T) {
 	t.Parallel()
-	base := dbtest.StartPostgres(t, "tally")
+	base := dbtest.SharedDatabase(t, "")
 	ctx := context.Background()
 	c := pgConnect(t, base, "tally")
 	count := func(q pgx.Tx) (n int) {

@@ -18,6 +18,10 @@ import (
 	"github.com/tally-analytics/tally/server/servertest"
 )
 
+// The browser tests share one chromium, each in a browser context of its
+// own (chromiumtest.Main).
+func TestMain(m *testing.M) { chromiumtest.Main(m) }
+
 // browser is chromium headless for one test (chromiumtest.Browser); the
 // cancel func is for the tests' defer, the test's cleanup ends it anyway.
 func browser(t *testing.T) (context.Context, context.CancelFunc) {

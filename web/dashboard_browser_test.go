@@ -302,8 +302,11 @@ func downloadCSV(t *testing.T, ctx context.Context, button string) string {
 	progress := chromedp.Events(ctx, cdpbrowser.DownloadProgress)
 	if err := chromedp.Do(ctx,
 		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			// The browser context of the test's own (chromiumtest.Browser);
+			// without it, the browser's default one.
 			_, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
-				Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: dir, EventsEnabled: ptr(true)})
+				Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: dir, EventsEnabled: ptr(true),
+				BrowserContextID: chromedp.FromContext(ctx).BrowserContextID})
 			return err
 		}),
 		chromedp.Click(chromedp.CSS(button)),

@@ -367,3 +367,48 @@ func TestSQLiteFileCopiesTheTemplate(t *testing.T) {
 		t.Errorf("got a file named :memory:, want none")
 	}
 }
+
+// TestSharedDatabases: the tests of one binary share one cluster, each in
+// databases of its own, dropped at its end though a connection is left
+// open.
+func TestSharedDatabases(t *testing.T) {
+	cluster := SharedCluster(t)
+	if again := SharedCluster(t); again != cluster {
+		t.Fatalf("got clusters %s and %s, want one per test binary", cluster, again)
+	}
+	admin, err := sql.Open("pgx", cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var names []string
+	t.Run("a test", func(t *testing.T) {
+		a, b := SharedDatabase(t, ""), SharedDatabase(t, "ENCODING 'UTF8'")
+		if a == b {
+			t.Fatalf("got %s twice, want a database each", a)
+		}
+		for i, u := range []string{a, b} {
+			if !strings.HasPrefix(u, cluster[:strings.LastIndex(cluster, "/")+1]) {
+				t.Errorf("got %s, want a database on %s", u, cluster)
+			}
+			db, err := sql.Open("pgx", u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				if _, err := db.Exec(`CREATE TABLE mine (n int)`); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := db.Exec(`SELECT * FROM mine`); err == nil {
+				t.Errorf("%s sees the table of %s, want databases apart", u, a)
+			}
+			names = append(names, u[strings.LastIndex(u, "/")+1:strings.Index(u, "?")])
+		}
+	})
+	for _, name := range names {
+		var n int
+		if err := admin.QueryRow(`SELECT COUNT(*) FROM pg_database WHERE datname = $1`, name).Scan(&n); err != nil || n != 0 {
+			t.Errorf("database %s: got %d (%v) after its test, want it dropped", name, n, err)
+		}
+	}
+}

@@ -36,7 +36,11 @@ func Main(m *testing.M) {
 	flag.Parse()
 	parallelByDefault()
 	start := time.Now()
+	shared.mu.Lock()
+	shared.main = true
+	shared.mu.Unlock()
 	code := m.Run()
+	stopShared()
 	removeSQLiteTemplate()
 	if Postgres() {
 		if err := dropTemplate(); err != nil {
