@@ -136,8 +136,8 @@ func queryRows(q api, site string, body map[string]any) map[string][]float64 {
 	body["date_range"] = "all"
 	var res struct {
 		Results []struct {
-			Dimensions []any     `json:"dimensions"`
-			Metrics    []float64 `json:"metrics"`
+			Dimensions []any    `json:"dimensions"`
+			Metrics    []metric `json:"metrics"`
 		} `json:"results"`
 	}
 	q.post("/v1/sites/"+site+"/query", body, &res)
@@ -147,9 +147,29 @@ func queryRows(q api, site string, body map[string]any) map[string][]float64 {
 		for _, d := range r.Dimensions {
 			dims = append(dims, toString(d))
 		}
-		out[strings.Join(dims, "|")] = r.Metrics
+		var ms []float64
+		for _, m := range r.Metrics {
+			ms = append(ms, float64(m))
+		}
+		out[strings.Join(dims, "|")] = ms
 	}
 	return out
+}
+
+// metric is a query result's metric: a number, or a revenue metric's
+// value ({currency, long, short, value}, as Plausible's API answers it).
+type metric float64
+
+func (m *metric) UnmarshalJSON(b []byte) error {
+	var money struct {
+		Value float64 `json:"value"`
+	}
+	if len(b) > 0 && b[0] == '{' {
+		err := json.Unmarshal(b, &money)
+		*m = metric(money.Value)
+		return err
+	}
+	return json.Unmarshal(b, (*float64)(m))
 }
 
 func toString(v any) string {

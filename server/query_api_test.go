@@ -326,7 +326,7 @@ func TestQueryVisitLevel(t *testing.T) {
 		{"visits of events", q(list("visits"), list("event:page")), "/: 3; /pricing: 3; /blog/a: 1; /blog/b: 1; /docs: 1"},
 		// bounce_rate of the visits that entered on /pricing (e's bounce), as Plausible.
 		{"session metrics of visits with a matching event", q(list("visits", "bounce_rate", "visit_duration"), nil, []any{"is", "event:page", list("/pricing")}), "3 100 620"},
-		{"session metrics by source, event filter", q(list("visits", "views_per_visit"), list("visit:source"), []any{"contains", "event:page", list("blog")}), "Google: 1 2"},
+		{"session metrics by source, event filter", q(list("visits", "visit_duration"), list("visit:source"), []any{"contains", "event:page", list("blog")}), "Google: 1 1200"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
