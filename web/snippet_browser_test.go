@@ -84,9 +84,24 @@ func newSnippetWorld(t *testing.T, pages map[string]string, aliases ...string) *
 // aborted by the navigation a clicked link had started.
 func (w *snippetWorld) open(path string) {
 	w.t.Helper()
+	// A page's script may still be following a clicked link (an outbound
+	// one, after its event was sent): leave it for a blank page first, so
+	// that navigation cannot abort this one, and never load the page
+	// twice (a retry after a reported abort loaded it again, and counted
+	// a second pageview, when the first load had in fact gone through).
 	var err error
 	for range 3 {
-		if err = chromedp.Do(w.ctx, chromedp.Navigate("http://"+snippetDomain+path)); err == nil || !strings.Contains(err.Error(), "ERR_ABORTED") {
+		if err = chromedp.Do(w.ctx, chromedp.Navigate("about:blank")); err == nil || !strings.Contains(err.Error(), "ERR_ABORTED") {
+			break
+		}
+	}
+	url := "http://" + snippetDomain + path
+	for range 3 {
+		if err = chromedp.Do(w.ctx, chromedp.Navigate(url)); err == nil || !strings.Contains(err.Error(), "ERR_ABORTED") {
+			break
+		}
+		if got, e := chromedp.Run(w.ctx, chromedp.Evaluate[string](`location.href`)); e == nil && got == url {
+			err = nil
 			break
 		}
 	}
