@@ -503,7 +503,12 @@ func multiReads(midnight time.Time) []multiReadSpec {
 		"or":       `[["or",[["is","event:name",["signup"]],["contains","visit:entry_page",["pricing"]]]]]`,
 	} {
 		add("query_filter_"+name, "query", "POST", "/v1/sites/web/query", `{`+eventMetrics+`,"filters":`+f+`,`+rng+`}`)
-		add("query_visits_filter_"+name, "visit_metrics", "POST", "/v1/sites/web/query", `{`+all+`,"filters":`+f+`,"dimensions":["visit:device"],`+rng+`}`)
+		metrics := all
+		if strings.Contains(f, `"event:page"`) {
+			// Plausible's rule: no views_per_visit under a page filter.
+			metrics = strings.Replace(all, `"views_per_visit",`, "", 1)
+		}
+		add("query_visits_filter_"+name, "visit_metrics", "POST", "/v1/sites/web/query", `{`+metrics+`,"filters":`+f+`,"dimensions":["visit:device"],`+rng+`}`)
 	}
 	add("query_by_goal", "goal_dimension", "POST", "/v1/sites/web/query", `{"metrics":["visitors","events","conversion_rate"],"dimensions":["event:goal"],`+rng+`}`)
 	add("query_goal_filter", "goal", "POST", "/v1/sites/web/query", `{"metrics":["visitors","conversion_rate","group_conversion_rate"],"dimensions":["visit:browser"],"filters":[["is","event:goal",["Signup"]]],`+rng+`}`)

@@ -43,23 +43,31 @@ func (db *DB) resolveMatches(ctx context.Context, q *StatsQuery) error {
 			if f.Op != "matches" && f.Op != "matches_not" {
 				continue
 			}
-			for _, v := range f.Values {
-				k := matchKey(f.Dim, v, f.Fold)
-				if _, ok := q.matched[k]; ok || seen[k] {
-					continue
-				}
-				seen[k] = true
-				var g *matchGroup
-				for _, x := range groups {
-					if x.dim == f.Dim && x.fold == f.Fold {
-						g = x
+			dims := []string{f.Dim}
+			if f.Dim == "event:page" {
+				// bounce_rate reads an event:page filter as one on the
+				// visit's entry page too (entryFilters, query_plan.go).
+				dims = append(dims, "visit:entry_page")
+			}
+			for _, dim := range dims {
+				for _, v := range f.Values {
+					k := matchKey(dim, v, f.Fold)
+					if _, ok := q.matched[k]; ok || seen[k] {
+						continue
 					}
+					seen[k] = true
+					var g *matchGroup
+					for _, x := range groups {
+						if x.dim == dim && x.fold == f.Fold {
+							g = x
+						}
+					}
+					if g == nil {
+						g = &matchGroup{dim: dim, fold: f.Fold}
+						groups = append(groups, g)
+					}
+					g.patterns = append(g.patterns, v)
 				}
-				if g == nil {
-					g = &matchGroup{dim: f.Dim, fold: f.Fold}
-					groups = append(groups, g)
-				}
-				g.patterns = append(g.patterns, v)
 			}
 		}
 	}
