@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -44,7 +45,7 @@ func (db *DB) resolveMatches(ctx context.Context, q *StatsQuery) error {
 				continue
 			}
 			dims := []string{f.Dim}
-			if f.Dim == "event:page" {
+			if f.Dim == "event:page" && slices.Contains(q.Metrics, MetricBounceRate) {
 				// bounce_rate reads an event:page filter as one on the
 				// visit's entry page too (entryFilters, query_plan.go).
 				dims = append(dims, "visit:entry_page")
