@@ -46,3 +46,31 @@ func TestTouchKeyLeavesTheTenantLockAlone(t *testing.T) {
 		t.Fatalf("got keys %+v, want the one key with its last use", list)
 	}
 }
+
+// TestKeyUsesThrottle: a key's use is due to be written when its last
+// written use is a minute old or more, and every use is the latest.
+func TestKeyUsesThrottle(t *testing.T) {
+	t.Parallel()
+	var u keyUses
+	t0 := time.Date(2026, 1, 31, 9, 5, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		id    string
+		after time.Duration
+		due   bool
+	}{
+		{"k", 0, true},
+		{"k", 30 * time.Second, false},
+		{"other", 30 * time.Second, true},
+		{"k", 59 * time.Second, false},
+		{"k", 61 * time.Second, true},
+		{"k", 90 * time.Second, false},
+	} {
+		now := t0.Add(tt.after)
+		if got := u.use(tt.id, now); got != tt.due {
+			t.Errorf("%s at +%s: got due %v, want %v", tt.id, tt.after, got, tt.due)
+		}
+		if got, _ := u.latest(tt.id); !got.Equal(now) {
+			t.Errorf("%s at +%s: got latest %s, want it", tt.id, tt.after, got)
+		}
+	}
+}
