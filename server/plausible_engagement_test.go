@@ -79,7 +79,7 @@ func TestPlausibleEngagementStored(t *testing.T) {
 	}{
 		{"by page", map[string]any{"metrics": []string{"visitors", "scroll_depth", "time_on_page"}, "dimensions": []string{"event:page"},
 			"order_by": [][]string{{"event:page", "asc"}}},
-			`[{"dimensions":["/a"],"metrics":[2,50,2]},{"dimensions":["/b"],"metrics":[1,100,0]},{"dimensions":["/c"],"metrics":[1,0,0]}]`},
+			`[{"dimensions":["/a"],"metrics":[2,50,2]},{"dimensions":["/b"],"metrics":[1,100,0]},{"dimensions":["/c"],"metrics":[1,null,0]}]`},
 		{"one page by filter", map[string]any{"metrics": []string{"scroll_depth"}, "filters": []any{[]any{"is", "event:page", []string{"/a"}}}},
 			`[{"dimensions":[],"metrics":[50]}]`},
 	} {

@@ -78,10 +78,10 @@ func (db *DB) statsWithEngagement(ctx context.Context, q StatsQuery) ([]StatsRow
 type engagementSums struct{ depth, ms, visitors float64 }
 
 // scrollDepth is Plausible's scroll_depth: the visitors' deepest scroll
-// of the group's pages, averaged, in whole percent; 0 without engagement.
+// of the group's pages, averaged, in whole percent; NaN (null) without engagement.
 func (s engagementSums) scrollDepth() float64 {
 	if s.visitors == 0 {
-		return 0
+		return math.NaN() // no engagement: null, as Plausible answers
 	}
 	return math.Round(s.depth / s.visitors)
 }
