@@ -113,6 +113,20 @@ const (
 	// QueryTimeout: a read ran past its deadline (QUERY_TIMEOUT) and was
 	// stopped, in the database too (docs/benchmarks.md#query-api, Deadlines).
 	QueryTimeout = "query_timeout"
+
+	// Accounts (docs/accounts.md). InvalidEmail: not an address;
+	// EmailTaken: a user has it already (whatever its case);
+	// InvalidPassword: too short or too long; InvalidRole: not owner,
+	// admin or viewer; InvalidToken: a link's token that is unknown, used or
+	// expired; TOTPRequired: the password was right and the account asks for
+	// a TOTP code; InvalidTOTP: a TOTP code that does not match (or was used).
+	InvalidEmail    = "invalid_email"
+	EmailTaken      = "email_taken"
+	InvalidPassword = "invalid_password"
+	InvalidRole     = "invalid_role"
+	InvalidToken    = "invalid_token"
+	TOTPRequired    = "totp_required"
+	InvalidTOTP     = "invalid_totp"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

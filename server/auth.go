@@ -38,14 +38,22 @@ func bearer(r *http.Request) (string, bool) {
 }
 
 // principal is the authenticated caller of the query API: the operator
-// (admin token) or an API key.
+// (admin token), an API key, or a signed-in user (a session cookie).
+// Once a user's request has named a workspace, key stands for the user's
+// role there: a key of that workspace with the role's scopes
+// (storage.RoleScopes), so that every scope rule of keys applies.
 type principal struct {
 	admin bool
 	key   *storage.APIKey
+	// session is set for a signed-in user (auth_session.go).
+	session *signedIn
 }
 
 // actor is the audit log's view of p.
 func (p principal) actor() storage.Actor {
+	if p.session != nil {
+		return storage.UserActor(p.session.user.ID)
+	}
 	if p.admin {
 		return storage.Actor{Kind: storage.ActorAdmin}
 	}
@@ -59,6 +67,10 @@ var errUnauthorized = fault.Errorf(fault.Unauthorized, "missing or invalid crede
 func (s *Server) authenticate(r *http.Request) (principal, error) {
 	token, ok := bearer(r)
 	if !ok {
+		// Without a bearer, a session cookie (docs/accounts.md#sessions).
+		if cookie := s.sessionCookie(r); cookie != "" {
+			return s.sessionPrincipal(r, cookie)
+		}
 		return principal{}, errUnauthorized
 	}
 	if s.admin.matches(token) {
@@ -90,6 +102,9 @@ func (s *Server) workspace(r *http.Request, slug, scope string) (principal, *sto
 		return p, nil, err
 	}
 	ws, ok := s.db.Workspace(slug)
+	if ok {
+		p, ok = p.in(ws.ID)
+	}
 	if !ok || (!p.admin && p.key.WorkspaceID != ws.ID) {
 		return p, nil, errNotFound
 	}
@@ -115,6 +130,9 @@ func (s *Server) site(r *http.Request, siteID, scope string) (principal, *storag
 		return p, nil, err
 	}
 	site, ok := s.db.Site(siteID)
+	if ok {
+		p, ok = p.in(site.WorkspaceID)
+	}
 	if !ok || (!p.admin && (p.key.WorkspaceID != site.WorkspaceID || !p.key.AllowsSite(site.ID))) {
 		return p, nil, errNotFound
 	}
@@ -131,6 +149,8 @@ func (p principal) require(scope string) error {
 		return nil
 	case scope == adminTokenOnly:
 		return fault.Errorf(fault.Forbidden, "this endpoint needs the admin token")
+	case p.session != nil && !p.key.HasScope(scope):
+		return fault.Errorf(fault.Forbidden, "your role in this workspace does not allow this (it needs the %q scope: an admin's or owner's)", scope)
 	case !p.key.HasScope(scope):
 		return fault.Errorf(fault.Forbidden, "this key lacks the %q scope", scope)
 	}

@@ -87,6 +87,15 @@ var statusOf = map[string]int{
 	// A read past its deadline: the server's limit, not the request's
 	// shape, so not a 400; a narrower query or a quieter moment passes.
 	fault.QueryTimeout: http.StatusServiceUnavailable,
+
+	// Accounts (docs/accounts.md).
+	fault.InvalidEmail:    http.StatusBadRequest,
+	fault.EmailTaken:      http.StatusConflict,
+	fault.InvalidPassword: http.StatusBadRequest,
+	fault.InvalidRole:     http.StatusBadRequest,
+	fault.InvalidToken:    http.StatusBadRequest,
+	fault.TOTPRequired:    http.StatusUnauthorized,
+	fault.InvalidTOTP:     http.StatusBadRequest,
 }
 
 // writeError writes err as the error envelope. Application errors show

@@ -880,3 +880,131 @@ type importAnswer struct {
 	Skipped    int64  `json:"skipped"`
 	DurationMS int64  `json:"duration_ms"`
 }
+
+// Accounts (docs/accounts.md).
+
+// accountUser is a user as its own session and the member list show it.
+type accountUser struct {
+	ID          string `json:"id"`
+	Email       string `json:"email"`
+	TOTPEnabled bool   `json:"totp_enabled"`
+	CreatedAt   string `json:"created_at"`
+}
+
+func accountUserOf(u *storage.User) accountUser {
+	return accountUser{ID: u.ID, Email: u.Email, TOTPEnabled: u.TOTPEnabled, CreatedAt: u.CreatedAt}
+}
+
+// accountWorkspace is one of a signed-in user's workspaces: its role and
+// the sites the dashboard offers.
+type accountWorkspace struct {
+	ID    string        `json:"id"`
+	Slug  string        `json:"slug"`
+	Name  string        `json:"name"`
+	Role  string        `json:"role"`
+	Sites []accountSite `json:"sites"`
+}
+
+// accountSite is a site of an accountWorkspace.
+type accountSite struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// sessionInfo describes a session: in the list, and the current one.
+type sessionInfo struct {
+	ID         string `json:"id"`
+	CreatedAt  string `json:"created_at"`
+	LastSeenAt string `json:"last_seen_at"`
+	ExpiresAt  string `json:"expires_at"`
+	Current    bool   `json:"current"`
+}
+
+func sessionInfoOf(s *storage.UserSession, current string) sessionInfo {
+	return sessionInfo{ID: s.ID, CreatedAt: s.CreatedAt, LastSeenAt: s.LastSeenAt, ExpiresAt: s.ExpiresAt, Current: s.ID == current}
+}
+
+// sessionAnswer is the answer of a sign-in and of GET /v1/auth/session:
+// who is signed in, where, and the CSRF token its state-changing requests
+// send in X-CSRF-Token.
+type sessionAnswer struct {
+	User       accountUser        `json:"user"`
+	Workspaces []accountWorkspace `json:"workspaces"`
+	Session    sessionInfo        `json:"session"`
+	CSRFToken  string             `json:"csrf_token"`
+}
+
+// sessionList is the answer of GET /v1/auth/sessions.
+type sessionList struct {
+	Sessions []sessionInfo `json:"sessions"`
+}
+
+// totpEnrolment is the answer of POST /v1/auth/totp: the secret, shown
+// this once, as text and as the otpauth:// URI an authenticator app reads.
+type totpEnrolment struct {
+	Secret string `json:"secret"`
+	URI    string `json:"uri"`
+}
+
+// invitationInfo is an invitation in a list.
+type invitationInfo struct {
+	ID          string `json:"id"`
+	WorkspaceID string `json:"workspace_id"`
+	Email       string `json:"email"`
+	Role        string `json:"role"`
+	CreatedAt   string `json:"created_at"`
+	ExpiresAt   string `json:"expires_at"`
+}
+
+func invitationInfoOf(inv *storage.Invitation) invitationInfo {
+	return invitationInfo{ID: inv.ID, WorkspaceID: inv.WorkspaceID, Email: inv.Email, Role: inv.Role, CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt}
+}
+
+// createdInvitation is the answer of POST /v1/workspaces/:slug/invitations:
+// the invitation and its link's token, shown this once.
+type createdInvitation struct {
+	invitationInfo
+	Token string `json:"token"`
+	// Path is the dashboard's page that accepts it, token included.
+	Path string `json:"path"`
+}
+
+// invitationList is the answer of GET /v1/workspaces/:slug/invitations.
+type invitationList struct {
+	Invitations []invitationInfo `json:"invitations"`
+}
+
+// member is a user's role in a workspace.
+type member struct {
+	UserID    string `json:"user_id"`
+	Email     string `json:"email"`
+	Role      string `json:"role"`
+	CreatedAt string `json:"created_at"`
+}
+
+func memberOf(m *storage.Membership) member {
+	return member{UserID: m.UserID, Email: m.Email, Role: m.Role, CreatedAt: m.CreatedAt}
+}
+
+// memberList is the answer of GET /v1/workspaces/:slug/members.
+type memberList struct {
+	Members []member `json:"members"`
+}
+
+// createdUser is the answer of POST /v1/users (the admin token's, for
+// `tally user add`): the user, its role, and, when no password was given,
+// a set-password link's token.
+type createdUser struct {
+	accountUser
+	Workspace string        `json:"workspace"`
+	Role      string        `json:"role"`
+	Link      *passwordLink `json:"password_link"`
+}
+
+// passwordLink is a single-use link that sets a password: its token, the
+// dashboard's path that takes it, and its expiry.
+type passwordLink struct {
+	Token     string `json:"token"`
+	Path      string `json:"path"`
+	ExpiresAt string `json:"expires_at"`
+}

@@ -77,6 +77,14 @@ type Config struct {
 	// QueryTimeout is the deadline of each read of the query API
 	// (read_deadline.go); 0 means DefaultQueryTimeout.
 	QueryTimeout time.Duration
+	// SessionIdle and SessionMaxAge are a session's idle and absolute
+	// lifetimes; 0 means DefaultSessionIdle and DefaultSessionMaxAge
+	// (docs/accounts.md#sessions).
+	SessionIdle   time.Duration
+	SessionMaxAge time.Duration
+	// SecureCookies marks the session cookie Secure (HTTPS is on), so a
+	// browser never sends it over plain HTTP.
+	SecureCookies bool
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -105,6 +113,11 @@ type Server struct {
 	draining atomic.Bool
 	// retentionKick asks the purge loop for a purge now.
 	retentionKick chan struct{}
+	// signins throttles failed sign-ins (auth_throttle.go).
+	signins *signinThrottle
+	// invitations mails invitation links; nil until SMTP exists
+	// (auth_invitations.go).
+	invitations invitationSender
 }
 
 // New returns a Server over db.
@@ -127,10 +140,17 @@ func New(cfg Config, db *storage.DB) *Server {
 	if cfg.BotFilter == "" {
 		cfg.BotFilter = privacy.BotFilterOn
 	}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = DefaultSessionIdle
+	}
+	if cfg.SessionMaxAge <= 0 {
+		cfg.SessionMaxAge = DefaultSessionMaxAge
+	}
 	s := &Server{cfg: cfg, db: db, log: cfg.Logger, now: cfg.Now, admin: newAdminToken(cfg.AdminToken),
 		limiter: newRateLimiter(cfg.RateLimit), uploads: newUploadLimiter(cfg.SourcemapUploadsPerMinute), locator: cfg.Locator,
 		imports: newImportUploads(), internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout},
-		feed: newDebugFeed(cfg.DebugFeedSize), retentionKick: make(chan struct{}, 1)}
+		feed: newDebugFeed(cfg.DebugFeedSize), retentionKick: make(chan struct{}, 1),
+		signins: newSigninThrottle(cfg.Now)}
 	s.plan.Store(cfg.Plan)
 	s.metrics.Store(newCollectorMetrics(db.PoolStats, db.DiskUsage))
 	return s
@@ -215,6 +235,12 @@ func (s *Server) Query() http.Handler {
 	rt.handle(http.MethodPost, "/workspaces/:slug/keys", s.createKey)
 	rt.handle(http.MethodDelete, "/workspaces/:slug/keys/:keyId", s.revokeKey)
 	rt.handle(http.MethodGet, "/workspaces/:slug/audit", s.listAudit)
+
+	rt.handleV1(http.MethodGet, "/workspaces/:slug/invitations", s.listInvitations)
+	rt.handleV1(http.MethodPost, "/workspaces/:slug/invitations", s.createInvitation)
+	rt.handleV1(http.MethodGet, "/workspaces/:slug/members", s.listMembers)
+	rt.handleV1(http.MethodDelete, "/workspaces/:slug/members/:userId", s.removeMember)
+	s.accountRoutes(rt)
 
 	rt.handleV1(http.MethodPost, "/plan/reload", s.reloadPlan)
 	rt.handleV1(http.MethodPost, "/backup", s.backup)
