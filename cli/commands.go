@@ -35,6 +35,7 @@ func init() {
 		"vacuum":       {vacuum, "shrink a stopped server's database file to its data"},
 		"backup":       {backup, "write a consistent copy of the database while the server runs"},
 		"import":       {importCommand, "import GoatCounter, Umami or Tally history into a site"},
+		"user":         {userCommand, "add a user with a role in a workspace, or print a password reset link (asks the running server)"},
 		"sql":          {sqlCommand, "run SQL on the server's database with the service's SQL functions; read-only unless --write"},
 		"migrate-to":   {migrateTo, "copy a stopped server's SQLite database into an empty PostgreSQL one"},
 		"check-config": {checkConfig, "validate every setting and the tracking plan; start nothing"},

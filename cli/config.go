@@ -54,6 +54,11 @@ type config struct {
 	// Deadlines).
 	QueryTimeout time.Duration
 
+	// SessionIdle and SessionMaxAge are a dashboard session's idle and
+	// absolute lifetimes (docs/accounts.md#sessions).
+	SessionIdle   time.Duration
+	SessionMaxAge time.Duration
+
 	// TLS is docs/operations.md#https: off unless TLS_DOMAINS or TLS_CERT_FILE
 	// is set.
 	TLS tlsSettings
@@ -101,6 +106,8 @@ var settings = []setting{
 
 	{env: "ADMIN_TOKEN", group: "auth", usage: "operator token; prefer the environment variable, flags show in ps"},
 	{env: "REQUIRE_API_KEY", group: "auth", def: server.KeyModeNone, usage: "collector auth: none, tag or require"},
+	{env: "SESSION_IDLE_TIMEOUT", group: "auth", def: "24h", usage: "a dashboard session ends after this long without a request, 1m to " + maxSessionAge.String()},
+	{env: "SESSION_MAX_AGE", group: "auth", def: "336h", usage: "a dashboard session ends this long after its sign-in whatever its use (14 days), 1m to " + maxSessionAge.String()},
 
 	{env: "CONSENT_MODE", group: "privacy", def: privacy.ConsentCookieless, usage: "events without consent: cookieless (kept without identifiers) or require (dropped)"},
 	{env: "BOT_FILTER", group: "privacy", usage: "events of bots: on (dropped) or off (stored, marked in the inspection feed); default off in dev mode, else on"},
@@ -316,8 +323,19 @@ func (c *config) loadDurations(v settingValues) (err error) {
 	if c.QueryTimeout, err = time.ParseDuration(v.vals["QUERY_TIMEOUT"]); err != nil || c.QueryTimeout < time.Second || c.QueryTimeout > server.MaxQueryTimeout {
 		return fmt.Errorf("QUERY_TIMEOUT must be a duration from 1s to %s such as 30s, not %q", server.MaxQueryTimeout, v.vals["QUERY_TIMEOUT"])
 	}
+	for _, d := range []struct {
+		env string
+		to  *time.Duration
+	}{{"SESSION_IDLE_TIMEOUT", &c.SessionIdle}, {"SESSION_MAX_AGE", &c.SessionMaxAge}} {
+		if *d.to, err = time.ParseDuration(v.vals[d.env]); err != nil || *d.to < time.Minute || *d.to > maxSessionAge {
+			return fmt.Errorf("%s must be a duration from 1m to %s such as 24h, not %q", d.env, maxSessionAge, v.vals[d.env])
+		}
+	}
 	return nil
 }
+
+// maxSessionAge bounds the session lifetimes: a year.
+const maxSessionAge = 8760 * time.Hour
 
 // applyModeDefaults changes the defaults of settings the caller left
 // unset, for HTTPS and for dev mode, and refuses what dev mode cannot do.

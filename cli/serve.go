@@ -81,6 +81,9 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		SourcemapMaxFiles:         cfg.SourcemapMaxFiles,
 		SourcemapMaxBytes:         int64(cfg.SourcemapMaxMiB) << 20,
 		QueryTimeout:              cfg.QueryTimeout,
+		SessionIdle:               cfg.SessionIdle,
+		SessionMaxAge:             cfg.SessionMaxAge,
+		SecureCookies:             cfg.TLS.on(),
 	}, db, cfg.CollectorAddr, cfg.QueryAddr)
 	if err != nil {
 		log.Error("cannot listen", "err", err.Error())
