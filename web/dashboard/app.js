@@ -5,6 +5,10 @@
   "use strict";
   var $ = function (s) { return document.querySelector(s); };
   var token = sessionStorage.getItem("tally_token");
+  // A signed-in account (docs/accounts.md): GET /v1/auth/session's answer,
+  // whose CSRF token goes with every request; the session itself is an
+  // HttpOnly cookie this script never sees.
+  var account = null;
   var admin = false;
   var gen = 0; // the current load; answers of an older one are dropped
   var realtimeTimer = null;
@@ -84,7 +88,9 @@
 
   function request(path, opts) {
     opts = opts || {};
-    opts.headers = { Authorization: "Bearer " + token, "Content-Type": "application/json", Accept: opts.accept || "application/json" };
+    opts.headers = { "Content-Type": "application/json", Accept: opts.accept || "application/json" };
+    if (token) opts.headers.Authorization = "Bearer " + token;
+    else if (account) opts.headers["X-CSRF-Token"] = account.csrf_token;
     return fetch("/v1" + path, opts).then(function (r) {
       // the server's clock, for the realtime view's last 30 minutes
       var date = Date.parse(r.headers.get("Date") || "");
@@ -95,6 +101,7 @@
         if (!r.ok) {
           var e = new Error((body && body.error && body.error.message) || "HTTP " + r.status);
           e.status = r.status;
+          e.code = body && body.error && body.error.code;
           throw e;
         }
         return body;
@@ -922,7 +929,9 @@
   }
 
   function sites() {
-    return api("/workspaces/" + encodeURIComponent($("#workspace").value) + "/sites").then(function (s) {
+    var list = account ? Promise.resolve({ sites: account.workspaces.filter(function (w) { return w.slug === $("#workspace").value; }).concat([{ sites: [] }])[0].sites })
+      : api("/workspaces/" + encodeURIComponent($("#workspace").value) + "/sites");
+    return list.then(function (s) {
       var sel = $("#site-select");
       sel.textContent = "";
       s.sites.forEach(function (x) { var o = el("option", null, x.name + " (" + x.id + ")"); o.value = x.id; sel.appendChild(o); });
@@ -940,11 +949,16 @@
     });
   }
 
+  function showSignin(on) {
+    $("#signin").hidden = !on; $("#account-signin").hidden = !on;
+  }
+
   function start() {
-    $("#signin").hidden = true; $("#app").hidden = false; $("#signout").hidden = false;
+    showSignin(false); $("#set-password").hidden = true; $("#app").hidden = false; $("#signout").hidden = false;
     readURL();
     showControls();
-    return api("/workspaces").then(function (w) {
+    var workspaces = account ? Promise.resolve({ workspaces: account.workspaces }) : api("/workspaces");
+    return workspaces.then(function (w) {
       admin = true;
       $("#ws-label").hidden = false; $("#site-select-label").hidden = false;
       var sel = $("#workspace");
@@ -963,16 +977,54 @@
   }
 
   function signout() {
+    if (account) post("/auth/signout", {}).catch(function () {}); // the cookie goes with the session
+    account = null;
+    localStorage.removeItem("tally_account");
     sessionStorage.removeItem("tally_token");
     token = null;
     if (realtimeTimer) clearInterval(realtimeTimer);
     if (refreshTimer) clearTimeout(refreshTimer);
     gen++; // answers still on their way are dropped
-    $("#app").hidden = true; $("#signout").hidden = true; $("#signin").hidden = false; $("#realtime").hidden = true;
+    $("#app").hidden = true; $("#signout").hidden = true; showSignin(true); $("#realtime").hidden = true;
   }
 
   buildCards();
   buildPanels();
+  $("#account-signin").onsubmit = function (ev) {
+    ev.preventDefault();
+    var body = { email: $("#email").value.trim(), password: $("#password").value };
+    if (!$("#totp-label").hidden) body.totp = $("#totp").value.trim();
+    post("/auth/signin", body).then(function (a) {
+      account = a;
+      localStorage.setItem("tally_account", "1");
+      $("#password").value = ""; $("#totp").value = ""; $("#totp-label").hidden = true;
+      status("");
+      start();
+    }, function (e) {
+      if (e.code === "totp_required") { $("#totp-label").hidden = false; $("#totp").focus(); }
+      status(e.message);
+    });
+  };
+  // A link's token (an invitation, a set-password or reset link) is in
+  // the URL's fragment, which no server sees.
+  var link = /^#(invite|password)=(.+)$/.exec(location.hash);
+  $("#set-password").onsubmit = function (ev) {
+    ev.preventDefault();
+    var pw = $("#new-password").value;
+    // Signed in already, the invitation adds its workspace to this user.
+    var done = link[1] === "invite"
+      ? fetch("/v1/auth/session").then(function (r) { return r.ok ? r.json() : null; }).then(function (a) {
+        account = a;
+        return post("/auth/invitations/accept", a ? { token: link[2] } : { token: link[2], password: pw });
+      }).then(function (a) { account = a; localStorage.setItem("tally_account", "1"); })
+      : post("/auth/password-reset", { token: link[2], password: pw }).then(function () { status("Password saved: sign in with it."); });
+    done.then(function () {
+      history.replaceState(null, "", location.pathname + location.search);
+      $("#new-password").value = "";
+      $("#set-password").hidden = true;
+      if (account) start(); else showSignin(true);
+    }, function (e) { status(e.message); });
+  };
   $("#signin").onsubmit = function (ev) {
     ev.preventDefault();
     token = $("#token").value.trim();
@@ -1022,5 +1074,18 @@
     }, function (e) { status(e.message); });
   };
 
-  if (token) start(); else $("#signin").hidden = false;
+  if (link) {
+    $("#set-password-title").textContent = link[1] === "invite" ? "Accept the invitation: choose a password" : "Choose a password";
+    $("#set-password").hidden = false;
+  } else if (token) start();
+  else if (!localStorage.getItem("tally_account")) showSignin(true);
+  else {
+    // Signed in already (in this tab or another)? The session cookie says
+    // so, if it is still there; the mark only saves asking when not.
+    fetch("/v1/auth/session", { headers: { Accept: "application/json" } }).then(function (r) {
+      return r.ok ? r.json() : null;
+    }).then(function (a) {
+      if (a) { account = a; start(); } else { localStorage.removeItem("tally_account"); showSignin(true); }
+    }, function () { showSignin(true); });
+  }
 })();
