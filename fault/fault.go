@@ -127,6 +127,8 @@ const (
 	InvalidToken    = "invalid_token"
 	TOTPRequired    = "totp_required"
 	InvalidTOTP     = "invalid_totp"
+	// LastOwner: removing the workspace's only owner.
+	LastOwner = "last_owner"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"strings"
@@ -545,4 +546,60 @@ func TestAccountActionsAudited(t *testing.T) {
 	if !strings.Contains(body, `"actor_kind":"system"`) || !strings.Contains(body, `"actor":"user"`) {
 		t.Errorf("a user's actions: got %s, want actor_kind system and metadata actor user", body)
 	}
+}
+
+// TestAccountLogsHoldNoSecrets: passwords, tokens, codes and addresses of
+// the account routes are never logged, failures included.
+func TestAccountLogsHoldNoSecrets(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	h := newHarness(t, func(c *Config) { c.Logger = logger })
+	h.setupTenant("acme", "web")
+	h.addUser("ana@example.com", "owner", "acme")
+	r := h.q("POST", "/v1/users/password-link", testAdminToken, map[string]any{"email": "ana@example.com"})
+	mustStatus(t, r, 200, "")
+	link := r.json(t)["token"].(string)
+	h.q("POST", "/v1/auth/signin", "", map[string]any{"email": "ana@example.com", "password": "wrong password"})
+	h.q("POST", "/v1/auth/signin", "", map[string]any{"email": "nobody@example.com", "password": "wrong password"})
+	h.q("POST", "/v1/auth/password-reset", "", map[string]any{"token": link + "x", "password": "a new password"})
+	b := h.client()
+	b.signin("ana@example.com", testPassword)
+	b.do("POST", "/v1/auth/password", map[string]any{"current_password": testPassword, "new_password": "short"})
+	b.do("POST", "/v1/auth/invitations/accept", map[string]any{"token": "made-up-token"})
+	logs := buf.String()
+	for _, banned := range []string{testPassword, "wrong password", "a new password", link, "made-up-token", b.csrf, "127.0.0.1", "ana@example.com", "nobody@example.com"} {
+		if strings.Contains(logs, banned) {
+			t.Errorf("logs contain %q:\n%s", banned, logs)
+		}
+	}
+}
+
+// TestLastOwnerStays: a workspace keeps at least one owner.
+func TestLastOwnerStays(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.setupTenant("acme", "web")
+	ana := h.addUser("ana@example.com", "owner", "acme")
+	bo := h.addUser("bo@example.com", "owner", "acme")
+	mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/members/"+bo, testAdminToken, nil), 204, "")
+	mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/members/"+ana, testAdminToken, nil), 409, "last_owner")
+	mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/members/"+bo, testAdminToken, nil), 404, "not_found")
+}
+
+// TestRestrictedKeyCannotManageMembers: members reach every site, so a
+// site-restricted admin key gets 403; an unrestricted one invites.
+func TestRestrictedKeyCannotManageMembers(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.setupTenant("acme", "web")
+	r := h.q("POST", "/v1/workspaces/acme/keys", testAdminToken, map[string]any{"label": "k", "scopes": []string{"admin"}, "sites": []string{"web"}})
+	mustStatus(t, r, 201, "")
+	restricted := r.json(t)["plaintext"].(string)
+	inv := map[string]any{"email": "bo@example.com", "role": "viewer"}
+	mustStatus(t, h.q("POST", "/v1/workspaces/acme/invitations", restricted, inv), 403, "forbidden")
+	mustStatus(t, h.q("GET", "/v1/workspaces/acme/members", restricted, nil), 403, "forbidden")
+	mustStatus(t, h.q("POST", "/v1/workspaces/acme/invitations", tn.adminKey, inv), 201, "")
+	mustStatus(t, h.q("POST", "/v1/workspaces/acme/invitations", tn.readKey, inv), 403, "forbidden")
+	mustStatus(t, h.q("POST", "/v1/users", tn.adminKey, map[string]any{"email": "x@example.com", "role": "viewer", "workspace": "acme"}), 403, "forbidden")
 }

@@ -96,6 +96,7 @@ var statusOf = map[string]int{
 	fault.InvalidToken:    http.StatusBadRequest,
 	fault.TOTPRequired:    http.StatusUnauthorized,
 	fault.InvalidTOTP:     http.StatusBadRequest,
+	fault.LastOwner:       http.StatusConflict,
 }
 
 // writeError writes err as the error envelope. Application errors show

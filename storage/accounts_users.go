@@ -239,11 +239,18 @@ func (db *DB) memberships(ctx context.Context, where string, arg any) ([]Members
 	return list, rows.Err()
 }
 
-// RemoveMember takes user id's role in ws away and ends its sessions if it
-// has no workspace left, audited as member.remove; not_found when it has
-// none there.
+// RemoveMember takes user id's role in ws away, audited as member.remove;
+// not_found when it has none there, 409 last_owner for the only owner.
 func (db *DB) RemoveMember(ctx context.Context, actor Actor, ws *Workspace, userID string) error {
 	return db.writer.do(ctx, func(tx *writeTx) error {
+		var owners, isOwner int
+		if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN user_id = ? THEN 1 ELSE 0 END), 0)
+			FROM memberships WHERE workspace_id = ? AND role = ?`, userID, ws.ID, RoleOwner).Scan(&owners, &isOwner); err != nil {
+			return err
+		}
+		if isOwner == 1 && owners == 1 {
+			return fault.Errorf(fault.LastOwner, "this is the workspace's only owner: make another owner first")
+		}
 		res, err := tx.Exec(`DELETE FROM memberships WHERE user_id = ? AND workspace_id = ?`, userID, ws.ID)
 		if err != nil {
 			return err
