@@ -249,6 +249,26 @@ func TestResponseShapes(t *testing.T) {
 				`{"end":{"rows":1,"skipped":0}}` + "\n"},
 		{api: "q", method: "POST", path: "/v1/sites/web/imports", token: tn.adminKey, status: 400, body: `{"source":"matomo"}`},
 
+		// Accounts (docs/accounts.md).
+		{api: "q", method: "POST", path: "/v1/users", token: testAdminToken, status: 201,
+			body: map[string]any{"email": "ana@example.com", "role": "owner", "workspace": "acme", "password": "correct horse battery"}},
+		{api: "q", method: "POST", path: "/v1/users", token: testAdminToken, status: 201,
+			body: map[string]any{"email": "bo@example.com", "role": "viewer", "workspace": "acme"}, save: map[string]string{"bo": "id"}},
+		{api: "q", method: "POST", path: "/v1/users", token: testAdminToken, status: 409,
+			body: map[string]any{"email": "BO@example.com", "role": "viewer", "workspace": "acme"}},
+		{api: "q", method: "POST", path: "/v1/users/password-link", token: testAdminToken, status: 200, body: map[string]any{"email": "bo@example.com"}},
+		{api: "q", method: "POST", path: "/v1/auth/signin", status: 200, body: map[string]any{"email": "ana@example.com", "password": "correct horse battery"}},
+		{api: "q", method: "POST", path: "/v1/auth/signin", status: 401, body: map[string]any{"email": "ana@example.com", "password": "wrong password"}},
+		{api: "q", method: "GET", path: "/v1/auth/session", status: 200, build: func(map[string]string) (any, []string) { return nil, shapeSession(t, h) }},
+		{api: "q", method: "GET", path: "/v1/auth/sessions", status: 200, build: func(map[string]string) (any, []string) { return nil, shapeSession(t, h) }},
+		{api: "q", method: "GET", path: "/v1/auth/session", status: 401},
+		{api: "q", method: "POST", path: "/v1/auth/totp", status: 200, build: func(map[string]string) (any, []string) { return nil, shapeSession(t, h) }},
+		{api: "q", method: "POST", path: "/v1/workspaces/acme/invitations", token: tn.adminKey, status: 201,
+			body: map[string]any{"email": "cy@example.com", "role": "viewer"}},
+		{api: "q", method: "GET", path: "/v1/workspaces/acme/invitations", token: tn.adminKey, status: 200},
+		{api: "q", method: "GET", path: "/v1/workspaces/acme/members", token: tn.adminKey, status: 200},
+		{api: "q", method: "DELETE", path: "/v1/workspaces/acme/members/{bo}", token: tn.adminKey, status: 204},
+
 		// Draining (docs/operations.md#behind-a-load-balancer): last, as it
 		// lasts.
 		{api: "c", method: "GET", path: "/v1/healthz", status: 503, build: func(map[string]string) (any, []string) {
@@ -448,4 +468,15 @@ func mapKeys[V any](ms ...map[string]V) func(func(string) bool) {
 			}
 		}
 	}
+}
+
+// shapeSession signs ana@example.com in and returns the headers of a
+// same-origin request with its cookie and CSRF token.
+func shapeSession(t *testing.T, h *harness) []string {
+	t.Helper()
+	r := h.q("POST", "/v1/auth/signin", "", map[string]any{"email": "ana@example.com", "password": "correct horse battery"})
+	mustStatus(t, r, 200, "")
+	c := sessionCookieOf(r, sessionCookieName)
+	return []string{"Cookie", c.Name + "=" + c.Value, csrfHeader, r.json(t)["csrf_token"].(string),
+		"Origin", h.query.URL, "Sec-Fetch-Site", "same-origin"}
 }
