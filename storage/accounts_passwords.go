@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/argon2"
@@ -60,6 +61,10 @@ func hashPassword(pw string) string {
 // sign-in costs the same hashing as a wrong password.
 var dummyHash = sync.OnceValue(func() string { return hashPassword("tally: no such user, and this is no password") })
 
+// passwordChecks counts the argon2id hashes checkPassword computed, for
+// the test that every answer costs exactly one.
+var passwordChecks atomic.Int64
+
 // checkPassword reports whether pw matches encoded, in constant time over
 // the hashes; an empty or unreadable encoded is checked against dummyHash
 // (and fails), so that every answer costs one argon2id hash.
@@ -95,6 +100,7 @@ func checkPassword(encoded, pw string) bool {
 	if tooLong {
 		pw = pw[:maxPasswordBytes]
 	}
+	passwordChecks.Add(1)
 	got := argon2.IDKey([]byte(pw), salt, passes, memory, threads, uint32(len(want)))
 	return subtle.ConstantTimeCompare(got, want) == 1 && real && !tooLong
 }

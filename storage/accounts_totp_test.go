@@ -97,3 +97,29 @@ func TestPasswordHash(t *testing.T) {
 		t.Error("a password longer than the bound matched its prefix")
 	}
 }
+
+// TestEveryPasswordCheckCostsOneHash: an unknown user, a user without a
+// password, a wrong and a right password each cost exactly one argon2id
+// hash, so that a sign-in's time tells none of them apart.
+func TestEveryPasswordCheckCostsOneHash(t *testing.T) {
+	// Not parallel: passwordChecks counts every check of the package.
+	set := &User{passwordHash: hashPassword("correct horse battery"), HasPassword: true}
+	for _, tc := range []struct {
+		name string
+		u    *User
+		pw   string
+		want bool
+	}{
+		{"unknown email", nil, "correct horse battery", false},
+		{"no password yet", &User{}, "correct horse battery", false},
+		{"wrong password", set, "wrong password", false},
+		{"right password", set, "correct horse battery", true},
+		{"unreadable hash", &User{passwordHash: "$bcrypt$x"}, "correct horse battery", false},
+	} {
+		before := passwordChecks.Load()
+		got := CheckPassword(tc.u, tc.pw)
+		if n := passwordChecks.Load() - before; got != tc.want || n != 1 {
+			t.Errorf("%s: got %v after %d hashes, want %v after 1", tc.name, got, n, tc.want)
+		}
+	}
+}
