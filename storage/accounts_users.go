@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tally-analytics/tally/fault"
+	"github.com/tally-analytics/tally/storage/internal/engine"
 )
 
 // User is a person who signs in to the dashboard (docs/accounts.md). Its
@@ -175,15 +176,14 @@ func (db *DB) CreateUser(ctx context.Context, actor Actor, email, password strin
 
 // insertUser writes u and its membership of ws inside tx, with the audit.
 func (db *DB) insertUser(tx *writeTx, actor Actor, u *User, key string, hash *string, ws *Workspace, role string) error {
-	var n int
-	if err := tx.QueryRow(`SELECT COUNT(*) FROM users WHERE email_key = ?`, key).Scan(&n); err != nil {
-		return err
-	}
-	if n > 0 {
-		return fault.Errorf(fault.EmailTaken, "a user with this email exists already")
-	}
 	if _, err := tx.Exec(`INSERT INTO users(id, email, email_key, password_hash, password_changed_at, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		u.ID, u.Email, key, hash, nullableIf(hash != nil, u.CreatedAt), u.CreatedAt); err != nil {
+		// The unique index decides, not a read before the insert: another
+		// instance on the same PostgreSQL database may take the address
+		// between the two.
+		if db.d.Classify(err) == engine.ClassUnique {
+			return fault.Errorf(fault.EmailTaken, "a user with this email exists already")
+		}
 		return err
 	}
 	if err := db.audit(tx, ws.ID, actor, "user.create", u.ID, map[string]any{"role": role, "password_set": hash != nil}); err != nil {
