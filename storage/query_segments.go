@@ -90,9 +90,11 @@ func segmentRefs(raw json.RawMessage, depth int, ids *[]int64) error {
 // ...]]; then, as Plausible does, the query's top-level "and" filters are
 // spread into the list. Without segment filters raw is returned as it is.
 func (db *DB) resolveSegments(ctx context.Context, site string, raw json.RawMessage) (json.RawMessage, error) {
-	if raw == nil || !strings.Contains(string(raw), `"`+SegmentDimension+`"`) {
+	if raw == nil {
 		return raw, nil
 	}
+	// Walked every time (not only when the text holds "segment": JSON may
+	// escape its letters), a few microseconds beside the query's reads.
 	var ids []int64
 	if err := listSegmentRefs(raw, &ids); err != nil {
 		return nil, err
