@@ -95,6 +95,13 @@ const (
 	GoalNameTaken = "goal_name_taken"
 	// GoalLimitReached: the site has as many goals as a site may have.
 	GoalLimitReached = "goal_limit_reached"
+	// InvalidSegment: a saved segment's body is malformed (a missing or
+	// bad name, type or segment_data, or filters the query API refuses),
+	// named in the message.
+	InvalidSegment = "invalid_segment"
+	// SegmentLimitReached: the site has as many saved segments as a site
+	// may have.
+	SegmentLimitReached = "segment_limit_reached"
 	// InvalidAliases: a site's aliases are not a list of host names within
 	// the bounds, named in the message.
 	InvalidAliases = "invalid_aliases"

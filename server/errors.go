@@ -77,6 +77,9 @@ var statusOf = map[string]int{
 	fault.GoalNameTaken:    http.StatusConflict,
 	fault.GoalLimitReached: http.StatusConflict,
 
+	fault.InvalidSegment:      http.StatusBadRequest,
+	fault.SegmentLimitReached: http.StatusConflict,
+
 	fault.InvalidAliases: http.StatusBadRequest,
 	fault.AliasTaken:     http.StatusConflict,
 

@@ -194,6 +194,13 @@ func FuzzQueryBody(f *testing.F) {
 		`{"metrics":["visitors"],"date_range":"7d","filters":[["is_not","visit:os",["mac"],{"case_sensitive":false}],["matches_not","event:props:plan",["^p[0-9]+$"]]]}`,
 		`{"site_id":"Shop.Test","metrics":["visitors"],"date_range":"month"}`,
 		`{"site_id":"other","metrics":["visitors"],"date_range":"month"}`,
+		// Saved segments: 1 and 2 are web's, 3 is other's.
+		`{"metrics":["visitors","visits","bounce_rate"],"date_range":"all","dimensions":["visit:country"],"filters":[["is","segment",[1]]]}`,
+		`{"metrics":["visitors","events"],"date_range":["2026-01-01","2026-01-31"],"filters":[["or",[["is","segment",[1,2]],["not",["is","segment",[2]]]]],["is","event:page",["/pricing"]]],"include":{"comparisons":{"mode":"previous_period"}}}`,
+		`{"metrics":["visitors"],"date_range":"7d","filters":[["has_done",["is","segment",[2]]],["is","segment",[3]]]}`,
+		`{"metrics":["visitors"],"date_range":"7d","filters":[["is","segment",["1",1.5,-1,null,9223372036854775808]],["is_not","segment",[1]],["is","segment",[]]]}`,
+		`{"metrics":["visitors"],"date_range":"7d","filters":[["and",[["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[2]]]]]}`,
+		`{"metrics":["visitors"],"date_range":"7d","dimensions":["segment"],"filters":[["not",["not",["not",["not",["not",["not",["not",["not",["not",["not",["is","segment",[1]]]]]]]]]]]]]}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -224,6 +231,16 @@ func FuzzQueryBody(f *testing.F) {
 	do(query, "POST", "/v1/sites/web/goals", "fuzz", map[string]any{"name": "Signup", "event_name": "signup"})
 	do(query, "POST", "/v1/sites/web/goals", "fuzz", map[string]any{"name": "Blog", "page_path": "/blog/**"})
 	do(query, "PATCH", "/v1/sites/web", "fuzz", map[string]any{"aliases": []string{"shop.test"}})
+	for _, sg := range []struct {
+		site string
+		data string
+	}{
+		{"web", `{"filters":[["is","visit:country",["DE"]],["matches","event:page",["^/p"]]]}`},
+		{"web", `{"filters":[["or",[["is","event:goal",["Signup"]],["contains","event:props:plan",["p"],{"case_sensitive":false}]]]]}`},
+		{"other", `{"filters":[["is","visit:country",["FR"]]]}`},
+	} {
+		do(query, "POST", "/v1/sites/"+sg.site+"/segments", "fuzz", map[string]any{"name": "s", "type": "site", "segment_data": json.RawMessage(sg.data)})
+	}
 	for i, e := range queryDataSet {
 		fields := map[string]any{"anon_id": e.anon, "type": e.typ, "ts": e.ts.Format(time.RFC3339Nano), "url": e.url, "user_agent": e.ua}
 		if e.props != nil {

@@ -602,7 +602,7 @@ func TestQueryErrors(t *testing.T) {
 		{"metric time_on_page without event:page", base("metrics", list("time_on_page")), "invalid_query", "event:page"},
 		{"dimension visit:entry_page_hostname", base("dimensions", list("visit:entry_page_hostname")), "unsupported_query", "visit:entry_page_hostname"},
 		{"filter on visit:screen", base("filters", []any{[]any{"is", "visit:screen", list("Desktop")}}), "unsupported_query", "visit:screen"},
-		{"segment filter", base("filters", []any{[]any{"is", "segment", []any{2}}}), "unsupported_query", "segment"},
+		{"unknown segment", base("filters", []any{[]any{"is", "segment", []any{2}}}), "invalid_query", "Some segments don't exist"},
 		{"imports not a flag", base("include", map[string]any{"imports": "yes"}), "invalid_query", "include.imports"},
 		{"date_range 5m", base("date_range", "5m"), "invalid_query", "realtime, 30m, 24h"},
 		{"match_day_of_week", base("include", map[string]any{"comparisons": map[string]any{"mode": "previous_period", "match_day_of_week": true}}), "unsupported_query", "match_day_of_week"},

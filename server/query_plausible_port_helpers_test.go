@@ -184,25 +184,31 @@ type pgoal struct {
 
 // portCase is one Plausible test (or one query of it).
 type portCase struct {
-	from    string // the Plausible test file, without _test.exs
-	name    string // the Plausible test's name
-	tz      string // the site's timezone
-	goals   []pgoal
-	imports []pimport
-	events  []pev
-	now     string // the query's today; "" is portQueryNow
-	query   string // the body, without site_id
-	status  int    // 0 is 200
-	want    string // results, as Plausible answers them (JSON)
-	meta    string // keys of meta, as Plausible answers them (JSON object); null values must be absent
-	gap     string // why Tally answers otherwise today; the test asserts it still does
-	again   bool   // the answer's query is posted again and must answer the same results
+	from  string // the Plausible test file, without _test.exs
+	name  string // the Plausible test's name
+	tz    string // the site's timezone
+	goals []pgoal
+	// segments are saved segments of the site (type site), by name; the
+	// query names one as "$seg:NAME", replaced by its id.
+	segments []pseg
+	imports  []pimport
+	events   []pev
+	now      string // the query's today; "" is portQueryNow
+	query    string // the body, without site_id
+	status   int    // 0 is 200
+	want     string // results, as Plausible answers them (JSON)
+	meta     string // keys of meta, as Plausible answers them (JSON object); null values must be absent
+	gap      string // why Tally answers otherwise today; the test asserts it still does
+	again    bool   // the answer's query is posted again and must answer the same results
 }
+
+// pseg is a saved segment of a case's site: its name and segment_data.
+type pseg struct{ name, data string }
 
 // portData is what a case loads into its site: cases of the same data
 // share one.
 func (c portCase) portData() string {
-	return fmt.Sprintf("%q %#v %#v %#v", c.tz, c.goals, c.imports, c.events)
+	return fmt.Sprintf("%q %#v %#v %#v %#v", c.tz, c.goals, c.segments, c.imports, c.events)
 }
 
 // portRun runs c's query on site, first loading c's data into it unless
@@ -235,6 +241,10 @@ func portLoad(t *testing.T, h *harness, tn tenant, site string, c portCase) {
 			body["property"] = map[string]string{"name": g.prop[0], "value": g.prop[1]}
 		}
 		mustStatus(t, h.q("POST", "/v1/sites/"+site+"/goals", testAdminToken, body), 201, "")
+	}
+	for _, sg := range c.segments {
+		body := map[string]any{"name": sg.name, "type": "site", "segment_data": json.RawMessage(sg.data)}
+		mustStatus(t, h.q("POST", "/v1/sites/"+site+"/segments", testAdminToken, body), 201, "")
 	}
 	if len(c.imports) > 0 {
 		mustStatus(t, h.q("POST", "/v1/sites/"+site+"/imports/plausible", testAdminToken, portZip(t, c.imports)), 200, "")
@@ -309,8 +319,24 @@ func portQuery(t *testing.T, h *harness, tn tenant, site string, c portCase) str
 	}
 	h.clock.set(portTime(now))
 
+	query := c.query
+	if strings.Contains(query, `"$seg:`) {
+		r := h.q("GET", "/v1/sites/"+site+"/segments", testAdminToken, nil)
+		var l struct {
+			Segments []struct {
+				ID   int64
+				Name string
+			}
+		}
+		if err := json.Unmarshal(r.body, &l); err != nil {
+			t.Fatalf("the site's segments: %v", err)
+		}
+		for _, sg := range l.Segments {
+			query = strings.ReplaceAll(query, `"$seg:`+sg.Name+`"`, fmt.Sprint(sg.ID))
+		}
+	}
 	var q map[string]any
-	if err := json.Unmarshal([]byte(c.query), &q); err != nil {
+	if err := json.Unmarshal([]byte(query), &q); err != nil {
 		t.Fatalf("the case's query: %v", err)
 	}
 	q["site_id"] = site

@@ -60,6 +60,10 @@ const (
 	fGoalProps      = "query_goal_custom_props"
 	fTimezone       = "query_timezone"
 	fGoalPropsVisit = "query_goal_custom_props_visit_dimensions"
+	// Outside external_stats_controller: the dashboard API's query test
+	// (stats_controller) and the query parser's (test/plausible/stats).
+	fStatsQuery = "stats_controller/query"
+	fParseBuild = "query_parse_and_build"
 )
 
 // The gaps, by cause.
@@ -634,6 +638,21 @@ func portCases() []portCase {
 			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser"],"filters":[["has_done",["is","visit:browser",["Chrome"]]]]}`, status: 400},
 		portCase{from: fQuery, name: "segment filters are (not yet) available in public API",
 			query: `{"metrics":["visitors"],"date_range":"all","filters":[["is","segment",[1]]]}`, status: 400},
+	)
+
+	// Saved segments: the dashboard API's query test of a shared link
+	// limited to a segment (its query through the public API), and the
+	// refusals of query_parse_and_build_test.exs's "filtering with segments".
+	foo := []pev{pv(u(5), page("/foo"), at("2021-01-01 00:00:00")), pv(u(5), at("2021-01-01 00:25:00")), pv(at("2021-01-01 00:00:00"))}
+	scandinavia := []pseg{{name: "Scandinavia", data: `{"filters":[["is","event:page",["/foo"]]]}`}}
+	add(
+		portCase{from: fStatsQuery, name: "returns metrics with shared link auth that is limited to segment", events: foo, segments: scandinavia,
+			query: `{"metrics":["pageviews"],"date_range":"all","filters":[["is","segment",["$seg:Scandinavia"]]]}`, want: portAgg("1")},
+		portCase{from: fParseBuild, name: "parsing fails when too many segments in query", events: foo, segments: scandinavia,
+			query: `{"metrics":["visitors"],"date_range":"all","filters":[["and",[` + strings.Repeat(`["is","segment",["$seg:Scandinavia"]],`, 10) +
+				`["is","segment",["$seg:Scandinavia"]]]]]}`, status: 400},
+		portCase{from: fParseBuild, name: "validation fails with string segment ids", events: foo, segments: scandinavia,
+			query: `{"metrics":["visitors"],"date_range":"all","filters":[["is","segment",["123"]]]}`, status: 400},
 	)
 
 	// query_special_metrics_test.exs.

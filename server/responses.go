@@ -818,6 +818,39 @@ type goalList struct {
 	Goals []goalBody `json:"goals"`
 }
 
+// segmentBody is a saved segment (docs/query-api.md#saved-segments): the
+// answer of its POST, GET and PATCH, and an element of segmentList.
+// segment_data is as stored, {"filters": [...], "labels": {...}}; the owner
+// is the actor that created or last changed it (owner_id null for the admin
+// token), as audit entries name actors.
+type segmentBody struct {
+	ID          int64           `json:"id"`
+	SiteID      string          `json:"site_id"`
+	Name        string          `json:"name"`
+	Type        string          `json:"type"`
+	SegmentData json.RawMessage `json:"segment_data"`
+	OwnerKind   string          `json:"owner_kind"`
+	OwnerID     *string         `json:"owner_id"`
+	InsertedAt  string          `json:"inserted_at"`
+	UpdatedAt   string          `json:"updated_at"`
+}
+
+// segmentOf is seg as the API answers it.
+func segmentOf(seg *storage.Segment) segmentBody {
+	b := segmentBody{ID: seg.ID, SiteID: seg.SiteID, Name: seg.Name, Type: seg.Type,
+		SegmentData: json.RawMessage(seg.Data), OwnerKind: seg.Owner.Kind,
+		InsertedAt: seg.InsertedAt, UpdatedAt: seg.UpdatedAt}
+	if seg.Owner.ID != "" {
+		b.OwnerID = &seg.Owner.ID
+	}
+	return b
+}
+
+// segmentList is the answer of GET /v1/sites/:siteId/segments.
+type segmentList struct {
+	Segments []segmentBody `json:"segments"`
+}
+
 // importBody is one import of a site's history (docs/import.md): its source,
 // files, rows and days.
 type importBody struct {

@@ -185,6 +185,26 @@ func TestResponseShapes(t *testing.T) {
 			body: map[string]any{"steps": []string{"Home"}, "date_range": "day"}},
 		{api: "q", method: "DELETE", path: "/v1/sites/web/goals/{goal_id}", token: tn.adminKey, status: 204},
 
+		// Saved segments (docs/query-api.md#saved-segments).
+		{api: "q", method: "POST", path: "/v1/sites/web/segments", token: tn.adminKey, status: 201,
+			body: map[string]any{"name": "DE", "type": "site", "segment_data": map[string]any{"filters": []any{[]any{"is", "visit:country", []string{"DE"}}}, "labels": map[string]any{"DE": "Germany"}}},
+			save: map[string]string{"segment_id": "id"}},
+		{api: "q", method: "POST", path: "/v1/sites/web/segments", token: testAdminToken, status: 201,
+			body: map[string]any{"name": "Mine", "type": "personal", "segment_data": map[string]any{"filters": []any{[]any{"is", "visit:country", []string{"FR"}}}}}},
+		{api: "q", method: "POST", path: "/v1/sites/web/segments", token: tn.adminKey, status: 400,
+			body: map[string]any{"name": "x", "type": "site", "segment_data": map[string]any{"filters": []any{[]any{"is", "visit:nope", []string{"x"}}}}}},
+		{api: "q", method: "GET", path: "/v1/sites/web/segments", token: testAdminToken, status: 200},
+		{api: "q", method: "GET", path: "/v1/sites/web/segments/{segment_id}", token: tn.readKey, status: 200},
+		{api: "q", method: "PATCH", path: "/v1/sites/web/segments/{segment_id}", token: testAdminToken, status: 200,
+			body: map[string]any{"name": "Germany"}},
+		{api: "q", method: "POST", path: "/v1/sites/web/query", token: tn.readKey, status: 200,
+			build: func(v map[string]string) (any, []string) {
+				return map[string]any{"metrics": []string{"visitors"}, "date_range": "day", "filters": []any{[]any{"is", "segment", []any{json.Number(v["segment_id"])}}}}, nil
+			}},
+		{api: "q", method: "POST", path: "/api/v2/query", token: tn.readKey, status: 400,
+			body: map[string]any{"site_id": "web", "metrics": []string{"visitors"}, "date_range": "day", "filters": []any{[]any{"is", "segment", []int{999999}}}}},
+		{api: "q", method: "DELETE", path: "/v1/sites/web/segments/{segment_id}", token: tn.adminKey, status: 204},
+
 		// Imported history (docs/import.md).
 		{api: "q", method: "POST", path: "/v1/sites/web/query", token: tn.readKey, status: 200,
 			body: map[string]any{"metrics": []string{"visitors"}, "date_range": "7d", "include": map[string]any{"imports": true}}},

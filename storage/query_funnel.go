@@ -61,6 +61,9 @@ func (db *DB) QueryFunnel(ctx context.Context, site *Site, raw []byte, now time.
 		return nil, err
 	}
 	if raw, ok := body["filters"]; ok {
+		if raw, err = db.resolveSegments(ctx, site.ID, raw); err != nil {
+			return nil, err
+		}
 		if err := pq.parseFilters(raw); err != nil {
 			return nil, err
 		}

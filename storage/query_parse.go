@@ -29,7 +29,7 @@ func unsupportedQuery(format string, args ...any) error {
 var (
 	plausibleOnlyMetrics    = []string{"exit_rate"}
 	plausibleOnlyDimensions = []string{"visit:screen",
-		"visit:entry_page_hostname", "visit:exit_page_hostname", "segment"}
+		"visit:entry_page_hostname", "visit:exit_page_hostname"}
 	queryMetrics = []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents,
 		MetricViewsPerVisit, MetricBounceRate, MetricVisitDuration, MetricPercentage,
 		metricConversionRate, metricGroupConversionRate, metricTotalRevenue, metricAverageRevenue,
@@ -111,6 +111,11 @@ func parseMetrics(raw json.RawMessage) ([]string, error) {
 
 // checkDimension validates a dimension or filter key name.
 func checkDimension(d string) error {
+	if d == SegmentDimension {
+		// Resolved before parsing (query_segments.go): one left is a
+		// dimension, or a segment's filters naming a segment.
+		return invalidQuery("segment is a filter only, [\"is\", \"segment\", [segment ids]], and a segment's filters may not name a segment")
+	}
 	if slices.Contains(plausibleOnlyDimensions, d) {
 		return unsupportedQuery("the dimension %q is not supported", d)
 	}

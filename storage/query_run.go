@@ -20,6 +20,9 @@ func (db *DB) Query(ctx context.Context, site *Site, req *QueryRequest, now time
 	if err != nil {
 		return nil, err
 	}
+	if req, err = db.withSegments(ctx, site, req); err != nil {
+		return nil, err
+	}
 	pq, err := parseQuery(req, site, loc, now)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@
   var gen = 0; // the current load; answers of an older one are dropped
   var realtimeTimer = null;
   var goalList = null; // null: goals unavailable (the endpoint answers 404)
+  var segmentList = null; // the site's saved segments once asked for; null: not yet (or unavailable)
   var lastFunnel = null; // the funnel shown, for its CSV
 
   var refreshTimer = null; // the realtime view's next refresh
@@ -259,7 +260,10 @@
   // apiFilters are the view's filters; all leaves a goal filter out (the
   // site's visitors beside its conversions).
   function apiFilters(all) {
-    return state.filters.filter(function (f) { return !all || f[0] !== "event:goal"; }).map(function (f) { return ["is", f[0], [f[1]]]; });
+    return state.filters.filter(function (f) { return !all || f[0] !== "event:goal"; }).map(function (f) {
+      // a saved segment's id is a number (docs/query-api.md#saved-segments)
+      return f[0] === "segment" ? ["is", "segment", [Number(f[1])]] : ["is", f[0], [f[1]]];
+    });
   }
   function base() { return "/sites/" + encodeURIComponent(state.site); }
   function query(body, accept) { return post(base() + "/query", body, accept); }
@@ -307,7 +311,7 @@
     box.textContent = "";
     state.filters.forEach(function (f, i) {
       var chip = el("span", "chip");
-      chip.appendChild(el("span", null, label(f[0]) + " is " + f[1]));
+      chip.appendChild(el("span", null, f[0] === "segment" ? "Segment " + segmentName(f[1]) : label(f[0]) + " is " + f[1]));
       var x = el("button", "chip-x", "×");
       x.type = "button";
       x.title = "Remove filter";
@@ -315,6 +319,50 @@
       x.onclick = function () { removeFilter(i); };
       chip.appendChild(x);
       box.appendChild(chip);
+    });
+  }
+
+  // ---- saved segments (docs/dashboard.md#segments) ----
+  // The list is asked for when the picker is opened, or when the view
+  // holds a segment (its chip shows the name): never on a first load
+  // without one. Applying one is the filter ["segment", id]; saving turns
+  // the view's other filters (and the applied segment's) into a new site
+  // segment and applies it.
+  function segmentOf(id) { return (segmentList || []).filter(function (s) { return String(s.id) === String(id); })[0]; }
+  function segmentName(id) { var s = segmentOf(id); return s ? s.name : "#" + id; }
+  function loadSegments() {
+    var site = state.site;
+    return api(base() + "/segments").then(function (b) {
+      if (site !== state.site) return;
+      segmentList = (b && b.segments) || [];
+      showSegments();
+      showFilters();
+    }, function (e) { if (site === state.site) $("#segment-status").textContent = e.message; });
+  }
+  function showSegments() {
+    var sel = $("#segment-select");
+    while (sel.options.length > 1) sel.remove(1);
+    (segmentList || []).forEach(function (s) {
+      var o = el("option", null, s.name);
+      o.value = String(s.id);
+      sel.appendChild(o);
+    });
+    sel.value = "";
+    $("#segment-save").hidden = !state.filters.some(function (f) { return f[0] !== "segment"; });
+  }
+  function saveSegment(name) {
+    var applied = state.filters.filter(function (f) { return f[0] === "segment"; })[0];
+    var own = segmentOf(applied && applied[1]);
+    if (applied && !own) return Promise.reject(new Error("the applied segment is not in the list: remove it first"));
+    var filters = (own ? own.segment_data.filters : []).concat(apiFilters().filter(function (f) { return f[1] !== "segment"; }));
+    return post(base() + "/segments", { name: name, type: "site", segment_data: { filters: filters } }).then(function (s) {
+      segmentList = [s].concat(segmentList || []);
+      state.filters = [["segment", String(s.id)]];
+      $("#segment-name").value = "";
+      $("#segment-status").textContent = "Saved \u201c" + s.name + "\u201d";
+      showSegments();
+      writeURL(true);
+      return load();
     });
   }
 
@@ -816,6 +864,7 @@
     status("");
     showControls();
     showFilters();
+    if (segmentList) showSegments();
     buildCards();
     markCard();
     var first = [];
@@ -824,6 +873,9 @@
     if (loadedSite !== state.site) {
       loadedSite = state.site;
       siteToday = "";
+      segmentList = null;
+      $("#segment-status").textContent = "";
+      if ($("#segments").open || state.filters.some(function (f) { return f[0] === "segment"; })) first.push(loadSegments());
       realtime();
       first.push(api(base()).then(function (s) {
         $("#tz-label").textContent = "· times in " + s.time_zone + ", the site's time zone";
@@ -1052,6 +1104,13 @@
   $("#site-select").onchange = function () { unknownSite = ""; state.site = $("#site-select").value; state.filters = []; state.steps = []; writeURL(true); load(); };
   $("#workspace").onchange = function () { state.site = ""; state.filters = []; state.steps = []; sites().then(load); };
   $("#signout").onclick = signout;
+  $("#segments").addEventListener("toggle", function () { if ($("#segments").open && state.site && !segmentList) loadSegments(); });
+  $("#segment-select").onchange = function () { var v = $("#segment-select").value; if (v) addFilter("segment", v); };
+  $("#segment-save").onsubmit = function (ev) {
+    ev.preventDefault();
+    $("#segment-status").textContent = "";
+    saveSegment($("#segment-name").value.trim()).catch(function (e) { $("#segment-status").textContent = e.message; });
+  };
   $("#tools").addEventListener("toggle", function () { if ($("#tools").open && state.site) loadAdmin().catch(function (e) { status(e.message); }); });
   document.addEventListener("click", function (ev) {
     var b = ev.target.closest && ev.target.closest("button.csv");
