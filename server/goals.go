@@ -40,7 +40,8 @@ func (s *Server) createGoal(w http.ResponseWriter, r *http.Request, ps httproute
 }
 
 // newGoalOf reads a goal's body: name, one of event_name and page_path,
-// and an optional property {name, value}; storage checks the values.
+// an optional property {name, value} and an optional currency (a revenue
+// goal's); storage checks the values.
 func newGoalOf(body object) (storage.NewGoal, error) {
 	var ng storage.NewGoal
 	var err error
@@ -74,6 +75,13 @@ func newGoalOf(body object) (storage.NewGoal, error) {
 			return ng, fault.Errorf(fault.InvalidGoal, "property.value is required and must be a string")
 		}
 		ng.Property = &storage.GoalProperty{Name: name, Value: value}
+	}
+	if raw, ok := body["currency"]; ok && string(raw) != "null" {
+		var code string
+		if json.Unmarshal(raw, &code) != nil {
+			return ng, fault.Errorf(fault.InvalidGoal, "currency must be a string: an ISO 4217 code such as \"USD\", or null for a goal without revenue")
+		}
+		ng.Currency = &code
 	}
 	return ng, nil
 }
