@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -168,5 +169,80 @@ func TestQueryExitRateRules(t *testing.T) {
 				t.Errorf("got %s, want the message to hold %q", r.body, c.want)
 			}
 		})
+	}
+}
+
+// TestGoalCurrencyUpdate checks PATCH /v1/sites/:siteId/goals/:goalId:
+// the currency is set, changed and removed (null), audited, and read by
+// the next query, over the events before it too; nothing else changes,
+// and bad input is a 400 naming the field.
+func TestGoalCurrencyUpdate(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.setupTenant("acme", "web")
+	h.sendQ("web", 1, qev{anon: "a", typ: "order", url: "https://x.test/", ts: utc(1, 20, 10, 0), props: map[string]any{"revenue": 12, "currency": "EUR"}})
+	r := h.q("POST", "/v1/sites/web/goals", tn.adminKey, map[string]any{"name": "Order", "event_name": "order"})
+	mustStatus(t, r, 201, "")
+	id := fmt.Sprint(r.json(t)["id"])
+	r = h.q("POST", "/v1/sites/web/goals", tn.adminKey, map[string]any{"name": "Home", "page_path": "/"})
+	mustStatus(t, r, 201, "")
+	home := fmt.Sprint(r.json(t)["id"])
+	revenue := func() string {
+		return queryRows(t, h, tn.readKey, "web", q(list("total_revenue"), nil, []any{"is", "event:goal", list("Order")}))
+	}
+	if got := revenue(); got != "null" {
+		t.Errorf("without a currency: got %s, want null", got)
+	}
+	for _, c := range []struct {
+		name     string
+		currency any
+		want     any    // the answer's currency
+		revenue  string // total_revenue after
+	}{
+		{"set", "eur", "EUR", "12"},
+		{"changed: the EUR amount is left out", "USD", "USD", "0"},
+		{"removed", nil, nil, "null"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := h.q("PATCH", "/v1/sites/web/goals/"+id, tn.adminKey, map[string]any{"currency": c.currency})
+			mustStatus(t, r, 200, "")
+			if got := r.json(t); got["currency"] != c.want || got["name"] != "Order" || got["event_name"] != "order" {
+				t.Errorf("got %s, want Order with currency %v", r.body, c.want)
+			}
+			if got := revenue(); got != c.revenue {
+				t.Errorf("total_revenue: got %s, want %s", got, c.revenue)
+			}
+		})
+	}
+	for _, c := range []struct {
+		name, path string
+		body       any
+		status     int
+		code, want string
+	}{
+		{"a bad code", id, map[string]any{"currency": "EURO"}, 400, "invalid_goal", "ISO 4217"},
+		{"a number", id, map[string]any{"currency": 978}, 400, "invalid_goal", "currency must be a string"},
+		{"no currency", id, map[string]any{}, 400, "invalid_goal", "currency is required"},
+		{"the name", id, map[string]any{"name": "Orders", "currency": "USD"}, 400, "invalid_goal", "name cannot change"},
+		{"a pageview goal", home, map[string]any{"currency": "USD"}, 400, "invalid_goal", "custom event goal"},
+		{"no such goal", "999", map[string]any{"currency": "USD"}, 404, "not_found", "no goal"},
+		{"not an id", "x", map[string]any{"currency": "USD"}, 404, "not_found", "no goal"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := h.q("PATCH", "/v1/sites/web/goals/"+c.path, tn.adminKey, c.body)
+			mustStatus(t, r, c.status, c.code)
+			if !strings.Contains(string(r.body), c.want) {
+				t.Errorf("got %s, want the message to hold %q", r.body, c.want)
+			}
+		})
+	}
+	mustStatus(t, h.q("PATCH", "/v1/sites/web/goals/"+id, tn.readKey, map[string]any{"currency": "USD"}), 403, "forbidden")
+	if got := h.count(`SELECT COUNT(*) FROM audit_log WHERE action = 'goal.update'`); got != 3 {
+		t.Errorf("got %d goal.update audit rows, want 3", got)
+	}
+	var meta string
+	if err := h.sqlDB().QueryRow(`SELECT metadata FROM audit_log WHERE action = 'goal.update' ORDER BY seq LIMIT 1`).Scan(&meta); err != nil ||
+		meta != `{"currency":"EUR","event_name":"order","goal_id":`+id+`,"name":"Order","previous_currency":null}` {
+		t.Errorf("got audit metadata %s (%v)", meta, err)
 	}
 }

@@ -243,6 +243,7 @@ func (s *Server) Query() http.Handler {
 	rt.handleV1(http.MethodPost, "/sites/:siteId/goals", s.createGoal)
 	rt.handleV1(http.MethodGet, "/sites/:siteId/goals", s.bounded(s.listGoals))
 	rt.handleV1(http.MethodDelete, "/sites/:siteId/goals/:goalId", s.deleteGoal)
+	rt.handleV1(http.MethodPatch, "/sites/:siteId/goals/:goalId", s.updateGoal)
 	rt.handleV1(http.MethodGet, "/sites/:siteId/imports", s.bounded(s.listImports))
 	rt.handleV1(http.MethodPost, "/sites/:siteId/funnel", s.bounded(s.funnel))
 	rt.handleV1(http.MethodPost, "/sites/:siteId/imports", s.importEvents)

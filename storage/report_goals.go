@@ -262,8 +262,8 @@ func (db *DB) DeleteGoal(ctx context.Context, actor Actor, site *Site, id int64)
 			return err
 		}
 		var g Goal
-		err := tx.QueryRow(`SELECT id, name, COALESCE(event_name, ''), COALESCE(page_path, ''), COALESCE(prop_name, '')
-			FROM goals WHERE id = ? AND site_id = ?`, id, site.ID).Scan(&g.ID, &g.Name, &g.EventName, &g.PagePath, &g.PropName)
+		err := tx.QueryRow(`SELECT id, name, COALESCE(event_name, ''), COALESCE(page_path, ''), COALESCE(prop_name, ''), COALESCE(currency, '')
+			FROM goals WHERE id = ? AND site_id = ?`, id, site.ID).Scan(&g.ID, &g.Name, &g.EventName, &g.PagePath, &g.PropName, &g.Currency)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fault.Errorf(fault.NotFound, "no goal with that id on this site")
 		}
@@ -278,4 +278,49 @@ func (db *DB) DeleteGoal(ctx context.Context, actor Actor, site *Site, id int64)
 		}
 		return db.audit(tx, site.WorkspaceID, actor, "goal.delete", site.ID, goalMeta(g))
 	})
+}
+
+// SetGoalCurrency sets (nil: removes) the currency of goal id of site and
+// audits it (goal.update, with the currency before as
+// previous_currency); a goal of another site, or none, is not_found. Only
+// a custom event goal takes one (report_goal_currency.go). Revenue is
+// read when a query runs, so the new currency applies to the goal's
+// events before it too (docs/query-api.md#revenue).
+func (db *DB) SetGoalCurrency(ctx context.Context, actor Actor, site *Site, id int64, code *string) (*Goal, error) {
+	var g Goal
+	err := db.writer.do(ctx, func(tx *writeTx) error {
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
+		err := tx.QueryRow(`SELECT id, site_id, name, COALESCE(event_name, ''), COALESCE(page_path, ''), COALESCE(prop_name, ''),
+			COALESCE(prop_value, ''), COALESCE(currency, ''), created_at FROM goals WHERE id = ? AND site_id = ?`, id, site.ID).Scan(
+			&g.ID, &g.SiteID, &g.Name, &g.EventName, &g.PagePath, &g.PropName, &g.PropValue, &g.Currency, &g.CreatedAt)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fault.Errorf(fault.NotFound, "no goal with that id on this site")
+		}
+		if err != nil {
+			return err
+		}
+		before := g.Currency
+		g.Currency = ""
+		if code != nil {
+			if g.EventName == "" {
+				return fault.Errorf(fault.InvalidGoal, "currency is for a custom event goal (event_name) only: a revenue goal counts the amounts its events carry, and a pageview carries none")
+			}
+			if g.Currency, err = CheckCurrency(*code); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(`UPDATE goals SET currency = ? WHERE id = ?`, nullText(g.Currency), id); err != nil {
+			return err
+		}
+		meta := goalMeta(g)
+		meta["previous_currency"] = nullText(before)
+		meta["currency"] = nullText(g.Currency)
+		return db.audit(tx, site.WorkspaceID, actor, "goal.update", site.ID, meta)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &g, nil
 }
