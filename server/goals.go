@@ -40,7 +40,8 @@ func (s *Server) createGoal(w http.ResponseWriter, r *http.Request, ps httproute
 }
 
 // newGoalOf reads a goal's body: name, one of event_name and page_path,
-// and an optional property {name, value}; storage checks the values.
+// an optional property {name, value} and an optional currency (a revenue
+// goal's); storage checks the values.
 func newGoalOf(body object) (storage.NewGoal, error) {
 	var ng storage.NewGoal
 	var err error
@@ -75,7 +76,57 @@ func newGoalOf(body object) (storage.NewGoal, error) {
 		}
 		ng.Property = &storage.GoalProperty{Name: name, Value: value}
 	}
+	if raw, ok := body["currency"]; ok && string(raw) != "null" {
+		var code string
+		if json.Unmarshal(raw, &code) != nil {
+			return ng, fault.Errorf(fault.InvalidGoal, "currency must be a string: an ISO 4217 code such as \"USD\", or null for a goal without revenue")
+		}
+		ng.Currency = &code
+	}
 	return ng, nil
+}
+
+// updateGoal sets or removes a goal's currency (the one field that
+// changes: a goal's definition is its figures' meaning); 200 with the
+// goal, 404 when the site has no such goal.
+//
+// PATCH /v1/sites/:siteId/goals/:goalId
+func (s *Server) updateGoal(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, site, err := s.site(r, ps.ByName("siteId"), storage.ScopeAdmin)
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(ps.ByName("goalId"), 10, 64)
+	if err != nil {
+		return fault.Errorf(fault.NotFound, "no goal with that id on this site")
+	}
+	body, err := decodeObject(w, r, adminBodyLimit)
+	if err != nil {
+		return err
+	}
+	for _, k := range []string{"name", "event_name", "page_path", "property"} {
+		if body.has(k) {
+			return fault.Errorf(fault.InvalidGoal, "%s cannot change: a goal's definition is what its figures mean; delete the goal and create another (only currency changes)", k)
+		}
+	}
+	raw, ok := body["currency"]
+	if !ok {
+		return fault.Errorf(fault.InvalidGoal, "currency is required: an ISO 4217 code such as \"USD\", or null for a goal without revenue")
+	}
+	var code *string
+	if string(raw) != "null" {
+		var c string
+		if json.Unmarshal(raw, &c) != nil {
+			return fault.Errorf(fault.InvalidGoal, "currency must be a string: an ISO 4217 code such as \"USD\", or null for a goal without revenue")
+		}
+		code = &c
+	}
+	g, err := s.db.SetGoalCurrency(r.Context(), p.actor(), site, id, code)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, goalOf(g))
+	return nil
 }
 
 // listGoals answers {"goals": [...]}, by name.

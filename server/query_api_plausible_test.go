@@ -241,8 +241,8 @@ func TestQueryRevenueMoney(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	tn := h.setupTenant("acme", "web")
-	for _, g := range []string{"Purchase", "Signup"} {
-		mustStatus(t, h.q("POST", "/v1/sites/web/goals", testAdminToken, map[string]any{"name": g, "event_name": strings.ToLower(g)}), 201, "")
+	for _, g := range []map[string]any{{"name": "Purchase", "event_name": "purchase", "currency": "USD"}, {"name": "Signup", "event_name": "signup"}} {
+		mustStatus(t, h.q("POST", "/v1/sites/web/goals", testAdminToken, g), 201, "")
 	}
 	h.sendQ("web", 1, qev{anon: "a", typ: "purchase", url: "https://x.test/buy", ts: utc(1, 20, 10, 0), props: map[string]any{"revenue": 1319, "currency": "USD"}})
 	h.sendQ("web", 2, qev{anon: "b", typ: "purchase", url: "https://x.test/buy", ts: utc(1, 20, 11, 0), props: map[string]any{"revenue": map[string]any{"amount": "2000", "currency": "USD"}}})
@@ -284,7 +284,10 @@ func TestQueryRevenueMoney(t *testing.T) {
 		{"no revenue at all", q(list("total_revenue", "average_revenue"), nil, goals("Signup")), `: [null,null]`},
 		{"compared with none", map[string]any{"metrics": list("total_revenue"), "date_range": list("2026-01-20", "2026-01-20"),
 			"filters": []any{goals("Purchase")}, "include": map[string]any{"comparisons": map[string]any{"mode": "previous_period"}}},
-			`: [{"currency":"USD","long":"$3,319.00","short":"$3.3K","value":3319}] vs {"change":[null],"dimensions":[],"metrics":[null]}`},
+			`: [{"currency":"USD","long":"$3,319.00","short":"$3.3K","value":3319}] vs {"change":[100],"dimensions":[],"metrics":[{"currency":"USD","long":"$0.00","short":"$0.0","value":0}]}`},
+		{"a goal without revenue compared", map[string]any{"metrics": list("total_revenue"), "date_range": list("2026-01-20", "2026-01-20"),
+			"filters": []any{goals("Signup")}, "include": map[string]any{"comparisons": map[string]any{"mode": "previous_period"}}},
+			`: [null] vs {"change":[null],"dimensions":[],"metrics":[null]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -321,6 +324,12 @@ func TestMoney(t *testing.T) {
 		{-12.5, "USD", "-$12.50", "-$12.5"},
 		{1500, "JPY", "¥1,500", "¥1.5K"},
 		{42, "CHF", "CHF\u00a042.00", "CHF\u00a042.0"},
+		// Half to even on the thousandths, as Plausible's decimals round.
+		{50.45, "USD", "$50.45", "$50.4"},
+		{50.55, "USD", "$50.55", "$50.6"},
+		{67.066, "USD", "$67.07", "$67.1"},
+		{0.125, "EUR", "€0.12", "€0.1"},
+		{1.5, "BHD", "BHD\u00a01.500", "BHD\u00a01.5"},
 	} {
 		if m := money(c.v, c.cur); m.Long != c.long || m.Short != c.short || m.Value != c.v || m.Currency != c.cur {
 			t.Errorf("money(%v, %s): got %+v, want long %q short %q", c.v, c.cur, m, c.long, c.short)

@@ -176,10 +176,12 @@ type pimport struct {
 
 // pgoal is insert(:goal, ...): a custom event goal (event) or a
 // pageview goal (page, named "Visit " + page), with Plausible's
-// display_name (name) and a custom property (prop: name, value).
+// display_name (name), a custom property (prop: name, value) and a
+// revenue goal's currency.
 type pgoal struct {
 	event, page, name string
 	prop              []string
+	currency          string
 }
 
 // portCase is one Plausible test (or one query of it).
@@ -239,6 +241,9 @@ func portLoad(t *testing.T, h *harness, tn tenant, site string, c portCase) {
 		}
 		if g.prop != nil {
 			body["property"] = map[string]string{"name": g.prop[0], "value": g.prop[1]}
+		}
+		if g.currency != "" {
+			body["currency"] = g.currency
 		}
 		mustStatus(t, h.q("POST", "/v1/sites/"+site+"/goals", testAdminToken, body), 201, "")
 	}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/text/currency"
+
 	"github.com/tally-analytics/tally/storage"
 )
 
@@ -23,7 +25,8 @@ type revenueValue struct {
 }
 
 // queryMetrics is metrics (named by names) as the answer shows them:
-// numbers, revenue metrics as revenueValue in currency, null for none.
+// numbers, revenue metrics as revenueValue in currency (the row's, ""
+// for none: then a plain number), null for none.
 func queryMetrics(names []string, metrics []float64, currency string) []any {
 	out := make([]any, len(metrics))
 	for i, v := range metrics {
@@ -47,44 +50,83 @@ var currencySymbols = map[string]string{
 	"TWD": "NT$", "ILS": "₪", "VND": "₫", "PHP": "₱",
 }
 
-// wholeCurrencies have no minor unit in CLDR: amounts are whole.
-var wholeCurrencies = map[string]bool{"JPY": true, "KRW": true, "VND": true, "CLP": true, "ISK": true}
+// currencyDecimals is how many decimals CLDR gives currency's amounts
+// (2 for most, 0 for JPY, 3 for BHD), at most the 3 Tally keeps.
+func currencyDecimals(code string) int {
+	u, err := currency.ParseISO(code)
+	if err != nil {
+		return 2
+	}
+	scale, _ := currency.Standard.Rounding(u)
+	return min(scale, 3)
+}
 
 // money is v in currency as Plausible writes it in English: long with
 // thousands separators and the currency's decimals ("$1,659.50"), short
 // with one decimal and K, M, B or T from a thousand on ("$1.7K",
-// "$600.0").
+// "$600.0"). Both round half to even on the amount in thousandths (the
+// precision revenue is kept in), as Plausible's decimal amounts do
+// ("$50.4" for 50.45).
 func money(v float64, currency string) revenueValue {
 	sym, ok := currencySymbols[currency]
 	if !ok {
 		sym = currency + "\u00a0"
 	}
+	milli := int64(math.Round(v * 1000))
 	sign := ""
-	if v < 0 {
-		sign = "-"
-	}
-	a := math.Abs(v)
-	decimals := 2
-	if wholeCurrencies[currency] {
-		decimals = 0
+	if milli < 0 {
+		sign, milli = "-", -milli
 	}
 	return revenueValue{Currency: currency, Value: v,
-		Long:  sign + sym + grouped(strconv.FormatFloat(a, 'f', decimals, 64)),
-		Short: sign + sym + shortAmount(a)}
+		Long:  sign + sym + grouped(decimalText(milli, currencyDecimals(currency))),
+		Short: sign + sym + shortAmount(milli)}
 }
 
-// shortAmount is a non-negative amount to one decimal, scaled to K, M, B
-// or T from a thousand on.
-func shortAmount(a float64) string {
-	suffix := ""
-	for _, s := range []string{"K", "M", "B", "T"} {
-		// Rounded first, so 999.96 is 1.0K rather than 1000.0.
-		if math.Round(a*10)/10 < 1000 {
-			break
-		}
-		a, suffix = a/1000, s
+// halfEven is a/d rounded half to even (a >= 0, d > 0).
+func halfEven(a, d int64) int64 {
+	q, r := a/d, a%d
+	if 2*r > d || 2*r == d && q%2 == 1 {
+		q++
 	}
-	return strconv.FormatFloat(a, 'f', 1, 64) + suffix
+	return q
+}
+
+// pow10 is 10 to the n (0 <= n <= 18).
+func pow10(n int) int64 {
+	p := int64(1)
+	for range n {
+		p *= 10
+	}
+	return p
+}
+
+// decimalText is milli thousandths rounded to decimals (0 to 3) places,
+// as text.
+func decimalText(milli int64, decimals int) string {
+	q := halfEven(milli, pow10(3-decimals))
+	s := strconv.FormatInt(q, 10)
+	if decimals == 0 {
+		return s
+	}
+	if len(s) <= decimals {
+		s = strings.Repeat("0", decimals-len(s)+1) + s
+	}
+	return s[:len(s)-decimals] + "." + s[len(s)-decimals:]
+}
+
+// shortAmount is a non-negative amount in thousandths to one decimal,
+// scaled to K, M, B or T from a thousand on.
+func shortAmount(milli int64) string {
+	suffixes := []string{"", "K", "M", "B", "T"}
+	for i, suffix := range suffixes {
+		// Tenths of the scaled amount, rounded first, so 999.96 is 1.0K
+		// rather than 1000.0.
+		tenths := halfEven(milli, pow10(2+3*i))
+		if tenths < 10000 || i == len(suffixes)-1 {
+			return strconv.FormatInt(tenths/10, 10) + "." + strconv.FormatInt(tenths%10, 10) + suffix
+		}
+	}
+	return ""
 }
 
 // grouped puts a comma between each three digits of the whole part of

@@ -754,15 +754,15 @@ func queryAnswerOf(a *storage.QueryAnswer) queryAnswer {
 	}
 	results := make([]queryResult, len(a.Results))
 	for i := range a.Results {
-		results[i] = queryResultOf(&a.Results[i], a.Query.Metrics, a.Meta.RevenueCurrency)
+		results[i] = queryResultOf(&a.Results[i], a.Query.Metrics)
 	}
 	return queryAnswer{Results: results, Meta: meta, Query: queryEchoOf(&a.Query)}
 }
 
-func queryResultOf(r *storage.QueryResult, metrics []string, currency string) queryResult {
-	res := queryResult{Dimensions: r.Dims, Metrics: queryMetrics(metrics, r.Metrics, currency)}
+func queryResultOf(r *storage.QueryResult, metrics []string) queryResult {
+	res := queryResult{Dimensions: r.Dims, Metrics: queryMetrics(metrics, r.Metrics, r.Currency)}
 	if c := r.Comparison; c != nil {
-		res.Comparison = &queryComparison{Dimensions: c.Dims, Metrics: queryMetrics(metrics, c.Metrics, currency), Change: c.Change}
+		res.Comparison = &queryComparison{Dimensions: c.Dims, Metrics: queryMetrics(metrics, c.Metrics, r.Currency), Change: c.Change}
 	}
 	return res
 }
@@ -791,7 +791,9 @@ type goalBody struct {
 	EventName *string           `json:"event_name"`
 	PagePath  *string           `json:"page_path"`
 	Property  *goalPropertyBody `json:"property"`
-	CreatedAt string            `json:"created_at"`
+	// Currency is a revenue goal's ISO 4217 code, null for another goal.
+	Currency  *string `json:"currency"`
+	CreatedAt string  `json:"created_at"`
 }
 
 // goalPropertyBody is a goal's custom property match.
@@ -809,6 +811,9 @@ func goalOf(g *storage.Goal) goalBody {
 	}
 	if g.PropName != "" {
 		b.Property = &goalPropertyBody{Name: g.PropName, Value: g.PropValue}
+	}
+	if g.Currency != "" {
+		b.Currency = &g.Currency
 	}
 	return b
 }

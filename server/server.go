@@ -269,6 +269,7 @@ func (s *Server) Query() http.Handler {
 	rt.handleV1(http.MethodPost, "/sites/:siteId/goals", s.createGoal)
 	rt.handleV1(http.MethodGet, "/sites/:siteId/goals", s.bounded(s.listGoals))
 	rt.handleV1(http.MethodDelete, "/sites/:siteId/goals/:goalId", s.deleteGoal)
+	rt.handleV1(http.MethodPatch, "/sites/:siteId/goals/:goalId", s.updateGoal)
 	rt.handleV1(http.MethodPost, "/sites/:siteId/segments", s.createSegment)
 	rt.handleV1(http.MethodGet, "/sites/:siteId/segments", s.bounded(s.listSegments))
 	rt.handleV1(http.MethodGet, "/sites/:siteId/segments/:segmentId", s.bounded(s.getSegment))

@@ -171,7 +171,7 @@ func TestResponseShapes(t *testing.T) {
 		{api: "q", method: "POST", path: "/v1/sites/web/goals", token: tn.adminKey, status: 201,
 			body: map[string]any{"name": "Home", "page_path": "/"}, save: map[string]string{"goal_id": "id"}},
 		{api: "q", method: "POST", path: "/v1/sites/web/goals", token: tn.adminKey, status: 201,
-			body: map[string]any{"name": "Pro purchase", "event_name": "purchase", "property": map[string]any{"name": "plan", "value": "pro"}}},
+			body: map[string]any{"name": "Pro purchase", "event_name": "purchase", "property": map[string]any{"name": "plan", "value": "pro"}, "currency": "EUR"}},
 		{api: "q", method: "POST", path: "/v1/sites/web/goals", token: tn.adminKey, status: 409,
 			body: map[string]any{"name": "Home", "event_name": "x"}},
 		{api: "q", method: "POST", path: "/v1/sites/web/goals", token: tn.adminKey, status: 400,

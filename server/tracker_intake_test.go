@@ -113,7 +113,7 @@ func TestPlausibleEventsAPI(t *testing.T) {
 	}
 
 	// Revenue reads through the query API's goal metrics.
-	mustStatus(t, h.q("POST", "/v1/sites/web/goals", testAdminToken, map[string]any{"name": "Purchase", "event_name": "Purchase"}), 201, "")
+	mustStatus(t, h.q("POST", "/v1/sites/web/goals", testAdminToken, map[string]any{"name": "Purchase", "event_name": "Purchase", "currency": "EUR"}), 201, "")
 	res := h.q("POST", "/v1/sites/web/query", testAdminToken, map[string]any{"metrics": []string{"total_revenue", "visitors"},
 		"date_range": "all", "filters": []any{[]any{"is", "event:goal", []string{"Purchase"}}}})
 	mustStatus(t, res, 200, "")

@@ -2,11 +2,9 @@ package storage
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -27,13 +25,6 @@ const (
 	metricGroupConversionRate = "group_conversion_rate"
 	metricTotalRevenue        = "total_revenue"
 	metricAverageRevenue      = "average_revenue"
-)
-
-// Where revenue is read from: an event's custom properties
-// (docs/query-api.md#goals-and-funnels).
-const (
-	revenueProp  = "revenue"
-	currencyProp = "currency"
 )
 
 // goalMetric reports whether m is computed by this file.
@@ -67,7 +58,9 @@ func (pq *parsedQuery) validateGoals() error {
 			}
 			continue
 		}
-		if !byGoal && !namesGoal(pq.filters) {
+		// Revenue needs no goal filter or dimension: its currency comes
+		// from the revenue goals the query matches (query_revenue.go).
+		if !RevenueMetric(m) && !byGoal && !namesGoal(pq.filters) {
 			return invalidQuery("the metric %q requires an event:goal filter or an event:goal dimension", m)
 		}
 		if m == metricGroupConversionRate && len(pq.dimensions) == 0 {
@@ -87,6 +80,9 @@ func (pq *parsedQuery) validateGoals() error {
 // statsRows answers pq over [from, to) as rows in pq's metric order, and
 // whether visitors are estimated.
 func (db *DB) statsRows(ctx context.Context, pq *parsedQuery, from, to time.Time) ([]StatsRow, bool, error) {
+	if slices.Contains(pq.metrics, MetricExitRate) {
+		return db.exitRateStats(ctx, pq, from, to)
+	}
 	if !pq.goalQuery() {
 		return db.StatsEstimate(ctx, pq.statsQuery(from, to))
 	}
@@ -125,6 +121,13 @@ func (db *DB) goalStats(ctx context.Context, pq *parsedQuery, goals []Goal, from
 	filters, err := goalFilters(eventFilters, goals)
 	if err != nil {
 		return nil, false, err
+	}
+	if pq.revenueAsked() {
+		matching := goals
+		if matching, _, err = listedGoals(pq.filters, goals); err != nil {
+			return nil, false, err
+		}
+		pq.planRevenue(matching, gi >= 0)
 	}
 	// Imported days, where they answer the query (import_goals.go).
 	var imported map[string]importedGoalSums
@@ -244,19 +247,27 @@ func (db *DB) goalStats(ctx context.Context, pq *parsedQuery, goals []Goal, from
 			}
 		}
 	}
-	if slices.Contains(pq.metrics, metricTotalRevenue) || slices.Contains(pq.metrics, metricAverageRevenue) {
-		rev, err := db.revenue(ctx, pq, q, filters, parts, withGoal)
-		if err != nil {
-			return nil, false, err
+	if pq.revenueAsked() {
+		var rev map[string]revenueSum
+		if pq.revenueWarning == "" {
+			if rev, err = db.revenue(ctx, q, filters, parts, withGoal, revenueGoalCurrencies(goals)); err != nil {
+				return nil, false, err
+			}
 		}
 		for _, b := range rows {
-			// A group without revenue has none (null), not 0, as
-			// Plausible's answer has it.
-			b.vals[metricTotalRevenue], b.vals[metricAverageRevenue] = math.NaN(), math.NaN()
-			if sum := rev[strings.Join(b.dims, "\x00")]; sum.n > 0 {
-				b.vals[metricTotalRevenue] = round2(sum.total)
-				b.vals[metricAverageRevenue] = round2(sum.total / sum.n)
+			goal := ""
+			if gi >= 0 {
+				goal = b.dims[gi]
 			}
+			// Without a currency for the row (a warning, a goal without
+			// one) revenue is none (null); with one, the amounts' sum
+			// and mean, 0 without any, as Plausible's answer has them.
+			if pq.rowCurrency(goal) == "" {
+				b.vals[metricTotalRevenue], b.vals[metricAverageRevenue] = math.NaN(), math.NaN()
+				continue
+			}
+			sum := rev[strings.Join(b.dims, "\x00")]
+			b.vals[metricTotalRevenue], b.vals[metricAverageRevenue] = sum.totalValue(), sum.averageValue()
 		}
 	}
 	out := make([]StatsRow, 0, len(rows))
@@ -274,11 +285,12 @@ func (db *DB) goalStats(ctx context.Context, pq *parsedQuery, goals []Goal, from
 }
 
 // emptyMetrics are the metrics of a group without data: 0, but none
-// (NaN, null in the answer) for the revenue metrics.
+// (NaN, null in the answer) for the revenue metrics without one currency
+// for every row (query_revenue.go).
 func (pq *parsedQuery) emptyMetrics() []float64 {
 	m := make([]float64, len(pq.metrics))
 	for i, name := range pq.metrics {
-		if RevenueMetric(name) {
+		if RevenueMetric(name) && (pq.revenueDefault == "" || pq.revenueWarning != "") {
 			m[i] = math.NaN()
 		}
 	}
@@ -313,87 +325,6 @@ func rate(n, d float64) float64 {
 func round2(x float64) float64 {
 	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', 2, 64), 64)
 	return v
-}
-
-// revenueSum is a group's revenue: the amounts' total and how many events
-// carried one.
-type revenueSum struct {
-	total, n float64
-}
-
-// revenue reads the amounts of the events of q's groups (each part's), by
-// breaking them down by their revenue and currency properties and
-// multiplying each amount by its events. Amounts in more than one
-// currency cannot be added: 400.
-func (db *DB) revenue(ctx context.Context, pq *parsedQuery, q StatsQuery, filters []QueryFilter,
-	parts []goalPart, withGoal func([]string, string) []string) (map[string]revenueSum, error) {
-	q.Metrics = []string{MetricEvents}
-	n := len(q.Dimensions)
-	q.Dimensions = append(slices.Clone(q.Dimensions), PropPrefix+revenueProp, PropPrefix+currencyProp)
-	out := map[string]revenueSum{}
-	currencies := map[string]bool{}
-	for _, p := range parts {
-		pqq := q
-		pqq.Filters = append(slices.Clone(filters), p.filter...)
-		rows, err := db.Stats(ctx, pqq)
-		if err != nil {
-			return nil, err
-		}
-		for _, row := range rows {
-			amount, currency, ok := parseRevenue(row.Dims[n], row.Dims[n+1])
-			if !ok {
-				continue
-			}
-			currencies[currency] = true
-			key := strings.Join(withGoal(row.Dims[:n], p.name), "\x00")
-			sum := out[key]
-			sum.total += amount * row.Metrics[0]
-			sum.n += row.Metrics[0]
-			out[key] = sum
-		}
-	}
-	if len(currencies) > 1 {
-		list := make([]string, 0, len(currencies))
-		for c := range currencies {
-			list = append(list, c)
-		}
-		sort.Strings(list)
-		return nil, unsupportedQuery("the events' revenue is in several currencies (%s) and is not converted: add a filter such as [\"is\", \"event:props:currency\", [%q]]", strings.Join(list, ", "), list[0])
-	}
-	for c := range currencies {
-		if pq.revenueCurrency == "" {
-			pq.revenueCurrency = c
-		}
-	}
-	return out, nil
-}
-
-// currencyCode is an ISO 4217 code's shape.
-var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
-
-// parseRevenue reads an event's amount and currency from its revenue and
-// currency properties as the query API shows them: revenue a number (or a
-// string of one) with currency a three-letter code, or revenue an object
-// {"amount", "currency"} as Plausible's Events API sends it. false: no
-// amount, or one without a currency.
-func parseRevenue(revenue, currency string) (float64, string, bool) {
-	if strings.HasPrefix(revenue, "{") {
-		var obj struct {
-			Amount   json.RawMessage `json:"amount"`
-			Currency string          `json:"currency"`
-		}
-		if json.Unmarshal([]byte(revenue), &obj) != nil {
-			return 0, "", false
-		}
-		revenue = strings.Trim(string(obj.Amount), `"`)
-		currency = obj.Currency
-	}
-	amount, err := strconv.ParseFloat(strings.TrimSpace(revenue), 64)
-	currency = strings.ToUpper(strings.TrimSpace(currency))
-	if err != nil || amount != amount || amount > 1e15 || amount < -1e15 || !currencyCode.MatchString(currency) {
-		return 0, "", false
-	}
-	return amount, currency, true
 }
 
 // goalFilters rewrites every event:goal condition of fs into the filters

@@ -86,12 +86,15 @@ type parsedQuery struct {
 	imports    bool   // include.imports
 	compare    string // "", previous_period, year_over_year, custom
 	compareRng [2]time.Time
-	// revenueCurrency is the one currency of the revenue metrics' events
-	// (query_goals.go), once read.
-	revenueCurrency string
-	limit           int
-	offset          int
-	pagination      bool
+	// The revenue metrics' currencies, from the revenue goals the query
+	// matches (query_revenue.go): one for every row, or (by goal) each
+	// goal's; or Plausible's warning code, when there is none to give.
+	revenueDefault string
+	revenueByGoal  map[string]string
+	revenueWarning string
+	limit          int
+	offset         int
+	pagination     bool
 }
 
 // timeDimension is the query's time dimension, or "".
@@ -157,8 +160,11 @@ type QueryAnswer struct {
 // without a value is NaN: a revenue metric (RevenueMetric) of a group
 // without revenue, which the answer shows as null.
 type QueryResult struct {
-	Dims       []string
-	Metrics    []float64
+	Dims    []string
+	Metrics []float64
+	// Currency is the revenue metrics' currency in this row, "" where
+	// they have none (query_revenue.go).
+	Currency   string
 	Comparison *QueryComparison
 }
 

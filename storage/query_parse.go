@@ -27,13 +27,12 @@ func unsupportedQuery(format string, args ...any) error {
 // Metrics and dimensions Plausible has and Tally does not: named as
 // unsupported rather than unknown.
 var (
-	plausibleOnlyMetrics    = []string{"exit_rate"}
 	plausibleOnlyDimensions = []string{"visit:screen",
 		"visit:entry_page_hostname", "visit:exit_page_hostname"}
 	queryMetrics = []string{MetricVisitors, MetricVisits, MetricPageviews, MetricEvents,
 		MetricViewsPerVisit, MetricBounceRate, MetricVisitDuration, MetricPercentage,
 		metricConversionRate, metricGroupConversionRate, metricTotalRevenue, metricAverageRevenue,
-		MetricScrollDepth, MetricTimeOnPage}
+		MetricScrollDepth, MetricTimeOnPage, MetricExitRate}
 	timeDimensions = []string{"time", "time:minute", "time:hour", "time:day", "time:week", "time:month"}
 )
 
@@ -100,8 +99,6 @@ func parseMetrics(raw json.RawMessage) ([]string, error) {
 		case slices.Contains(list[:i], m):
 			return nil, invalidQuery("metrics may not repeat %q", m)
 		case slices.Contains(queryMetrics, m):
-		case slices.Contains(plausibleOnlyMetrics, m):
-			return nil, unsupportedQuery("the metric %q is not supported; supported metrics are %s", m, strings.Join(queryMetrics, ", "))
 		default:
 			return nil, invalidQuery("unknown metric %q; supported metrics are %s", m, strings.Join(queryMetrics, ", "))
 		}
@@ -639,6 +636,9 @@ func (pq *parsedQuery) validate() error {
 		return invalidQuery("include.time_labels requires a time dimension")
 	}
 	if err := pq.validateEngagement(); err != nil {
+		return err
+	}
+	if err := pq.validateExitRate(); err != nil {
 		return err
 	}
 	// By minute is the dashboard's realtime graph (Plausible's too): a day

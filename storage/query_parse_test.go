@@ -31,7 +31,7 @@ func TestQueryRefusals(t *testing.T) {
 		{`{"metrics":["visitors"],"x":1}`, fault.InvalidQuery, `unknown field "x"`},
 		{`{"date_range":"7d"}`, fault.InvalidQuery, "metrics is required"},
 		{`{"metrics":["visitors"]}`, fault.InvalidQuery, "date_range is required"},
-		{`{"metrics":["exit_rate"],"date_range":"7d"}`, fault.UnsupportedQuery, `the metric "exit_rate" is not supported`},
+		{`{"metrics":["exit_rate"],"date_range":"7d"}`, fault.InvalidQuery, "Metric `exit_rate` requires a `\"visit:exit_page\"` dimension. No other dimensions are allowed."},
 		{`{"metrics":["scroll_depth"],"date_range":"7d"}`, fault.InvalidQuery, `the metric "scroll_depth" can only be queried with an event:page filter or dimension`},
 		{`{"metrics":["visitors"],"date_range":"5m"}`, fault.InvalidQuery, `unknown date_range "5m"`},
 		{`{"metrics":["visitors"],"date_range":"7d","filters":[["has_done",["is","visit:os",["Mac"]]]]}`, fault.InvalidQuery, "has_done tests events only"},

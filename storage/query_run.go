@@ -65,7 +65,7 @@ func (db *DB) runQuery(ctx context.Context, pq *parsedQuery) (*QueryAnswer, erro
 	total := len(rows)
 	results := []QueryResult{}
 	for i := pq.offset; i < len(rows) && len(results) < pq.limit; i++ {
-		results = append(results, QueryResult{Dims: rows[i].Dims, Metrics: rows[i].Metrics})
+		results = append(results, QueryResult{Dims: rows[i].Dims, Metrics: rows[i].Metrics, Currency: pq.resultCurrency(rows[i].Dims)})
 	}
 	if pq.compare != "" {
 		if err := db.addComparison(ctx, pq, labels, results); err != nil {
@@ -82,7 +82,8 @@ func (db *DB) runQuery(ctx context.Context, pq *parsedQuery) (*QueryAnswer, erro
 	if estimated {
 		a.Meta.MetricWarnings = estimateWarnings(pq.metrics)
 	}
-	a.Meta.RevenueCurrency = pq.revenueCurrency
+	pq.addRevenueWarnings(&a.Meta)
+	a.Meta.RevenueCurrency = pq.revenueDefault
 	if err := db.addImportsMeta(ctx, pq, a); err != nil {
 		return nil, err
 	}

@@ -39,6 +39,9 @@ type Goal struct {
 	PagePath  string
 	PropName  string
 	PropValue string
+	// Currency is the ISO 4217 code of a revenue goal (a custom event
+	// goal only), "" for a goal without revenue (goal_currency.go).
+	Currency  string
 	CreatedAt string
 }
 
@@ -49,6 +52,8 @@ type NewGoal struct {
 	PagePath  *string
 	// Property is nil without a property match.
 	Property *GoalProperty
+	// Currency is nil for a goal without revenue.
+	Currency *string
 }
 
 // GoalProperty is a goal's custom property match.
@@ -98,6 +103,14 @@ func (g NewGoal) check() (Goal, error) {
 			return out, fault.Errorf(fault.InvalidGoal, "property.value must be a non-empty string of at most %d bytes", maxGoalPropValue)
 		}
 		out.PropValue = p.Value
+	}
+	if g.Currency != nil {
+		if out.EventName == "" {
+			return out, fault.Errorf(fault.InvalidGoal, "currency is for a custom event goal (event_name) only: a revenue goal counts the amounts its events carry, and a pageview carries none")
+		}
+		if out.Currency, err = CheckCurrency(*g.Currency); err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }
@@ -172,9 +185,9 @@ func (db *DB) CreateGoal(ctx context.Context, actor Actor, site *Site, ng NewGoa
 		if n >= MaxGoalsPerSite {
 			return fault.Errorf(fault.GoalLimitReached, "a site may have at most %d goals; delete one first", MaxGoalsPerSite)
 		}
-		if err := tx.QueryRow(`INSERT INTO goals(site_id, name, event_name, page_path, prop_name, prop_value, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`, site.ID, g.Name, nullText(g.EventName), nullText(g.PagePath),
-			nullText(g.PropName), nullText(g.PropValue), g.CreatedAt).Scan(&g.ID); err != nil {
+		if err := tx.QueryRow(`INSERT INTO goals(site_id, name, event_name, page_path, prop_name, prop_value, currency, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, site.ID, g.Name, nullText(g.EventName), nullText(g.PagePath),
+			nullText(g.PropName), nullText(g.PropValue), nullText(g.Currency), g.CreatedAt).Scan(&g.ID); err != nil {
 			return err
 		}
 		// The set changed: its partials are kept under another dim.
@@ -201,6 +214,9 @@ func goalMeta(g Goal) map[string]any {
 		// The property's name only: a value may be personal.
 		m["property_name"] = g.PropName
 	}
+	if g.Currency != "" {
+		m["currency"] = g.Currency
+	}
 	return m
 }
 
@@ -213,7 +229,7 @@ func nullText(s string) any {
 
 // goalsSQL lists a site's goals by name (Goals; the goal partials' set).
 const goalsSQL = `SELECT id, site_id, name, COALESCE(event_name, ''), COALESCE(page_path, ''),
-	COALESCE(prop_name, ''), COALESCE(prop_value, ''), created_at FROM goals WHERE site_id = ? ORDER BY name`
+	COALESCE(prop_name, ''), COALESCE(prop_value, ''), COALESCE(currency, ''), created_at FROM goals WHERE site_id = ? ORDER BY name`
 
 // Goals lists site's goals by name.
 func (db *DB) Goals(ctx context.Context, site string) ([]Goal, error) {
@@ -230,7 +246,7 @@ func scanGoals(rows *sql.Rows) ([]Goal, error) {
 	list := []Goal{}
 	for rows.Next() {
 		var g Goal
-		if err := rows.Scan(&g.ID, &g.SiteID, &g.Name, &g.EventName, &g.PagePath, &g.PropName, &g.PropValue, &g.CreatedAt); err != nil {
+		if err := rows.Scan(&g.ID, &g.SiteID, &g.Name, &g.EventName, &g.PagePath, &g.PropName, &g.PropValue, &g.Currency, &g.CreatedAt); err != nil {
 			return nil, err
 		}
 		list = append(list, g)
@@ -246,8 +262,8 @@ func (db *DB) DeleteGoal(ctx context.Context, actor Actor, site *Site, id int64)
 			return err
 		}
 		var g Goal
-		err := tx.QueryRow(`SELECT id, name, COALESCE(event_name, ''), COALESCE(page_path, ''), COALESCE(prop_name, '')
-			FROM goals WHERE id = ? AND site_id = ?`, id, site.ID).Scan(&g.ID, &g.Name, &g.EventName, &g.PagePath, &g.PropName)
+		err := tx.QueryRow(`SELECT id, name, COALESCE(event_name, ''), COALESCE(page_path, ''), COALESCE(prop_name, ''), COALESCE(currency, '')
+			FROM goals WHERE id = ? AND site_id = ?`, id, site.ID).Scan(&g.ID, &g.Name, &g.EventName, &g.PagePath, &g.PropName, &g.Currency)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fault.Errorf(fault.NotFound, "no goal with that id on this site")
 		}
@@ -262,4 +278,49 @@ func (db *DB) DeleteGoal(ctx context.Context, actor Actor, site *Site, id int64)
 		}
 		return db.audit(tx, site.WorkspaceID, actor, "goal.delete", site.ID, goalMeta(g))
 	})
+}
+
+// SetGoalCurrency sets (nil: removes) the currency of goal id of site and
+// audits it (goal.update, with the currency before as
+// previous_currency); a goal of another site, or none, is not_found. Only
+// a custom event goal takes one (report_goal_currency.go). Revenue is
+// read when a query runs, so the new currency applies to the goal's
+// events before it too (docs/query-api.md#revenue).
+func (db *DB) SetGoalCurrency(ctx context.Context, actor Actor, site *Site, id int64, code *string) (*Goal, error) {
+	var g Goal
+	err := db.writer.do(ctx, func(tx *writeTx) error {
+		if err := db.checkSite(site); err != nil {
+			return err
+		}
+		err := tx.QueryRow(`SELECT id, site_id, name, COALESCE(event_name, ''), COALESCE(page_path, ''), COALESCE(prop_name, ''),
+			COALESCE(prop_value, ''), COALESCE(currency, ''), created_at FROM goals WHERE id = ? AND site_id = ?`, id, site.ID).Scan(
+			&g.ID, &g.SiteID, &g.Name, &g.EventName, &g.PagePath, &g.PropName, &g.PropValue, &g.Currency, &g.CreatedAt)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fault.Errorf(fault.NotFound, "no goal with that id on this site")
+		}
+		if err != nil {
+			return err
+		}
+		before := g.Currency
+		g.Currency = ""
+		if code != nil {
+			if g.EventName == "" {
+				return fault.Errorf(fault.InvalidGoal, "currency is for a custom event goal (event_name) only: a revenue goal counts the amounts its events carry, and a pageview carries none")
+			}
+			if g.Currency, err = CheckCurrency(*code); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(`UPDATE goals SET currency = ? WHERE id = ?`, nullText(g.Currency), id); err != nil {
+			return err
+		}
+		meta := goalMeta(g)
+		meta["previous_currency"] = nullText(before)
+		meta["currency"] = nullText(g.Currency)
+		return db.audit(tx, site.WorkspaceID, actor, "goal.update", site.ID, meta)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &g, nil
 }

@@ -125,7 +125,7 @@ func TestPlausibleLegacySnippetInABrowser(t *testing.T) {
 	w.check("pageview props", w.query([]string{"pageviews"}, []string{"event:props:author"}, []any{"is", "event:page", []string{"/props.html"}}), map[string]string{
 		"John Doe": "[1]",
 	})
-	w.call(http.MethodPost, "/v1/sites/"+w.srv.SiteID+"/goals", map[string]any{"name": "Purchase", "event_name": "Purchase"}, nil)
+	w.call(http.MethodPost, "/v1/sites/"+w.srv.SiteID+"/goals", map[string]any{"name": "Purchase", "event_name": "Purchase", "currency": "EUR"}, nil)
 	// The revenue of both purchases (the tagged button's and the API call's),
 	// as a number or as Plausible's {currency, long, short, value}.
 	if got := w.query([]string{"events", "total_revenue"}, nil, []any{"is", "event:goal", []string{"Purchase"}}); !strings.HasPrefix(got[""], "[2,") || !strings.Contains(got[""], "26.28") {
