@@ -132,6 +132,11 @@ func FuzzQueryAPI(f *testing.F) {
 		{"POST", "/v1/sites/web/query", `{"metrics":["events"],"date_range":["2026-01-01T00:00:00+02:00","2026-01-02T00:00:00Z"],"filters":[["or",[["not",["matches","event:page",["^/a(b|c)*$"]]],["contains","visit:city",["x"],{"case_sensitive":false}]]]]}`},
 		{"POST", "/v1/sites/web/query", `{"metrics":["visits"],"date_range":"month","include":{"comparisons":{"mode":"custom","date_range":["2025-01-01","2025-01-31"]}}}`},
 		{"POST", "/api/v2/query", `{"site_id":"web","metrics":["visitors"],"date_range":"all","dimensions":["time"]}`},
+		// Issue 31 item 6: the new parsing through both query routes.
+		{"POST", "/api/v2/query", `{"site_id":"web","metrics":["visitors","scroll_depth","time_on_page"],"date_range":"realtime","dimensions":["time:minute","event:page"],"filters":[["has_done",["is","event:goal",["x"]]]]}`},
+		{"POST", "/api/v2/query", `{"site_id":"WEB","metrics":["visitors"],"date_range":"30m","dimensions":["visit:channel","event:hostname","visit:browser_version","visit:os_version"],"filters":[["has_not_done",["matches","event:page",["^/"],{"case_sensitive":false}]]]}`},
+		{"POST", "/v1/sites/web/query", `{"metrics":["total_revenue","visitors"],"date_range":"24h","dimensions":["visit:region","visit:city"],"filters":[["contains_not","visit:city_name",["b"],{"case_sensitive":true}]]}`},
+		{"POST", "/api/v2/query", `{"site_id":["web"],"metrics":["visitors"],"date_range":"all"}`},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, []byte(s.body))
@@ -201,6 +206,27 @@ func FuzzQueryBody(f *testing.F) {
 		`{"metrics":["visitors"],"date_range":"7d","filters":[["is","segment",["1",1.5,-1,null,9223372036854775808]],["is_not","segment",[1]],["is","segment",[]]]}`,
 		`{"metrics":["visitors"],"date_range":"7d","filters":[["and",[["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[1]],["is","segment",[2]]]]]}`,
 		`{"metrics":["visitors"],"date_range":"7d","dimensions":["segment"],"filters":[["not",["not",["not",["not",["not",["not",["not",["not",["not",["not",["is","segment",[1]]]]]]]]]]]]]}`,
+		// Issue 31 item 6: every construct of the new parsing, so that each
+		// go test run sends it on both backends.
+		`{"metrics":["visitors","pageviews"],"date_range":"realtime","dimensions":["time:minute"],"include":{"time_labels":true}}`,
+		`{"metrics":["visitors","events"],"date_range":["2026-01-31T00:00:00Z","2026-01-31T09:00:00Z"],"dimensions":["time:minute","event:hostname"],"filters":[["has_not_done",["is","event:hostname",["shop.test"]]]]}`,
+		`{"metrics":["visitors","visits","percentage"],"date_range":"all","dimensions":["visit:channel","visit:browser_version","visit:os_version"],"filters":[["contains","visit:channel",["organic"],{"case_sensitive":false}],["is_not","visit:browser_version",["1.0"]]]}`,
+		`{"metrics":["visitors"],"date_range":"24h","dimensions":["visit:entry_page_hostname","visit:exit_page_hostname","visit:region","visit:city","visit:country_name"],"filters":[["is","visit:city",[2950159,"x"]],["is","visit:region",["DE-BE"],{"case_sensitive":true}]]}`,
+		`{"metrics":["scroll_depth","time_on_page","visitors","pageviews"],"date_range":"all","dimensions":["event:page"],"filters":[["is","event:goal",["Blog"]]]}`,
+		`{"metrics":["scroll_depth","time_on_page"],"date_range":"all","filters":[["is","event:page",["/blog/a"]]],"include":{"comparisons":{"mode":"previous_period"}}}`,
+		`{"metrics":["scroll_depth","time_on_page"],"date_range":"30d","dimensions":["time:day"],"filters":[["matches","event:page",["^/"]],["has_done",["is","event:goal",["Signup"]]]]}`,
+		`{"metrics":["scroll_depth"],"date_range":"all","dimensions":["event:goal"]}`,
+		`{"metrics":["time_on_page"],"date_range":"all","dimensions":["visit:source"],"filters":[["contains_not","event:page",["/x"],{"case_sensitive":false}]]}`,
+		`{"metrics":["total_revenue","average_revenue","visitors"],"date_range":"all","dimensions":["event:props:plan"],"filters":[["is","event:goal",["Signup"],{"case_sensitive":false}]],"order_by":[["total_revenue","desc"]]}`,
+		`{"metrics":["visitors"],"date_range":"all","filters":[["is","event:page",["/A"],{"case_sensitive":false}],["is_not","event:page",["/B"],{"case_sensitive":true}],["contains","event:page",["a"],{"case_sensitive":true}],["contains_not","event:page",["Z"],{"case_sensitive":false}],["matches","event:page",["^/"],{"case_sensitive":true}],["matches_not","event:page",["^/z"],{"case_sensitive":false}]]}`,
+		`{"metrics":["visitors"],"date_range":"all","filters":[["is","event:props:plan",["P"],{"case_sensitive":"no"}],["is","event:page",["/"],{"other":1}],["is","event:page",["/"],{}],["is","event:page",["/"],null]]}`,
+		`{"metrics":["visitors"],"date_range":"all","filters":[["has_done",["has_done",["is","event:page",["/"]]]],["has_not_done",["not",["or",[]]]],["has_done"],["has_done",[]],["not"]]}`,
+		`{"site_id":"SHOP.TEST","metrics":["visitors"],"date_range":"month"}`,
+		`{"site_id":"web","metrics":["visitors"],"date_range":"month"}`,
+		`{"site_id":"","metrics":["visitors"],"date_range":"month"}`,
+		`{"site_id":7,"metrics":["visitors"],"date_range":"month"}`,
+		`{"site_id":"shop.test\u0000","metrics":["visitors"],"date_range":"month"}`,
+		`{"site_id":null,"metrics":["visitors"],"date_range":"realtime","dimensions":["time:minute"]}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -248,6 +274,24 @@ func FuzzQueryBody(f *testing.F) {
 		}
 		for _, site := range []string{"web", "other"} {
 			do(collector, "POST", "/v1/s2s/events", site, ev(site, 2*i+len(site), fields))
+		}
+	}
+	// Pageviews with Plausible's engagement (and a custom event), so that
+	// scroll_depth and time_on_page read measured rows.
+	for i, b := range []string{
+		`{"n":"pageview","u":"https://shop.test/blog/a","d":"shop.test"}`,
+		`{"n":"engagement","u":"https://shop.test/blog/a","d":"shop.test","sd":60,"e":4000}`,
+		`{"n":"signup","u":"https://shop.test/blog/a","d":"shop.test","$":{"amount":"9.5","currency":"EUR"}}`,
+		`{"n":"pageview","u":"https://shop.test/pricing","d":"shop.test"}`,
+		`{"n":"engagement","u":"https://shop.test/pricing","d":"shop.test","sd":100,"e":700}`,
+	} {
+		now = now.Add(time.Duration(i) * time.Second)
+		req := httptest.NewRequest("POST", "/api/event", strings.NewReader(b))
+		req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36")
+		rec := httptest.NewRecorder()
+		collector.ServeHTTP(rec, req)
+		if rec.Code != http.StatusAccepted {
+			f.Fatalf("%s: got %d %s", b, rec.Code, rec.Body)
 		}
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -113,3 +113,76 @@ func TestPlausibleEngagementPassesThePlan(t *testing.T) {
 		t.Errorf("got %d %d (%v), want 70 900", sd, ms, err)
 	}
 }
+
+// Engagement with goals (issue 31): an engagement is never a pageview, an
+// event or a goal's conversion (an event goal named "engagement"
+// included), and scroll_depth and time_on_page read with a page goal's
+// filter as with any filter, given the event:page dimension or top-level
+// filter Plausible asks for; without one, or with only a goal filter, a
+// behavioural or a negated event:page filter, Plausible's 400.
+func TestPlausibleEngagementWithGoals(t *testing.T) {
+	t.Parallel()
+	h := trackerHarness(t)
+	post := func(ua, body string) {
+		t.Helper()
+		h.clock.Advance(time.Second)
+		mustStatusText(t, h.c("POST", "/api/event", "", body, "User-Agent", ua, "Content-Type", "text/plain"), 202)
+	}
+	ev := func(ua, name, path, more string) {
+		t.Helper()
+		post(ua, fmt.Sprintf(`{"n":%q,"u":"https://example.com%s","d":"example.com"%s}`, name, path, more))
+	}
+	ev(chromeUA, "pageview", "/blog/a", "")
+	ev(chromeUA, "engagement", "/blog/a", `,"sd":40,"e":2000`)
+	ev(chromeUA, "Signup", "/blog/a", "")
+	ev(chromeUA, "pageview", "/pricing", "")
+	ev(chromeUA, "engagement", "/pricing", `,"sd":80,"e":1000`)
+	ev(firefoxUA, "pageview", "/blog/b", "")
+	ev(firefoxUA, "engagement", "/blog/b", `,"sd":100,"e":3000`)
+	ev(firefoxUA, "engagement", "/blog/b", `,"sd":90,"e":1000`)
+	for _, g := range []map[string]any{
+		{"name": "Blog", "page_path": "/blog/**"}, {"name": "Signup", "event_name": "Signup"}, {"name": "Engaged", "event_name": "engagement"},
+	} {
+		mustStatusText(t, h.q("POST", "/v1/sites/web/goals", testAdminToken, g), 201)
+	}
+	page := []any{"is", "event:page", []string{"/blog/a", "/pricing"}}
+	blog := []any{"is", "event:goal", []string{"Blog"}}
+	for _, c := range []struct {
+		name   string
+		body   map[string]any
+		status int
+		want   string
+	}{
+		{"no engagement among events", map[string]any{"metrics": []string{"visitors", "events", "pageviews"}, "dimensions": []string{"event:name"}}, 200,
+			`[{"dimensions":["pageview"],"metrics":[2,3,3]},{"dimensions":["Signup"],"metrics":[1,1,0]}]`},
+		{"no engagement among conversions", map[string]any{"metrics": []string{"visitors", "events", "conversion_rate"}, "dimensions": []string{"event:goal"}}, 200,
+			`[{"dimensions":["Blog"],"metrics":[2,2,100]},{"dimensions":["Signup"],"metrics":[1,1,50]}]`},
+		{"the engagement goal converts no one", map[string]any{"metrics": []string{"visitors", "events"}, "filters": []any{[]any{"is", "event:goal", []string{"Engaged"}}}}, 200,
+			`[{"dimensions":[],"metrics":[0,0]}]`},
+		{"a page goal's pageviews", map[string]any{"metrics": []string{"visitors", "pageviews"}, "filters": []any{blog}}, 200,
+			`[{"dimensions":[],"metrics":[2,2]}]`},
+		{"by page, filtered by a page goal", map[string]any{"metrics": []string{"visitors", "scroll_depth", "time_on_page"}, "dimensions": []string{"event:page"},
+			"filters": []any{blog}, "order_by": [][]string{{"event:page", "asc"}}}, 200,
+			`[{"dimensions":["/blog/a"],"metrics":[1,40,2]},{"dimensions":["/blog/b"],"metrics":[1,100,4]}]`},
+		{"a page filter and a page goal", map[string]any{"metrics": []string{"scroll_depth", "time_on_page"}, "filters": []any{page, blog}}, 200,
+			`[{"dimensions":[],"metrics":[40,2]}]`},
+		// One visitor over both pages: its deepest scroll, its time summed.
+		{"a page filter alone", map[string]any{"metrics": []string{"scroll_depth", "time_on_page"}, "filters": []any{page}}, 200,
+			`[{"dimensions":[],"metrics":[80,3]}]`},
+		{"a page goal alone", map[string]any{"metrics": []string{"scroll_depth"}, "filters": []any{blog}}, 400, "scroll_depth"},
+		{"only a behavioural page filter", map[string]any{"metrics": []string{"time_on_page"}, "filters": []any{[]any{"has_done", page}}}, 400, "time_on_page"},
+		{"only a negated page filter", map[string]any{"metrics": []string{"scroll_depth"}, "filters": []any{[]any{"not", page}}}, 400, "scroll_depth"},
+	} {
+		c.body["site_id"], c.body["date_range"] = "web", "all"
+		r := h.q("POST", "/api/v2/query", testAdminToken, c.body)
+		if c.status != 200 {
+			if r.status != c.status || !strings.Contains(string(r.body), `can only be queried with an event:page filter or dimension`) || !strings.Contains(string(r.body), c.want) {
+				t.Errorf("%s: got %d %s, want %d naming %s and the event:page rule", c.name, r.status, r.body, c.status, c.want)
+			}
+			continue
+		}
+		if got := mustJSONText(r.json(t)["results"]); r.status != 200 || got != c.want {
+			t.Errorf("%s: got %d %s, want %s", c.name, r.status, r.body, c.want)
+		}
+	}
+}

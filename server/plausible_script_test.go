@@ -21,6 +21,8 @@ func TestPlausibleScriptVariants(t *testing.T) {
 		{"/js/script.outbound-links.js", 200, `{"outbound-links":1}`},
 		{"/js/script.local.hash.js", 200, `{"hash":1,"local":1}`},
 		{"/js/script.hash.local.js", 200, `{"hash":1,"local":1}`},
+		{"/js/script.compat.js", 200, `{"compat":1}`},
+		{"/js/script.outbound-links.compat.js", 200, `{"compat":1,"outbound-links":1}`},
 		{"/js/script.nope.js", 404, "unknown extension"},
 		{"/js/script.hash.hash.js", 404, "named twice"},
 		{"/js/script.hashjs", 404, "no such script"},

@@ -765,11 +765,20 @@ func (b *sqlBuilder) filterNode(f QueryFilter, inner bool) (string, error) {
 		expr, value = b.q.dialect().Fold(expr), b.q.dialect().Fold("?")
 	}
 	var each []string
+	if (f.Op == "is" || f.Op == "is_not") && len(f.Values) > 0 {
+		// One IN list, not a chain of ORs: a filter on names stands for
+		// the codes of every name it matches (all ~5,000 regions for a
+		// matches_not of ""), past SQLite's expression depth of 1,000.
+		each = append(each, expr+" IN ("+strings.Repeat(value+", ", len(f.Values)-1)+value+")")
+		b.whereArgs = append(b.whereArgs, args...)
+		for _, v := range f.Values {
+			b.whereArgs = append(b.whereArgs, v)
+		}
+	}
 	for _, v := range f.Values {
 		switch f.Op {
 		case "is", "is_not":
-			each = append(each, expr+" = "+value)
-			b.whereArgs = append(append(b.whereArgs, args...), v)
+			// The IN list above.
 		case "contains", "contains_not":
 			each = append(each, b.q.dialect().Contains(expr, value))
 			b.whereArgs = append(append(b.whereArgs, args...), v)

@@ -4,7 +4,9 @@
    posts Plausible's event body, engagement included, and never throws into the page. */
 (function (w, d, X) {
   try {
-    var s = d.currentScript, l = w.location, stub = w.plausible, q = (stub && stub.q) || [], c;
+    // compat finds its tag by id="plausible", for browsers without
+    // document.currentScript (Plausible's script.compat.js).
+    var s = X.compat ? d.getElementById("plausible") : d.currentScript, l = w.location, stub = w.plausible, q = (stub && stub.q) || [], c;
     if (!s || (stub && stub.l)) return;
     var attr = function (n) { return s.getAttribute(n); };
     var files = "pdf,xlsx,docx,txt,rtf,csv,exe,key,pps,ppt,pptx,7z,pkg,rar,gz,zip,avi,mov,mp4,mpeg,wmv,midi,mp3,wav,wma,dmg".split(",");
@@ -14,9 +16,18 @@
       });
     };
     var inc = glob(attr("data-include")), exc = glob(attr("data-exclude"));
+    // XMLHttpRequest where there is no fetch (the browsers compat is for).
     var post = function (b, cb) {
-      fetch(c.api, { method: "POST", keepalive: true, body: JSON.stringify(b), headers: { "Content-Type": "text/plain" } })
+      var j = JSON.stringify(b), t = "text/plain", r;
+      if (w.fetch) fetch(c.api, { method: "POST", keepalive: true, body: j, headers: { "Content-Type": t } })
         .then(function (r) { if (cb) cb({ status: r.status }); }, function (e) { if (cb) cb({ error: e }); });
+      else {
+        r = new XMLHttpRequest();
+        r.open("POST", c.api);
+        r.setRequestHeader("Content-Type", t);
+        r.onload = function () { if (cb) cb({ status: r.status }); };
+        r.send(j);
+      }
     };
 
     // Engagement: the page's deepest scroll and the time it was visible and
@@ -45,13 +56,19 @@
     var track = function (name, o) {
       try {
         o = o || {};
-        var pv = name == "pageview", done = function () { if (pv) ign = 1; if (o.callback) o.callback(); }, p = o.props, k, a;
+        // An ignored event: Plausible's warning (unless logging: false),
+        // and the callback called with nothing.
+        var pv = name == "pageview", p = o.props, k, a, done = function (why) {
+          if (why && c.log) console.warn("Ignoring Event: " + why);
+          if (pv) ign = 1;
+          if (o.callback) o.callback();
+        };
         if (pv && on) { engage(); deep = depth(); }
-        if (!c.local && (/^localhost$|^127(\.\d+){0,2}\.\d+$|^\[::1?\]$/.test(l.hostname) || l.protocol == "file:")) return done();
+        if (!c.local && (/^localhost$|^127(\.\d+){0,2}\.\d+$|^\[::1?\]$/.test(l.hostname) || l.protocol == "file:")) return done("localhost");
         if ((w._phantom || w.__nightmare || w.navigator.webdriver || w.Cypress) && !w.__plausible) return done();
-        try { if (localStorage.plausible_ignore == "true") return done(); } catch (e) {}
+        try { if (localStorage.plausible_ignore == "true") return done("localStorage flag"); } catch (e) {}
         var path = l.pathname + (c.hash ? l.hash : ""), hit = function (r) { return r.test(path); };
-        if (pv && c.excl && (inc.length && !inc.some(hit) || exc.some(hit))) return done();
+        if (pv && c.excl && (inc.length && !inc.some(hit) || exc.some(hit))) return done("exclusion rule");
         var b = { n: name, u: o.u || o.url || l.href, d: c.d, r: d.referrer || null };
         if (c.pvprops) {
           p = p || {};
@@ -67,7 +84,7 @@
         if (o.revenue) b.$ = o.revenue;
         if (o.interactive === false) b.i = false;
         if (c.hash) b.h = 1;
-        if (typeof c.tr == "function" && !(b = c.tr(b))) return done();
+        if (typeof c.tr == "function" && !(b = c.tr(b))) return done("transformRequest");
         if (pv) {
           ign = 0; eu = b.u; ep = b.p; sent = -1; acc = 0; run = Date.now();
           if (!on) { on = 1; d.addEventListener("visibilitychange", vis); w.addEventListener("blur", vis); w.addEventListener("focus", vis); }
@@ -119,12 +136,13 @@
     var start = function (o) {
       if (c) return;
       o = o || {};
-      var api = new URL(s.src, l.href).origin + "/api/event", fd = o.fileDownloads;
+      var api = s.src.split("/").slice(0, 3).join("/") + "/api/event", fd = o.fileDownloads;
       c = X.web
         ? { d: X.d, api: o.endpoint || api, hash: o.hashBasedRouting, manual: o.autoCapturePageviews === false, local: o.captureOnLocalhost,
-            out: o.outboundLinks !== false, dl: fd !== false, forms: o.formSubmissions !== false, tags: 1, props: o.customProperties, tr: o.transformRequest }
+            out: o.outboundLinks !== false, dl: fd !== false, forms: o.formSubmissions !== false, tags: 1, props: o.customProperties, tr: o.transformRequest,
+            log: o.logging !== false }
         : { d: attr("data-domain"), api: attr("data-api") || api, hash: X.hash, manual: X.manual, local: X.local, out: X["outbound-links"],
-            dl: X["file-downloads"], tags: X["tagged-events"], pvprops: X["pageview-props"], excl: X.exclusions };
+            dl: X["file-downloads"], tags: X["tagged-events"], pvprops: X["pageview-props"], excl: X.exclusions, log: 1 };
       if (fd && fd.fileExtensions) files = fd.fileExtensions;
       if (attr("file-types")) files = attr("file-types").split(",");
       if (attr("add-file-types")) files = attr("add-file-types").split(",").concat(files);

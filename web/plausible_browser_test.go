@@ -231,3 +231,147 @@ func TestPlausibleWebSnippetInABrowser(t *testing.T) {
 		"/opts|docs": "[1]", "/opts#/guide|docs": "[1]",
 	})
 }
+
+// oldBrowser makes the page's browser one without document.currentScript
+// and, with noFetch, without fetch: what Plausible's compat script is for.
+func oldBrowser(noFetch bool) string {
+	js := `Object.defineProperty(Document.prototype, "currentScript", { get: function () { return null } });`
+	if noFetch {
+		js += ` window.fetch = undefined;`
+	}
+	return `<script>` + js + `</script>`
+}
+
+// TestPlausibleCompatSnippetInABrowser loads Plausible's published
+// script.compat.js snippet verbatim (the tag found by id="plausible") in a
+// browser made one without document.currentScript, where the plain
+// script sends nothing, and a dotted combination with compat, and reads
+// back what they sent (docs/intake.md#plausibles-snippet).
+func TestPlausibleCompatSnippetInABrowser(t *testing.T) {
+	w := newSnippetWorld(t, map[string]string{
+		"/old":    plausiblePage(oldBrowser(false)+`<script defer data-domain="yourdomain.com" src="https://plausible.io/js/script.js"></script>`, ``),
+		"/compat": plausiblePage(oldBrowser(true)+`<script id="plausible" defer data-domain="yourdomain.com" src="https://plausible.io/js/script.compat.js"></script>`, ``),
+		"/compat-dl": plausiblePage(oldBrowser(false)+`<script id="plausible" defer data-domain="yourdomain.com" src="https://plausible.io/js/script.compat.file-downloads.js"></script>`,
+			`<a id="csv" href="/files/data.csv" onclick="event.preventDefault()">Data</a>`),
+	})
+	w.open("/old")
+	// Without fetch the compat script posts with XMLHttpRequest.
+	w.open("/compat")
+	w.wait(1)
+	w.open("/compat-dl")
+	w.wait(2)
+	if err := chromedp.Do(w.ctx, chromedp.Click(chromedp.CSS("#csv"))); err != nil {
+		t.Fatal(err)
+	}
+	if events := w.wait(3); len(events) != 3 {
+		for _, e := range events {
+			t.Logf("%s %s %s", e.Type, deref(e.URL), e.Raw)
+		}
+		t.Fatalf("got %d events, want 3", len(events))
+	}
+	w.check("pages", w.query([]string{"pageviews"}, []string{"event:page"}), map[string]string{"/compat": "[1]", "/compat-dl": "[1]"})
+	w.check("event names", w.query([]string{"events"}, []string{"event:name", "event:props:url"}), map[string]string{
+		"pageview|(none)": "[2]", "File Download|http://yourdomain.com/files/data.csv": "[1]",
+	})
+}
+
+// warnings records the page's console.warn calls in window.warned.
+const warnings = `<script>window.warned = []; console.warn = function (m) { warned.push(m) }</script>`
+
+// TestPlausibleWebOptionsInABrowser loads the 2025 snippet with the rest
+// of plausible.init's documented options (customProperties as a function,
+// fileDownloads with fileExtensions, outboundLinks and formSubmissions
+// off, transformRequest, logging, bindToWindow, lib) and calls plausible()
+// with each of its options (props, revenue, interactive, callback), and
+// reads back what was sent (docs/intake.md#plausibles-snippet).
+func TestPlausibleWebOptionsInABrowser(t *testing.T) {
+	links := `<a id="pdf" href="/files/report.pdf" onclick="event.preventDefault()">Report</a>
+<a id="csv" href="/files/data.csv" onclick="event.preventDefault()">Data</a>
+<a id="out" href="https://example.org/partner" onclick="event.preventDefault()">Partner</a>
+<form id="f" onsubmit="event.preventDefault()"><input name="q"><button>Go</button></form>`
+	w := newSnippetWorld(t, map[string]string{
+		"/opts/secret": plausiblePage(warnings+plausibleWebSnippet(snippetDomain, `{
+    customProperties: function (name) { return { kind: name == "pageview" ? "page" : "event" } },
+    fileDownloads: { fileExtensions: ["csv"] }, outboundLinks: false, formSubmissions: false,
+    transformRequest: function (p) { if (p.n == "Drop") return null; p.u = p.u.replace("secret", "redacted"); return p },
+    logging: false, bindToWindow: false, lib: "tally-test" }`), links),
+		"/warn": plausiblePage(warnings+plausibleWebSnippet(snippetDomain, `{ transformRequest: function (p) { return p.n == "Drop" ? null : p } }`), ``),
+	})
+	eval := func(js string) string {
+		t.Helper()
+		got, err := chromedp.Run(w.ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return got
+	}
+
+	w.open("/opts/secret")
+	w.wait(1)
+	// Off, or not among fileExtensions: nothing sent.
+	for _, sel := range []string{"#pdf", "#out"} {
+		if err := chromedp.Do(w.ctx, chromedp.Click(chromedp.CSS(sel))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.run(`document.getElementById("f").requestSubmit()`)
+	// Dropped by transformRequest: the callback is called with nothing, and
+	// logging: false says nothing. bindToWindow: false still leaves
+	// plausible() to the page, as Plausible's script does (the option is
+	// its npm package's).
+	w.run(`plausible("Drop", { callback: function (r) { window.dropped = [r] } })`)
+	if err := chromedp.Do(w.ctx, chromedp.Click(chromedp.CSS("#csv"))); err != nil {
+		t.Fatal(err)
+	}
+	w.wait(2)
+	w.run(`plausible("Signup", { props: { plan: "Pro" }, revenue: { amount: 12.5, currency: "EUR" }, interactive: false, callback: function (r) { window.sent = r } })`)
+	w.wait(3)
+	var status string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && status == ""; time.Sleep(50 * time.Millisecond) {
+		status = eval(`window.sent ? String(window.sent.status) : ""`)
+	}
+	if status != "202" {
+		t.Errorf("the callback of a sent event: got status %q, want 202", status)
+	}
+	if got := eval(`JSON.stringify([window.dropped.length, window.dropped[0] === undefined, warned])`); got != `[1,true,[]]` {
+		t.Errorf("a dropped event with logging off: got %s, want the callback called once with nothing and no warning", got)
+	}
+	// Logging on (the default): Plausible's warning for each ignored event.
+	w.open("/warn")
+	w.wait(4)
+	w.run(`plausible("Drop")`)
+	if got := eval(`JSON.stringify(warned)`); got != `["Ignoring Event: transformRequest"]` {
+		t.Errorf("warnings: got %s", got)
+	}
+	if err := chromedp.Do(w.ctx, chromedp.Navigate(w.pages.URL+"/warn")); err != nil {
+		t.Fatal(err)
+	}
+	if got := eval(`JSON.stringify(warned)`); got != `["Ignoring Event: localhost"]` {
+		t.Errorf("warnings on localhost: got %s", got)
+	}
+
+	events := w.wait(4)
+	if len(events) != 4 {
+		for _, e := range events {
+			t.Logf("%s %s %s", e.Type, deref(e.URL), e.Raw)
+		}
+		t.Fatalf("got %d events, want 4", len(events))
+	}
+	for _, e := range events {
+		if e.Type == "Signup" && !strings.Contains(string(e.Raw), `"i":false`) {
+			t.Errorf("interactive: false: got %s, want i false in the body", e.Raw)
+		}
+	}
+	w.check("event names", w.query([]string{"events"}, []string{"event:name"}), map[string]string{
+		"pageview": "[2]", "File Download": "[1]", "Signup": "[1]",
+	})
+	w.check("pages", w.query([]string{"events"}, []string{"event:page"}), map[string]string{"/opts/redacted": "[3]", "/warn": "[1]"})
+	w.check("custom properties", w.query([]string{"events"}, []string{"event:name", "event:props:kind"}), map[string]string{
+		"pageview|page": "[1]", "pageview|(none)": "[1]", "File Download|event": "[1]", "Signup|event": "[1]",
+	})
+	w.check("props", w.query([]string{"events"}, []string{"event:props:plan"}, []any{"is", "event:name", []string{"Signup"}}), map[string]string{"Pro": "[1]"})
+	w.call(http.MethodPost, "/v1/sites/"+w.srv.SiteID+"/goals", map[string]any{"name": "Signup", "event_name": "Signup"}, nil)
+	if got := w.query([]string{"total_revenue"}, nil, []any{"is", "event:goal", []string{"Signup"}}); !strings.Contains(got[""], "12.5") {
+		t.Errorf("revenue: got %v, want 12.5", got)
+	}
+}

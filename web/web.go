@@ -23,9 +23,9 @@ var script []byte
 //go:embed plausible.js
 var plausibleSource []byte
 
-// plausible is plausible.js without its comments and indentation, a sixth
-// smaller gzipped.
-var plausible = compactJS(plausibleSource)
+// plausible is plausible.js without its comments and indentation, and
+// tightened: a quarter smaller gzipped.
+var plausible = tightJS(compactJS(plausibleSource))
 
 //go:embed umami.js
 var umamiSource []byte
@@ -66,7 +66,7 @@ func Dashboard() fs.FS {
 // PlausibleExtensions is the extensions of Plausible's legacy script that
 // Tally's stand-in knows, as they appear in the file's name
 // (docs/intake.md#plausibles-snippet).
-var PlausibleExtensions = []string{"outbound-links", "file-downloads", "tagged-events", "revenue",
+var PlausibleExtensions = []string{"compat", "outbound-links", "file-downloads", "tagged-events", "revenue",
 	"hash", "pageview-props", "manual", "local", "exclusions"}
 
 // PlausibleScript is Tally's stand-in for Plausible's legacy script with
@@ -110,6 +110,42 @@ func compactJS(src []byte) []byte {
 		}
 	}
 	return out.Bytes()
+}
+
+// tightJS drops, outside string literals, the spaces next to punctuation
+// and the line breaks after ; { and , (never after }, where a statement
+// may end without its semicolon). It relies on what plausible.js keeps
+// to: strings in double quotes, no space in a regular expression literal,
+// no comment after code on a line, and no "+ +" or "- -".
+func tightJS(src []byte) []byte {
+	const punct = `=:?,;{}()[]<>|&+*!`
+	out := make([]byte, 0, len(src))
+	last := func() byte {
+		if len(out) == 0 {
+			return 0
+		}
+		return out[len(out)-1]
+	}
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		switch {
+		case c == '"':
+			// Copy the string whole, escapes included.
+			j := i + 1
+			for ; j < len(src) && src[j] != '"'; j++ {
+				if src[j] == '\\' {
+					j++
+				}
+			}
+			out = append(out, src[i:min(j+1, len(src))]...)
+			i = j
+		case c == ' ' && (strings.IndexByte(punct, last()) >= 0 || i+1 < len(src) && strings.IndexByte(punct, src[i+1]) >= 0):
+		case c == '\n' && strings.IndexByte(";{,", last()) >= 0:
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // plausibleWith is the script with its configuration object, and its tag.

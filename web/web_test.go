@@ -57,3 +57,18 @@ func TestUmamiScriptSizeBudget(t *testing.T) {
 	}
 	t.Logf("umami script: %d bytes, %d gzipped", len(b), buf.Len())
 }
+
+// tightJS keeps string literals as they are (event names and messages
+// hold spaces after colons) and the line break after a closing brace,
+// where a statement may end without its semicolon.
+func TestTightJS(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`var a = { n: "Outbound Link: Click" };` + "\n" + `track(a, "x \" , y");`, `var a={n:"Outbound Link: Click"};track(a,"x \" , y");`},
+		{"if (a) {\nb = c ? d : e,\nf();\n}\nvar g = function () { return !h; }", "if(a){b=c?d:e,f();}\nvar g=function(){return!h;}"},
+		{`x = /(^|\s)p(=|--)/.test(y) && z / 2;`, `x=/(^|\s)p(=|--)/.test(y)&&z / 2;`},
+	} {
+		if got := string(tightJS([]byte(tt.in))); got != tt.want {
+			t.Errorf("tightJS(%q): got %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
