@@ -196,13 +196,19 @@ type portCase struct {
 	want    string // results, as Plausible answers them (JSON)
 	meta    string // keys of meta, as Plausible answers them (JSON object); null values must be absent
 	gap     string // why Tally answers otherwise today; the test asserts it still does
-	again   bool   // the answer's query is posted again and must answer the same results
+	// stableIDs sends the events of the fixture's users through Tally's
+	// own envelope (POST /v1/events) with anon_id user-N, as a client that
+	// keeps an id does: one user over several days is one visitor, as
+	// Plausible's fixture, which sets user_id directly, has it (through
+	// Plausible's tracker the cookieless id changes every day).
+	stableIDs bool
+	again     bool // the answer's query is posted again and must answer the same results
 }
 
 // portData is what a case loads into its site: cases of the same data
 // share one.
 func (c portCase) portData() string {
-	return fmt.Sprintf("%q %#v %#v %#v", c.tz, c.goals, c.imports, c.events)
+	return fmt.Sprintf("%q %#v %#v %#v %v", c.tz, c.goals, c.imports, c.events, c.stableIDs)
 }
 
 // portRun runs c's query on site, first loading c's data into it unless
@@ -289,6 +295,21 @@ func portLoad(t *testing.T, h *harness, tn tenant, site string, c portCase) {
 		}
 		if e.engagementSet {
 			body["sd"] = e.scrollDepth
+		}
+		if c.stableIDs && e.user != 0 {
+			env := map[string]any{"id": fmt.Sprintf("00000000-0000-4000-8000-%012x", i+1), "site_id": site,
+				"anon_id": fmt.Sprintf("user-%d", e.user), "type": name, "url": url,
+				"ts": portTime(ts).Add(time.Duration(i) * time.Millisecond).Format("2006-01-02T15:04:05.000Z")}
+			if e.referrer != "" {
+				env["referrer"] = e.referrer
+			}
+			if e.name != "" && body["p"] != nil {
+				env["properties"] = body["p"]
+			}
+			if r := h.c("POST", "/v1/events", site, env, "User-Agent", ua, "X-Forwarded-For", addr); r.status != 202 {
+				t.Fatalf("event %d: got %d %s, want 202", i, r.status, r.body)
+			}
+			continue
 		}
 		headers := []string{"User-Agent", ua, "X-Forwarded-For", addr, "Content-Type", "text/plain"}
 		if e.country != "" {

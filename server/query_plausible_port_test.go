@@ -69,7 +69,6 @@ const twitterName = "X (Twitter)"
 // The gaps, by cause.
 const (
 	gapCityID            = "the port's events carry no GeoNames city id (the intake takes one from a City database only), so a filter on ids finds none"
-	gapDailyIDs          = "cookieless visitor ids change every day (one user on three days is three visitors)"
 	gapRevenue           = "revenue metrics are plain numbers, not {currency, long, short, value}; 0, not null (with no_revenue_goals_matching), without revenue; 400 without an event:goal filter or dimension"
 	gapRevenueCurrencies = "goals have no currency: revenue in several currencies is 400, where Plausible answers each goal in its currency, or null with no_single_revenue_currency"
 	gapRegions           = "imported regions are not kept (an import reads countries, not regions)"
@@ -622,12 +621,18 @@ func portCases() []portCase {
 	conversions := []pev{ce("Conversion", u(1), at("2021-01-01 00:00:00")), ce("Conversion", u(1), at("2021-01-01 00:00:00")), pv(u(1), at("2021-01-01 00:00:00")),
 		pv(u(1), at("2021-01-01 00:00:00")), pv(u(1), at("2021-01-01 00:00:00")), ce("Conversion", u(2), at("2021-01-01 00:00:00")), pv(u(2), at("2021-01-01 00:00:00")),
 		ce("Conversion", u(3), at("2021-01-01 00:00:00")), pv(u(4), at("2021-01-01 00:00:00"))}
+	// Adapted: the fixture's user_id 1 has events on three days. Plausible's fixture sets the id
+	// directly; through Plausible's tracker it is a cookieless hash that changes every day, so
+	// Plausible's own ingestion would count three visitors (as Tally's cookieless ids do). The
+	// case's users go through Tally's envelope with a stable anon_id instead (stableIDs), as a
+	// client that keeps an id sends them: one user over three days is one visitor, and the case
+	// still asks what it asks, that has_done counts the visits.
 	add(portCase{from: fQuery, name: "has_done does counting by sessions",
 		events: []pev{ce("Conversion", u(1), at("2021-01-01 00:00:00")), pv(u(1), at("2021-01-01 00:01:00")), pv(u(1), at("2021-01-02 00:00:00")), pv(u(1), at("2021-01-02 00:01:00")),
 			ce("Conversion", u(1), at("2021-01-03 00:00:00")), pv(u(1), at("2021-01-03 00:01:00")), pv(u(1), at("2021-01-03 00:02:00")), pv(u(1), at("2021-01-03 00:03:00")),
 			ce("Conversion", u(2), at("2021-01-01 00:00:00")), pv(u(2), at("2021-01-01 00:01:00")), pv(u(2), at("2021-01-01 00:02:00")), pv(u(2), at("2021-01-01 00:03:00")), pv(u(2), at("2021-01-01 00:04:00"))},
 		query: `{"metrics":["visitors","visits","events","pageviews"],"date_range":"all","filters":[["has_done",["is","event:name",["Conversion"]]]]}`,
-		want:  portAgg("2, 3, 11, 8"), gap: gapDailyIDs},
+		want:  portAgg("2, 3, 11, 8"), stableIDs: true},
 		portCase{from: fQuery, name: "has_done returns all events by users who match condition if no further filters are provided", events: purchases,
 			query: `{"metrics":["visitors","events","pageviews"],"date_range":"all","filters":[["has_done",["is","event:name",["Purchase"]]]]}`, want: portAgg("3, 6, 2")},
 		portCase{from: fQuery, name: "has_done event:page filter", events: blogVisits,
