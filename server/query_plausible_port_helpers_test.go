@@ -5,10 +5,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/maxmind/mmdbwriter"
+	"github.com/maxmind/mmdbwriter/mmdbtype"
+
+	"github.com/tally-analytics/tally/privacy"
 )
 
 // The machinery of the port of Plausible's v2 query tests
@@ -33,6 +41,7 @@ type pev struct {
 	os            string // operating_system
 	device        string // screen_size
 	country       string
+	cityID        uint32   // city_geoname_id: an address the port's City database places there
 	props         []string // meta.key / meta.value pairs
 	revenue       []string // amount, currency
 	scrollDepth   int      // of an engagement event
@@ -73,6 +82,63 @@ func browserV(v string) popt { return func(e *pev) { e.browserV = v } }
 func osys(o string) popt     { return func(e *pev) { e.os = o } }
 func device(d string) popt   { return func(e *pev) { e.device = d } }
 func cc(code string) popt    { return func(e *pev) { e.country = code } }
+
+// city is city_geoname_id: the event comes from an address that the
+// port's City database (portGeo) places in that city; 0 is none.
+func city(id uint32) popt { return func(e *pev) { e.cityID = id } }
+
+// portCities are the cities of the port's City database: the GeoNames
+// ids of Plausible's visit:city test, each with its country (588409 is
+// Tallinn, Estonia; the other two are the test's own ids, named here
+// after them).
+var portCities = map[uint32]struct{ country, name string }{
+	588409: {"EE", "Tallinn"},
+	689123: {"UA", "City 689123"},
+	10:     {"US", "City 10"},
+}
+
+// portCityAddr is the address portGeo places in the city of GeoNames id.
+func portCityAddr(id uint32) string { return fmt.Sprintf("2001:db8:c1::%x:%x", id>>16, id&0xffff) }
+
+// portGeo is the port's locator: proxy headers trusted (CF-IPCountry sets
+// an event's country_code, as withProxyGeo) over a City database built
+// here with mmdbwriter, which places only portCityAddr's addresses (the
+// port's other addresses are nowhere in it).
+func portGeo(t *testing.T) func(*Config) {
+	t.Helper()
+	tree, err := mmdbwriter.New(mmdbwriter.Options{DatabaseType: "GeoIP2-City", RecordSize: 24, IncludeReservedNetworks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, c := range portCities {
+		_, network, err := net.ParseCIDR(portCityAddr(id) + "/128")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := mmdbtype.Map{"country": mmdbtype.Map{"iso_code": mmdbtype.String(c.country)},
+			"city": mmdbtype.Map{"geoname_id": mmdbtype.Uint32(id), "names": mmdbtype.Map{"en": mmdbtype.String(c.name)}}}
+		if err := tree.Insert(network, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "port-city.mmdb")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tree.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := privacy.NewLocator(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { loc.Close() })
+	return func(c *Config) { c.Locator = loc }
+}
 
 // props is "meta.key" and "meta.value" as pairs: props("author", "Uku").
 func props(kv ...string) popt { return func(e *pev) { e.props = kv } }
@@ -263,6 +329,12 @@ func portLoad(t *testing.T, h *harness, tn tenant, site string, c portCase) {
 		ua, addr := e.agent(), fmt.Sprintf("2001:db8::2:%x", i+1)
 		if e.user != 0 {
 			ua, addr = agents[e.user], fmt.Sprintf("2001:db8::1:%x", e.user)
+		}
+		if e.cityID != 0 {
+			if _, ok := portCities[e.cityID]; !ok {
+				t.Fatalf("event %d: city %d is not in the port's City database", i, e.cityID)
+			}
+			addr = portCityAddr(e.cityID)
 		}
 		hst, path := e.host, e.path
 		if hst == "" {
