@@ -41,6 +41,7 @@ type pev struct {
 	os            string // operating_system
 	device        string // screen_size
 	country       string
+	region        string
 	cityID        uint32   // city_geoname_id: an address the port's City database places there
 	props         []string // meta.key / meta.value pairs
 	revenue       []string // amount, currency
@@ -82,6 +83,10 @@ func browserV(v string) popt { return func(e *pev) { e.browserV = v } }
 func osys(o string) popt     { return func(e *pev) { e.os = o } }
 func device(d string) popt   { return func(e *pev) { e.device = d } }
 func cc(code string) popt    { return func(e *pev) { e.country = code } }
+
+// region is subdivision1_code ("DE-BE"): a CDN's region header
+// (CF-Region-Code BE) beside the country's.
+func region(code string) popt { return func(e *pev) { e.region = code } }
 
 // city is city_geoname_id: the event comes from an address that the
 // port's City database (portGeo) places in that city; 0 is none.
@@ -386,6 +391,9 @@ func portLoad(t *testing.T, h *harness, tn tenant, site string, c portCase) {
 		headers := []string{"User-Agent", ua, "X-Forwarded-For", addr, "Content-Type", "text/plain"}
 		if e.country != "" {
 			headers = append(headers, "CF-IPCountry", e.country)
+		}
+		if _, sub, ok := strings.Cut(e.region, "-"); ok {
+			headers = append(headers, "CF-Region-Code", sub)
 		}
 		if r := h.c("POST", "/api/event", "", body, headers...); r.status != 202 {
 			t.Fatalf("event %d: got %d %s, want 202", i, r.status, r.body)
