@@ -70,7 +70,6 @@ const twitterName = "X (Twitter)"
 const (
 	gapRevenue           = "revenue metrics are plain numbers, not {currency, long, short, value}; 0, not null (with no_revenue_goals_matching), without revenue; 400 without an event:goal filter or dimension"
 	gapRevenueCurrencies = "goals have no currency: revenue in several currencies is 400, where Plausible answers each goal in its currency, or null with no_single_revenue_currency"
-	gapImportedTies      = "rows of equal figures come in Tally's order (by value); Plausible's, one of the site's own and one imported, as its join gives them"
 	gapExitRate          = "exit_rate is refused"
 )
 
@@ -811,11 +810,17 @@ func portCases() []portCase {
 			query:   `{"metrics":["visitors","visits","pageviews","bounce_rate","visit_duration"],"date_range":"all","dimensions":["visit:utm_source"],"include":{"imports":true}}`,
 			want: `[{"dimensions":["SomeUTMSource"],"metrics":[3,3,3,67.0,40.0]},{"dimensions":["SomeUTMSource-2"],"metrics":[2,2,2,100.0,0.0]},` +
 				`{"dimensions":["SomeUTMSource-1"],"metrics":[1,1,1,100.0,0.0]}]`},
+		// Plausible's test lists /plausible.io (the site's own) before /include-me (imported), of
+		// equal pageviews. No rule gives that order: Plausible orders by the query's order_by alone
+		// (SQL.QueryBuilder.build_order_by, no tie-break), over a full join of its own rows and the
+		// imported ones (Stats.Imported.merge_imported), so equal rows come as ClickHouse's join and
+		// sort leave them. Like the other cases of equal rows, this one lists them in Tally's order:
+		// the dimension's values ascending (docs/query-api.md#plausible-test-port).
 		portCase{from: fImported, name: "pageviews breakdown by event:page - imported data having pageviews=0 and visitors=n should be bypassed",
 			imports: []pimport{portImp("pages", hPages, "2021-01-01,/skip-me,1,0", "2021-01-01,/include-me,1,1")},
 			events:  []pev{pv(at("2021-01-01 00:00:00")), pv(at("2021-01-01 00:25:00")), pv(page("/plausible.io"), at("2021-01-01 00:00:00"))},
 			query:   `{"metrics":["pageviews"],"date_range":"all","dimensions":["event:page"],"include":{"imports":true}}`,
-			want:    `[{"dimensions":["/"],"metrics":[2]},{"dimensions":["/plausible.io"],"metrics":[1]},{"dimensions":["/include-me"],"metrics":[1]}]`, gap: gapImportedTies},
+			want:    `[{"dimensions":["/"],"metrics":[2]},{"dimensions":["/include-me"],"metrics":[1]},{"dimensions":["/plausible.io"],"metrics":[1]}]`},
 		portCase{from: fImported, name: "breakdown by visit:exit_page with: can query with visit:exit_page dimension",
 			imports: []pimport{portImp("exit_pages", hExitPages, "2021-01-01,/b,2,3,5")},
 			events:  []pev{pv(page("/a"), at("2021-01-01 00:00:00")), pv(u(7), page("/a"), at("2021-01-01 00:25:00")), pv(u(7), page("/b"), at("2021-01-01 00:35:00"))},
