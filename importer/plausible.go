@@ -69,6 +69,14 @@ func (r plausibleRow) has(col string) bool {
 	return ok
 }
 
+// code is column col as an ISO code, upper case; (not set) when empty.
+func (r plausibleRow) code(col string) string {
+	if v := strings.ToUpper(r.text(col, "")); v != "" {
+		return v
+	}
+	return storage.NotSet
+}
+
 // visitRow is a row of a report of visits (sessions_v2 in Plausible):
 // visits, bounces, duration and pageviews of the visits, as the query
 // API's session metrics need them. visitsCol names the visits column
@@ -147,10 +155,15 @@ var plausibleReports = map[string]plausibleReport{
 				Visitors: r.nums["visitors"], Events: r.nums["events"]}}
 		}},
 	// export_locations_q: by country, region and city; the query API has
-	// the country (the city is a GeoNames id, the region an ISO code).
+	// the country and the region (ISO 3166-2, as the intake keeps it), each
+	// a row; the city (a GeoNames id) is not kept.
 	"locations": {required: append([]string{"country"}, visitMetrics...), optional: []string{"region", "city", "pageviews"},
 		rows: func(r plausibleRow) []storage.ImportedRow {
-			return []storage.ImportedRow{r.visitRow("visit:country", strings.ToUpper(r.text("country", storage.NotSet)), "visits")}
+			out := []storage.ImportedRow{r.visitRow("visit:country", r.code("country"), "visits")}
+			if r.has("region") {
+				out = append(out, r.visitRow("visit:region", r.code("region"), "visits"))
+			}
+			return out
 		}},
 	"devices": {required: append([]string{"device"}, visitMetrics...), optional: []string{"pageviews"},
 		rows: func(r plausibleRow) []storage.ImportedRow {

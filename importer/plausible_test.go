@@ -311,6 +311,10 @@ func TestPlausibleImportReadBack(t *testing.T) {
 		{"pages", withImports(list("visitors", "pageviews"), list("event:page")),
 			"/: 28 54; /pricing: 11 22; /blog/hello: 6 15"},
 		{"countries", withImports(list("visitors"), list("visit:country")), "DE: 22; FR: 10; US: 5"},
+		// Imported regions as the export has them (an empty one is (not set)),
+		// beside the site's own two visits without one.
+		{"regions", withImports(list("visitors"), list("visit:region")), "(not set): 26; DE-BE: 6; US-NY: 5"},
+		{"region names", withImports(list("visitors"), list("visit:region_name")), "(not set): 26; Berlin: 6; New York: 5"},
 		{"entry pages", withImports(list("visits", "bounce_rate"), list("visit:entry_page")),
 			"/: 36 36; /pricing: 9 56"},
 		{"exit pages", withImports(list("visits"), list("visit:exit_page")), "/blog/hello: 25; /pricing: 20"},

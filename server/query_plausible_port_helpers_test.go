@@ -5,10 +5,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/maxmind/mmdbwriter"
+	"github.com/maxmind/mmdbwriter/mmdbtype"
+
+	"github.com/tally-analytics/tally/privacy"
 )
 
 // The machinery of the port of Plausible's v2 query tests
@@ -33,6 +41,8 @@ type pev struct {
 	os            string // operating_system
 	device        string // screen_size
 	country       string
+	region        string
+	cityID        uint32   // city_geoname_id: an address the port's City database places there
 	props         []string // meta.key / meta.value pairs
 	revenue       []string // amount, currency
 	scrollDepth   int      // of an engagement event
@@ -73,6 +83,67 @@ func browserV(v string) popt { return func(e *pev) { e.browserV = v } }
 func osys(o string) popt     { return func(e *pev) { e.os = o } }
 func device(d string) popt   { return func(e *pev) { e.device = d } }
 func cc(code string) popt    { return func(e *pev) { e.country = code } }
+
+// region is subdivision1_code ("DE-BE"): a CDN's region header
+// (CF-Region-Code BE) beside the country's.
+func region(code string) popt { return func(e *pev) { e.region = code } }
+
+// city is city_geoname_id: the event comes from an address that the
+// port's City database (portGeo) places in that city; 0 is none.
+func city(id uint32) popt { return func(e *pev) { e.cityID = id } }
+
+// portCities are the cities of the port's City database: the GeoNames
+// ids of Plausible's visit:city test, each with its country (588409 is
+// Tallinn, Estonia; the other two are the test's own ids, named here
+// after them).
+var portCities = map[uint32]struct{ country, name string }{
+	588409: {"EE", "Tallinn"},
+	689123: {"UA", "City 689123"},
+	10:     {"US", "City 10"},
+}
+
+// portCityAddr is the address portGeo places in the city of GeoNames id.
+func portCityAddr(id uint32) string { return fmt.Sprintf("2001:db8:c1::%x:%x", id>>16, id&0xffff) }
+
+// portGeo is the port's locator: proxy headers trusted (CF-IPCountry sets
+// an event's country_code, as withProxyGeo) over a City database built
+// here with mmdbwriter, which places only portCityAddr's addresses (the
+// port's other addresses are nowhere in it).
+func portGeo(t *testing.T) func(*Config) {
+	t.Helper()
+	tree, err := mmdbwriter.New(mmdbwriter.Options{DatabaseType: "GeoIP2-City", RecordSize: 24, IncludeReservedNetworks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, c := range portCities {
+		_, network, err := net.ParseCIDR(portCityAddr(id) + "/128")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := mmdbtype.Map{"country": mmdbtype.Map{"iso_code": mmdbtype.String(c.country)},
+			"city": mmdbtype.Map{"geoname_id": mmdbtype.Uint32(id), "names": mmdbtype.Map{"en": mmdbtype.String(c.name)}}}
+		if err := tree.Insert(network, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "port-city.mmdb")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tree.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := privacy.NewLocator(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { loc.Close() })
+	return func(c *Config) { c.Locator = loc }
+}
 
 // props is "meta.key" and "meta.value" as pairs: props("author", "Uku").
 func props(kv ...string) popt { return func(e *pev) { e.props = kv } }
@@ -201,7 +272,13 @@ type portCase struct {
 	want     string // results, as Plausible answers them (JSON)
 	meta     string // keys of meta, as Plausible answers them (JSON object); null values must be absent
 	gap      string // why Tally answers otherwise today; the test asserts it still does
-	again    bool   // the answer's query is posted again and must answer the same results
+	// stableIDs sends the events of the fixture's users through Tally's
+	// own envelope (POST /v1/events) with anon_id user-N, as a client that
+	// keeps an id does: one user over several days is one visitor, as
+	// Plausible's fixture, which sets user_id directly, has it (through
+	// Plausible's tracker the cookieless id changes every day).
+	stableIDs bool
+	again     bool // the answer's query is posted again and must answer the same results
 }
 
 // pseg is a saved segment of a case's site: its name and segment_data.
@@ -210,7 +287,7 @@ type pseg struct{ name, data string }
 // portData is what a case loads into its site: cases of the same data
 // share one.
 func (c portCase) portData() string {
-	return fmt.Sprintf("%q %#v %#v %#v %#v", c.tz, c.goals, c.segments, c.imports, c.events)
+	return fmt.Sprintf("%q %#v %#v %#v %#v %v", c.tz, c.goals, c.segments, c.imports, c.events, c.stableIDs)
 }
 
 // portRun runs c's query on site, first loading c's data into it unless
@@ -273,6 +350,12 @@ func portLoad(t *testing.T, h *harness, tn tenant, site string, c portCase) {
 		if e.user != 0 {
 			ua, addr = agents[e.user], fmt.Sprintf("2001:db8::1:%x", e.user)
 		}
+		if e.cityID != 0 {
+			if _, ok := portCities[e.cityID]; !ok {
+				t.Fatalf("event %d: city %d is not in the port's City database", i, e.cityID)
+			}
+			addr = portCityAddr(e.cityID)
+		}
 		hst, path := e.host, e.path
 		if hst == "" {
 			hst = portDefaultHost
@@ -305,9 +388,27 @@ func portLoad(t *testing.T, h *harness, tn tenant, site string, c portCase) {
 		if e.engagementSet {
 			body["sd"] = e.scrollDepth
 		}
+		if c.stableIDs && e.user != 0 {
+			env := map[string]any{"id": fmt.Sprintf("00000000-0000-4000-8000-%012x", i+1), "site_id": site,
+				"anon_id": fmt.Sprintf("user-%d", e.user), "type": name, "url": url,
+				"ts": portTime(ts).Add(time.Duration(i) * time.Millisecond).Format("2006-01-02T15:04:05.000Z")}
+			if e.referrer != "" {
+				env["referrer"] = e.referrer
+			}
+			if e.name != "" && body["p"] != nil {
+				env["properties"] = body["p"]
+			}
+			if r := h.c("POST", "/v1/events", site, env, "User-Agent", ua, "X-Forwarded-For", addr); r.status != 202 {
+				t.Fatalf("event %d: got %d %s, want 202", i, r.status, r.body)
+			}
+			continue
+		}
 		headers := []string{"User-Agent", ua, "X-Forwarded-For", addr, "Content-Type", "text/plain"}
 		if e.country != "" {
 			headers = append(headers, "CF-IPCountry", e.country)
+		}
+		if _, sub, ok := strings.Cut(e.region, "-"); ok {
+			headers = append(headers, "CF-Region-Code", sub)
 		}
 		if r := h.c("POST", "/api/event", "", body, headers...); r.status != 202 {
 			t.Fatalf("event %d: got %d %s, want 202", i, r.status, r.body)

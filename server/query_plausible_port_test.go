@@ -17,7 +17,7 @@ import (
 // gap fails here and says to remove the field.
 func TestQueryPlausiblePort(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, withProxyGeo)
+	h := newHarness(t, portGeo(t))
 	tn := h.setupTenant("acme", "web")
 	cases := portCases()
 	var same, gaps int
@@ -66,29 +66,9 @@ const (
 	fParseBuild = "query_parse_and_build"
 )
 
-// The gaps, by cause.
-const (
-	gapHostname        = "an event:hostname filter with a visit dimension keeps the visits with an event on the host; Plausible keeps those that entered on it"
-	gapFixtureVersion  = "fixture: Plausible's fixture stores browser version 56; Plausible's ingestion, and Tally, keep major.minor (56.0)"
-	gapCityID          = "the port's events carry no GeoNames city id (the intake takes one from a City database only), so a filter on ids finds none"
-	gapDailyIDs        = "cookieless visitor ids change every day (one user on three days is three visitors)"
-	gapCaseNot         = "case_sensitive: false is refused on is_not and contains_not"
-	gapPropsExist      = "contains_not and matches_not on a custom property keep events without the property"
-	gapFixtureReferrer = "fixture: Plausible's fixture stores the referrer URL as sent; Plausible's ingestion, and Tally, keep host and path (facebook.com)"
-	gapFixtureTwitter  = "fixture: Plausible's fixture stores the source Twitter; Plausible's ingestion, and Tally, name utm_source=Twitter X (Twitter)"
-	gapFixtureLinux    = "fixture: Plausible's fixture stores os Linux; Plausible's parser, and Tally, say GNU/Linux"
-	gapFixtureEdge     = "fixture: Plausible's fixture stores browser Edge; Plausible's parser, and Tally, say Microsoft Edge"
-	gapWeekLabel       = "the first partial week is labelled with the Monday before the range, not the range's start"
-	gapVersionsFixture = "fixture: a version without a browser or OS (and macOS 14, Windows 11, Chrome 14), which no User-Agent carries"
-	gapImportedColumns = "imported sources are kept one column at a time: a filter on another of the report's columns leaves the import out"
-	gapRegions         = "imported regions are not kept (an import reads countries, not regions)"
-	gapFixtureTZData   = "fixture: Go's time zone data has Paraguay fall back at 03:00 UTC on 2024-03-24, so the third pageview is on the 23rd in Asuncion; Plausible's has it on the 24th"
-	gapImportedNotSet  = "imported rows without a UTM tag answer a (not set) row in a UTM breakdown; Plausible leaves them out"
-	gapImportedTies    = "rows of equal figures come in Tally's order (by value); Plausible's, one of the site's own and one imported, as its join gives them"
-	gapEmptyBuckets    = "time-series comparisons omit empty buckets"
-	gapImportedGoals   = "event:goal and the goal metrics are answered from the site's own events, without imported custom events and pages"
-	gapNoImportedData  = "include.imports on a site without imports answers unsupported_query, not no_imported_data"
-)
+// twitterName is the source of a twitter.com referrer (or utm_source=twitter), as Plausible's
+// ingestion names it, where Plausible's fixture stores "Twitter".
+const twitterName = "X (Twitter)"
 
 // portCases is the port, in the order of Plausible's files.
 func portCases() []portCase {
@@ -111,35 +91,38 @@ func portCases() []portCase {
 	)
 
 	// query_test.exs: "aggregation with filters".
-	filter := func(name string, attr popt, f, gap string) portCase {
+	filter := func(name string, attr popt, f string) portCase {
 		return portCase{from: fQuery, name: name, events: filterTrio(attr),
-			query: `{` + full + `,"filters":[` + f + `]}`, want: portAgg("2, 1, 0, 1500"), gap: gap}
+			query: `{` + full + `,"filters":[` + f + `]}`, want: portAgg("2, 1, 0, 1500")}
 	}
-	add(filter("can filter by source", src("Google"), `["is","visit:source",["Google"]]`, ""),
-		filter("can filter by channel", src("Google"), `["is","visit:channel",["Organic Search"]]`, ""),
+	add(filter("can filter by source", src("Google"), `["is","visit:source",["Google"]]`),
+		filter("can filter by channel", src("Google"), `["is","visit:channel",["Organic Search"]]`),
 		portCase{from: fQuery, name: "can filter by no source/referrer",
 			events: []pev{pv(u(7), at("2021-01-01 00:00:00")), pv(u(7), at("2021-01-01 00:25:00")), pv(src("Google"), at("2021-01-01 00:00:00"))},
 			query:  `{` + full + `,"filters":[["is","visit:source",["Direct / None"]]]}`, want: portAgg("2, 1, 0, 1500")},
-		filter("can filter by referrer", ref("https://facebook.com"), `["is","visit:referrer",["https://facebook.com"]]`,
-			gapFixtureReferrer),
+		// Adapted: Plausible's fixture stores referrer "https://facebook.com" as sent; its ingestion,
+		// as Tally's, keeps host and path (Source.format_referrer), so the filter names "facebook.com".
+		filter("can filter by referrer", ref("https://facebook.com"), `["is","visit:referrer",["facebook.com"]]`),
 		portCase{from: fQuery, name: "contains referrer filter",
 			events: []pev{pv(ref("https://a.com")), pv(ref("https://a.com")), pv(ref("https://ab.com"))},
 			query:  `{"metrics":["visitors"],"date_range":"all","filters":[["contains","visit:referrer",["a.com"]]]}`, want: portAgg("2")},
-		filter("can filter by utm_medium", utm("utm_medium=social"), `["is","visit:utm_medium",["social"]]`, ""),
+		filter("can filter by utm_medium", utm("utm_medium=social"), `["is","visit:utm_medium",["social"]]`),
 		portCase{from: fQuery, name: "can filter by utm_medium case insensitively",
 			events: []pev{pv(utm("utm_medium=Social"), u(7), at("2021-01-01 00:00:00")), pv(utm("utm_medium=SOCIAL"), u(7), at("2021-01-01 00:25:00")), pv(at("2021-01-01 00:00:00"))},
 			query:  `{` + full + `,"filters":[["is","visit:utm_medium",["sociaL"],{"case_sensitive":false}]]}`, want: portAgg("2, 1, 0, 1500")},
 		portCase{from: fQuery, name: "can filter by is_not utm_medium case insensitively",
 			events: []pev{pv(utm("utm_medium=Social"), u(7), at("2021-01-01 00:00:00")), pv(utm("utm_medium=SOCIAL"), u(7), at("2021-01-01 00:25:00")), pv(at("2021-01-01 00:00:00"))},
 			query:  `{"metrics":["pageviews"],"date_range":"all","filters":[["is_not","visit:utm_medium",["sociaL"],{"case_sensitive":false}]]}`, want: portAgg("1")},
-		filter("can filter by utm_source", utm("utm_source=Twitter"), `["is","visit:utm_source",["Twitter"]]`, ""),
-		filter("can filter by utm_campaign", utm("utm_campaign=profile"), `["is","visit:utm_campaign",["profile"]]`, ""),
-		filter("can filter by device type", device("Desktop"), `["is","visit:device",["Desktop"]]`, ""),
-		filter("can filter by browser", browser("Chrome"), `["is","visit:browser",["Chrome"]]`, ""),
-		filter("can filter by browser version", func(e *pev) { e.browser, e.browserV = "Chrome", "56" }, `["is","visit:browser_version",["56"]]`, gapFixtureVersion),
-		filter("can filter by operating system", osys("Mac"), `["is","visit:os",["Mac"]]`, ""),
-		filter("can filter by operating system version", osys("macOS 10.5"), `["is","visit:os_version",["10.5"]]`, ""),
-		filter("can filter by country", cc("EE"), `["is","visit:country",["EE"]]`, ""),
+		filter("can filter by utm_source", utm("utm_source=Twitter"), `["is","visit:utm_source",["Twitter"]]`),
+		filter("can filter by utm_campaign", utm("utm_campaign=profile"), `["is","visit:utm_campaign",["profile"]]`),
+		filter("can filter by device type", device("Desktop"), `["is","visit:device",["Desktop"]]`),
+		filter("can filter by browser", browser("Chrome"), `["is","visit:browser",["Chrome"]]`),
+		// Adapted: the fixture stores browser_version "56"; Plausible's ingestion keeps major.minor
+		// of the User-Agent's version (Chrome/56.0.0.0 is "56.0"), as Tally does.
+		filter("can filter by browser version", func(e *pev) { e.browser, e.browserV = "Chrome", "56" }, `["is","visit:browser_version",["56.0"]]`),
+		filter("can filter by operating system", osys("Mac"), `["is","visit:os",["Mac"]]`),
+		filter("can filter by operating system version", osys("macOS 10.5"), `["is","visit:os_version",["10.5"]]`),
+		filter("can filter by country", cc("EE"), `["is","visit:country",["EE"]]`),
 		portCase{from: fQuery, name: "can filter by page",
 			events: []pev{pv(u(7), at("2021-01-01 00:00:00")), pv(u(7), page("/blogpost"), at("2021-01-01 00:25:00")),
 				pv(at("2021-01-01 00:00:00")), pv(page("/blogpost"), at("2021-01-01 00:00:00"))},
@@ -213,8 +196,10 @@ func portCases() []portCase {
 			query: `{"metrics":["pageviews"],"date_range":"all","filters":[["is","visit:country",["EE"]]]}`, want: portAgg("3")},
 		portCase{from: fQuery, name: "handles filtering by visit:country with contains", events: []pev{pv(cc("EE")), pv(cc("EE")), pv(cc("IT")), pv(cc("DE"))},
 			query: `{"metrics":["pageviews"],"date_range":"all","filters":[["contains","visit:country",["E"]]]}`, want: portAgg("3")},
-		portCase{from: fQuery, name: "handles filtering by visit:city", events: portPages("/", "/", "/", "/"),
-			query: `{"metrics":["pageviews"],"date_range":"all","filters":[["is","visit:city",[588409,689123]]]}`, want: portAgg("2"), gap: gapCityID},
+		// The fixture's city_geoname_id is where the port's City database places each event's
+		// address (portGeo); 0 is an address it places nowhere.
+		portCase{from: fQuery, name: "handles filtering by visit:city", events: []pev{pv(city(588409)), pv(city(689123)), pv(city(0)), pv(city(10))},
+			query: `{"metrics":["pageviews"],"date_range":"all","filters":[["is","visit:city",[588409,689123]]]}`, want: portAgg("2")},
 	)
 
 	// query_test.exs: "timeseries".
@@ -292,13 +277,16 @@ func portCases() []portCase {
 		add(portCase{from: fQuery, name: "breakdown by visit:" + d + " when filtered by hostname",
 			events: []pev{pv(utm(d+"=ad"), u(7), host("two.example.com"), at("2021-01-01 00:00:00")), pv(u(7), host("one.example.com"), at("2021-01-01 00:15:00"))},
 			query:  `{"metrics":["visitors"],"date_range":"all","filters":[["is","event:hostname",["one.example.com"]]],"dimensions":["visit:` + d + `"]}`,
-			want:   `[]`, gap: gapHostname})
+			want:   `[]`})
 	}
+	// shown2, where set, is v2 as Plausible's ingestion names it. Adapted: the fixture stores
+	// referrer_source "Twitter"; a referrer of twitter.com is named "X (Twitter)" by Plausible's
+	// ingestion, as by Tally's (docs/intake.md#source-names).
 	for _, b := range []struct {
-		dim, v1, v2, blank, gap string
-		attr                    func(string) popt
+		dim, v1, v2, blank, shown2 string
+		attr                       func(string) popt
 	}{
-		{"visit:source", "Google", "Twitter", "Direct / None", gapFixtureTwitter, src},
+		{"visit:source", "Google", "Twitter", "Direct / None", twitterName, src},
 		{"visit:referrer", "example.com", "google.com", "Direct / None", "", func(v string) popt { return ref("https://" + v + "/") }},
 		{"visit:utm_medium", "Search", "social", "(not set)", "", func(v string) popt { return utm("utm_medium=" + v) }},
 		{"visit:utm_source", "Google", "Bing", "(not set)", "", func(v string) popt { return utm("utm_source=" + v) }},
@@ -309,27 +297,36 @@ func portCases() []portCase {
 		{"visit:browser", "Chrome", "Safari", "(not set)", "", browser},
 		{"visit:device", "Mobile", "Desktop", "(not set)", "", device},
 	} {
+		if b.shown2 == "" {
+			b.shown2 = b.v2
+		}
 		add(portCase{from: fQuery, name: "simple breakdown by " + b.dim,
 			events: []pev{pv(b.attr(b.v1), at("2021-01-01 00:00:00")), pv(b.attr(b.v1), at("2021-01-01 00:25:00")), pv(b.attr(b.v1), at("2021-01-01 00:55:00")),
 				pv(b.attr(b.v2), at("2021-01-01 01:00:00")), pv(b.attr(b.v2), at("2021-01-01 01:25:00")), pv(at("2021-01-01 00:00:00"))},
 			query: `{"metrics":["visitors","percentage"],"date_range":["2021-01-01","2021-01-01"],"dimensions":["` + b.dim + `"]}`,
-			want:  fmt.Sprintf(`[{"dimensions":[%q],"metrics":[3,50]},{"dimensions":[%q],"metrics":[2,33.3]},{"dimensions":[%q],"metrics":[1,16.7]}]`, b.v1, b.v2, b.blank),
-			gap:   b.gap})
+			want:  fmt.Sprintf(`[{"dimensions":[%q],"metrics":[3,50]},{"dimensions":[%q],"metrics":[2,33.3]},{"dimensions":[%q],"metrics":[1,16.7]}]`, b.v1, b.shown2, b.blank)})
 	}
+	// Adapted: the fixture stores macOS "14", Windows "11", Chrome "14" and Firefox "11", and a
+	// version without an OS or browser; no User-Agent carries those. Through a real client the
+	// versions are the User-Agents' as Plausible's ingestion keeps them (major.minor of the
+	// parser's version): Safari's frozen "Mac OS X 10_15_7" is 10.15, "Windows NT 10.0" is 10
+	// (Windows 11 sends it too), Chrome/14.0.0.0 is 14.0, Firefox/121.0 is 121.0; a visitor
+	// without a User-Agent has neither name nor version.
 	add(portCase{from: fQuery, name: "breakdown by visit:os and visit:os_version",
 		events: []pev{pv(osys("Mac")), pv(osys("Mac")), pv(osys("Mac")), pv(), pv(osys("Windows")), pv(osys("Windows"))},
 		query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:os","visit:os_version"]}`,
-		want:   `[{"dimensions":["Mac","14"],"metrics":[3]},{"dimensions":["Windows","11"],"metrics":[2]},{"dimensions":["(not set)","14"],"metrics":[1]}]`, gap: gapVersionsFixture},
+		want:   `[{"dimensions":["Mac","10.15"],"metrics":[3]},{"dimensions":["Windows","10"],"metrics":[2]},{"dimensions":["(not set)","(not set)"],"metrics":[1]}]`},
 		portCase{from: fQuery, name: "breakdown by visit:browser and visit:browser_version",
 			events: []pev{pv(browser("Chrome"), browserV("14")), pv(browser("Chrome"), browserV("14")), pv(browser("Chrome"), browserV("14")), pv(), pv(browser("Firefox")), pv(browser("Firefox"))},
 			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser","visit:browser_version"]}`,
-			want:   `[{"dimensions":["Chrome","14"],"metrics":[3]},{"dimensions":["Firefox","11"],"metrics":[2]},{"dimensions":["(not set)","14"],"metrics":[1]}]`, gap: gapVersionsFixture},
+			want:   `[{"dimensions":["Chrome","14.0"],"metrics":[3]},{"dimensions":["Firefox","121.0"],"metrics":[2]},{"dimensions":["(not set)","(not set)"],"metrics":[1]}]`},
+		// Adapted: the fixture stores os "Linux"; Plausible's parser, as Tally's, names a Linux
+		// User-Agent "GNU/Linux".
 		portCase{from: fQuery, name: "explicit order_by",
 			events: []pev{pv(osys("Windows"), browser("Chrome")), pv(osys("Windows"), browser("Firefox")), pv(osys("Linux"), browser("Firefox")),
 				pv(osys("Linux"), browser("Firefox")), pv(osys("Mac"), browser("Chrome"))},
 			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:os","visit:browser"],"order_by":[["visitors","asc"],["visit:browser","desc"],["visit:os","asc"]]}`,
-			want:  `[{"dimensions":["Windows","Firefox"],"metrics":[1]},{"dimensions":["Mac","Chrome"],"metrics":[1]},{"dimensions":["Windows","Chrome"],"metrics":[1]},{"dimensions":["Linux","Firefox"],"metrics":[2]}]`,
-			gap:   gapFixtureLinux},
+			want:  `[{"dimensions":["Windows","Firefox"],"metrics":[1]},{"dimensions":["Mac","Chrome"],"metrics":[1]},{"dimensions":["Windows","Chrome"],"metrics":[1]},{"dimensions":["GNU/Linux","Firefox"],"metrics":[2]}]`},
 		portCase{from: fQuery, name: "breakdown by event:page",
 			events: []pev{pv(at("2021-01-01 00:00:00")), pv(at("2021-01-01 00:25:00")), pv(page("/plausible.io"), at("2021-01-01 00:00:00"))},
 			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["event:page"]}`,
@@ -409,18 +406,20 @@ func portCases() []portCase {
 		pv(page("/plausible.io"), src("Google"), utm("utm_medium=Google&utm_source=Google&utm_campaign=Google")),
 	}
 	for _, d := range []string{"visit:source", "visit:utm_medium", "visit:utm_source", "visit:utm_campaign"} {
-		gap := ""
+		// Adapted (visit:source): the fixture stores the source "Twitter"; Plausible's ingestion,
+		// as Tally's, names utm_source=Twitter after the known source, "X (Twitter)".
+		twitter := "Twitter"
 		if d == "visit:source" {
-			gap = gapFixtureTwitter
+			twitter = twitterName
 		}
 		add(portCase{from: fQuery, name: "event:page filter shows sources of sessions that have visited that page (" + d + ")", events: sessionSources,
 			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["` + d + `"],"filters":[["is","event:page",["/plausible.io"]]]}`,
-			want:  `[{"dimensions":["Google"],"metrics":[2]},{"dimensions":["Twitter"],"metrics":[1]}]`, gap: gap})
+			want:  `[{"dimensions":["Google"],"metrics":[2]},{"dimensions":["` + twitter + `"],"metrics":[1]}]`})
 	}
 	add(portCase{from: fQuery, name: "top sources for a custom goal and filtered by hostname",
 		events: []pev{pv(host("blog.example.com"), src("Facebook"), u(7)), pv(host("app.example.com"), page("/register"), u(7)), ce("Signup", host("app.example.com"), page("/register"), u(7))},
 		query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:source"],"filters":[["is","event:hostname",["app.example.com"]]]}`,
-		want:   `[]`, gap: gapHostname},
+		want:   `[]`},
 		portCase{from: fQuery, name: "top sources for a custom goal and filtered by hostname (2)",
 			events: []pev{pv(host("app.example.com"), src("Facebook"), page("/register"), u(7)), ce("Signup", host("app.example.com"), page("/register"), u(7))},
 			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:source"],"filters":[["is","event:hostname",["app.example.com"]]]}`,
@@ -490,17 +489,21 @@ func portCases() []portCase {
 			events: []pev{pv(browser("Chrome"), props("browser", "Chrome")), pv(browser("Chrome"), props("browser", "Chrome")), pv(browser("Safari")), pv(browser("Firefox"), props("browser", "Firefox"))},
 			query:  `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser"],"filters":[["is","event:props:browser",["Chrome","(none)"]]]}`,
 			want:   `[{"dimensions":["Chrome"],"metrics":[2]},{"dimensions":["Safari"],"metrics":[1]}]`},
+		// Adapted: the fixture stores browser "Edge"; Plausible's parser, as Tally's, names Edge's
+		// User-Agent "Microsoft Edge".
 		portCase{from: fQuery, name: "can use a is_not filter", events: []pev{pv(browser("Chrome")), pv(browser("Safari")), pv(browser("Safari")), pv(browser("Edge"))},
 			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:browser"],"filters":[["is_not","visit:browser",["Chrome"]]]}`,
-			want:  `[{"dimensions":["Safari"],"metrics":[2]},{"dimensions":["Edge"],"metrics":[1]}]`, gap: gapFixtureEdge},
+			want:  `[{"dimensions":["Safari"],"metrics":[2]},{"dimensions":["Microsoft Edge"],"metrics":[1]}]`},
 	)
 
-	// query_test.exs: "metrics".
+	// query_test.exs: "metrics". Adapted here and in "multiple breakdown timeseries with
+	// sources": the fixture's referrer_source "Twitter" is a twitter.com referrer, which Plausible's
+	// ingestion, as Tally's, names "X (Twitter)".
 	add(portCase{from: fQuery, name: "all metrics for breakdown by visit prop",
 		events: []pev{pv(u(1), src("Google"), at("2021-01-01 00:00:00")), ce("signup", u(1), src("Google"), at("2021-01-01 00:05:00")), pv(u(1), src("Google"), at("2021-01-01 00:10:00")),
 			pv(src("Google"), at("2021-01-01 00:25:00")), pv(src("Twitter"), at("2021-01-01 00:00:00"))},
 		query: `{"metrics":["visitors","visits","pageviews","events","bounce_rate","visit_duration"],"date_range":"all","dimensions":["visit:source"]}`,
-		want:  `[{"dimensions":["Google"],"metrics":[2,2,3,4,50,300]},{"dimensions":["Twitter"],"metrics":[1,1,1,1,100,0]}]`, gap: gapFixtureTwitter},
+		want:  `[{"dimensions":["Google"],"metrics":[2,2,3,4,50,300]},{"dimensions":["` + twitterName + `"],"metrics":[1,1,1,1,100,0]}]`},
 		portCase{from: fQuery, name: "metrics=bounce_rate does not add visits to the response",
 			events: []pev{pv(u(1), page("/entry-page-1"), at("2021-01-01 00:00:00")), pv(u(1), page("/some-page"), at("2021-01-01 00:10:00")), pv(u(2), page("/entry-page-2"), src("Google"), at("2021-01-01 00:05:00"))},
 			query:  `{"metrics":["bounce_rate"],"date_range":"all","dimensions":["visit:entry_page"],"order_by":[["visit:entry_page","asc"]]}`,
@@ -518,8 +521,7 @@ func portCases() []portCase {
 			events: []pev{pv(src("Google"), at("2021-01-01 00:00:00")), pv(at("2021-01-02 00:00:00")), pv(src("Google"), at("2021-01-02 00:00:00")), pv(src("Google"), at("2021-01-02 00:00:00")),
 				pv(at("2021-01-03 00:00:00")), pv(at("2021-01-03 00:00:00")), pv(src("Twitter"), at("2021-01-03 00:00:00"))},
 			query: `{"metrics":["visitors"],"date_range":["2021-01-01","2021-01-03"],"dimensions":["time","visit:source"]}`,
-			want:  `[{"dimensions":["2021-01-01","Google"],"metrics":[1]},{"dimensions":["2021-01-02","Google"],"metrics":[2]},{"dimensions":["2021-01-02","Direct / None"],"metrics":[1]},{"dimensions":["2021-01-03","Direct / None"],"metrics":[2]},{"dimensions":["2021-01-03","Twitter"],"metrics":[1]}]`,
-			gap:   gapFixtureTwitter},
+			want:  `[{"dimensions":["2021-01-01","Google"],"metrics":[1]},{"dimensions":["2021-01-02","Google"],"metrics":[2]},{"dimensions":["2021-01-02","Direct / None"],"metrics":[1]},{"dimensions":["2021-01-03","Direct / None"],"metrics":[2]},{"dimensions":["2021-01-03","` + twitterName + `"],"metrics":[1]}]`},
 	)
 
 	add(portCase{from: fQuery, name: "using the returned query object in a new POST request: yields the same results for a simple aggregate query",
@@ -615,12 +617,18 @@ func portCases() []portCase {
 	conversions := []pev{ce("Conversion", u(1), at("2021-01-01 00:00:00")), ce("Conversion", u(1), at("2021-01-01 00:00:00")), pv(u(1), at("2021-01-01 00:00:00")),
 		pv(u(1), at("2021-01-01 00:00:00")), pv(u(1), at("2021-01-01 00:00:00")), ce("Conversion", u(2), at("2021-01-01 00:00:00")), pv(u(2), at("2021-01-01 00:00:00")),
 		ce("Conversion", u(3), at("2021-01-01 00:00:00")), pv(u(4), at("2021-01-01 00:00:00"))}
+	// Adapted: the fixture's user_id 1 has events on three days. Plausible's fixture sets the id
+	// directly; through Plausible's tracker it is a cookieless hash that changes every day, so
+	// Plausible's own ingestion would count three visitors (as Tally's cookieless ids do). The
+	// case's users go through Tally's envelope with a stable anon_id instead (stableIDs), as a
+	// client that keeps an id sends them: one user over three days is one visitor, and the case
+	// still asks what it asks, that has_done counts the visits.
 	add(portCase{from: fQuery, name: "has_done does counting by sessions",
 		events: []pev{ce("Conversion", u(1), at("2021-01-01 00:00:00")), pv(u(1), at("2021-01-01 00:01:00")), pv(u(1), at("2021-01-02 00:00:00")), pv(u(1), at("2021-01-02 00:01:00")),
 			ce("Conversion", u(1), at("2021-01-03 00:00:00")), pv(u(1), at("2021-01-03 00:01:00")), pv(u(1), at("2021-01-03 00:02:00")), pv(u(1), at("2021-01-03 00:03:00")),
 			ce("Conversion", u(2), at("2021-01-01 00:00:00")), pv(u(2), at("2021-01-01 00:01:00")), pv(u(2), at("2021-01-01 00:02:00")), pv(u(2), at("2021-01-01 00:03:00")), pv(u(2), at("2021-01-01 00:04:00"))},
 		query: `{"metrics":["visitors","visits","events","pageviews"],"date_range":"all","filters":[["has_done",["is","event:name",["Conversion"]]]]}`,
-		want:  portAgg("2, 3, 11, 8"), gap: gapDailyIDs},
+		want:  portAgg("2, 3, 11, 8"), stableIDs: true},
 		portCase{from: fQuery, name: "has_done returns all events by users who match condition if no further filters are provided", events: purchases,
 			query: `{"metrics":["visitors","events","pageviews"],"date_range":"all","filters":[["has_done",["is","event:name",["Purchase"]]]]}`, want: portAgg("3, 6, 2")},
 		portCase{from: fQuery, name: "has_done event:page filter", events: blogVisits,
@@ -814,11 +822,17 @@ func portCases() []portCase {
 			query:   `{"metrics":["visitors","visits","pageviews","bounce_rate","visit_duration"],"date_range":"all","dimensions":["visit:utm_source"],"include":{"imports":true}}`,
 			want: `[{"dimensions":["SomeUTMSource"],"metrics":[3,3,3,67.0,40.0]},{"dimensions":["SomeUTMSource-2"],"metrics":[2,2,2,100.0,0.0]},` +
 				`{"dimensions":["SomeUTMSource-1"],"metrics":[1,1,1,100.0,0.0]}]`},
+		// Plausible's test lists /plausible.io (the site's own) before /include-me (imported), of
+		// equal pageviews. No rule gives that order: Plausible orders by the query's order_by alone
+		// (SQL.QueryBuilder.build_order_by, no tie-break), over a full join of its own rows and the
+		// imported ones (Stats.Imported.merge_imported), so equal rows come as ClickHouse's join and
+		// sort leave them. Like the other cases of equal rows, this one lists them in Tally's order:
+		// the dimension's values ascending (docs/query-api.md#plausible-test-port).
 		portCase{from: fImported, name: "pageviews breakdown by event:page - imported data having pageviews=0 and visitors=n should be bypassed",
 			imports: []pimport{portImp("pages", hPages, "2021-01-01,/skip-me,1,0", "2021-01-01,/include-me,1,1")},
 			events:  []pev{pv(at("2021-01-01 00:00:00")), pv(at("2021-01-01 00:25:00")), pv(page("/plausible.io"), at("2021-01-01 00:00:00"))},
 			query:   `{"metrics":["pageviews"],"date_range":"all","dimensions":["event:page"],"include":{"imports":true}}`,
-			want:    `[{"dimensions":["/"],"metrics":[2]},{"dimensions":["/plausible.io"],"metrics":[1]},{"dimensions":["/include-me"],"metrics":[1]}]`, gap: gapImportedTies},
+			want:    `[{"dimensions":["/"],"metrics":[2]},{"dimensions":["/include-me"],"metrics":[1]},{"dimensions":["/plausible.io"],"metrics":[1]}]`},
 		portCase{from: fImported, name: "breakdown by visit:exit_page with: can query with visit:exit_page dimension",
 			imports: []pimport{portImp("exit_pages", hExitPages, "2021-01-01,/b,2,3,5")},
 			events:  []pev{pv(page("/a"), at("2021-01-01 00:00:00")), pv(u(7), page("/a"), at("2021-01-01 00:25:00")), pv(u(7), page("/b"), at("2021-01-01 00:35:00"))},
@@ -922,9 +936,14 @@ func portCases() []portCase {
 		portCase{from: fTimezone, name: "handles ambiguous datetime at start of range (fall back)", tz: "America/Havana",
 			events: []pev{pv(at("2023-11-05 04:30:00")), pv(at("2023-11-05 05:30:00")), pv(at("2023-11-05 06:30:00"))},
 			query:  `{"metrics":["pageviews"],"date_range":["2023-11-05","2023-11-05"]}`, want: portAgg("2")},
+		// Adapted: the test's third pageview, 03:00 UTC, is midnight of the 24th in the time zone
+		// data Plausible's test was written against; in Go's (the IANA data), Paraguay falls back
+		// from -03 to -04 at that instant, so it is 23:00 on the 23rd again and the 24th begins at
+		// 04:00 UTC. The third pageview is at 04:00 UTC here, the first instant of the 24th, so that
+		// the case still asks whether the day's end, after the repeated hour, leaves the next day out.
 		portCase{from: fTimezone, name: "handles ambiguous datetime at end of range (fall back)", tz: "America/Asuncion",
-			events: []pev{pv(at("2024-03-23 12:00:00")), pv(at("2024-03-24 02:58:00")), pv(at("2024-03-24 03:00:00"))},
-			query:  `{"metrics":["pageviews"],"date_range":["2024-03-23","2024-03-23"]}`, want: portAgg("2"), gap: gapFixtureTZData},
+			events: []pev{pv(at("2024-03-23 12:00:00")), pv(at("2024-03-24 02:58:00")), pv(at("2024-03-24 04:00:00"))},
+			query:  `{"metrics":["pageviews"],"date_range":["2024-03-23","2024-03-23"]}`, want: portAgg("2")},
 	)
 
 	// query_imported_test.exs: "imported data", continued.
@@ -943,7 +962,8 @@ func portCases() []portCase {
 	for i := 1; i <= 100; i++ {
 		hundredPages = append(hundredPages, fmt.Sprintf("2021-01-01,/%d,1,1", i))
 	}
-	locations := []pev{pv(at("2021-01-01 00:15:00"), cc("DE")), pv(at("2021-01-01 00:15:00"), cc("DE")), pv(at("2021-01-01 00:15:00"), cc("EE"))}
+	locations := []pev{pv(at("2021-01-01 00:15:00"), cc("DE"), region("DE-BE")), pv(at("2021-01-01 00:15:00"), cc("DE"), region("DE-BE")),
+		pv(at("2021-01-01 00:15:00"), cc("EE"), region("EE-37"))}
 	add(portCase{from: fImported, name: "applies multiple filters if the properties belong to the same table",
 		imports: []pimport{portImp("sources", hSources, "2023-01-01,Google,,,organic,,,one,1,1,1,10,0", "2023-01-01,Twitter,,,organic,,,two,1,1,1,10,0", "2023-01-01,Facebook,,,something_else,,,one,1,1,1,10,0")},
 		query:   `{"metrics":["visitors"],"date_range":"day","dimensions":["visit:source"],"filters":[["is","visit:utm_medium",["organic"]],["is","visit:utm_term",["one"]]],"include":{"imports":true}}`,
@@ -963,7 +983,7 @@ func portCases() []portCase {
 		portCase{from: fImported, name: "imported country, region and city data (visit:region)",
 			imports: []pimport{portImp("locations", hLocations, "2020-12-31,EE,EE-37,588409,33,33,330,0,33")}, events: locations,
 			query: `{"metrics":["visitors"],"date_range":"all","dimensions":["visit:region"],"include":{"imports":true}}`,
-			want:  `[{"dimensions":["EE-37"],"metrics":[34]},{"dimensions":["DE-BE"],"metrics":[2]}]`, gap: gapRegions},
+			want:  `[{"dimensions":["EE-37"],"metrics":[34]},{"dimensions":["DE-BE"],"metrics":[2]}]`},
 		portCase{from: fImported, name: "page breakdown with paginate_optimization (ideal case)",
 			imports: []pimport{portImp("pages", hPages, hundredPages...)}, events: []pev{pv(page("/99"), at("2021-01-01 00:00:00"))},
 			query: `{"metrics":["pageviews"],"date_range":"all","dimensions":["event:page"],"include":{"imports":true},"pagination":{"limit":1}}`,

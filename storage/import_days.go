@@ -25,7 +25,7 @@ import (
 var importedDims = map[string]bool{
 	"visit:source": true, "visit:referrer": true, "visit:utm_source": true, "visit:utm_medium": true,
 	"visit:utm_campaign": true, "visit:utm_term": true, "visit:utm_content": true,
-	"visit:entry_page": true, "visit:exit_page": true, "visit:country": true, "visit:device": true,
+	"visit:entry_page": true, "visit:exit_page": true, "visit:country": true, "visit:region": true, "visit:device": true,
 	"visit:browser": true, "visit:os": true, "event:page": true, "event:name": true,
 }
 

@@ -207,6 +207,7 @@ func (db *DB) Stats(ctx context.Context, q StatsQuery) ([]StatsRow, error) {
 // StatsEstimate is Stats, and whether its visitors (and percentage) are
 // estimates (docs/query-api.md#how-reports-stay-fast).
 func (db *DB) StatsEstimate(ctx context.Context, q StatsQuery) ([]StatsRow, bool, error) {
+	q.Filters = withVisitHosts(q.Filters, q.Dimensions)
 	if slices.ContainsFunc(q.Metrics, engagementMetric) {
 		return db.statsWithEngagement(ctx, q)
 	}
@@ -888,6 +889,9 @@ func (b *sqlBuilder) dimExpr(d string) (string, []any, error) {
 			col = timeCol{expr: "s.started_ms", ms: true}
 		}
 		return b.timeExpr(d, col)
+	}
+	if d == entryHostDim || d == exitHostDim {
+		return b.visitHostSQL(d == exitHostDim), nil, nil
 	}
 	if col, ok := VisitDimensions[d]; ok {
 		if d == ChannelDimension {
