@@ -204,7 +204,9 @@ func checkDashboard(t *testing.T, q api, site, signup string) {
 		map[string][]float64{"pageview": {1, 2}, signup: {1, 1}})
 	checkRows(t, "custom property plan", queryRows(q, site, map[string]any{"metrics": []string{"visitors", "events"}, "dimensions": []string{"event:props:plan"},
 		"filters": []any{[]any{"is_not", "event:props:plan", []string{"(none)"}}}}), map[string][]float64{"pro": {1, 1}})
-	createGoal(t, q, site, map[string]any{"name": "Signed up", "event_name": signup})
+	// A revenue goal (its currency the one Plausible's tracker test sends),
+	// so that its revenue is counted as Plausible counts it.
+	createGoal(t, q, site, map[string]any{"name": "Signed up", "event_name": signup, "currency": "EUR"})
 	checkRows(t, "goals", queryRows(q, site, map[string]any{"metrics": []string{"visitors", "events", "conversion_rate"}, "dimensions": []string{"event:goal"}}),
 		map[string][]float64{"Signed up": {1, 1, 100}})
 }
