@@ -370,7 +370,7 @@ func TestPlausibleWebOptionsInABrowser(t *testing.T) {
 		"pageview|page": "[1]", "pageview|(none)": "[1]", "File Download|event": "[1]", "Signup|event": "[1]",
 	})
 	w.check("props", w.query([]string{"events"}, []string{"event:props:plan"}, []any{"is", "event:name", []string{"Signup"}}), map[string]string{"Pro": "[1]"})
-	w.call(http.MethodPost, "/v1/sites/"+w.srv.SiteID+"/goals", map[string]any{"name": "Signup", "event_name": "Signup"}, nil)
+	w.call(http.MethodPost, "/v1/sites/"+w.srv.SiteID+"/goals", map[string]any{"name": "Signup", "event_name": "Signup", "currency": "EUR"}, nil)
 	if got := w.query([]string{"total_revenue"}, nil, []any{"is", "event:goal", []string{"Signup"}}); !strings.Contains(got[""], "12.5") {
 		t.Errorf("revenue: got %v, want 12.5", got)
 	}
