@@ -49,17 +49,24 @@ func requireMemberManager(p principal, ws *storage.Workspace, adminMay bool) err
 	return nil
 }
 
+// memberWorkspace is the workspace of the route's :slug for a member
+// management request, refused unless requireMemberManager allows p.
+func (s *Server) memberWorkspace(r *http.Request, ps httprouter.Params, adminMay bool) (principal, *storage.Workspace, error) {
+	p, ws, err := s.workspace(r, ps.ByName("slug"), storage.ScopeAdmin)
+	if err != nil {
+		return p, nil, err
+	}
+	return p, ws, requireMemberManager(p, ws, adminMay)
+}
+
 // createInvitation takes {email, role} and answers 201 with the invitation
 // and its link's token, shown this once. Owners and admins invite (an
 // admin not as owner), as do the admin token and admin keys.
 //
 // POST /v1/workspaces/:slug/invitations
 func (s *Server) createInvitation(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	p, ws, err := s.workspace(r, ps.ByName("slug"), storage.ScopeAdmin)
+	p, ws, err := s.memberWorkspace(r, ps, true)
 	if err != nil {
-		return err
-	}
-	if err := requireMemberManager(p, ws, true); err != nil {
 		return err
 	}
 	body, err := decodeObject(w, r, authBodyLimit)
@@ -94,11 +101,8 @@ func (s *Server) createInvitation(w http.ResponseWriter, r *http.Request, ps htt
 //
 // GET /v1/workspaces/:slug/invitations
 func (s *Server) listInvitations(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	p, ws, err := s.workspace(r, ps.ByName("slug"), storage.ScopeAdmin)
+	_, ws, err := s.memberWorkspace(r, ps, true)
 	if err != nil {
-		return err
-	}
-	if err := requireMemberManager(p, ws, true); err != nil {
 		return err
 	}
 	list, err := s.db.Invitations(r.Context(), ws.ID)
@@ -164,11 +168,8 @@ func (s *Server) acceptInvitation(w http.ResponseWriter, r *http.Request, _ http
 //
 // GET /v1/workspaces/:slug/members
 func (s *Server) listMembers(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	p, ws, err := s.workspace(r, ps.ByName("slug"), storage.ScopeAdmin)
+	_, ws, err := s.memberWorkspace(r, ps, true)
 	if err != nil {
-		return err
-	}
-	if err := requireMemberManager(p, ws, true); err != nil {
 		return err
 	}
 	list, err := s.db.Members(r.Context(), ws.ID)
@@ -184,11 +185,8 @@ func (s *Server) listMembers(w http.ResponseWriter, r *http.Request, ps httprout
 //
 // DELETE /v1/workspaces/:slug/members/:userId
 func (s *Server) removeMember(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	p, ws, err := s.workspace(r, ps.ByName("slug"), storage.ScopeAdmin)
+	p, ws, err := s.memberWorkspace(r, ps, false)
 	if err != nil {
-		return err
-	}
-	if err := requireMemberManager(p, ws, false); err != nil {
 		return err
 	}
 	if err := s.db.RemoveMember(r.Context(), p.actor(), ws, ps.ByName("userId")); err != nil {
