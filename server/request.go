@@ -45,6 +45,13 @@ func decodeObject(w http.ResponseWriter, r *http.Request, limit int64) (object, 
 	return obj, nil
 }
 
+// fieldError is a 4xx about one field of the body: its detail's path (a
+// JSON Pointer) names the field, so a form shows the message beside it
+// (docs/dashboard.md#settings).
+func fieldError(code, key, msg string) *fault.Error {
+	return fault.WithDetails(code, msg, []fault.Detail{{Path: "/" + key, Message: msg}})
+}
+
 // has reports whether the object carries key.
 func (o object) has(key string) bool {
 	_, ok := o[key]
@@ -57,7 +64,7 @@ func (o object) str(key, code string) (string, error) {
 	raw, ok := o[key]
 	var s string
 	if !ok || json.Unmarshal(raw, &s) != nil {
-		return "", fault.Errorf(code, "%s is required and must be a string", key)
+		return "", fieldError(code, key, key+" is required and must be a string")
 	}
 	return s, nil
 }
@@ -67,7 +74,7 @@ func (o object) strings(key, code string) ([]string, error) {
 	raw, ok := o[key]
 	var list []string
 	if !ok || json.Unmarshal(raw, &list) != nil {
-		return nil, fault.Errorf(code, "%s is required and must be an array of strings", key)
+		return nil, fieldError(code, key, key+" is required and must be an array of strings")
 	}
 	return list, nil
 }

@@ -1012,6 +1012,7 @@
     var workspaces = account ? Promise.resolve({ workspaces: account.workspaces }) : api("/workspaces");
     return workspaces.then(function (w) {
       admin = true;
+      settingsLink(w.workspaces);
       $("#ws-label").hidden = false; $("#site-select-label").hidden = false;
       var sel = $("#workspace");
       sel.textContent = "";
@@ -1028,6 +1029,16 @@
     });
   }
 
+  // settingsLink offers the settings (docs/dashboard.md#settings): to the
+  // admin token and to admins and owners; a viewer's account has only its
+  // own page there (password, sessions, two-factor).
+  function settingsLink(list) {
+    var a = $("#settings-link");
+    var manages = !account || list.some(function (x) { return x.role === "admin" || x.role === "owner"; });
+    a.textContent = manages ? "Settings" : "Account";
+    a.hidden = false;
+  }
+
   function signout() {
     if (account) post("/auth/signout", {}).catch(function () {}); // the cookie goes with the session
     account = null;
@@ -1037,7 +1048,7 @@
     if (realtimeTimer) clearInterval(realtimeTimer);
     if (refreshTimer) clearTimeout(refreshTimer);
     gen++; // answers still on their way are dropped
-    $("#app").hidden = true; $("#signout").hidden = true; showSignin(true); $("#realtime").hidden = true;
+    $("#app").hidden = true; $("#signout").hidden = true; $("#settings-link").hidden = true; showSignin(true); $("#realtime").hidden = true;
   }
 
   buildCards();
