@@ -14,11 +14,18 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"golang.org/x/term"
 )
 
 // stdin is where `tally user add --password-stdin` reads the password
 // (tests replace it).
 var stdin io.Reader = os.Stdin
+
+// terminal is where `tally user add --password-prompt` asks for the
+// password, with echo off: the controlling terminal on standard input
+// (tests give a pseudo-terminal).
+var terminal = os.Stdin
 
 // userCommand is `tally user add|reset-password ...`: the operator's
 // account commands (docs/accounts.md#the-first-owner). Like `tally backup`
@@ -47,11 +54,12 @@ func userCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	baseURL := fs.String("base-url", defaultBaseURL(getenv), "the dashboard's address as people reach it, for the printed link")
 	email := fs.String("email", "", "the user's email address")
 	var role, workspace *string
-	var fromStdin *bool
+	var fromStdin, prompt *bool
 	if sub == "add" {
 		role = fs.String("role", "viewer", "owner, admin or viewer")
 		workspace = fs.String("workspace", "", "the workspace's slug")
 		fromStdin = fs.Bool("password-stdin", false, "read the password from the first line of standard input; without it a one-time set-password link is printed")
+		prompt = fs.Bool("password-prompt", false, "ask for the password on the terminal, twice, without echoing it")
 	}
 	fs.Usage = func() { fmt.Fprintln(fs.Output(), userUsage); fs.PrintDefaults() }
 	if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
@@ -77,6 +85,18 @@ func userCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	var err error
 	if sub == "add" {
 		body := map[string]any{"email": *email, "role": *role, "workspace": *workspace}
+		if *prompt && *fromStdin {
+			fmt.Fprintln(stderr, "tally user add: give --password-prompt or --password-stdin, not both")
+			return 2
+		}
+		if *prompt {
+			pw, perr := askPassword(terminal, stderr)
+			if perr != nil {
+				fmt.Fprintln(stderr, "tally user add:", perr)
+				return 1
+			}
+			body["password"] = pw
+		}
 		if *fromStdin {
 			line, rerr := bufio.NewReader(stdin).ReadString('\n')
 			if rerr != nil && !errors.Is(rerr, io.EOF) {
@@ -109,12 +129,38 @@ func userCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	return 0
 }
 
-const userUsage = `usage: tally user add --email E --workspace W [--role owner|admin|viewer] [--password-stdin]
+// askPassword asks for a password on the terminal tty, twice, with echo
+// off, so it is neither shown nor left in the shell's history.
+func askPassword(tty *os.File, prompts io.Writer) (string, error) {
+	fd := int(tty.Fd())
+	if !term.IsTerminal(fd) {
+		return "", errors.New("--password-prompt needs a terminal; pipe the password with --password-stdin instead")
+	}
+	fmt.Fprint(prompts, "Password: ")
+	first, err := term.ReadPassword(fd)
+	fmt.Fprintln(prompts)
+	if err != nil {
+		return "", fmt.Errorf("read the password: %w", err)
+	}
+	fmt.Fprint(prompts, "Again: ")
+	again, err := term.ReadPassword(fd)
+	fmt.Fprintln(prompts)
+	if err != nil {
+		return "", fmt.Errorf("read the password: %w", err)
+	}
+	if !bytes.Equal(first, again) {
+		return "", errors.New("the two passwords differ; nothing was changed")
+	}
+	return string(first), nil
+}
+
+const userUsage = `usage: tally user add --email E --workspace W [--role owner|admin|viewer] [--password-prompt | --password-stdin]
        tally user reset-password --email E
 
-add creates a user with a role in a workspace: with --password-stdin the
-password is the first line of standard input, else a one-time set-password
-link is printed. reset-password prints a one-time link (an hour) that sets
+add creates a user with a role in a workspace: with --password-prompt the
+password is asked on the terminal (twice, not echoed), with --password-stdin
+it is the first line of standard input, else a one-time set-password link
+is printed. reset-password prints a one-time link (an hour) that sets
 a new password. Both ask the running server at QUERY_ADDR with ADMIN_TOKEN.`
 
 // defaultBaseURL is where people reach the dashboard, as far as the

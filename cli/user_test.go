@@ -8,9 +8,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/tally-analytics/tally/server"
 	"github.com/tally-analytics/tally/storage"
@@ -110,6 +116,88 @@ func TestUserCommand(t *testing.T) {
 	if code, _ := post("/v1/auth/signin", "", map[string]any{"email": "bo@example.com", "password": "bo's new password"}); code != 200 {
 		t.Fatalf("sign in: got %d", code)
 	}
+	// Asked on a terminal (--password-prompt): twice, with echo off, so
+	// what is typed never shows; two that differ change nothing; no
+	// terminal is a clear error.
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	terminal = tty
+	defer func() { terminal = os.Stdin }()
+	var echoMu sync.Mutex
+	var echoed bytes.Buffer
+	go func() {
+		buf := make([]byte, 256)
+		for {
+			n, err := ptmx.Read(buf)
+			echoMu.Lock()
+			echoed.Write(buf[:n])
+			echoMu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	prompted := func(typed string, args ...string) result {
+		t.Helper()
+		done := make(chan result, 1)
+		go func() {
+			code, out, errOut := run("", args...)
+			done <- result{code, out, errOut}
+		}()
+		// Type once the prompt has turned echo off: input that arrives
+		// then is never echoed, the second line included.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			st, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+			if err == nil && st.Lflag&unix.ECHO == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the prompt never turned echo off (%v)", err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if _, err := ptmx.Write([]byte(typed)); err != nil {
+			t.Fatal(err)
+		}
+		return <-done
+	}
+	r := prompted("cy's typed password\ncy's other password\n", "user", "add", "--email", "cy@example.com", "--workspace", "acme", "--password-prompt")
+	if r.code != 1 || !strings.Contains(r.errOut, "the two passwords differ") {
+		t.Errorf("two passwords that differ: got %d %q, want 1 and %q", r.code, r.errOut, "the two passwords differ")
+	}
+	r = prompted("cy's typed password\ncy's typed password\n", "user", "add", "--email", "cy@example.com", "--workspace", "acme", "--password-prompt")
+	if r.code != 0 || !strings.Contains(r.errOut, "Password: ") || !strings.Contains(r.errOut, "Again: ") || !strings.Contains(r.out, "cy@example.com is viewer of acme and can sign in now") {
+		t.Fatalf("--password-prompt: got %d %q %q", r.code, r.out, r.errOut)
+	}
+	if code, _ := post("/v1/auth/signin", "", map[string]any{"email": "cy@example.com", "password": "cy's typed password"}); code != 200 {
+		t.Errorf("sign in with the prompted password: got %d, want 200", code)
+	}
+	echoMu.Lock()
+	if strings.Contains(echoed.String(), "typed") || strings.Contains(r.out+r.errOut, "typed") {
+		t.Errorf("the typed password was shown: terminal %q, output %q", echoed.String(), r.out+r.errOut)
+	}
+	echoMu.Unlock()
+	notTTY, err := os.CreateTemp(t.TempDir(), "stdin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	terminal = notTTY
+	if code, _, errOut := run("", "user", "add", "--email", "dee@example.com", "--workspace", "acme", "--password-prompt"); code != 1 || !strings.Contains(errOut, "needs a terminal") {
+		t.Errorf("--password-prompt without a terminal: got %d %q, want 1 and %q", code, errOut, "needs a terminal")
+	}
+	if code, _, errOut := run("", "user", "add", "--email", "dee@example.com", "--workspace", "acme", "--password-prompt", "--password-stdin"); code != 2 || !strings.Contains(errOut, "not both") {
+		t.Errorf("both password flags: got %d %q, want 2", code, errOut)
+	}
+
 	// No server: a clear error.
 	env["QUERY_ADDR"] = "127.0.0.1:1"
 	if code, _, errOut := run("", "user", "reset-password", "--email", "bo@example.com"); code != 1 || !strings.Contains(errOut, "no server answered") {

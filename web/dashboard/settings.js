@@ -26,7 +26,7 @@
 
   // request calls the API under /v1 with the dashboard's credentials and
   // answers the JSON body; a failure is an Error with the envelope's
-  // status, code, message and details (docs/api.md#errors).
+  // status, code, message and details (docs/api.md#api-walk-through).
   function request(path, opts) {
     opts = opts || {};
     var headers = { Accept: "application/json" };
