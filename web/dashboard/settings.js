@@ -196,12 +196,19 @@
       }))]));
   }
 
+  // when shows an API time (RFC 3339, UTC) in the browser's time zone.
+  var timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  function when(iso) {
+    var d = iso ? new Date(iso) : null;
+    return d && !isNaN(d) ? el("time", { datetime: iso, title: iso, text: timeFormat.format(d) }) : (iso || "");
+  }
+
   function current() { return workspaces.filter(function (w) { return w.slug === state.ws; })[0] || null; }
 
   function ctx() {
     var w = current();
     return {
-      api: request, authHeaders: authHeaders, el: el, field: field, form: form, confirm: confirm, secret: secret, table: table,
+      api: request, authHeaders: authHeaders, el: el, field: field, form: form, confirm: confirm, secret: secret, table: table, when: when,
       status: status, refresh: refresh, reload: show,
       workspace: w ? w.slug : "", workspaceName: w ? w.name : "", role: w ? w.role : "",
       sites: w ? w.sites : [], site: state.site, account: account, token: !!token,
@@ -256,6 +263,7 @@
     nav();
     var main = $("#settings-page");
     main.textContent = "";
+    document.body.removeAttribute("data-page");
     status("");
     if (!p) { main.appendChild(el("p", { class: "empty", text: "Nothing to set here." })); return Promise.resolve(); }
     var box = el("section", { class: "settings-section", id: "page-" + p.id }, [el("h2", { text: p.title + (p.section === "site" && state.site ? " · " + state.site : "") })]);
@@ -263,6 +271,9 @@
     return Promise.resolve().then(function () { return p.render(box, ctx()); }).catch(function (e) {
       if (e && e.status === 401) return signedOut();
       box.appendChild(el("p", { class: "form-error", role: "alert", text: (e && e.message) || "failed" }));
+    }).then(function () {
+      // The page is drawn: tests wait for this mark.
+      if (main.contains(box)) document.body.setAttribute("data-page", p.id);
     });
   }
 

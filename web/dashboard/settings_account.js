@@ -29,9 +29,9 @@
       return c.api("/auth/sessions").then(function (b) {
         list.textContent = "";
         list.appendChild(c.table([
-          { head: "Signed in", cell: function (s) { return s.created_at + (s.current ? " (this one)" : ""); } },
-          { head: "Last seen", cell: function (s) { return s.last_seen_at; } },
-          { head: "Expires", cell: function (s) { return s.expires_at; } },
+          { head: "Signed in", cell: function (s) { return el("span", {}, [c.when(s.created_at), s.current ? " (this one)" : ""]); } },
+          { head: "Last seen", cell: function (s) { return c.when(s.last_seen_at); } },
+          { head: "Expires", cell: function (s) { return c.when(s.expires_at); } },
           { head: "", cell: function (s) {
             return s.current ? "" : el("button", { type: "button", class: "quiet", onclick: function () {
               c.api("/auth/sessions/" + encodeURIComponent(s.id), { method: "DELETE" }).then(sessions, function (e) { c.status(e.message); });
