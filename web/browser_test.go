@@ -20,7 +20,7 @@ import (
 
 // The browser tests share one chromium, each in a browser context of its
 // own (chromiumtest.Main).
-func TestMain(m *testing.M) { chromiumtest.Main(m) }
+func TestMain(m *testing.M) { chromiumtest.Main(m, dropTemplate) }
 
 // browser is chromium headless for one test (chromiumtest.Browser); the
 // cancel func is for the tests' defer, the test's cleanup ends it anyway.

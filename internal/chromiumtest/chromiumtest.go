@@ -31,8 +31,9 @@ var shared struct {
 }
 
 // Main is a TestMain for a package whose browser tests share one chromium:
-// it runs the tests, then stops the browser and removes its profile.
-func Main(m *testing.M) {
+// it runs the tests, then stops the browser and removes its profile, then
+// runs cleanups (a test database's template, say).
+func Main(m *testing.M, cleanups ...func()) {
 	shared.mu.Lock()
 	shared.main = true
 	shared.mu.Unlock()
@@ -40,6 +41,9 @@ func Main(m *testing.M) {
 	shared.mu.Lock()
 	stopShared()
 	shared.mu.Unlock()
+	for _, f := range cleanups {
+		f()
+	}
 	os.Exit(code)
 }
 

@@ -280,6 +280,10 @@ func drop(name string) error {
 	return err
 }
 
+// DropTemplate drops this process's template database, if Fresh made
+// one: the end of a test binary whose TestMain is not Main.
+func DropTemplate() error { return dropTemplate() }
+
 // dropTemplate drops this process's template at its end.
 func dropTemplate() error {
 	cluster.mu.Lock()

@@ -59,9 +59,10 @@ type Answer struct {
 }
 
 type options struct {
-	cfg      server.Config
-	now      func() time.Time
-	planJSON string
+	cfg         server.Config
+	now         func() time.Time
+	planJSON    string
+	databaseURL string
 }
 
 // Option configures an instance.
@@ -103,6 +104,11 @@ func WithProxyGeo() Option {
 		o.cfg.Locator = loc
 	}
 }
+
+// WithDatabaseURL puts the instance on that PostgreSQL database (migrated
+// at start, and left there at Close) instead of a fresh in-memory SQLite
+// one.
+func WithDatabaseURL(url string) Option { return func(o *options) { o.databaseURL = url } }
 
 // WithLogger receives the server's logs (default: discarded).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.cfg.Logger = l } }
@@ -148,6 +154,9 @@ func start(t testing.TB, opts ...Option) (*Server, error) {
 	sopts := storage.Options{Path: ":memory:", Now: o.now}
 	if testStorage != nil && t != nil {
 		sopts = testStorage(t, sopts)
+	}
+	if o.databaseURL != "" {
+		sopts.DatabaseURL = o.databaseURL
 	}
 	db, err := storage.Open(context.Background(), sopts)
 	if err != nil {
