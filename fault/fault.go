@@ -136,6 +136,15 @@ const (
 	InvalidTOTP     = "invalid_totp"
 	// LastOwner: removing the workspace's only owner.
 	LastOwner = "last_owner"
+
+	// Shared links (docs/sharing.md). InvalidSharedLink: a link's label,
+	// password or allowed_origins is malformed, named in details' path;
+	// SharedLinkLimitReached: the site has as many live links as a site
+	// may have; SharedLinkPassword: the link asks for its password (none
+	// given yet, or a wrong one).
+	InvalidSharedLink      = "invalid_shared_link"
+	SharedLinkLimitReached = "shared_link_limit_reached"
+	SharedLinkPassword     = "shared_link_password"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

@@ -47,10 +47,17 @@ type principal struct {
 	key   *storage.APIKey
 	// session is set for a signed-in user (auth_session.go).
 	session *signedIn
+	// share is set for a shared link (sharing_access.go); key is then a
+	// query:read key restricted to the link's site.
+	share *storage.SharedLink
 }
 
 // actor is the audit log's view of p.
 func (p principal) actor() storage.Actor {
+	if p.share != nil {
+		// A link writes nothing; as a viewer it owns no personal segment.
+		return storage.Actor{Kind: "shared_link", ID: p.share.ID}
+	}
 	if p.session != nil {
 		return storage.UserActor(p.session.user.ID)
 	}
@@ -65,6 +72,12 @@ var errUnauthorized = fault.Errorf(fault.Unauthorized, "missing or invalid crede
 // authenticate identifies the caller of a query API request: 401 for a
 // missing, unknown or revoked credential.
 func (s *Server) authenticate(r *http.Request) (principal, error) {
+	// A shared link's token wins over any other credential sent with it:
+	// the request is the link's, and reaches only what a link may
+	// (sharing_access.go).
+	if share, ok := shareToken(r); ok {
+		return s.sharePrincipal(r, share)
+	}
 	token, ok := bearer(r)
 	if !ok {
 		// Without a bearer, a session cookie (docs/accounts.md#sessions).
@@ -100,6 +113,9 @@ func (s *Server) workspace(r *http.Request, slug, scope string) (principal, *sto
 	p, err := s.authenticate(r)
 	if err != nil {
 		return p, nil, err
+	}
+	if p.share != nil {
+		return p, nil, errNotFound // a link reads one site, never a workspace
 	}
 	ws, ok := s.db.Workspace(slug)
 	if ok {

@@ -100,6 +100,11 @@ var statusOf = map[string]int{
 	fault.TOTPRequired:    http.StatusUnauthorized,
 	fault.InvalidTOTP:     http.StatusBadRequest,
 	fault.LastOwner:       http.StatusConflict,
+
+	// Shared links (docs/sharing.md).
+	fault.InvalidSharedLink:      http.StatusBadRequest,
+	fault.SharedLinkLimitReached: http.StatusConflict,
+	fault.SharedLinkPassword:     http.StatusUnauthorized,
 }
 
 // writeError writes err as the error envelope. Application errors show

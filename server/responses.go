@@ -1046,3 +1046,57 @@ type passwordLink struct {
 	Path      string `json:"path"`
 	ExpiresAt string `json:"expires_at"`
 }
+
+// Shared links (docs/sharing.md).
+
+// sharedLinkBody is a shared link as settings list it: never its token.
+type sharedLinkBody struct {
+	ID     string `json:"id"`
+	SiteID string `json:"site_id"`
+	Label  string `json:"label"`
+	// Password says whether the link asks for one (never the password).
+	Password       bool     `json:"password"`
+	AllowedOrigins []string `json:"allowed_origins"`
+	CreatedAt      string   `json:"created_at"`
+	UpdatedAt      string   `json:"updated_at"`
+}
+
+func sharedLinkOf(l *storage.SharedLink) sharedLinkBody {
+	return sharedLinkBody{ID: l.ID, SiteID: l.SiteID, Label: l.Label, Password: l.HasPassword,
+		AllowedOrigins: l.AllowedOrigins, CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt}
+}
+
+// createdSharedLink is the answer of POST /v1/sites/:siteId/shared-links:
+// the link and, this once, its token, its path and its URL on the query
+// API's origin.
+type createdSharedLink struct {
+	sharedLinkBody
+	Token string `json:"token"`
+	Path  string `json:"path"`
+	URL   string `json:"url"`
+}
+
+// sharedLinkList is the answer of GET /v1/sites/:siteId/shared-links.
+type sharedLinkList struct {
+	SharedLinks []sharedLinkBody `json:"shared_links"`
+}
+
+// sharedSite is what a shared link shows of its site: GET /v1/share's
+// site, and GET /v1/sites/:siteId's answer to a link.
+type sharedSite struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	TimeZone string `json:"time_zone"`
+}
+
+func sharedSiteOf(s *storage.Site) sharedSite {
+	return sharedSite{ID: s.ID, Name: s.Name, TimeZone: s.TimeZone}
+}
+
+// shareAnswer is the answer of GET /v1/share: whether the link asks for a
+// password and the browser gave it; the site once it may be read.
+type shareAnswer struct {
+	PasswordRequired bool        `json:"password_required"`
+	Unlocked         bool        `json:"unlocked"`
+	Site             *sharedSite `json:"site,omitempty"`
+}

@@ -19,6 +19,13 @@ type handler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) 
 type router struct {
 	*httprouter.Router
 	log *slog.Logger
+	// gate, when set, runs before every registered route's handler with
+	// the route's pattern; its error is the answer (the query API's
+	// shared-link allow-list, sharing_access.go).
+	gate func(r *http.Request, pattern string) error
+	// routes are the registered routes, "METHOD pattern", in order, for
+	// the tests that walk the route table.
+	routes []string
 }
 
 func newRouter(log *slog.Logger) *router {
@@ -56,6 +63,7 @@ func (rt *router) handleV1(method, path string, h handler) {
 
 // route registers h at exactly path.
 func (rt *router) route(method, path string, h handler) {
+	rt.routes = append(rt.routes, method+" "+path)
 	rt.Handle(method, path, rt.adapt(path, h))
 }
 
@@ -63,6 +71,7 @@ func (rt *router) route(method, path string, h handler) {
 // its failures are written in Plausible's error body
 // (docs/query-api.md#plausible-compatibility).
 func (rt *router) routePlausible(method, path string, h handler) {
+	rt.routes = append(rt.routes, method+" "+path)
 	rt.Handle(method, path, rt.adaptWith(path, h, writePlausibleError))
 }
 
@@ -87,6 +96,12 @@ func (rt *router) adaptWith(pattern string, h handler, write func(*slog.Logger, 
 				write(rt.log, w, r, pattern, fmt.Errorf("panic: %v", v))
 			}
 		}()
+		if rt.gate != nil {
+			if err := rt.gate(r, pattern); err != nil {
+				write(rt.log, w, r, pattern, err)
+				return
+			}
+		}
 		if err := h(w, r, ps); err != nil {
 			write(rt.log, w, r, pattern, err)
 		}

@@ -241,6 +241,8 @@ func (s *Server) Query() http.Handler {
 	rt.handleV1(http.MethodGet, "/workspaces/:slug/members", s.listMembers)
 	rt.handleV1(http.MethodDelete, "/workspaces/:slug/members/:userId", s.removeMember)
 	s.accountRoutes(rt)
+	s.shareRoutes(rt)
+	rt.gate = s.shareGate
 
 	rt.handleV1(http.MethodPost, "/plan/reload", s.reloadPlan)
 	rt.handleV1(http.MethodPost, "/backup", s.backup)

@@ -289,6 +289,18 @@ func TestResponseShapes(t *testing.T) {
 		{api: "q", method: "GET", path: "/v1/workspaces/acme/members", token: tn.adminKey, status: 200},
 		{api: "q", method: "DELETE", path: "/v1/workspaces/acme/members/{bo}", token: tn.adminKey, status: 204},
 
+		// Shared links (docs/sharing.md).
+		{api: "q", method: "POST", path: "/v1/sites/web/shared-links", token: tn.adminKey, status: 201,
+			body: map[string]any{"label": "Board", "allowed_origins": []string{"https://intranet.example"}}, save: map[string]string{"link_id": "id", "share_token": "token"}},
+		{api: "q", method: "POST", path: "/v1/sites/web/shared-links", token: tn.adminKey, status: 400,
+			body: map[string]any{"label": "Board", "allowed_origins": []string{"https://intranet.example/x"}}},
+		{api: "q", method: "GET", path: "/v1/sites/web/shared-links", token: tn.adminKey, status: 200},
+		{api: "q", method: "PATCH", path: "/v1/sites/web/shared-links/{link_id}", token: tn.adminKey, status: 200, body: map[string]any{"label": "Board room"}},
+		{api: "q", method: "GET", path: "/v1/share", status: 200, build: func(vars map[string]string) (any, []string) { return nil, []string{shareHeader, vars["share_token"]} }},
+		{api: "q", method: "GET", path: "/v1/sites/web", status: 200, build: func(vars map[string]string) (any, []string) { return nil, []string{shareHeader, vars["share_token"]} }},
+		{api: "q", method: "GET", path: "/v1/workspaces/acme/keys", status: 404, build: func(vars map[string]string) (any, []string) { return nil, []string{shareHeader, vars["share_token"]} }},
+		{api: "q", method: "DELETE", path: "/v1/sites/web/shared-links/{link_id}", token: tn.adminKey, status: 204},
+
 		// Draining (docs/operations.md#behind-a-load-balancer): last, as it
 		// lasts.
 		{api: "c", method: "GET", path: "/v1/healthz", status: 503, build: func(map[string]string) (any, []string) {

@@ -143,9 +143,14 @@ func (s *Server) createSite(w http.ResponseWriter, r *http.Request, ps httproute
 //
 // GET /v1/sites/:siteId
 func (s *Server) getSite(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	_, site, err := s.site(r, ps.ByName("siteId"), storage.ScopeQueryRead)
+	p, site, err := s.site(r, ps.ByName("siteId"), storage.ScopeQueryRead)
 	if err != nil {
 		return err
+	}
+	if p.share != nil {
+		// A shared link sees the site's name and time zone only.
+		writeJSON(w, http.StatusOK, sharedSiteOf(site))
+		return nil
 	}
 	writeJSON(w, http.StatusOK, siteDetailOf(site, s.db.SiteAliases(site.ID)))
 	return nil

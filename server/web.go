@@ -59,6 +59,13 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, ps httprouter
 	if name == "" {
 		name = "index.html"
 	}
+	return serveDashboardFile(w, r, name, "'none'")
+}
+
+// serveDashboardFile answers the dashboard's file name, which the pages of
+// ancestors (a CSP frame-ancestors source list) may frame: with 'none',
+// X-Frame-Options DENY too, for browsers without CSP.
+func serveDashboardFile(w http.ResponseWriter, r *http.Request, name, ancestors string) error {
 	b, err := fs.ReadFile(web.Dashboard(), name)
 	if err != nil {
 		return errNotFound
@@ -71,8 +78,10 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, ps httprouter
 	h.Set("Content-Type", ct)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	if ancestors == "'none'" {
+		h.Set("X-Frame-Options", "DENY")
+	}
+	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors "+ancestors)
 	tag, ok := dashboardETags.Load(name)
 	if !ok {
 		sum := sha256.Sum256(b)

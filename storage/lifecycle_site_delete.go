@@ -28,7 +28,7 @@ var siteDataTables = []siteTable{
 	{"daily_events", "day, type", 1000}, {"daily_dimensions", "day, dimension, value", 1000},
 	{"daily_sessions", "day", 1000}, {"site_usage", "month", 1000},
 	{"webhook_secrets", "", siteDeleteChunk}, {"goals", "", siteDeleteChunk}, {"segments", "", siteDeleteChunk},
-	{"site_aliases", "", siteDeleteChunk},
+	{"site_aliases", "", siteDeleteChunk}, {"shared_links", "", siteDeleteChunk},
 	{"imported_ids", "id", siteDeleteChunk},
 	// Imported history (import_history.go): rollup rows, and the list of imports.
 	{"imported_rows", "import_id, dim, day, value", 1000}, {"imports", "", siteDeleteChunk},
