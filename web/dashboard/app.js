@@ -9,6 +9,11 @@
   // whose CSRF token goes with every request; the session itself is an
   // HttpOnly cookie this script never sees.
   var account = null;
+  // A shared link (docs/sharing.md): the page at /share/<token> shows its
+  // one site, read-only, and sends the token with every request; a
+  // password, once given, is an HttpOnly cookie of that link.
+  var shareMatch = /^\/share\/([A-Za-z0-9_-]+)$/.exec(location.pathname);
+  var shareToken = shareMatch ? shareMatch[1] : null;
   var admin = false;
   var gen = 0; // the current load; answers of an older one are dropped
   var realtimeTimer = null;
@@ -90,7 +95,8 @@
   function request(path, opts) {
     opts = opts || {};
     opts.headers = { "Content-Type": "application/json", Accept: opts.accept || "application/json" };
-    if (token) opts.headers.Authorization = "Bearer " + token;
+    if (shareToken) opts.headers["X-Tally-Share"] = shareToken;
+    else if (token) opts.headers.Authorization = "Bearer " + token;
     else if (account) opts.headers["X-CSRF-Token"] = account.csrf_token;
     return fetch("/v1" + path, opts).then(function (r) {
       // the server's clock, for the realtime view's last 30 minutes
@@ -199,7 +205,7 @@
     var custom = state.period === "custom";
     $("#from-label").hidden = !custom; $("#to-label").hidden = !custom;
     $("#from").required = custom; $("#to").required = custom;
-    if (!admin) $("#site-input").value = state.site;
+    if (!admin && !shareToken) $("#site-input").value = state.site;
   }
 
   // ---- queries ----
@@ -348,7 +354,8 @@
       sel.appendChild(o);
     });
     sel.value = "";
-    $("#segment-save").hidden = !state.filters.some(function (f) { return f[0] !== "segment"; });
+    var save = $("#segment-save"); // none on a shared link
+    if (save) save.hidden = !state.filters.some(function (f) { return f[0] !== "segment"; });
   }
   function saveSegment(name) {
     var applied = state.filters.filter(function (f) { return f[0] === "segment"; })[0];
@@ -895,7 +902,7 @@
       else jobs.push(loadProps(g).then(function () { return loadPanel(p, g); }));
     });
     jobs.push(loadGoals(g));
-    if ($("#tools").open) jobs.push(loadAdmin());
+    if ($("#tools") && $("#tools").open) jobs.push(loadAdmin());
     return Promise.all(jobs.concat(first).map(function (j) { return j.catch(function (e) { status(e.message); }); })).then(function () {
       if (g !== gen) return;
       // the moment every panel shows its answer (docs/dashboard.md: first paint)
@@ -1039,6 +1046,32 @@
     a.hidden = false;
   }
 
+  // startShared shows a shared link's site: no sign-in, no site picker,
+  // no tools; its password form first when the link has one not given yet.
+  function startShared() {
+    ["#signin", "#account-signin", "#set-password", "#signout", "#settings-link", "#tools", "#segment-save", "#ws-label", "#site-select-label", "#site-input-label"]
+      .forEach(function (s) { var e = $(s); if (e) e.remove(); });
+    document.body.classList.add("shared");
+    return api("/share").then(function (info) {
+      if (!info.unlocked) {
+        $("#share-password").hidden = false;
+        $("#share-pw").focus();
+        return;
+      }
+      $("#share-password").hidden = true;
+      readURL();
+      state.ws = "";
+      state.site = info.site.id;
+      $("h1").textContent = info.site.name;
+      document.title = info.site.name + " \u00b7 Tally";
+      $("#app").hidden = false;
+      showControls();
+      return load();
+    }, function (e) {
+      status(e.status === 404 ? "This shared link does not exist, or it was revoked." : e.message);
+    });
+  }
+
   function signout() {
     if (account) post("/auth/signout", {}).catch(function () {}); // the cookie goes with the session
     account = null;
@@ -1088,6 +1121,17 @@
       if (account) start(); else showSignin(true);
     }, function (e) { status(e.message); });
   };
+  $("#share-password").onsubmit = function (ev) {
+    ev.preventDefault();
+    $("#share-error").textContent = "";
+    fetch("/share/" + shareToken + "/auth", { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ password: $("#share-pw").value }) }).then(function (r) {
+      if (r.ok) { $("#share-pw").value = ""; return startShared(); }
+      return r.json().catch(function () { return null; }).then(function (b) {
+        $("#share-error").textContent = (b && b.error && b.error.message) || "HTTP " + r.status;
+      });
+    }, function (e) { $("#share-error").textContent = e.message; });
+  };
   $("#signin").onsubmit = function (ev) {
     ev.preventDefault();
     token = $("#token").value.trim();
@@ -1106,7 +1150,7 @@
   };
   $("#pick").onsubmit = function (ev) {
     ev.preventDefault();
-    if (!admin) state.site = $("#site-input").value.trim();
+    if (!admin && !shareToken) state.site = $("#site-input").value.trim();
     state.period = $("#period").value;
     state.from = $("#from").value; state.to = $("#to").value;
     writeURL(true);
@@ -1128,8 +1172,9 @@
     if (b) download(b.getAttribute("data-panel"));
   });
   window.addEventListener("popstate", function () {
-    if (!token) return;
+    if (!token && !shareToken) return;
     readURL();
+    if (shareToken) state.site = loadedSite;
     if (admin) $("#site-select").value = state.site;
     load();
   });
@@ -1144,7 +1189,8 @@
     }, function (e) { status(e.message); });
   };
 
-  if (link) {
+  if (shareToken) startShared();
+  else if (link) {
     $("#set-password-title").textContent = link[1] === "invite" ? "Accept the invitation: choose a password" : "Choose a password";
     $("#set-password").hidden = false;
   } else if (token) start();
