@@ -37,7 +37,13 @@ var dashNow = time.Date(2026, 3, 15, 12, 0, 0, 0, time.UTC)
 // midnight).
 func dashServer(t *testing.T) *servertest.Server {
 	t.Helper()
-	srv := servertest.New(t, servertest.WithClock(func() time.Time { return dashNow }))
+	return dashServerOn(t, func(opts ...servertest.Option) *servertest.Server { return servertest.New(t, opts...) })
+}
+
+// dashServerOn is dashServer on the server newServer starts (onBothBackends').
+func dashServerOn(t *testing.T, newServer func(...servertest.Option) *servertest.Server) *servertest.Server {
+	t.Helper()
+	srv := newServer(servertest.WithClock(func() time.Time { return dashNow }))
 	n := 0
 	ev := func(anon, day, clock, path, referrer string, extra map[string]any) map[string]any {
 		n++
