@@ -171,6 +171,21 @@ func TestSharedLinkWalksEveryRoute(t *testing.T) {
 	if r := c.do("GET", "/v1/workspaces/acme/keys", "", "Authorization", "Bearer "+testAdminToken); r.status != 404 {
 		t.Errorf("with the admin token beside the link: got %d, want 404", r.status)
 	}
+	if r := c.do("GET", "/v1/sites/other", "", "Authorization", "Bearer "+testAdminToken); r.status != 404 {
+		t.Errorf("another site with the admin token beside the link: got %d, want 404", r.status)
+	}
+	// The site's segments, none of anyone's personal ones.
+	for _, seg := range []map[string]any{
+		{"name": "Site-wide", "type": "site", "segment_data": map[string]any{"filters": []any{[]any{"is", "visit:country", []string{"DE"}}}}},
+		{"name": "Mine", "type": "personal", "segment_data": map[string]any{"filters": []any{[]any{"is", "visit:country", []string{"FR"}}}}},
+	} {
+		mustStatus(t, h.q("POST", "/v1/sites/web/segments", testAdminToken, seg), 201, "")
+	}
+	r = c.do("GET", "/v1/sites/web/segments", "")
+	mustStatus(t, r, 200, "")
+	if !bytes.Contains(r.body, []byte("Site-wide")) || bytes.Contains(r.body, []byte("Mine")) {
+		t.Errorf("the link's segments: got %s, want the site segment only", r.body)
+	}
 }
 
 // TestSharedLinkSettings: the settings' routes, who may use them, the

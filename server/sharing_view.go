@@ -175,7 +175,8 @@ func (s *Server) shareInfo(w http.ResponseWriter, r *http.Request, _ httprouter.
 	return nil
 }
 
-// shareRoutes are the shared view's routes.
+// shareRoutes are the routes of shared links: the view's, and the site
+// settings' (sharing_links.go).
 func (s *Server) shareRoutes(rt *router) {
 	rt.route(http.MethodGet, "/share/:token", s.sharePage)
 	rt.route(http.MethodPost, "/share/:token/auth", s.shareAuth)
