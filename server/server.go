@@ -239,6 +239,8 @@ func (s *Server) Query() http.Handler {
 	rt.handleV1(http.MethodGet, "/workspaces/:slug/invitations", s.listInvitations)
 	rt.handleV1(http.MethodPost, "/workspaces/:slug/invitations", s.createInvitation)
 	rt.handleV1(http.MethodGet, "/workspaces/:slug/members", s.listMembers)
+	rt.handleV1(http.MethodDelete, "/workspaces/:slug/invitations/:id", s.revokeInvitation)
+	rt.handleV1(http.MethodPatch, "/workspaces/:slug/members/:userId", s.updateMember)
 	rt.handleV1(http.MethodDelete, "/workspaces/:slug/members/:userId", s.removeMember)
 	s.accountRoutes(rt)
 
@@ -278,7 +280,7 @@ func (s *Server) Query() http.Handler {
 	rt.handleV1(http.MethodGet, "/sites/:siteId/imports", s.bounded(s.listImports))
 	rt.handleV1(http.MethodPost, "/sites/:siteId/funnel", s.bounded(s.funnel))
 	rt.handleV1(http.MethodPost, "/sites/:siteId/imports", s.importEvents)
-	rt.handleV1(http.MethodPost, "/sites/:siteId/imports/plausible", s.importPlausible)
+	rt.handleV1(http.MethodPost, "/sites/:siteId/imports/:source", s.importUpload)
 	rt.routePlausible(http.MethodPost, "/api/v2/query", s.bounded(s.plausibleQuery))
 	rt.handle(http.MethodPost, "/sites/:siteId/sourcemaps", s.uploadSourcemap)
 	rt.handleV1(http.MethodDelete, "/sites/:siteId/sourcemaps", s.deleteSourcemaps)
