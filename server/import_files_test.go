@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -122,5 +124,34 @@ func TestImportFileUploadWithSession(t *testing.T) {
 	mustStatus(t, r, 200, "")
 	if got := r.json(t)["imported"]; got != float64(8) {
 		t.Errorf("got imported %v, want 8: %s", got, r.body)
+	}
+}
+
+// A Plausible upload with ?file= is kept under that name: the audit entry
+// and the messages name the sender's zip, never the temporary folder;
+// a name that is not a file's ("..", a path) cannot leave that folder.
+func TestImportPlausibleUploadNamed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.setupTenant("acme", "web")
+	for _, tc := range []struct {
+		file, status, says string
+	}{
+		{"example_com_20260104.zip", "200", ""},
+		{"..", "400", "upload:imported_visitors_20260101_20260102.csv: line 2"},
+		{"../../etc/export", "400", "export:imported_visitors_20260101_20260102.csv: line 2"},
+	} {
+		body := plausibleZip(t, "2026-01-01,10,30,4,12,600\n")
+		if tc.status == "400" {
+			body = plausibleZip(t, "yesterday,10,30,4,12,600\n")
+		}
+		r := h.q("POST", "/v1/sites/web/imports/plausible?file="+url.QueryEscape(tc.file), testAdminToken, body)
+		if fmt.Sprint(r.status) != tc.status || !strings.Contains(string(r.body), tc.says) || strings.Contains(string(r.body), os.TempDir()) {
+			t.Errorf("?file=%s: got %d %s, want %s naming %q", tc.file, r.status, r.body, tc.status, tc.says)
+		}
+	}
+	audit := string(h.q("GET", "/v1/workspaces/acme/audit", testAdminToken, nil).body)
+	if !strings.Contains(audit, `"file_names":["example_com_20260104.zip:imported_visitors_20260101_20260102.csv"]`) {
+		t.Errorf("the audit entry: got %s, want the sender's zip named", audit)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -74,7 +75,7 @@ const importUploadMax = 256 << 20
 // importPlausible imports Plausible's CSV export into a running server's
 // site as imported rollups (docs/import.md), as `tally import --from plausible`
 // sends it: the body is the export's zip (the command zips CSV files given one
-// by one), kept in a temporary file while it is read. The admin token or an
+// by one), kept in a temporary file while it is read; ?file= names it. The admin token or an
 // admin key that reaches the site.
 //
 // POST /v1/sites/:siteId/imports/plausible (importUpload)
@@ -92,11 +93,28 @@ func (s *Server) importPlausible(w http.ResponseWriter, r *http.Request, ps http
 	}
 	defer release()
 	extend := importDeadlines(w)
-	tmp, err := os.CreateTemp("", "tally-plausible-*.zip")
+	// The upload is kept under the name the sender gave (?file=), in a
+	// folder of its own, so that the import's audit entry names the
+	// export's files as the sender knows them; without one, messages say
+	// "the uploaded export".
+	dir, err := os.MkdirTemp("", "tally-plausible-")
 	if err != nil {
 		return tempErr(err)
 	}
-	defer os.Remove(tmp.Name())
+	defer os.RemoveAll(dir)
+	shown, name := "the uploaded export", "export.zip"
+	if q := r.URL.Query().Get("file"); q != "" {
+		shown = uploadName(q)
+		name = shown
+		if !strings.EqualFold(filepath.Ext(name), ".zip") {
+			name += ".zip" // the reader tells a zip by its name
+		}
+	}
+	kept := filepath.Join(dir, name)
+	tmp, err := os.Create(kept)
+	if err != nil {
+		return tempErr(err)
+	}
 	defer tmp.Close()
 	if _, err := io.Copy(tmp, &idleReader{r: http.MaxBytesReader(w, r.Body, importUploadMax), extend: extend}); err != nil {
 		return tempErr(err)
@@ -105,12 +123,12 @@ func (s *Server) importPlausible(w http.ResponseWriter, r *http.Request, ps http
 		return tempErr(err)
 	}
 	start := time.Now()
-	n, err := importer.Plausible(r.Context(), s.db, site.ID, []string{tmp.Name()}, func(int64, int64) { extend() })
+	n, err := importer.Plausible(r.Context(), s.db, site.ID, []string{kept}, func(int64, int64) { extend() })
 	var bad *importer.BadExportError
 	switch {
 	case errors.As(err, &bad):
-		// The temporary file's name means nothing to the sender.
-		return fault.Errorf(fault.InvalidImport, "%s", strings.ReplaceAll(bad.Error(), tmp.Name(), "the uploaded export"))
+		// The temporary folder means nothing to the sender.
+		return fault.Errorf(fault.InvalidImport, "%s", strings.ReplaceAll(bad.Error(), kept, shown))
 	case err != nil:
 		if _, ok := s.db.Site(site.ID); !ok {
 			return fault.Errorf(fault.NotFound, "site not found")
@@ -256,7 +274,7 @@ func uploadName(file string) string {
 		_, size := utf8.DecodeLastRuneInString(file)
 		file = file[:len(file)-size]
 	}
-	if strings.TrimSpace(file) == "" {
+	if strings.TrimSpace(file) == "" || file == "." || file == ".." {
 		return "upload"
 	}
 	return file
