@@ -1,8 +1,10 @@
 package web_test
 
 import (
+	"archive/zip"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -224,10 +226,47 @@ func TestSettingsImportUploadInABrowser(t *testing.T) {
 		t.Errorf("the bad file: got %q beside the field, want the line's error", got)
 	}
 
+	// Plausible's export, zipped as Plausible hands it out.
+	zipped := filepath.Join(dir, "example_com_20260104.zip")
+	f, err := os.Create(zipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	csvs, _ := filepath.Glob(filepath.Join("..", "testdata", "import", "plausible", "*.csv"))
+	for _, name := range csvs {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, _ := zw.Create(filepath.Base(name))
+		w.Write(data)
+	}
+	if err := zw.Close(); err != nil || f.Close() != nil || len(csvs) == 0 {
+		t.Fatalf("zip the Plausible export (%d files): %v", len(csvs), err)
+	}
+	// (first: Plausible's days are imported only before the site's own
+	// first visit, which the GoatCounter rows below would make 2024-03-01)
 	err = chromedp.Do(ctx,
+		chromedp.SetUploadFiles(`#import-form input[type=file]`, []string{zipped}),
+		chromedp.Click(`#import-form button[type=submit]`),
+		chromedp.WaitVisible(`#import-counts dd[data-count=source]`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#import-counts", "plausible")
+	waitText(t, ctx, "#imports", "days 2026-01-01 to 2026-01-03")
+	if got := evalString(t, ctx, `document.querySelector("#imports td[data-head=Files]").textContent`); got != "example_com_20260104.zip" {
+		t.Errorf("the Plausible import's files: got %q, want its zip once", got)
+	}
+
+	err = chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](`notes = []; undefined`),
 		chromedp.SetUploadFiles(`#import-form input[type=file]`, []string{good}),
 		chromedp.Click(`#import-form button[type=submit]`),
 		chromedp.WaitVisible(chromedp.ID("import-counts")),
+		chromedp.Poll[chromedp.Void](`document.querySelector("#import-counts dd") && document.querySelector("#import-counts dd").textContent === "goatcounter"`),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -246,5 +285,67 @@ func TestSettingsImportUploadInABrowser(t *testing.T) {
 	waitText(t, ctx, "#imports", "goatcounter-export.csv")
 	if events, _ := srv.Events(); len(events) != rows {
 		t.Errorf("got %d events stored, want %d (none of the bad file)", len(events), rows)
+	}
+
+	// An admin's members page has no owner's controls.
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(srv.QueryURL+"/v1/ui/settings.html?page=members"),
+		chromedp.WaitReady(chromedp.CSS(`body[data-page="members"]`)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := evalString(t, ctx, `document.querySelectorAll("#members select, #members button").length + " " + [].map.call(document.querySelectorAll("#invite-form [name=role] option"), function (o) { return o.value; }).join(",")`); got != "0 viewer,admin" {
+		t.Errorf("an admin's members page: got %q, want no role or remove controls and invitations as viewer or admin only", got)
+	}
+}
+
+// TestSettingsWebhookSecretsInABrowser: an owner makes a webhook secret,
+// shown once with its receiver's address, then revokes it after the
+// confirmation; the list says so and the receiver refuses it.
+func TestSettingsWebhookSecretsInABrowser(t *testing.T) {
+	ctx, cancel := browser(t)
+	defer cancel()
+	srv := servertest.New(t)
+	addUser(t, srv, "olga@example.com", "owner", "owner's password")
+	err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844))
+	if err == nil {
+		err = accountSignIn(ctx, srv, "olga@example.com", "owner's password")
+	}
+	if err == nil {
+		err = chromedp.Do(ctx,
+			chromedp.Navigate(srv.QueryURL+"/v1/ui/settings.html?page=webhooks&site="+srv.SiteID),
+			chromedp.WaitReady(chromedp.CSS(`body[data-page="webhooks"]`)),
+			chromedp.Click(`#webhook-form button[type=submit]`),
+			chromedp.WaitVisible(`#webhook-secret .secret-value`),
+			chromedp.WaitVisible(`#webhook-secrets form.row-form button`),
+		)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := evalString(t, ctx, `document.querySelector("#webhook-secret .secret-value").textContent`)
+	if url := evalString(t, ctx, `document.getElementById("webhook-url").textContent`); url != srv.QueryURL+"/v1/webhooks/payments/"+srv.SiteID || len(secret) < 20 {
+		t.Fatalf("got the receiver %q and secret %q, want the site's payments receiver and a secret", url, secret)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(`#webhook-secrets form.row-form button`),
+		chromedp.WaitVisible(chromedp.ID("confirm-ok")),
+		chromedp.Click(chromedp.ID("confirm-ok")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#webhook-secrets", "Revoked")
+	res, err := http.Post(srv.QueryURL+"/v1/webhooks/payments/"+srv.SiteID, "application/json", strings.NewReader(`{"id":"evt_1","type":"charge.succeeded","data":{"object":{"id":"ch_1"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 401 {
+		t.Errorf("the receiver after the revocation: got %d, want 401 (no active secret)", res.StatusCode)
+	}
+	if a := auditActions(t, srv); countOf(a, "webhook_secret.revoke") != 1 {
+		t.Errorf("audit: got %q, want the secret revoked once", a)
 	}
 }

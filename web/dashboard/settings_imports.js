@@ -115,6 +115,13 @@
       }));
     }
 
+    // files names an import's files, a zip's entries ("x.zip:y.csv") by the zip once.
+    function files(list) {
+      var seen = {};
+      return list.map(function (n) { var m = /^(.*\.zip):/i.exec(n); return m ? m[1] : n; })
+        .filter(function (n) { return seen[n] ? false : (seen[n] = true); }).join(", ");
+    }
+
     // Past imports: the site.import entries of the workspace's audit log
     // (every source writes one; its newest 1,000 entries are read).
     box.appendChild(el("h3", { text: "Past imports" }));
@@ -126,7 +133,7 @@
         past.appendChild(c.table([
           { head: "When", cell: function (e) { return c.when(e.ts); } },
           { head: "Source", cell: function (e) { return e.metadata.source; } },
-          { head: "Files", cell: function (e) { return (e.metadata.files || e.metadata.file_names || []).join(", "); } },
+          { head: "Files", cell: function (e) { return files(e.metadata.files || e.metadata.file_names || []); } },
           { head: "Rows", cell: function (e) { return String(e.metadata.rows); } },
           { head: "Imported", cell: function (e) {
             var m = e.metadata;
