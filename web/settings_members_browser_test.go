@@ -226,6 +226,25 @@ func TestSettingsImportUploadInABrowser(t *testing.T) {
 		t.Errorf("the bad file: got %q beside the field, want the line's error", got)
 	}
 
+	// A file over the server's 256 MiB is refused before a byte is sent
+	// (a sparse file: its size is all the page reads).
+	huge := filepath.Join(dir, "huge.csv")
+	if err := os.WriteFile(huge, nil, 0o644); err != nil || os.Truncate(huge, 257<<20) != nil {
+		t.Fatal("make a sparse file")
+	}
+	err = chromedp.Do(ctx,
+		chromedp.SetUploadFiles(`#import-form input[type=file]`, []string{huge}),
+		chromedp.SetValue(`#import-form select[name=source]`, "goatcounter"),
+		chromedp.Click(`#import-form button[type=submit]`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, `#import-form label:has([name=file]) + .field-error`, "more than the 256 MiB an upload may be")
+	if a := auditActions(t, srv); strings.Contains(a, "site.import") {
+		t.Errorf("audit after the refusals: got %q, want no import", a)
+	}
+
 	// Plausible's export, zipped as Plausible hands it out.
 	zipped := filepath.Join(dir, "example_com_20260104.zip")
 	f, err := os.Create(zipped)

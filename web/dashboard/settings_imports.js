@@ -47,6 +47,8 @@
     });
   }
 
+  var UPLOAD_MAX = 256 * 1048576; // server/imports.go's importUploadMax
+
   function mib(n) { return (n / 1048576).toFixed(n < 10485760 ? 1 : 0) + " MiB"; }
 
   TallySettings.register({ id: "imports", title: "Imports", section: "site", minRole: "admin", render: function (box, c) {
@@ -70,13 +72,21 @@
       var g = fileInput.files[0] && guess(fileInput.files[0].name);
       if (g) sourceSel.value = g;
     });
-    var bar = el("progress", { id: "import-progress", max: 1, value: 0, hidden: true });
+    var bar = el("progress", { id: "import-progress", max: 1, value: 0, hidden: true, "aria-label": "Upload and import" });
     var note = el("p", { id: "import-status", role: "status" });
     var result = el("div", { id: "import-result" });
 
     c.form(f, function (v) {
       var file = fileInput.files[0];
       result.textContent = "";
+      // The server's own bound (413 payload_too_large), said before a
+      // byte is sent rather than after the browser sent 256 MiB.
+      if (file.size > UPLOAD_MAX) {
+        var e = new Error("the file is " + mib(file.size) + ", more than the " + mib(UPLOAD_MAX) + " an upload may be" +
+          (v.source === "plausible" ? "" : ": tally import streams it without that bound"));
+        e.code = "payload_too_large";
+        throw e;
+      }
       bar.hidden = false; bar.max = file.size || 1; bar.value = 0;
       note.textContent = "Uploading " + file.name + "…";
       var path = site + "/imports/" + encodeURIComponent(v.source) + "?file=" + encodeURIComponent(file.name);
