@@ -81,6 +81,9 @@ func TestSettingsInviteInABrowser(t *testing.T) {
 			t.Fatalf("the invitation link: got %q, want the dashboard's #invite= link", link)
 		}
 		waitText(t, owner, `#invitations`, "vera@example.com")
+		if w := evalString(t, owner, `String(document.scrollingElement.scrollWidth)`); w != "390" {
+			t.Errorf("the members page at 390 px with a link shown and an invitation listed: got %s px wide, want 390 (no sideways scroll)", w)
+		}
 
 		// The colleague, in a fresh browser context.
 		vera, cancel2 := browser(t)
