@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -386,7 +387,13 @@ func uploadRollups(ctx context.Context, base, token, site, from string, files []
 		}
 		return zw.Close()
 	}
-	ans, err := importThroughServer(ctx, base, token, site, "/imports/"+from, "application/zip", stream)
+	// The server keeps the upload under the zip's name, which the
+	// import's audit entry gives (CSV files zipped on the way: export.zip).
+	endpoint := "/imports/" + from
+	if len(files) == 1 && strings.EqualFold(filepath.Ext(files[0]), ".zip") {
+		endpoint += "?file=" + url.QueryEscape(filepath.Base(files[0]))
+	}
+	ans, err := importThroughServer(ctx, base, token, site, endpoint, "application/zip", stream)
 	progress.Done()
 	if err != nil {
 		fmt.Fprintln(stderr, "tally import:", err)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"archive/zip"
 	"bytes"
 	"compress/gzip"
 	"database/sql"
@@ -405,6 +406,35 @@ func TestImportUsageErrors(t *testing.T) {
 	}
 }
 
+// zipFiles writes files into a zip at name, by their base names.
+func zipFiles(t *testing.T, name string, files []string) {
+	t.Helper()
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := zw.Create(filepath.Base(file))
+		if err == nil {
+			_, err = w.Write(data)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Plausible's CSV export (testdata/import/plausible: 35 visitors, 43
 // visits, 88 pageviews over three days, counted in importer's
 // TestPlausibleImportReadBack) through a running server: the command zips
@@ -450,6 +480,16 @@ func TestImportPlausible(t *testing.T) {
 		if got := totals(p); got != want {
 			t.Errorf("after import %d: got visitors, visits, pageviews %s, want %s", i+1, got, want)
 		}
+	}
+	// One zip, as Plausible hands it out: the server keeps it under its
+	// name, which the import's audit entry gives.
+	zipped := filepath.Join(t.TempDir(), "example_com_20260104.zip")
+	zipFiles(t, zipped, files)
+	if code, stdout, stderr := runImport(t, nil, "--site", "web", "--from", "plausible", "--url", p.query, zipped); code != 0 {
+		t.Fatalf("import of the zip: got exit %d, %q %q", code, stdout, stderr)
+	}
+	if _, b := call(t, "GET", p.query+"/v1/workspaces/a/audit?limit=1", ""); !strings.Contains(string(b), `"example_com_20260104.zip:imported_visitors_20260101_20260103.csv"`) {
+		t.Errorf("the zip's audit entry: got %s, want its files named after the zip", b)
 	}
 	bad := filepath.Join(t.TempDir(), "imported_visitors_20260101_20260103.csv")
 	if err := os.WriteFile(bad, []byte("date,visitors,pageviews,bounces,visits,visit_duration\n2026-01-01,ten,1,1,1,1\n"), 0o644); err != nil {

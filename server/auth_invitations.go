@@ -113,6 +113,25 @@ func (s *Server) listInvitations(w http.ResponseWriter, r *http.Request, ps http
 	return nil
 }
 
+// revokeInvitation withdraws an open invitation; 204, and its link then
+// answers as an unknown one. Owners and admins (an admin not an
+// invitation as owner, 403), the admin token and admin keys; 404 for an
+// invitation accepted, expired, unknown or of another workspace.
+//
+// DELETE /v1/workspaces/:slug/invitations/:id
+func (s *Server) revokeInvitation(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, ws, err := s.memberWorkspace(r, ps, true)
+	if err != nil {
+		return err
+	}
+	mayOwner := p.session == nil || p.role(ws.ID) == storage.RoleOwner
+	if err := s.db.RevokeInvitation(r.Context(), p.actor(), ws, ps.ByName("id"), mayOwner); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 // acceptInvitation takes {token, password?}. Signed in, the invitation's
 // role is added to the user (CSRF checks apply); otherwise a new user with
 // the invited email and password is created and signed in. 200 with the
@@ -193,6 +212,32 @@ func (s *Server) removeMember(w http.ResponseWriter, r *http.Request, ps httprou
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// updateMember takes {role} and gives it to the member; 200 with the
+// member. Owners only (and the admin token, admin keys); 409 last_owner
+// when it would leave the workspace without an owner.
+//
+// PATCH /v1/workspaces/:slug/members/:userId
+func (s *Server) updateMember(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, ws, err := s.memberWorkspace(r, ps, false)
+	if err != nil {
+		return err
+	}
+	body, err := decodeObject(w, r, authBodyLimit)
+	if err != nil {
+		return err
+	}
+	role, err := body.str("role", fault.InvalidRole)
+	if err != nil {
+		return err
+	}
+	m, err := s.db.SetMemberRole(r.Context(), p.actor(), ws, ps.ByName("userId"), role)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, memberOf(m))
 	return nil
 }
 

@@ -31,11 +31,15 @@ func (h *harness) client() *signedClient {
 	return &signedClient{h: h, client: &http.Client{Jar: jar}, origin: h.query.URL}
 }
 
-// do sends method path with body (JSON) and headers (pairs).
+// do sends method path with body (JSON, or []byte as is) and headers (pairs).
 func (b *signedClient) do(method, path string, body any, headers ...string) response {
 	b.h.t.Helper()
 	var rd io.Reader
-	if body != nil {
+	switch raw := body.(type) {
+	case nil:
+	case []byte: // sent as is (an upload)
+		rd = bytes.NewReader(raw)
+	default:
 		buf, _ := json.Marshal(body)
 		rd = bytes.NewReader(buf)
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // importUploads bounds the Plausible uploads in flight (docs/import.md#plausible,
-// Uploads): each streams up to plausibleUploadMax into a temporary file,
+// Uploads): each streams up to importUploadMax into a temporary file,
 // so without a bound a few admins could fill the temporary folder. One
 // upload per site at a time (a site's imports replace each other anyway),
 // uploadsPerWorkspace per workspace, so one tenant cannot take them all,

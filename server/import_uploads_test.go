@@ -117,7 +117,7 @@ func TestImportPlausibleUploadsInFlight(t *testing.T) {
 	}
 }
 
-// An upload that says it is over plausibleUploadMax is 413 before a byte
+// An upload that says it is over importUploadMax is 413 before a byte
 // of it is read.
 func TestImportPlausibleUploadTooLarge(t *testing.T) {
 	t.Parallel()
@@ -128,7 +128,7 @@ func TestImportPlausibleUploadTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/sites/web/imports/plausible HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", testAdminToken, plausibleUploadMax+1)
+	fmt.Fprintf(conn, "POST /v1/sites/web/imports/plausible HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", testAdminToken, importUploadMax+1)
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -268,6 +268,11 @@ func TestResponseShapes(t *testing.T) {
 				`{"id":"i1","type":"pageview","ts":"2026-01-30T10:00:00Z","anon_id":"s1","url":"/a"}` + "\n" +
 				`{"end":{"rows":1,"skipped":0}}` + "\n"},
 		{api: "q", method: "POST", path: "/v1/sites/web/imports", token: tn.adminKey, status: 400, body: `{"source":"matomo"}`},
+		{api: "q", method: "POST", path: "/v1/sites/web/imports/goatcounter?file=gc.csv", token: tn.adminKey, status: 200,
+			body: "2Path,Title,Event,UserAgent,Browser,System,Session,Bot,Referrer,Referrer scheme,Screen size,Location,FirstVisit,Date\n" +
+				"/,Home,false,,Firefox 123,Linux,s1,0,,,,DE,true,2026-01-30T10:00:00Z\n"},
+		{api: "q", method: "POST", path: "/v1/sites/web/imports/goatcounter", token: tn.adminKey, status: 400, body: "a,b\n"},
+		{api: "q", method: "POST", path: "/v1/sites/web/imports/matomo", token: tn.adminKey, status: 404, body: "a,b\n"},
 
 		// Accounts (docs/accounts.md).
 		{api: "q", method: "POST", path: "/v1/users", token: testAdminToken, status: 201,
@@ -285,8 +290,13 @@ func TestResponseShapes(t *testing.T) {
 		{api: "q", method: "POST", path: "/v1/auth/totp", status: 200, build: func(map[string]string) (any, []string) { return nil, shapeSession(t, h) }},
 		{api: "q", method: "POST", path: "/v1/workspaces/acme/invitations", token: tn.adminKey, status: 201,
 			body: map[string]any{"email": "cy@example.com", "role": "viewer"}},
+		{api: "q", method: "POST", path: "/v1/workspaces/acme/invitations", token: tn.adminKey, status: 201,
+			body: map[string]any{"email": "di@example.com", "role": "admin"}, save: map[string]string{"invitation": "id"}},
 		{api: "q", method: "GET", path: "/v1/workspaces/acme/invitations", token: tn.adminKey, status: 200},
+		{api: "q", method: "DELETE", path: "/v1/workspaces/acme/invitations/{invitation}", token: tn.adminKey, status: 204},
 		{api: "q", method: "GET", path: "/v1/workspaces/acme/members", token: tn.adminKey, status: 200},
+		{api: "q", method: "PATCH", path: "/v1/workspaces/acme/members/{bo}", token: tn.adminKey, status: 200, body: map[string]any{"role": "admin"}},
+		{api: "q", method: "PATCH", path: "/v1/workspaces/acme/members/{bo}", token: tn.adminKey, status: 400, body: map[string]any{"role": "boss"}},
 		{api: "q", method: "DELETE", path: "/v1/workspaces/acme/members/{bo}", token: tn.adminKey, status: 204},
 
 		// Shared links (docs/sharing.md).

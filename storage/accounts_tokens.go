@@ -160,6 +160,33 @@ func (db *DB) Invitations(ctx context.Context, workspaceID string) ([]Invitation
 	return list, rows.Err()
 }
 
+// RevokeInvitation withdraws an open invitation of ws, audited as
+// invitation.revoke: its link then answers as an unknown one. The row goes
+// (the audit entry keeps the fact); not_found when the invitation is no
+// open one of ws (accepted, expired, another workspace's). mayOwner false
+// refuses an invitation as owner with 403, as such a caller could not
+// have made it.
+func (db *DB) RevokeInvitation(ctx context.Context, actor Actor, ws *Workspace, id string, mayOwner bool) error {
+	return db.writer.do(ctx, func(tx *writeTx) error {
+		var role, email string
+		err := tx.QueryRow(`SELECT role, email FROM invitations WHERE id = ? AND workspace_id = ? AND accepted_at IS NULL AND expires_at > ?`,
+			id, ws.ID, FormatTime(db.now())).Scan(&role, &email)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fault.Errorf(fault.NotFound, "no open invitation with that id in this workspace")
+		}
+		if err != nil {
+			return err
+		}
+		if role == RoleOwner && !mayOwner {
+			return fault.Errorf(fault.Forbidden, "only an owner can revoke an invitation as owner")
+		}
+		if _, err := tx.Exec(`DELETE FROM invitations WHERE id = ? AND accepted_at IS NULL`, id); err != nil {
+			return err
+		}
+		return db.audit(tx, ws.ID, actor, "invitation.revoke", id, map[string]any{"role": role})
+	})
+}
+
 // AcceptInvitation uses an invitation's link up. Without a signed-in user
 // it creates the invited user with password (409 email_taken when one has
 // the address: sign in, then accept); with one, it adds the membership to
@@ -191,8 +218,15 @@ func (db *DB) AcceptInvitation(ctx context.Context, token string, signedIn *User
 		if ws == nil {
 			return errBadLink
 		}
-		if _, err := tx.Exec(`UPDATE invitations SET accepted_at = ? WHERE id = ?`, FormatTime(db.now()), inv.ID); err != nil {
+		// Guarded, so that of two instances accepting (or one revoking) the
+		// same invitation at once only one gets it: the other's statement
+		// waits for the row and then matches none.
+		res, err := tx.Exec(`UPDATE invitations SET accepted_at = ? WHERE id = ? AND accepted_at IS NULL`, FormatTime(db.now()), inv.ID)
+		if err != nil {
 			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return errBadLink
 		}
 		if signedIn == nil {
 			clean, key, _ := CleanEmail(inv.Email)

@@ -220,10 +220,10 @@ func (db *DB) Members(ctx context.Context, workspaceID string) ([]Membership, er
 	return db.memberships(ctx, `m.workspace_id = ?`, workspaceID)
 }
 
-func (db *DB) memberships(ctx context.Context, where string, arg any) ([]Membership, error) {
+func (db *DB) memberships(ctx context.Context, where string, args ...any) ([]Membership, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT m.user_id, u.email, m.workspace_id, w.slug, w.name, m.role, m.created_at
 		FROM memberships m JOIN users u ON u.id = m.user_id JOIN workspaces w ON w.id = m.workspace_id
-		WHERE `+where+` ORDER BY w.slug, u.email_key`, arg)
+		WHERE `+where+` ORDER BY w.slug, u.email_key`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -243,13 +243,8 @@ func (db *DB) memberships(ctx context.Context, where string, arg any) ([]Members
 // not_found when it has none there, 409 last_owner for the only owner.
 func (db *DB) RemoveMember(ctx context.Context, actor Actor, ws *Workspace, userID string) error {
 	return db.writer.do(ctx, func(tx *writeTx) error {
-		var owners, isOwner int
-		if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN user_id = ? THEN 1 ELSE 0 END), 0)
-			FROM memberships WHERE workspace_id = ? AND role = ?`, userID, ws.ID, RoleOwner).Scan(&owners, &isOwner); err != nil {
+		if err := db.keepAnOwner(tx, ws, userID); err != nil {
 			return err
-		}
-		if isOwner == 1 && owners == 1 {
-			return fault.Errorf(fault.LastOwner, "this is the workspace's only owner: make another owner first")
 		}
 		res, err := tx.Exec(`DELETE FROM memberships WHERE user_id = ? AND workspace_id = ?`, userID, ws.ID)
 		if err != nil {
@@ -260,6 +255,65 @@ func (db *DB) RemoveMember(ctx context.Context, actor Actor, ws *Workspace, user
 		}
 		return db.audit(tx, ws.ID, actor, "member.remove", userID, nil)
 	})
+}
+
+// keepAnOwner refuses, with 409 last_owner, to take the owner role from
+// user id when it is ws's only owner. It first takes the workspace's lock
+// (held until tx ends), so that two instances on one PostgreSQL database
+// demoting or removing its two owners at once cannot both pass the count.
+func (db *DB) keepAnOwner(tx *writeTx, ws *Workspace, userID string) error {
+	if err := db.coord().lockWorkspace(tx, ws.ID); err != nil {
+		return err
+	}
+	var owners, isOwner int
+	if err := tx.QueryRow(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN user_id = ? THEN 1 ELSE 0 END), 0)
+		FROM memberships WHERE workspace_id = ? AND role = ?`, userID, ws.ID, RoleOwner).Scan(&owners, &isOwner); err != nil {
+		return err
+	}
+	if isOwner == 1 && owners == 1 {
+		return fault.Errorf(fault.LastOwner, "this is the workspace's only owner: make another owner first")
+	}
+	return nil
+}
+
+// SetMemberRole gives user id the role in ws, audited as member.update
+// with the role before and after (no entry when it had that role
+// already); not_found when it is no member of ws, 409 last_owner when it
+// is the only owner and role is not owner. It returns the membership.
+func (db *DB) SetMemberRole(ctx context.Context, actor Actor, ws *Workspace, userID, role string) (*Membership, error) {
+	if err := checkRole(role); err != nil {
+		return nil, err
+	}
+	err := db.writer.do(ctx, func(tx *writeTx) error {
+		var was string
+		err := tx.QueryRow(`SELECT role FROM memberships WHERE user_id = ? AND workspace_id = ?`, userID, ws.ID).Scan(&was)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fault.Errorf(fault.NotFound, "member not found")
+		}
+		if err != nil || was == role {
+			return err
+		}
+		if role != RoleOwner {
+			if err := db.keepAnOwner(tx, ws, userID); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(`UPDATE memberships SET role = ? WHERE user_id = ? AND workspace_id = ?`, role, userID, ws.ID); err != nil {
+			return err
+		}
+		return db.audit(tx, ws.ID, actor, "member.update", userID, map[string]any{"role": role, "previous_role": was})
+	})
+	if err != nil {
+		return nil, err
+	}
+	ms, err := db.memberships(ctx, `m.workspace_id = ? AND m.user_id = ?`, ws.ID, userID)
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) == 0 {
+		return nil, fault.Errorf(fault.NotFound, "member not found")
+	}
+	return &ms[0], nil
 }
 
 // auditUser appends an entry of a user's own action (sign-in, password,
