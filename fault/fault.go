@@ -102,6 +102,17 @@ const (
 	// SegmentLimitReached: the site has as many saved segments as a site
 	// may have.
 	SegmentLimitReached = "segment_limit_reached"
+	// InvalidFunnel: a saved funnel's body is malformed (a missing or bad
+	// name, fewer than 2 or more than 8 steps, a step naming no goal of
+	// the site), named in the message and a detail's path.
+	InvalidFunnel = "invalid_funnel"
+	// FunnelNameTaken: the site has a saved funnel of that name.
+	FunnelNameTaken = "funnel_name_taken"
+	// FunnelLimitReached: the site has as many saved funnels as a site may
+	// have.
+	FunnelLimitReached = "funnel_limit_reached"
+	// GoalInFunnel: deleting a goal that is a step of a saved funnel.
+	GoalInFunnel = "goal_in_funnel"
 	// InvalidAliases: a site's aliases are not a list of host names within
 	// the bounds, named in the message.
 	InvalidAliases = "invalid_aliases"

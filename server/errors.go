@@ -79,6 +79,10 @@ var statusOf = map[string]int{
 
 	fault.InvalidSegment:      http.StatusBadRequest,
 	fault.SegmentLimitReached: http.StatusConflict,
+	fault.InvalidFunnel:       http.StatusBadRequest,
+	fault.FunnelNameTaken:     http.StatusConflict,
+	fault.FunnelLimitReached:  http.StatusConflict,
+	fault.GoalInFunnel:        http.StatusConflict,
 
 	fault.InvalidAliases: http.StatusBadRequest,
 	fault.AliasTaken:     http.StatusConflict,

@@ -856,6 +856,40 @@ type segmentList struct {
 	Segments []segmentBody `json:"segments"`
 }
 
+// savedFunnelBody is a saved funnel (docs/query-api.md#saved-funnels): the
+// answer of its POST and PATCH, and an element of savedFunnelList. Each step
+// names its goal by id and by name (what POST /v1/sites/:siteId/funnel
+// takes as a step).
+type savedFunnelBody struct {
+	ID        int64            `json:"id"`
+	SiteID    string           `json:"site_id"`
+	Name      string           `json:"name"`
+	Steps     []funnelGoalBody `json:"steps"`
+	CreatedAt string           `json:"created_at"`
+	UpdatedAt string           `json:"updated_at"`
+}
+
+// funnelGoalBody is one step of a saved funnel.
+type funnelGoalBody struct {
+	GoalID int64  `json:"goal_id"`
+	Name   string `json:"name"`
+}
+
+// savedFunnelOf is f as the API answers it.
+func savedFunnelOf(f *storage.SavedFunnel) savedFunnelBody {
+	b := savedFunnelBody{ID: f.ID, SiteID: f.SiteID, Name: f.Name, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt,
+		Steps: make([]funnelGoalBody, len(f.Steps))}
+	for i, st := range f.Steps {
+		b.Steps[i] = funnelGoalBody{GoalID: st.GoalID, Name: st.Name}
+	}
+	return b
+}
+
+// savedFunnelList is the answer of GET /v1/sites/:siteId/funnels.
+type savedFunnelList struct {
+	Funnels []savedFunnelBody `json:"funnels"`
+}
+
 // importBody is one import of a site's history (docs/import.md): its source,
 // files, rows and days.
 type importBody struct {

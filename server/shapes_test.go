@@ -185,6 +185,20 @@ func TestResponseShapes(t *testing.T) {
 			body: map[string]any{"steps": []string{"Home"}, "date_range": "day"}},
 		{api: "q", method: "DELETE", path: "/v1/sites/web/goals/{goal_id}", token: tn.adminKey, status: 204},
 
+		// Saved funnels (docs/query-api.md#saved-funnels).
+		{api: "q", method: "POST", path: "/v1/sites/web/goals", token: tn.adminKey, status: 201,
+			body: map[string]any{"name": "Signup", "event_name": "Signup"}},
+		{api: "q", method: "POST", path: "/v1/sites/web/goals", token: tn.adminKey, status: 201,
+			body: map[string]any{"name": "Landing", "page_path": "/landing"}},
+		{api: "q", method: "POST", path: "/v1/sites/web/funnels", token: tn.adminKey, status: 201,
+			body: map[string]any{"name": "Signups", "steps": []any{"Landing", "Signup"}}, save: map[string]string{"funnel_id": "id"}},
+		{api: "q", method: "POST", path: "/v1/sites/web/funnels", token: tn.adminKey, status: 400,
+			body: map[string]any{"name": "x", "steps": []any{"Landing"}}},
+		{api: "q", method: "GET", path: "/v1/sites/web/funnels", token: tn.readKey, status: 200},
+		{api: "q", method: "PATCH", path: "/v1/sites/web/funnels/{funnel_id}", token: tn.adminKey, status: 200,
+			body: map[string]any{"name": "Sign-ups"}},
+		{api: "q", method: "DELETE", path: "/v1/sites/web/funnels/{funnel_id}", token: tn.adminKey, status: 204},
+
 		// Saved segments (docs/query-api.md#saved-segments).
 		{api: "q", method: "POST", path: "/v1/sites/web/segments", token: tn.adminKey, status: 201,
 			body: map[string]any{"name": "DE", "type": "site", "segment_data": map[string]any{"filters": []any{[]any{"is", "visit:country", []string{"DE"}}}, "labels": map[string]any{"DE": "Germany"}}},

@@ -27,7 +27,7 @@ var siteDataTables = []siteTable{
 	// 40-character values and 2.3 ms with 500 (measured in one job).
 	{"daily_events", "day, type", 1000}, {"daily_dimensions", "day, dimension, value", 1000},
 	{"daily_sessions", "day", 1000}, {"site_usage", "month", 1000},
-	{"webhook_secrets", "", siteDeleteChunk}, {"goals", "", siteDeleteChunk}, {"segments", "", siteDeleteChunk},
+	{"webhook_secrets", "", siteDeleteChunk}, {"goals", "", siteDeleteChunk}, {"segments", "", siteDeleteChunk}, {"funnels", "", siteDeleteChunk},
 	{"site_aliases", "", siteDeleteChunk}, {"shared_links", "", siteDeleteChunk},
 	{"imported_ids", "id", siteDeleteChunk},
 	// Imported history (import_history.go): rollup rows, and the list of imports.

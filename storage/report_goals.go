@@ -270,6 +270,9 @@ func (db *DB) DeleteGoal(ctx context.Context, actor Actor, site *Site, id int64)
 		if err != nil {
 			return err
 		}
+		if err := goalInFunnels(ctx, tx, site.ID, id); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(`DELETE FROM goals WHERE id = ?`, id); err != nil {
 			return err
 		}
