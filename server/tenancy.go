@@ -94,11 +94,29 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, ps http
 	return nil
 }
 
+// siteManager authenticates a caller who lists, creates or deletes the
+// sites of workspace slug: the admin token, as SPEC says, or a signed-in
+// owner of the workspace (docs/accounts.md#roles). An admin's session and
+// every API key, admin-scoped or not, get 403 as before; a workspace the
+// caller is not in is the ordinary 404.
+func (s *Server) siteManager(r *http.Request, slug string) (principal, *storage.Workspace, error) {
+	p, ws, err := s.workspace(r, slug, storage.ScopeQueryRead)
+	switch {
+	case err != nil:
+		return p, nil, err
+	case p.admin, p.session != nil && p.role(ws.ID) == storage.RoleOwner:
+		return p, ws, nil
+	case p.session != nil:
+		return p, nil, fault.Errorf(fault.Forbidden, "creating, listing and deleting sites needs the owner role in this workspace")
+	}
+	return p, nil, p.require(adminTokenOnly)
+}
+
 // listSites answers {"sites": [...]}.
 //
 // GET /workspaces/:slug/sites
 func (s *Server) listSites(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	_, ws, err := s.workspace(r, ps.ByName("slug"), adminTokenOnly)
+	_, ws, err := s.siteManager(r, ps.ByName("slug"))
 	if err != nil {
 		return err
 	}
@@ -114,7 +132,7 @@ func (s *Server) listSites(w http.ResponseWriter, r *http.Request, ps httprouter
 //
 // POST /workspaces/:slug/sites
 func (s *Server) createSite(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	p, ws, err := s.workspace(r, ps.ByName("slug"), adminTokenOnly)
+	p, ws, err := s.siteManager(r, ps.ByName("slug"))
 	if err != nil {
 		return err
 	}
@@ -226,7 +244,7 @@ func (s *Server) updateSite(w http.ResponseWriter, r *http.Request, ps httproute
 //
 // DELETE /workspaces/:slug/sites/:id
 func (s *Server) deleteSite(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	p, ws, err := s.workspace(r, ps.ByName("slug"), adminTokenOnly)
+	p, ws, err := s.siteManager(r, ps.ByName("slug"))
 	if err != nil {
 		return err
 	}
