@@ -426,6 +426,44 @@ func TestDashboardGoalsAndFunnel(t *testing.T) {
 	if got, want := downloadCSV(t, ctx, `button.csv[data-panel="funnel"]`), "goal,visitors,conversion_rate,dropoff\nHome,2,100,0\nPricing,1,50,1\n"; got != want {
 		t.Errorf("funnel CSV: got %q, want %q", got, want)
 	}
+
+	// A saved funnel (docs/query-api.md#saved-funnels) picked from the
+	// panel's list sets the steps, and the URL keeps them.
+	if res := call(t, srv, "POST", "/v1/sites/"+srv.SiteID+"/funnels", srv.AdminToken, `{"name":"Pricing after home","steps":["Home","Pricing"]}`); res.StatusCode != 201 {
+		t.Fatalf("save a funnel: got %d, want 201", res.StatusCode)
+	}
+	ctx, cancel3 := browser(t)
+	defer cancel3()
+	signIn(t, ctx, srv, "/?period=7d", srv.AdminToken)
+	ready(t, ctx, "")
+	if got := mustEval[string](t, ctx, `Array.from(document.querySelectorAll("#funnel-saved option")).map(function (o) { return o.textContent; }).join("|")`); got != "Saved funnels|Pricing after home" {
+		t.Errorf("saved funnels picker: got %q, want Saved funnels|Pricing after home", got)
+	}
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`var s = document.getElementById("funnel-saved"); s.value = "0"; s.dispatchEvent(new Event("change")); undefined`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, `!!document.getElementById("funnel-table")`, "the saved funnel's table")
+	if got, want := table(t, ctx, "funnel-table"), "Home|2|100%|0\nPricing|1|50%|1"; got != want {
+		t.Errorf("saved funnel:\ngot  %s\nwant %s", got, want)
+	}
+	if got := mustEval[string](t, ctx, `location.search`); !strings.Contains(got, "step=Home&step=Pricing") {
+		t.Errorf("after picking a saved funnel the URL is %q, want its steps", got)
+	}
+}
+
+// With no goals, the Goals panel links to the settings page where they are
+// created (docs/dashboard.md#settings).
+func TestDashboardNoGoalsLinksToSettings(t *testing.T) {
+	srv := dashServer(t)
+	ctx, cancel := browser(t)
+	defer cancel()
+	signIn(t, ctx, srv, "/?period=7d", srv.AdminToken)
+	ready(t, ctx, "")
+	waitFor(t, ctx, `!!document.getElementById("goals-settings")`, "the Goals panel's settings link")
+	got := mustEval[string](t, ctx, `document.getElementById("goals").textContent + " " + new URL(document.getElementById("goals-settings").href).pathname + new URL(document.getElementById("goals-settings").href).hash`)
+	if want := "No goals yet. Create them in Settings /v1/ui/settings.html#goals"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
 }
 
 // An unknown site in the URL says so instead of showing another site

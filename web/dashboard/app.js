@@ -765,14 +765,48 @@
     });
     var figures = list.then(function (ok) {
       if (ok !== true) return null;
-      if (!goalList.length) { message(table, "No goals yet: create them with POST /v1/sites/" + state.site + "/goals"); return null; }
+      if (!goalList.length) { noGoals(table); return null; }
       return query(goalQuery(100)).then(function (res) {
         if (g !== gen) return;
         rows(table, "event:goal", ["Goal", "Visitors", "Events", "CR"], res, ["visitors", "events", "conversion_rate"]);
       }, function (e) { if (g === gen) message(table, e.message); });
     });
     var funnel = list.then(function (ok) { return ok && g === gen ? loadFunnel(g) : null; });
-    return Promise.all([figures, funnel]);
+    return Promise.all([figures, funnel, loadSavedFunnels(g)]);
+  }
+
+  // noGoals says the site has no goals, with a link to the settings page
+  // where an admin creates them (docs/dashboard.md#settings).
+  function noGoals(table) {
+    message(table, "No goals yet. ");
+    var a = el("a", null, "Create them in Settings");
+    a.id = "goals-settings";
+    a.href = "/v1/ui/settings.html?" + new URLSearchParams({ ws: state.ws, site: state.site }).toString() + "#goals";
+    table.querySelector("td").appendChild(a);
+  }
+
+  // loadSavedFunnels fills the picker of the site's saved funnels
+  // (docs/query-api.md#saved-funnels): choosing one sets the steps, as
+  // picking them one by one would (they stay in the URL). Hidden when the
+  // site has none, or the server has no saved funnels.
+  var savedFunnels = [];
+  function loadSavedFunnels(g) {
+    var sel = $("#funnel-saved");
+    return api(base() + "/funnels").then(function (b) {
+      if (g !== gen) return;
+      savedFunnels = (b && b.funnels) || [];
+      sel.textContent = "";
+      var none = el("option", null, "Saved funnels");
+      none.value = "";
+      sel.appendChild(none);
+      savedFunnels.forEach(function (f, i) { var o = el("option", null, f.name); o.value = String(i); sel.appendChild(o); });
+      sel.value = "";
+      savedFunnels.forEach(function (f, i) {
+        var names = f.steps.map(function (st) { return st.name; });
+        if (names.join("\u0000") === state.steps.join("\u0000")) sel.value = String(i);
+      });
+      sel.hidden = !savedFunnels.length;
+    }, function () { if (g === gen) { savedFunnels = []; sel.hidden = true; } });
   }
 
   function funnelSelects() {
@@ -791,6 +825,7 @@
         sel.value = state.steps[i] || "";
         sel.onchange = function () {
           if (sel.value) state.steps[i] = sel.value; else state.steps.splice(i, 1);
+          $("#funnel-saved").value = "";
           writeURL(true);
           funnelSelects();
           loadFunnel(gen);
@@ -1160,6 +1195,13 @@
   $("#workspace").onchange = function () { state.site = ""; state.filters = []; state.steps = []; sites().then(load); };
   $("#signout").onclick = signout;
   $("#segments").addEventListener("toggle", function () { if ($("#segments").open && state.site && !segmentList) loadSegments(); });
+  $("#funnel-saved").onchange = function () {
+    var f = savedFunnels[Number($("#funnel-saved").value)];
+    if (!f) return;
+    state.steps = f.steps.map(function (st) { return st.name; });
+    writeURL(true);
+    loadFunnel(gen);
+  };
   $("#segment-select").onchange = function () { var v = $("#segment-select").value; if (v) addFilter("segment", v); };
   $("#segment-save").onsubmit = function (ev) {
     ev.preventDefault();
