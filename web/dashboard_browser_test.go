@@ -460,8 +460,8 @@ func TestDashboardNoGoalsLinksToSettings(t *testing.T) {
 	signIn(t, ctx, srv, "/?period=7d", srv.AdminToken)
 	ready(t, ctx, "")
 	waitFor(t, ctx, `!!document.getElementById("goals-settings")`, "the Goals panel's settings link")
-	got := mustEval[string](t, ctx, `document.getElementById("goals").textContent + " " + new URL(document.getElementById("goals-settings").href).pathname + new URL(document.getElementById("goals-settings").href).hash`)
-	if want := "No goals yet. Create them in Settings /v1/ui/settings.html#goals"; got != want {
+	got := mustEval[string](t, ctx, `document.getElementById("goals").textContent + " " + new URL(document.getElementById("goals-settings").href).pathname + " " + new URL(document.getElementById("goals-settings").href).searchParams.get("page")`)
+	if want := "No goals yet. Create them in Settings /v1/ui/settings.html goals"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }

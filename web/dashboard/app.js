@@ -781,7 +781,7 @@
     message(table, "No goals yet. ");
     var a = el("a", null, "Create them in Settings");
     a.id = "goals-settings";
-    a.href = "/v1/ui/settings.html?" + new URLSearchParams({ ws: state.ws, site: state.site }).toString() + "#goals";
+    a.href = "/v1/ui/settings.html?" + new URLSearchParams({ ws: state.ws, site: state.site, page: "goals" }).toString();
     table.querySelector("td").appendChild(a);
   }
 
