@@ -55,6 +55,8 @@ func TestMigrateToCopiesEverything(t *testing.T) {
 		intake(t, h.c("POST", "/v1/events", "web", e, ua, chromeUA))
 	}
 	mustStatus(t, h.q("POST", "/v1/sites/web/goals", tn.adminKey, map[string]any{"name": "Home", "page_path": "/"}), 201, "")
+	mustStatus(t, h.q("POST", "/v1/sites/web/goals", tn.adminKey, map[string]any{"name": "Signup", "event_name": "signup"}), 201, "")
+	mustStatus(t, h.q("POST", "/v1/sites/web/funnels", tn.adminKey, map[string]any{"name": "Signups", "steps": []any{"Home", "Signup"}}), 201, "")
 	mustStatus(t, h.q("POST", "/v1/sites/web/segments", tn.adminKey, map[string]any{"name": "Pricing", "type": "site",
 		"segment_data": map[string]any{"filters": []any{[]any{"is", "event:page", []string{"/pricing"}}}}}), 201, "")
 	mapData := base64.StdEncoding.EncodeToString([]byte(`{"version":3,"sources":["app.ts"],"mappings":"AAAA"}`))
@@ -77,7 +79,7 @@ func TestMigrateToCopiesEverything(t *testing.T) {
 	}
 	for _, table := range []string{"workspaces", "sites", "api_keys", "audit_log", "credentials", "events", "event_pages", "event_ids",
 		"sessions", "identity_links", "user_profiles", "daily_events_slots", "daily_sessions_slots", "daily_dimensions_slots",
-		"site_usage_slots", "dlq", "sourcemaps", "goals", "segments", "imports", "imported_rows", "webhook_secrets", "daily_salts"} {
+		"site_usage_slots", "dlq", "sourcemaps", "goals", "funnels", "segments", "imports", "imported_rows", "webhook_secrets", "daily_salts"} {
 		if rows[table] == 0 {
 			t.Errorf("%s: got no rows in the seeded file, want some (the test must cover it)", table)
 		}

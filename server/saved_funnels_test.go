@@ -179,3 +179,41 @@ func TestSavedFunnelCap(t *testing.T) {
 	}
 	mustStatus(t, h.q("POST", "/v1/sites/web/funnels", tn.adminKey, map[string]any{"name": "one more", "steps": []any{"A", "B"}}), 409, "funnel_limit_reached")
 }
+
+// TestSavedFunnelsGoWithTheirSite: deleting a site deletes its funnels,
+// counted in the site.delete audit row; a site created again with the id
+// has none, and another site keeps its own.
+func TestSavedFunnelsGoWithTheirSite(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.setupTenant("acme", "web")
+	mustStatus(t, h.q("POST", "/v1/workspaces/acme/sites", testAdminToken, map[string]any{"id": "keep", "name": "keep"}), 201, "")
+	for _, site := range []string{"web", "keep"} {
+		createGoalNamed(t, h, site, "A")
+		createGoalNamed(t, h, site, "B")
+		mustStatus(t, h.q("POST", "/v1/sites/"+site+"/funnels", tn.adminKey, map[string]any{"name": "AB", "steps": []any{"A", "B"}}), 201, "")
+	}
+	mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/sites/web", testAdminToken, nil), 204, "")
+	if n := h.count(`SELECT COUNT(*) FROM funnels WHERE site_id = 'web'`); n != 0 {
+		t.Errorf("got %d funnels of the deleted site, want 0", n)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM funnels WHERE site_id = 'keep'`); n != 1 {
+		t.Errorf("got %d funnels of the other site, want 1", n)
+	}
+	var meta string
+	if err := h.sqlDB().QueryRow(`SELECT metadata FROM audit_log WHERE action = 'site.delete'`).Scan(&meta); err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		DeletedRows map[string]int `json:"deleted_rows"`
+	}
+	if err := json.Unmarshal([]byte(meta), &m); err != nil || m.DeletedRows["funnels"] != 1 {
+		t.Errorf("got the site.delete metadata %s, want it to count 1 funnel", meta)
+	}
+	mustStatus(t, h.q("POST", "/v1/workspaces/acme/sites", testAdminToken, map[string]any{"id": "web", "name": "web"}), 201, "")
+	r := h.q("GET", "/v1/sites/web/funnels", testAdminToken, nil)
+	mustStatus(t, r, 200, "")
+	if got := strings.TrimSpace(string(r.body)); got != `{"funnels":[]}` {
+		t.Errorf("got %s, want no funnels", got)
+	}
+}
