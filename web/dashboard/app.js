@@ -772,12 +772,19 @@
       }, function (e) { if (g === gen) message(table, e.message); });
     });
     var funnel = list.then(function (ok) { return ok && g === gen ? loadFunnel(g) : null; });
-    return Promise.all([figures, funnel, loadSavedFunnels(g)]);
+    // the saved funnels' list only where a funnel can be (two goals or more)
+    var saved = list.then(function (ok) {
+      if (ok === true && g === gen && goalList.length >= 2) return loadSavedFunnels(g);
+      if (g === gen) { savedFunnels = []; $("#funnel-saved").hidden = true; }
+    });
+    return Promise.all([figures, funnel, saved]);
   }
 
   // noGoals says the site has no goals, with a link to the settings page
   // where an admin creates them (docs/dashboard.md#settings).
   function noGoals(table) {
+    // a viewer cannot create them (the header's link reads Account for it)
+    if ($("#settings-link").textContent !== "Settings") { message(table, "No goals yet: an admin or owner of the workspace creates them in Settings."); return; }
     message(table, "No goals yet. ");
     var a = el("a", null, "Create them in Settings");
     a.id = "goals-settings";
