@@ -137,6 +137,11 @@ func FuzzQueryAPI(f *testing.F) {
 		{"POST", "/api/v2/query", `{"site_id":"WEB","metrics":["visitors"],"date_range":"30m","dimensions":["visit:channel","event:hostname","visit:browser_version","visit:os_version"],"filters":[["has_not_done",["matches","event:page",["^/"],{"case_sensitive":false}]]]}`},
 		{"POST", "/v1/sites/web/query", `{"metrics":["total_revenue","visitors"],"date_range":"24h","dimensions":["visit:region","visit:city"],"filters":[["contains_not","visit:city_name",["b"],{"case_sensitive":true}]]}`},
 		{"POST", "/api/v2/query", `{"site_id":["web"],"metrics":["visitors"],"date_range":"all"}`},
+		// Saved funnels: steps by id and name, bad ones.
+		{"POST", "/v1/sites/web/goals", `{"name":"A","event_name":"a"}`},
+		{"POST", "/v1/sites/web/funnels", `{"name":"F","steps":[1,"A",1.5,null,9223372036854775808,{"x":1}]}`},
+		{"PATCH", "/v1/sites/web/funnels/1", `{"steps":["A","A"],"name":"\u0000"}`},
+		{"DELETE", "/v1/sites/web/funnels/-1", ``},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, []byte(s.body))
