@@ -84,8 +84,8 @@
         return c.api(path, { method: "PATCH", body: body }).then(function (n) {
           s = n;
           f.elements.aliases.value = (n.aliases || []).join("\n");
-          c.status("Saved.");
-          if (body.name) return c.refresh();
+          // a new name shows in the site picker: read the sites again, then say so
+          return (body.name ? c.refresh() : Promise.resolve()).then(function () { c.status("Saved."); });
         });
       }, { invalid_name: "name", invalid_time_zone: "time_zone", invalid_retention_days: "retention_days", invalid_aliases: "aliases", alias_taken: "aliases" });
       box.appendChild(f);
