@@ -62,7 +62,7 @@ func (m *mailMessage) encode() ([]byte, error) {
 	h := []string{
 		"From: " + m.From.String(),
 		"To: " + to.String(),
-		"Subject: " + mime.QEncoding.Encode("utf-8", m.Subject),
+		"Subject:" + encodeSubject(m.Subject),
 		"Date: " + m.Date.Format(time.RFC1123Z),
 		"Message-ID: " + messageID(m.Key, m.From),
 		"MIME-Version: 1.0",
@@ -100,6 +100,17 @@ func (m *mailMessage) encode() ([]byte, error) {
 	}
 	out.Write(buf.Bytes())
 	return out.Bytes(), nil
+}
+
+// encodeSubject is a subject as its header's value: as is when ASCII,
+// else RFC 2047 encoded words (at most 75 characters each), each on a
+// line of its own so that no header line passes 78.
+func encodeSubject(subject string) string {
+	enc := mime.QEncoding.Encode("utf-8", subject)
+	if enc == subject {
+		return " " + subject
+	}
+	return "\r\n " + strings.ReplaceAll(enc, "?= =?", "?=\r\n =?")
 }
 
 // unsubscribeURL is the unsubscribe link of a token.

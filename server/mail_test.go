@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
-	"mime/quotedprintable"
 	"net/http"
 	"net/mail"
 	"regexp"
@@ -800,7 +799,20 @@ func TestMessageEncodesQuotedPrintableWithCRLF(t *testing.T) {
 	if !bytes.Equal(raw, again) {
 		t.Errorf("the same mail encoded twice differs")
 	}
-	_ = quotedprintable.NewReader
+	// A long subject that is not ASCII is encoded words, folded between
+	// them, and decodes back.
+	msg.Subject = strings.Repeat("Wöchentlicher Bericht für die Website ", 4)
+	raw, _ = msg.encode()
+	m = parseMail(t, raw)
+	if m.subject != msg.Subject {
+		t.Errorf("got Subject %q back, want %q", m.subject, msg.Subject)
+	}
+	head, _, _ := strings.Cut(string(raw), "\r\n\r\n")
+	for _, line := range strings.Split(head, "\r\n") {
+		if len(line) > 78 {
+			t.Errorf("a header line of %d characters: %q", len(line), line)
+		}
+	}
 }
 
 func decodeInto(t *testing.T, body []byte, v any) {
