@@ -60,14 +60,15 @@ func (s *Server) checkAlerts(ctx context.Context) error {
 		if !found {
 			continue
 		}
+		// One site's failure leaves the others' alerts to be checked.
 		if a.SpikeVisitors != nil {
 			if err := s.checkSpike(ctx, site, *a.SpikeVisitors, now); err != nil {
-				return err
+				s.log.Error("traffic alert", "site", id, "rule", mailSpike, "err", err.Error())
 			}
 		}
 		if a.DropPercent != nil {
 			if err := s.checkDrop(ctx, site, *a.DropPercent, now); err != nil {
-				return err
+				s.log.Error("traffic alert", "site", id, "rule", mailDrop, "err", err.Error())
 			}
 		}
 	}

@@ -202,7 +202,10 @@ func (s *Server) scheduleReports(ctx context.Context, kind string) error {
 			}
 			if rep == nil {
 				if rep, err = s.makeReport(ctx, site, kind, now); err != nil {
-					return fmt.Errorf("the %s report of a site: %w", kind, err)
+					// One site's failure leaves the others' reports to go;
+					// this one is tried again next round.
+					s.log.Error("mail report", "site", id, "kind", kind, "err", err.Error())
+					break
 				}
 			}
 			text, html := rep.render(s)

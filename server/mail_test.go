@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -132,6 +133,12 @@ func TestWeeklyReportMailIsMIMEWithAWorkingUnsubscribeLink(t *testing.T) {
 	}
 	if n := h.count(`SELECT COUNT(*) FROM mail_outbox`); n != 0 {
 		t.Fatalf("got %d mails before the subscription's first full week ended, want 0", n)
+	}
+	// Sunday 23:59: the week of the 26th has not ended.
+	h.clock.Advance(time.Date(2026, 2, 1, 23, 59, 0, 0, time.UTC).Sub(h.clock.Now()))
+	h.srv.mailRound(ctx)
+	if n := h.count(`SELECT COUNT(*) FROM mail_outbox`); n != 0 {
+		t.Fatalf("got %d mails before the week ended, want 0", n)
 	}
 	toMonday(h)
 	h.srv.mailRound(ctx)
@@ -819,5 +826,60 @@ func decodeInto(t *testing.T, body []byte, v any) {
 	t.Helper()
 	if err := json.Unmarshal(body, v); err != nil {
 		t.Fatalf("decode %s: %v", body, err)
+	}
+}
+
+// lockedBuffer is a log's buffer that goroutines may write at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Logs name no recipient and never the SMTP password, even when the SMTP
+// server's refusal quotes the address.
+func TestMailLogsHoldNoAddressOrPassword(t *testing.T) {
+	t.Parallel()
+	ts := newTestSMTP(t, SMTPStartTLS)
+	ts.setFault(func(int) error {
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "<ana@example.com>: Recipient address rejected"}
+	})
+	var logs lockedBuffer
+	h := newMailHarness(t, ts, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	h.setupTenant("acme", "web")
+	h.addUser("ana@example.com", "owner", "acme")
+	subscribeReports(h, "web", "ana@example.com", true, false)
+	mustStatus(t, h.q("POST", "/v1/workspaces/acme/invitations", testAdminToken, map[string]any{"email": "bo@example.com", "role": "viewer"}), 201, "")
+	mustStatus(t, h.q("POST", "/v1/auth/password/forgot", "", map[string]any{"email": "ana@example.com"}), 202, "")
+	toMonday(h)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		// The reset mail is made after the answer: poll until it is in.
+		if h.count(`SELECT COUNT(*) FROM mail_outbox WHERE kind = 'password_reset'`) == 1 {
+			break
+		}
+	}
+	h.srv.mailRound(context.Background())
+	if n := ts.dataCount(); n != 3 {
+		t.Fatalf("got %d attempts, want 3 (report, invitation, reset)", n)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "SMTP 550 5.1.1") {
+		t.Errorf("the log lacks the failures' codes:\n%s", out)
+	}
+	for _, secret := range []string{"@example.com", testSMTPPassword} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log holds %q:\n%s", secret, out)
+		}
 	}
 }
