@@ -93,7 +93,7 @@ func (s *Server) setEmailReports(w http.ResponseWriter, r *http.Request, ps http
 		to  *bool
 	}{{"weekly", &weekly}, {"monthly", &monthly}} {
 		if raw, ok := body[f.key]; ok && json.Unmarshal(raw, f.to) != nil {
-			return fault.Errorf(fault.InvalidBody, "%s must be true or false", f.key)
+			return fieldError(fault.InvalidBody, f.key, f.key+" must be true or false")
 		}
 	}
 	if !weekly && !monthly {
@@ -210,7 +210,7 @@ func (s *Server) putTrafficAlert(w http.ResponseWriter, r *http.Request, ps http
 		}
 		var n int
 		if json.Unmarshal(raw, &n) != nil {
-			return fault.Errorf(fault.InvalidAlert, "%s must be null or a whole number", f.key)
+			return fieldError(fault.InvalidAlert, f.key, f.key+" must be null or a whole number")
 		}
 		*f.to = &n
 	}
@@ -218,7 +218,7 @@ func (s *Server) putTrafficAlert(w http.ResponseWriter, r *http.Request, ps http
 		return fault.Errorf(fault.InvalidAlert, "set spike_visitors and/or drop_percent (DELETE turns the alerts off)")
 	}
 	if len(recipients) == 0 {
-		return fault.Errorf(fault.InvalidEmail, "recipients must list at least one email address")
+		return fieldError(fault.InvalidEmail, "recipients", "recipients must list at least one email address")
 	}
 	if err := s.db.SetTrafficAlert(r.Context(), p.actor(), site, a, recipients); err != nil {
 		return err

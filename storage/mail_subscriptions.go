@@ -193,13 +193,13 @@ const (
 // thresholds, and the number of recipients: no addresses).
 func (db *DB) SetTrafficAlert(ctx context.Context, actor Actor, site *Site, a TrafficAlert, recipients []string) error {
 	if a.SpikeVisitors != nil && (*a.SpikeVisitors < 1 || *a.SpikeVisitors > MaxSpikeVisitors) {
-		return fault.Errorf(fault.InvalidAlert, "spike_visitors must be null or a whole number from 1 to %d", MaxSpikeVisitors)
+		return alertFieldError(fault.InvalidAlert, "spike_visitors", fmt.Sprintf("spike_visitors must be null or a whole number from 1 to %d", MaxSpikeVisitors))
 	}
 	if a.DropPercent != nil && (*a.DropPercent < MinDropPercent || *a.DropPercent > MaxDropPercent) {
-		return fault.Errorf(fault.InvalidAlert, "drop_percent must be null or a whole number from %d to %d", MinDropPercent, MaxDropPercent)
+		return alertFieldError(fault.InvalidAlert, "drop_percent", fmt.Sprintf("drop_percent must be null or a whole number from %d to %d", MinDropPercent, MaxDropPercent))
 	}
 	if len(recipients) > MaxMailRecipients {
-		return fault.Errorf(fault.InvalidEmail, "recipients: at most %d addresses", MaxMailRecipients)
+		return alertFieldError(fault.InvalidEmail, "recipients", fmt.Sprintf("recipients: at most %d addresses", MaxMailRecipients))
 	}
 	type addr struct{ clean, key string }
 	var want []addr
@@ -207,7 +207,7 @@ func (db *DB) SetTrafficAlert(ctx context.Context, actor Actor, site *Site, a Tr
 	for i, r := range recipients {
 		clean, key, err := CleanEmail(r)
 		if err != nil {
-			return fault.Errorf(fault.InvalidEmail, "recipients[%d] is not an email address", i)
+			return alertFieldError(fault.InvalidEmail, fmt.Sprintf("recipients/%d", i), fmt.Sprintf("recipients[%d] is not an email address", i))
 		}
 		if !seen[key] {
 			seen[key] = true
@@ -280,6 +280,12 @@ func (db *DB) DeleteTrafficAlert(ctx context.Context, actor Actor, site *Site) (
 		return db.audit(tx, site.WorkspaceID, actor, "traffic_alert.delete", site.ID, nil)
 	})
 	return found, err
+}
+
+// alertFieldError is an error about one field of a traffic alert's body,
+// named in its details (the settings page shows it beside that field).
+func alertFieldError(code, path, message string) error {
+	return fault.WithDetails(code, message, []fault.Detail{{Path: "/" + path, Message: message}})
 }
 
 // SubscriptionByID is the subscription with id, found false when none.
