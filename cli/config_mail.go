@@ -59,3 +59,17 @@ func (c *config) defaultPublicURL() string {
 	}
 	return serverURL(c.QueryAddr)
 }
+
+// mailSummary is check-config's line about mail: the server, its TLS and
+// whether it authenticates, the From address and where links point;
+// never the password.
+func (c config) mailSummary() string {
+	if c.Mail.Host == "" {
+		return "off (no SMTP_HOST): no reports, alerts or mailed links"
+	}
+	auth := "no AUTH"
+	if c.Mail.User != "" {
+		auth = "AUTH PLAIN as " + c.Mail.User
+	}
+	return fmt.Sprintf("%s:%s (%s, %s), from %s, links on %s", c.Mail.Host, c.Mail.Port, c.Mail.TLS, auth, c.Mail.From, c.PublicURL)
+}

@@ -66,3 +66,18 @@ func TestMailSettings(t *testing.T) {
 		})
 	}
 }
+
+// check-config names the mail server, never its password.
+func TestCheckConfigSummarisesMail(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"SMTP_HOST": "smtp.example.com", "SMTP_USER": "tally", "SMTP_PASSWORD": "s3cret-value",
+		"SMTP_FROM": "tally@example.com", "PUBLIC_URL": "https://stats.example.com", "DATABASE_PATH": ":memory:"}
+	var stdout, stderr strings.Builder
+	if code := Run([]string{"check-config"}, func(k string) string { return env[k] }, &stdout, &stderr); code != 0 {
+		t.Fatalf("got exit %d: %s", code, stderr.String())
+	}
+	want := "mail      smtp.example.com:587 (starttls, AUTH PLAIN as tally), from tally@example.com, links on https://stats.example.com"
+	if !strings.Contains(stdout.String(), want) || strings.Contains(stdout.String()+stderr.String(), "s3cret-value") {
+		t.Errorf("got %q, want the line %q and no password", stdout.String(), want)
+	}
+}

@@ -664,7 +664,22 @@ func TestSpikeAlertAtMostOncePerHour(t *testing.T) {
 	}
 	m := parseMail(t, got[0].Data)
 	if !strings.Contains(m.subject, "traffic spike") || m.header.Get("List-Unsubscribe") == "" {
-		t.Errorf("got subject %q and List-Unsubscribe %q, want a spike alert with an unsubscribe link", m.subject, m.header.Get("List-Unsubscribe"))
+		t.Fatalf("got subject %q and List-Unsubscribe %q, want a spike alert with an unsubscribe link", m.subject, m.header.Get("List-Unsubscribe"))
+	}
+	// Its link ends that recipient's alerts, and nothing else.
+	subscribeReports(h, "web", "ops@example.com", true, false)
+	link := strings.Trim(m.header.Get("List-Unsubscribe"), "<>")
+	if r := h.request("POST", link, "", "List-Unsubscribe=One-Click"); r.status != 200 {
+		t.Fatalf("got %d from the one-click POST, want 200", r.status)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM mail_subscriptions WHERE kind = 'alerts'`); n != 0 {
+		t.Errorf("got %d alert recipients after unsubscribing, want 0", n)
+	}
+	if n := h.count(`SELECT COUNT(*) FROM mail_subscriptions WHERE kind = 'weekly'`); n != 1 {
+		t.Errorf("got %d report subscriptions, want 1: the alert's link ends the alerts only", n)
+	}
+	if audit := string(h.q("GET", "/v1/workspaces/acme/audit", testAdminToken, nil).body); !strings.Contains(audit, "traffic_alert.unsubscribe") {
+		t.Errorf("the audit log lacks traffic_alert.unsubscribe: %s", audit)
 	}
 }
 
@@ -749,6 +764,13 @@ func TestForgotPasswordMailsAResetLink(t *testing.T) {
 	}
 	mustStatus(t, h.q("POST", "/v1/auth/password/forgot", "", map[string]any{"email": "ana@example.com"}), 429, "rate_limited")
 	mustStatus(t, h.q("POST", "/v1/auth/password/forgot", "", map[string]any{"email": 5}), 400, "invalid_email")
+	// Per client too: 20 in the window, whatever the emails.
+	for i := range 14 {
+		mustStatus(t, h.q("POST", "/v1/auth/password/forgot", "", map[string]any{"email": fmt.Sprintf("u%d@example.com", i)}), 202, "")
+	}
+	mustStatus(t, h.q("POST", "/v1/auth/password/forgot", "", map[string]any{"email": "u99@example.com"}), 429, "rate_limited")
+	// A page of another origin cannot send one.
+	mustStatus(t, h.q("POST", "/v1/auth/password/forgot", "", map[string]any{"email": "ana@example.com"}, "Origin", "https://evil.example"), 403, "forbidden")
 }
 
 func TestForgotPasswordWithoutSMTP(t *testing.T) {
@@ -880,6 +902,66 @@ func TestMailLogsHoldNoAddressOrPassword(t *testing.T) {
 	for _, secret := range []string{"@example.com", testSMTPPassword} {
 		if strings.Contains(out, secret) {
 			t.Errorf("the log holds %q:\n%s", secret, out)
+		}
+	}
+}
+
+// Reports are made through Leader: while another instance holds the job,
+// a round enqueues nothing; once it is done, the next round does.
+func TestMailScheduleGoesThroughLeader(t *testing.T) {
+	t.Parallel()
+	if !dbtest.Postgres() {
+		t.Skip("one instance on SQLite: Leader always runs the job")
+	}
+	ts := newTestSMTP(t, SMTPStartTLS)
+	a := newMailHarness(t, ts)
+	a.setupTenant("acme", "web")
+	subscribeReports(a, "web", "ana@example.com", true, false)
+	toMonday(a)
+	b := newHarnessAt(t, a.path)
+	inside, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		_, err := b.db.Leader(context.Background(), "mail-schedule", func() error {
+			close(inside)
+			<-release
+			return nil
+		})
+		done <- err
+	}()
+	<-inside
+	if err := a.srv.scheduleMail(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.count(`SELECT COUNT(*) FROM mail_outbox`); n != 0 {
+		t.Errorf("got %d mails made while the other instance held the job, want 0", n)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := a.srv.scheduleMail(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.count(`SELECT COUNT(*) FROM mail_outbox`); n != 1 {
+		t.Errorf("got %d mails after the other instance's round, want 1", n)
+	}
+}
+
+// The SMTP server's certificate is checked: one signed by no root the
+// client trusts gets no mail.
+func TestMailChecksTheServersCertificate(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{SMTPStartTLS, SMTPImplicit} {
+		ts := newTestSMTP(t, mode)
+		mc := ts.config()
+		mc.TLSConfig = nil // the system's roots
+		err := sendMail(context.Background(), mc, "a@tally.example", "b@example.com", []byte("Subject: x\r\n\r\nx\r\n"))
+		if err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("%s: got %v, want a certificate error", mode, err)
+		}
+		if n := ts.dataCount(); n != 0 {
+			t.Errorf("%s: got %d messages sent, want 0", mode, n)
 		}
 	}
 }
