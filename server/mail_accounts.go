@@ -20,7 +20,7 @@ import (
 
 // Outbox kinds of account mail.
 const (
-	mailInvitation    = "invitation"
+	mailInvitation    = storage.MailKindInvitation
 	mailPasswordReset = "password_reset"
 )
 

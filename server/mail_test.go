@@ -801,6 +801,16 @@ func TestInvitationIsMailed(t *testing.T) {
 	if !strings.Contains(m.subject, "acme") {
 		t.Errorf("got subject %q, want the workspace's name", m.subject)
 	}
+	// An invitation revoked before its mail went drops the mail.
+	r = h.q("POST", "/v1/workspaces/acme/invitations", testAdminToken, map[string]any{"email": "late@example.com", "role": "viewer"})
+	mustStatus(t, r, 201, "")
+	mustStatus(t, h.q("DELETE", "/v1/workspaces/acme/invitations/"+r.json(t)["id"].(string), testAdminToken, nil), 204, "")
+	if _, err := h.srv.deliverMail(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.mails(); len(got) != 1 {
+		t.Errorf("got %d mails, want 1: the revoked invitation's is not sent", len(got))
+	}
 }
 
 func TestMessageEncodesQuotedPrintableWithCRLF(t *testing.T) {

@@ -32,6 +32,19 @@ type ClaimedMail struct {
 	lease    string
 }
 
+// MailKindInvitation is the outbox kind of an invitation's mail, whose
+// period is the invitation's id: a revoked invitation's mail not sent
+// yet is dropped with it (dropPendingMail).
+const MailKindInvitation = "invitation"
+
+// dropPendingMail deletes, in tx, the pending mail of account mail kind
+// and period (one not claimed yet: a claimed one may be on its way).
+func dropPendingMail(tx *writeTx, kind, period string, now string) error {
+	_, err := tx.Exec(`DELETE FROM mail_outbox WHERE kind = ? AND site_id = '' AND period = ? AND status = ?
+		AND (lease_until IS NULL OR lease_until <= ?)`, kind, period, MailPending, now)
+	return err
+}
+
 // Mail states of the outbox.
 const (
 	MailPending = "pending"
