@@ -6,7 +6,7 @@
   TallySettings.register({ id: "email", title: "Email reports & alerts", section: "site", minRole: "admin", render: function (box, c) {
     var el = c.el;
     var base = "/sites/" + encodeURIComponent(c.site);
-    var note = box.appendChild(el("p", { class: "settings-note", id: "mail-off", hidden: true },
+    var note = box.appendChild(el("p", { class: "hint", id: "mail-off", role: "note", hidden: true },
       "This server has no SMTP settings (SMTP_HOST, SMTP_FROM): what you set here is kept, and nothing is mailed until the operator sets them."));
 
     // Reports: one row per recipient, weekly and/or monthly.
