@@ -68,3 +68,31 @@ func TestSettingsEmailInABrowser(t *testing.T) {
 		}
 	})
 }
+
+// TestForgotPasswordInABrowser: the sign-in form's "Forgot password?"
+// asks for the email first, then sends it; without SMTP the server's
+// answer says so and names the operator's command.
+func TestForgotPasswordInABrowser(t *testing.T) {
+	onBothBackends(t, func(t *testing.T, newServer func(...servertest.Option) *servertest.Server) {
+		ctx, cancel := browser(t)
+		defer cancel()
+		srv := newServer()
+		err := chromedp.Do(ctx,
+			chromedp.Navigate(srv.QueryURL+"/?period=day"),
+			chromedp.WaitVisible(chromedp.ID("forgot")),
+			chromedp.Click(chromedp.ID("forgot")),
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitText(t, ctx, "#status", "Type your email first")
+		err = chromedp.Do(ctx,
+			chromedp.SendKeys(chromedp.ID("email"), "ana@example.com"),
+			chromedp.Click(chromedp.ID("forgot")),
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitText(t, ctx, "#status", "tally user reset-password")
+	})
+}
