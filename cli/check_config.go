@@ -80,7 +80,7 @@ func checkConfig(args []string, getenv func(string) string, stdout, stderr io.Wr
 	if plan != nil {
 		planSummary = cfg.SchemaBundlePath
 	}
-	fmt.Fprintf(stdout, "configuration OK\n  database  %s\n  listeners collector %s, query %s\n  TLS       %s\n  plan      %s\n  geoip     %s\n",
-		database, cfg.CollectorAddr, cfg.QueryAddr, tlsSummary, planSummary, cfg.geoIPSummary())
+	fmt.Fprintf(stdout, "configuration OK\n  database  %s\n  listeners collector %s, query %s\n  TLS       %s\n  plan      %s\n  geoip     %s\n  mail      %s\n",
+		database, cfg.CollectorAddr, cfg.QueryAddr, tlsSummary, planSummary, cfg.geoIPSummary(), cfg.mailSummary())
 	return 0
 }

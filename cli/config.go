@@ -62,6 +62,11 @@ type config struct {
 	// TLS is docs/operations.md#https: off unless TLS_DOMAINS or TLS_CERT_FILE
 	// is set.
 	TLS tlsSettings
+
+	// Mail is the SMTP server of docs/email.md (off without SMTP_HOST);
+	// PublicURL the base of the links mail holds.
+	Mail      server.MailConfig
+	PublicURL string
 }
 
 // setting is one row of docs/configuration.md: an environment variable,
@@ -81,7 +86,7 @@ type setting struct {
 const maxDatabasePool = 64
 
 // settingGroups are the headings of `tally -h`, in order.
-var settingGroups = []string{"listeners", "storage", "auth", "privacy", "limits", "dev"}
+var settingGroups = []string{"listeners", "storage", "auth", "mail", "privacy", "limits", "dev"}
 
 // settings are every setting, grouped as `tally -h` shows them.
 var settings = []setting{
@@ -108,6 +113,14 @@ var settings = []setting{
 	{env: "REQUIRE_API_KEY", group: "auth", def: server.KeyModeNone, usage: "collector auth: none, tag or require"},
 	{env: "SESSION_IDLE_TIMEOUT", group: "auth", def: "24h", usage: "a dashboard session ends after this long without a request, 1m to " + maxSessionAge.String()},
 	{env: "SESSION_MAX_AGE", group: "auth", def: "336h", usage: "a dashboard session ends this long after its sign-in whatever its use (14 days), 1m to " + maxSessionAge.String()},
+
+	{env: "SMTP_HOST", group: "mail", usage: "SMTP server of email reports, alerts, invitations and password resets; unset sends no mail"},
+	{env: "SMTP_PORT", group: "mail", usage: "its port (default 587 with starttls, 465 with implicit, 25 with none)"},
+	{env: "SMTP_TLS", group: "mail", def: server.SMTPStartTLS, usage: "starttls (refused if the server does not offer it), implicit (TLS from the start) or none (a local relay: AUTH in the clear)"},
+	{env: "SMTP_USER", group: "mail", usage: "AUTH PLAIN user; unset sends without AUTH"},
+	{env: "SMTP_PASSWORD", group: "mail", usage: "AUTH PLAIN password (never logged); prefer the environment variable, flags show in ps"},
+	{env: "SMTP_FROM", group: "mail", usage: "From address of mail, such as Tally <tally@example.com>; needed with SMTP_HOST"},
+	{env: "PUBLIC_URL", group: "mail", usage: "where people reach the dashboard, the base of links in mail (default https://<first TLS_DOMAINS name>, else http://<QUERY_ADDR>)"},
 
 	{env: "CONSENT_MODE", group: "privacy", def: privacy.ConsentCookieless, usage: "events without consent: cookieless (kept without identifiers) or require (dropped)"},
 	{env: "BOT_FILTER", group: "privacy", usage: "events of bots: on (dropped) or off (stored, marked in the inspection feed); default off in dev mode, else on"},
@@ -166,7 +179,7 @@ func loadConfig(args []string, getenv func(string) string, _ io.Writer) (config,
 		return c, err
 	}
 	for _, step := range []func(settingValues) error{
-		c.loadText, c.loadSwitches, c.loadTLS, c.loadModes, c.loadLimits, c.loadDurations, c.applyModeDefaults,
+		c.loadText, c.loadSwitches, c.loadTLS, c.loadModes, c.loadLimits, c.loadDurations, c.applyModeDefaults, c.loadMail,
 	} {
 		if err := step(v); err != nil {
 			return c, err

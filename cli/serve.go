@@ -84,6 +84,8 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		SessionIdle:               cfg.SessionIdle,
 		SessionMaxAge:             cfg.SessionMaxAge,
 		SecureCookies:             cfg.TLS.on(),
+		Mail:                      cfg.Mail,
+		PublicURL:                 cfg.PublicURL,
 	}, db, cfg.CollectorAddr, cfg.QueryAddr)
 	if err != nil {
 		log.Error("cannot listen", "err", err.Error())

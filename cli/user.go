@@ -164,9 +164,12 @@ is printed. reset-password prints a one-time link (an hour) that sets
 a new password. Both ask the running server at QUERY_ADDR with ADMIN_TOKEN.`
 
 // defaultBaseURL is where people reach the dashboard, as far as the
-// settings tell: the first TLS_DOMAINS name over HTTPS, else the query
-// API's listen address.
+// settings tell: PUBLIC_URL, else the first TLS_DOMAINS name over HTTPS,
+// else the query API's listen address.
 func defaultBaseURL(getenv func(string) string) string {
+	if u := strings.TrimRight(getenv("PUBLIC_URL"), "/"); u != "" {
+		return u
+	}
 	if d := strings.TrimSpace(strings.Split(getenv("TLS_DOMAINS"), ",")[0]); d != "" {
 		return "https://" + d
 	}

@@ -156,6 +156,12 @@ const (
 	InvalidSharedLink      = "invalid_shared_link"
 	SharedLinkLimitReached = "shared_link_limit_reached"
 	SharedLinkPassword     = "shared_link_password"
+
+	// Mail (docs/email.md). InvalidAlert: a traffic alert's thresholds
+	// out of bounds, named in the message; MailNotConfigured: mail asked
+	// of a server without SMTP_HOST.
+	InvalidAlert      = "invalid_alert"
+	MailNotConfigured = "mail_not_configured"
 )
 
 // Detail is one structured problem inside a request, addressed by a JSON

@@ -109,6 +109,11 @@ var statusOf = map[string]int{
 	fault.InvalidSharedLink:      http.StatusBadRequest,
 	fault.SharedLinkLimitReached: http.StatusConflict,
 	fault.SharedLinkPassword:     http.StatusUnauthorized,
+
+	// Mail (docs/email.md): no SMTP is the server's settings, not the
+	// request's shape.
+	fault.InvalidAlert:      http.StatusBadRequest,
+	fault.MailNotConfigured: http.StatusServiceUnavailable,
 }
 
 // writeError writes err as the error envelope. Application errors show

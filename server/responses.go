@@ -1134,3 +1134,35 @@ type shareAnswer struct {
 	Unlocked         bool        `json:"unlocked"`
 	Site             *sharedSite `json:"site,omitempty"`
 }
+
+// Mail (docs/email.md).
+
+// statusBody is an answer that only says what happened.
+type statusBody struct {
+	Status string `json:"status"`
+}
+
+// emailReportList is a site's report recipients; mail_configured says
+// whether the server has SMTP settings (without them nothing is sent).
+type emailReportList struct {
+	Recipients     []emailReportBody `json:"recipients"`
+	MailConfigured bool              `json:"mail_configured"`
+}
+
+// emailReportBody is one recipient's reports of a site.
+type emailReportBody struct {
+	Email     string `json:"email"`
+	Weekly    bool   `json:"weekly"`
+	Monthly   bool   `json:"monthly"`
+	CreatedAt string `json:"created_at"`
+}
+
+// trafficAlertBody is a site's traffic alerts: a null threshold is a
+// rule turned off.
+type trafficAlertBody struct {
+	Recipients     []string `json:"recipients"`
+	SpikeVisitors  *int     `json:"spike_visitors"`
+	DropPercent    *int     `json:"drop_percent"`
+	UpdatedAt      *string  `json:"updated_at"`
+	MailConfigured bool     `json:"mail_configured"`
+}

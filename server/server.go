@@ -85,6 +85,12 @@ type Config struct {
 	// SecureCookies marks the session cookie Secure (HTTPS is on), so a
 	// browser never sends it over plain HTTP.
 	SecureCookies bool
+	// Mail is the SMTP server of reports, alerts and account mail; its
+	// zero value turns mail off (docs/email.md).
+	Mail MailConfig
+	// PublicURL is where people reach the query API and dashboard, the
+	// base of links in mail (https://stats.example.com).
+	PublicURL string
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -115,9 +121,19 @@ type Server struct {
 	retentionKick chan struct{}
 	// signins throttles failed sign-ins (auth_throttle.go).
 	signins *signinThrottle
-	// invitations mails invitation links; nil until SMTP exists
-	// (auth_invitations.go).
+	// invitations mails invitation links; nil without SMTP
+	// (auth_invitations.go, mail_accounts.go).
 	invitations invitationSender
+	// mailKick asks the mail loop for a round now (mail_delivery.go);
+	// alertsAt is when this instance last checked the traffic alerts
+	// (Unix nanoseconds, mail_alerts.go).
+	mailKick chan struct{}
+	alertsAt atomic.Int64
+	// resets throttles password reset mails as signins does sign-ins,
+	// and resetSlots bounds those being made off the request's path
+	// (mail_accounts.go).
+	resets     *signinThrottle
+	resetSlots chan struct{}
 }
 
 // New returns a Server over db.
@@ -150,7 +166,11 @@ func New(cfg Config, db *storage.DB) *Server {
 		limiter: newRateLimiter(cfg.RateLimit), uploads: newUploadLimiter(cfg.SourcemapUploadsPerMinute), locator: cfg.Locator,
 		imports: newImportUploads(), internal: newInternalToken(), client: &http.Client{Timeout: forwardTimeout},
 		feed: newDebugFeed(cfg.DebugFeedSize), retentionKick: make(chan struct{}, 1),
-		signins: newSigninThrottle(cfg.Now)}
+		signins: newSigninThrottle(cfg.Now), mailKick: make(chan struct{}, 1), resets: newSigninThrottle(cfg.Now),
+		resetSlots: make(chan struct{}, resetConcurrency)}
+	if cfg.Mail.on() {
+		s.invitations = mailInvitations{s}
+	}
 	s.plan.Store(cfg.Plan)
 	s.metrics.Store(newCollectorMetrics(db.PoolStats, db.DiskUsage))
 	return s
@@ -158,11 +178,15 @@ func New(cfg Config, db *storage.DB) *Server {
 
 // Run does the server's background work until ctx ends: sampling the DLQ
 // size for the metrics, pruning expired dedup ids and salts, the daily
-// retention purge, and the query API's partials warm-up, which Run waits
-// for (it reads and writes the database, which closes after Run).
+// retention purge, mail (when SMTP is set), and the query API's partials
+// warm-up, which Run waits for (it reads and writes the database, which
+// closes after Run).
 func (s *Server) Run(ctx context.Context) {
 	go s.db.PruneLoop(ctx, func(err error) { s.log.Error("prune", "err", err.Error()) })
 	go s.retentionLoop(ctx)
+	if s.cfg.Mail.on() {
+		go s.mailLoop(ctx)
+	}
 	warm := make(chan struct{})
 	go func() {
 		defer close(warm)
@@ -298,6 +322,7 @@ func (s *Server) Query() http.Handler {
 	rt.handleV1(http.MethodDelete, "/sites/:siteId/webhook-secrets/:secretId", s.revokeWebhookSecret)
 	rt.handle(http.MethodPost, "/sites/:siteId/gdpr/export", s.gdprExport)
 	rt.handle(http.MethodPost, "/sites/:siteId/gdpr/delete", s.gdprDelete)
+	s.mailRoutes(rt)
 	return rt
 }
 

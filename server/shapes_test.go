@@ -325,6 +325,17 @@ func TestResponseShapes(t *testing.T) {
 		{api: "q", method: "GET", path: "/v1/workspaces/acme/keys", status: 404, build: func(vars map[string]string) (any, []string) { return nil, []string{shareHeader, vars["share_token"]} }},
 		{api: "q", method: "DELETE", path: "/v1/sites/web/shared-links/{link_id}", token: tn.adminKey, status: 204},
 
+		// Mail (docs/email.md).
+		{api: "q", method: "POST", path: "/v1/sites/web/email-reports", token: tn.adminKey, status: 200,
+			body: map[string]any{"email": "ana@example.com", "weekly": true}},
+		{api: "q", method: "GET", path: "/v1/sites/web/email-reports", token: tn.adminKey, status: 200},
+		{api: "q", method: "DELETE", path: "/v1/sites/web/email-reports", token: tn.adminKey, status: 204, body: map[string]any{"email": "ana@example.com"}},
+		{api: "q", method: "PUT", path: "/v1/sites/web/traffic-alerts", token: tn.adminKey, status: 200,
+			body: map[string]any{"recipients": []string{"ops@example.com"}, "spike_visitors": 100}},
+		{api: "q", method: "GET", path: "/v1/sites/web/traffic-alerts", token: tn.adminKey, status: 200},
+		{api: "q", method: "PUT", path: "/v1/sites/web/traffic-alerts", token: tn.adminKey, status: 400, body: map[string]any{"recipients": []string{"ops@example.com"}}},
+		{api: "q", method: "POST", path: "/v1/auth/password/forgot", status: 503, body: map[string]any{"email": "ana@example.com"}},
+
 		// Draining (docs/operations.md#behind-a-load-balancer): last, as it
 		// lasts.
 		{api: "c", method: "GET", path: "/v1/healthz", status: 503, build: func(map[string]string) (any, []string) {

@@ -183,6 +183,9 @@ func (db *DB) RevokeInvitation(ctx context.Context, actor Actor, ws *Workspace, 
 		if _, err := tx.Exec(`DELETE FROM invitations WHERE id = ? AND accepted_at IS NULL`, id); err != nil {
 			return err
 		}
+		if err := dropPendingMail(tx, MailKindInvitation, id, FormatTime(db.now())); err != nil {
+			return err
+		}
 		return db.audit(tx, ws.ID, actor, "invitation.revoke", id, map[string]any{"role": role})
 	})
 }

@@ -29,6 +29,8 @@ var siteDataTables = []siteTable{
 	{"daily_sessions", "day", 1000}, {"site_usage", "month", 1000},
 	{"webhook_secrets", "", siteDeleteChunk}, {"goals", "", siteDeleteChunk}, {"segments", "", siteDeleteChunk}, {"funnels", "", siteDeleteChunk},
 	{"site_aliases", "", siteDeleteChunk}, {"shared_links", "", siteDeleteChunk},
+	// Mail (docs/email.md): recipients, thresholds, the outbox's rows.
+	{"mail_subscriptions", "", siteDeleteChunk}, {"traffic_alerts", "", siteDeleteChunk}, {"mail_outbox", "", siteDeleteChunk},
 	{"imported_ids", "id", siteDeleteChunk},
 	// Imported history (import_history.go): rollup rows, and the list of imports.
 	{"imported_rows", "import_id, dim, day, value", 1000}, {"imports", "", siteDeleteChunk},

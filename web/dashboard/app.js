@@ -1143,6 +1143,14 @@
       status(e.message);
     });
   };
+  // A forgotten password: the server mails a reset link to the typed
+  // email's account, and answers the same whatever the email
+  // (docs/email.md#password-reset-by-email).
+  $("#forgot").onclick = function () {
+    var email = $("#email").value.trim();
+    if (!email) { status("Type your email first, then ask for the link."); $("#email").focus(); return; }
+    post("/auth/password/forgot", { email: email }).then(function (a) { status(a.status); }, function (e) { status(e.message); });
+  };
   // A link's token (an invitation, a set-password or reset link) is in
   // the URL's fragment, which no server sees.
   var link = /^#(invite|password)=(.+)$/.exec(location.hash);
