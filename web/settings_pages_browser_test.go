@@ -2,8 +2,11 @@ package web_test
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -21,6 +24,33 @@ func TestSettingsPagesInABrowser(t *testing.T) {
 		defer cancel()
 		srv := newServer()
 		addUser(t, srv, "olga@example.com", "owner", "owner's password")
+		// Something on every page, as a site in use has.
+		ws, site := "/v1/workspaces/"+srv.Workspace, "/v1/sites/"+srv.SiteID
+		for _, c := range []struct {
+			method, path, body string
+		}{
+			{"POST", site + "/goals", `{"name":"Signup","event_name":"signup","currency":"EUR"}`},
+			{"POST", site + "/goals", `{"name":"Pricing","page_path":"/pricing"}`},
+			{"POST", site + "/funnels", `{"name":"Pricing to signup","steps":["Pricing","Signup"]}`},
+			{"POST", ws + "/keys", `{"label":"CI reads","scopes":["query:read"]}`},
+			{"POST", ws + "/invitations", `{"email":"sam@example.com","role":"viewer"}`},
+			{"POST", site + "/webhook-secrets", `{"adapter":"payments"}`},
+			{"POST", site + "/shared-links", `{"label":"Public stats"}`},
+			{"POST", site + "/email-reports", `{"email":"team@example.com","weekly":true,"monthly":true}`},
+			{"PUT", site + "/traffic-alerts", `{"recipients":["oncall@example.com"],"spike_visitors":500,"drop_percent":50}`},
+		} {
+			req, _ := http.NewRequest(c.method, srv.QueryURL+c.path, strings.NewReader(c.body))
+			req.Header.Set("Authorization", "Bearer "+srv.AdminToken)
+			req.Header.Set("Content-Type", "application/json")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode >= 300 {
+				t.Fatalf("%s %s: got %d, want 2xx", c.method, c.path, res.StatusCode)
+			}
+		}
 		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 1000)); err != nil {
 			t.Fatal(err)
 		}
@@ -69,4 +99,46 @@ func TestSettingsPagesInABrowser(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSettingsScreenshots: docs/dashboard.md shows every settings page at
+// 1280 and 390 px (each registered by a web/dashboard/settings_*.js file),
+// and no screenshot is past the budget; TestSettingsPagesInABrowser
+// writes them.
+func TestSettingsScreenshots(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("..", "docs", "dashboard.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join("dashboard", "settings_*.js"))
+	registered := regexp.MustCompile(`TallySettings\.register\(\{ id: "([a-z-]+)"`)
+	var ids []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range registered.FindAllSubmatch(b, -1) {
+			ids = append(ids, string(m[1]))
+		}
+	}
+	if len(ids) < 11 {
+		t.Fatalf("got the settings pages %v, want at least the 11 of issue 32", ids)
+	}
+	for _, id := range ids {
+		for _, width := range []string{"1280", "390"} {
+			name := "settings-" + id + "-" + width + ".png"
+			fi, err := os.Stat(filepath.Join("..", "docs", name))
+			if err != nil {
+				t.Errorf("%s: %v (TALLY_SCREENSHOTS=1 go test ./web -run TestSettingsPagesInABrowser writes it)", name, err)
+				continue
+			}
+			if fi.Size() > 2*screenshotBudget {
+				t.Errorf("%s: got %d bytes, want at most %d", name, fi.Size(), 2*screenshotBudget)
+			}
+			if !strings.Contains(string(page), "("+name+")") {
+				t.Errorf("docs/dashboard.md does not show %s", name)
+			}
+		}
+	}
 }
