@@ -6,6 +6,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tally-analytics/tally/internal/chromiumtest"
+	"github.com/tally-analytics/tally/internal/dbtest"
 	"github.com/tally-analytics/tally/storage"
 )
 
@@ -14,6 +15,7 @@ import (
 // under it; where a view's filters keep them out, the note says so with
 // the query API's warning (docs/dashboard.md).
 func TestDashboardShowsImportedHistory(t *testing.T) {
+	dbtest.SkipUnderRace(t, "data-heavy answers compared in one goroutine")
 	t.Parallel()
 	h := newHarness(t)
 	h.setupTenant("acme", "web")

@@ -9,12 +9,14 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tally-analytics/tally/internal/chromiumtest"
+	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
 // TestDashboardFunnelSaysPurgedDays: the dashboard's funnel names the days
 // whose raw events a retention purge removed, as the funnel's answer gives
 // them (docs/dashboard.md), under the steps it still counts.
 func TestDashboardFunnelSaysPurgedDays(t *testing.T) {
+	dbtest.SkipUnderRace(t, "data-heavy answers compared in one goroutine")
 	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.RetentionDays = 10 })
 	h.setupTenant("acme", "web")

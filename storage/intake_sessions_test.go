@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
 // sessionRow is one row of sessions as the tests compare it.
@@ -182,6 +184,7 @@ func TestSessionsWhateverTheArrival(t *testing.T) {
 // across years stays bounded too. The sessions still come out as the rule
 // says, and the daily rollup agrees with them.
 func TestSessionsOfAVisitorWithManySessions(t *testing.T) {
+	dbtest.SkipUnderRace(t, "data-heavy answers compared in one goroutine")
 	t.Parallel()
 	const stored = 100_000
 	const spacing = 50 * time.Minute // more than sessionGap, less than twice it

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
 // partialsStart is the first day the day partial tests load; their clock
@@ -209,6 +211,7 @@ func comparePartials(t *testing.T, db *DB, zone *time.Location, from, to time.Ti
 // an erasure, every unfiltered report read from partials equals the scan
 // of the tables, in UTC and in a zone with a DST change in the range.
 func TestPartialsMatchTheScan(t *testing.T) {
+	dbtest.SkipUnderRace(t, "data-heavy answers compared in one goroutine")
 	t.Parallel()
 	db, _, ws := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0 // estimate even these few visitors
@@ -277,6 +280,7 @@ func TestPartialsExactBelowTenThousand(t *testing.T) {
 // each on two of them, are estimated from the days' sketches within 3%,
 // and the answer says it is an estimate.
 func TestPartialsEstimateAboveTenThousand(t *testing.T) {
+	dbtest.SkipUnderRace(t, "data-heavy answers compared in one goroutine")
 	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	r := rand.New(rand.NewPCG(3, 4))

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
 // filterFixture loads the fixed events of the partial filter tests, every
@@ -232,6 +234,7 @@ func TestPartialFiltersExactBelowTenThousand(t *testing.T) {
 // event filters on event dimensions, visit filters with visit and event
 // metrics, equal figures and visitors within three standard errors.
 func TestPartialFiltersRandom(t *testing.T) {
+	dbtest.SkipUnderRace(t, "data-heavy answers compared in one goroutine")
 	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0

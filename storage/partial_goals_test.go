@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
 // createGoals creates goals on site s, failing the test on an error.
@@ -81,6 +83,7 @@ func compareGoalPartials(t *testing.T, db *DB, from, to time.Time, stage string,
 // the goal partials of their days so that the next answers are the scan's
 // again.
 func TestGoalPartialsMatchTheScan(t *testing.T) {
+	dbtest.SkipUnderRace(t, "data-heavy answers compared in one goroutine")
 	t.Parallel()
 	db, _, ws := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0 // estimate even these few visitors
@@ -228,6 +231,7 @@ func TestGoalPartialsFollowTheGoalSet(t *testing.T) {
 // maxGoalPartialBytes (17 goals each completed by 7,000 visitors: dense
 // sketches) answers as the scan and is not stored; 15 such goals are.
 func TestGoalPartialsKeptOnlyWhenSmall(t *testing.T) {
+	dbtest.SkipUnderRace(t, "data-heavy answers compared in one goroutine")
 	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	db.hooks.exactVisitorsBelow = 0

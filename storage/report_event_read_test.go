@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
 // eventReadQueries are event-level reads over [from, to): filters on the
@@ -61,6 +63,7 @@ func compareEventReads(t *testing.T, db *DB, zone *time.Location, from, to time.
 // a late event that joins a visit ending before the range to one inside
 // it: every answer equals the read of the whole event index.
 func TestEventReadsThroughVisitsMatchTheEventScan(t *testing.T) {
+	dbtest.SkipUnderRace(t, "data-heavy answers compared in one goroutine")
 	t.Parallel()
 	db, _, _ := openPartialsDB(t)
 	r := rand.New(rand.NewPCG(5, 6))
