@@ -142,6 +142,24 @@ func FuzzQueryAPI(f *testing.F) {
 		{"POST", "/v1/sites/web/funnels", `{"name":"F","steps":[1,"A",1.5,null,9223372036854775808,{"x":1}]}`},
 		{"PATCH", "/v1/sites/web/funnels/1", `{"steps":["A","A"],"name":"\u0000"}`},
 		{"DELETE", "/v1/sites/web/funnels/-1", ``},
+		// Issue 32: accounts, settings, shared links, email.
+		{"POST", "/v1/workspaces/f/invitations", `{"email":"a@example.com","role":"viewer"}`},
+		{"DELETE", "/v1/workspaces/f/invitations/x%00", ``},
+		{"PATCH", "/v1/workspaces/f/members/u", `{"role":["owner"]}`},
+		{"POST", "/v1/auth/signin", `{"email":"a@example.com","password":1}`},
+		{"POST", "/v1/auth/invitations/accept", `{"token":"","password":"x"}`},
+		{"POST", "/v1/sites/web/shared-links", `{"label":"L","password":"pw","allowed_origins":["https://a.test/x",7]}`},
+		{"PATCH", "/v1/sites/web/shared-links/1", `{"password":null,"allowed_origins":null}`},
+		{"GET", "/share/%ff", ``},
+		{"POST", "/share/x/auth", `{"password":{}}`},
+		{"GET", "/v1/share", ``},
+		{"POST", "/v1/sites/web/email-reports", `{"email":"a@example.com","weekly":"yes"}`},
+		{"DELETE", "/v1/sites/web/email-reports", `{"email":""}`},
+		{"PUT", "/v1/sites/web/traffic-alerts", `{"recipients":["a@example.com"],"spike_visitors":-1,"drop_percent":101}`},
+		{"GET", "/unsubscribe/%00", ``},
+		{"POST", "/unsubscribe/x.y", ``},
+		{"POST", "/v1/sites/web/imports/goatcounter?file=../../x", "\x1f\x8b not gzip"},
+		{"POST", "/v1/sites/web/imports/nope", ``},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, []byte(s.body))
