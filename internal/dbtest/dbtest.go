@@ -104,15 +104,24 @@ func (s *PostgresServer) Start() {
 	db.Close()
 }
 
-// Stop stops the server in fast mode (PostgreSQL's SIGINT: its sessions
-// are ended, as when a primary goes away) and waits for it to exit.
-func (s *PostgresServer) Stop() {
+// Stop stops the server in fast mode (PostgreSQL's SIGINT, pg_ctl's
+// -m fast: its sessions are ended, as when a primary goes away) and
+// waits for it to exit.
+func (s *PostgresServer) Stop() { s.stop(syscall.SIGINT) }
+
+// StopImmediately stops the server in immediate mode (PostgreSQL's
+// SIGQUIT, pg_ctl's -m immediate: its processes end at once, without a
+// checkpoint, as when the primary's machine fails; the next Start
+// recovers from the WAL) and waits for it to exit.
+func (s *PostgresServer) StopImmediately() { s.stop(syscall.SIGQUIT) }
+
+func (s *PostgresServer) stop(sig syscall.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
 		return
 	}
-	s.cmd.Process.Signal(syscall.SIGINT)
+	s.cmd.Process.Signal(sig)
 	s.cmd.Wait()
 	s.logf.Close()
 	s.cmd, s.logf = nil, nil
