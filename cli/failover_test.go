@@ -79,7 +79,7 @@ func TestFailoverBehindHAProxy(t *testing.T) {
 
 	const senders = 4
 	load := startFailoverLoad(t, lb.collector, senders)
-	load.waitOK(t, 100)
+	load.waitOK(t, 50)
 
 	// 1. One instance killed mid-load.
 	killed := time.Now()
@@ -117,7 +117,7 @@ func TestFailoverBehindHAProxy(t *testing.T) {
 	instances[0] = a
 	started = append(started, a)
 	lb.waitStatus(t, "tally1", "UP")
-	load.waitOK(t, load.okCount()+50)
+	load.waitOK(t, load.okCount()+25)
 
 	// 2, 3. PostgreSQL restarted mid-load, fast and immediate.
 	for _, outage := range []struct {
@@ -148,7 +148,7 @@ func TestFailoverBehindHAProxy(t *testing.T) {
 		lb.waitStatus(t, "tally1", "UP")
 		lb.waitStatus(t, "tally2", "UP")
 		up := time.Now()
-		load.waitOK(t, load.okCount()+100)
+		load.waitOK(t, load.okCount()+50)
 		var fromInstances, fromHAProxy int
 		wrong, late := failoverErrors{t: t}, failoverErrors{t: t}
 		for _, ans := range load.between(began, time.Now()) {
@@ -467,7 +467,7 @@ func startFailoverLoad(t *testing.T, url string, senders int) *failoverLoad {
 				// acknowledged; the pause only keeps a sender from
 				// spinning while nothing can take them (a client would
 				// wait Retry-After, which would only lengthen the test).
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond)
 			}
 		}()
 	}
