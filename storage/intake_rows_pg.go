@@ -15,9 +15,9 @@ import (
 // a run therefore collects its events as the works come (addRows) and
 // writes them at once at its end (flushRows): one dedup statement for
 // every id of the run, one insert of its events and their event_pages
-// rows, one of its identity links, one of its DLQ rows, and one upsert per
-// rollup table (rollupsRows). SQLite keeps its prepared statement per row,
-// which costs little in-process.
+// rows, one of its identity links, one of its DLQ rows, and one statement
+// for all of its rollups (rollupsRows). SQLite keeps its prepared
+// statement per row, which costs little in-process.
 //
 // The outcome is the per-row path's: an id repeated within the run is a
 // duplicate at its second sight, as the per-row insert found the first;
@@ -450,9 +450,9 @@ func pgAny(v any) *string {
 	return nil
 }
 
-// rollupRowsSQL adds rows to this instance's slot (the first argument)
-// of table's _slots table: the arguments after it are one array per key
-// column, then one per sum, in the rows' order.
+// rollupRowsSQL adds rows to this instance's slot (the statement's
+// first argument, ?1) of table's _slots table: the next arguments are one
+// array per key column, then one per sum, in the rows' order.
 func rollupRowsSQL(table string, keys, sums []string) string {
 	cols := strings.Join(keys, ", ")
 	set := make([]string, len(sums))
@@ -461,16 +461,22 @@ func rollupRowsSQL(table string, keys, sums []string) string {
 	}
 	arrays := strings.Repeat("?::text[], ", len(keys)) + strings.TrimSuffix(strings.Repeat("?::bigint[], ", len(sums)), ", ")
 	return `INSERT INTO ` + table + `_slots(` + cols + `, slot, ` + strings.Join(sums, ", ") + `)
-		SELECT ` + cols + `, ?::smallint, ` + strings.Join(sums, ", ") + ` FROM unnest(` + arrays + `) AS u(` + cols + `, ` + strings.Join(sums, ", ") + `)
+		SELECT ` + cols + `, ?1::smallint, ` + strings.Join(sums, ", ") + ` FROM unnest(` + arrays + `) AS u(` + cols + `, ` + strings.Join(sums, ", ") + `)
 		ON CONFLICT(` + cols + `, slot) DO UPDATE SET ` + strings.Join(set, ", ")
 }
 
-// The rollup tables as rollupsRows writes them.
+// rollupTableRows is a rollup table as rollupsRows writes it.
+type rollupTableRows struct {
+	nkeys, nsums int
+	sql          string
+}
+
+// The rollup tables, in the order rollupsRows writes them.
 var (
-	dailyEventsRows   = rollupRowsSQL("daily_events", []string{"site_id", "day", "type"}, []string{"count"})
-	dailyDimsRows     = rollupRowsSQL("daily_dimensions", []string{"site_id", "day", "dimension", "value"}, []string{"count"})
-	dailySessionsRows = rollupRowsSQL("daily_sessions", []string{"site_id", "day"}, []string{"sessions", "duration_ms", "events", "bounces"})
-	siteUsageRows     = rollupRowsSQL("site_usage", []string{"site_id", "month"}, []string{"accepted"})
+	dailyEventsRows   = rollupTableRows{3, 1, rollupRowsSQL("daily_events", []string{"site_id", "day", "type"}, []string{"count"})}
+	dailyDimsRows     = rollupTableRows{4, 1, rollupRowsSQL("daily_dimensions", []string{"site_id", "day", "dimension", "value"}, []string{"count"})}
+	dailySessionsRows = rollupTableRows{2, 4, rollupRowsSQL("daily_sessions", []string{"site_id", "day"}, []string{"sessions", "duration_ms", "events", "bounces"})}
+	siteUsageRows     = rollupTableRows{2, 1, rollupRowsSQL("site_usage", []string{"site_id", "month"}, []string{"accepted"})}
 )
 
 // rollupRow is one key of a rollup and its sums.
@@ -479,18 +485,18 @@ type rollupRow struct {
 	sums []int64
 }
 
-// upsertRollup writes rows (their keys as Go holds them) into the rollup
-// of sql in one statement: keys as stored (two keys of Go may be one
-// there: their sums are added), sorted (intake_lock_order.go), those
-// whose sums are all 0 left out.
-func (j *ingestRun) upsertRollup(sql string, nkeys, nsums int, rows []rollupRow) error {
+// rollupArgs are the arrays of rows (their keys as Go holds them) for
+// t's statement: keys as stored (two keys of Go may be one there: their
+// sums are added), sorted (intake_lock_order.go), those whose sums are
+// all 0 left out; nil when no row is left.
+func rollupArgs(t rollupTableRows, rows []rollupRow) []any {
 	for _, r := range rows {
 		for i, k := range r.keys {
 			r.keys[i] = engine.PGString(k)
 		}
 	}
 	slices.SortFunc(rows, func(a, b rollupRow) int { return slices.Compare(a.keys, b.keys) })
-	keys, sums := make([][]string, nkeys), make([][]int64, nsums)
+	keys, sums := make([][]string, t.nkeys), make([][]int64, t.nsums)
 	for n := 0; n < len(rows); {
 		r := rows[n]
 		total := slices.Clone(r.sums)
@@ -512,52 +518,58 @@ func (j *ingestRun) upsertRollup(sql string, nkeys, nsums int, rows []rollupRow)
 	if len(keys[0]) == 0 {
 		return nil
 	}
-	args := []any{j.db.pg.slot}
+	var args []any
 	for _, k := range keys {
 		args = append(args, k)
 	}
 	for _, s := range sums {
 		args = append(args, s)
 	}
-	_, err := j.tx.Exec(sql, args...)
-	return err
+	return args
 }
 
-// rollupsRows is rollups on PostgreSQL: one statement per table.
+// rollupsRows is rollups on PostgreSQL: every rollup table's rows in one
+// statement, a data-modifying WITH per table (the same text on every
+// instance, so the tables are written in one order everywhere), then the
+// day partials.
 func (j *ingestRun) rollupsRows() error {
 	days := make([]rollupRow, 0, len(j.days))
 	for k, n := range j.days {
 		days = append(days, rollupRow{[]string{k.site, k.day, k.typ}, []int64{int64(n)}})
 	}
-	if err := j.upsertRollup(dailyEventsRows, 3, 1, days); err != nil {
-		return fmt.Errorf("daily events: %w", err)
-	}
 	dims := make([]rollupRow, 0, len(j.dims))
 	for k, n := range j.dims {
 		dims = append(dims, rollupRow{[]string{k.site, k.day, k.dim, k.value}, []int64{int64(n)}})
-	}
-	if err := j.upsertRollup(dailyDimsRows, 4, 1, dims); err != nil {
-		return fmt.Errorf("daily dimensions: %w", err)
 	}
 	sess := make([]rollupRow, 0, len(j.sessDays))
 	for k, d := range j.sessDays {
 		sess = append(sess, rollupRow{[]string{k[0], k[1]}, []int64{d.sessions, d.durationMS, d.events, d.bounces}})
 	}
-	if err := j.upsertRollup(dailySessionsRows, 2, 4, sess); err != nil {
-		return fmt.Errorf("daily sessions: %w", err)
+	usage := make([]rollupRow, 0, len(j.usage))
+	for k, n := range j.usage {
+		usage = append(usage, rollupRow{[]string{k[0], k[1]}, []int64{int64(n)}})
+	}
+	var with []string
+	args := []any{j.db.pg.slot}
+	for _, t := range []struct {
+		table rollupTableRows
+		rows  []rollupRow
+	}{{dailyEventsRows, days}, {dailyDimsRows, dims}, {dailySessionsRows, sess}, {siteUsageRows, usage}} {
+		if a := rollupArgs(t.table, t.rows); a != nil {
+			with = append(with, fmt.Sprintf("r%d AS (%s)", len(with), t.table.sql))
+			args = append(args, a...)
+		}
+	}
+	if len(with) > 0 {
+		if _, err := j.tx.Exec(`WITH `+strings.Join(with, ", ")+` SELECT 1`, args...); err != nil {
+			return fmt.Errorf("rollups: %w", err)
+		}
 	}
 	// The day partials as rollups drops them (one statement per site and
 	// hour: a run's events mostly share one).
 	dp := j.stmt(j.db.ingest.dropPartials)
 	if err := dropDays(j.tx, func(args ...any) error { _, err := dp.Exec(args...); return err }, j.hours); err != nil {
 		return fmt.Errorf("day partials: %w", err)
-	}
-	usage := make([]rollupRow, 0, len(j.usage))
-	for k, n := range j.usage {
-		usage = append(usage, rollupRow{[]string{k[0], k[1]}, []int64{int64(n)}})
-	}
-	if err := j.upsertRollup(siteUsageRows, 2, 1, usage); err != nil {
-		return fmt.Errorf("site usage: %w", err)
 	}
 	return nil
 }
