@@ -114,23 +114,37 @@ const dedupRowsSQL = `INSERT INTO event_ids(site_id, id, received_ms)
 	SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[])
 	ON CONFLICT DO NOTHING RETURNING site_id, id`
 
-// insertRowsSQL inserts events, in the arrays' order (unnest keeps it, so
-// seqs follow it), with their event_pages rows, and returns the lowest
-// seq. The columns are insertEventSQL's and pgEventColumns'.
-const insertRowsSQL = `WITH e AS (
-	INSERT INTO events(id_text, site_id, type, url, ts, anon_id, user_id, referrer, country, city,
+// eventRowsInsert inserts the events of eventRows' arrays (those that
+// follow the statement's earlier ones), in the arrays' order: unnest keeps
+// it, and ORDER BY ord holds it through a filter, so seqs follow it. The
+// columns are insertEventSQL's and pgEventColumns'; %s is the filter.
+const eventRowsInsert = `INSERT INTO events(id_text, site_id, type, url, ts, anon_id, user_id, referrer, country, city,
 		agent, browser_text, os_text, device_type_text, raw, received_at, credential, path, props, received_ms)
 	SELECT id_text, site_id, type, url, ts, anon_id, user_id, referrer, country, city,
 		agent, browser_text, os_text, device_type_text, raw, received_at, credential::bigint, path, props::json, received_ms
 	FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[],
 		?::bigint[], ?::text[], ?::text[], ?::text[], ?::bytea[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[])
-		AS u(id_text, site_id, type, url, ts, anon_id, user_id, referrer, country, city,
-			agent, browser_text, os_text, device_type_text, raw, received_at, credential, path, props, received_ms)
-	RETURNING seq, type, path
-), p AS (
+		WITH ORDINALITY AS u(id_text, site_id, type, url, ts, anon_id, user_id, referrer, country, city,
+			agent, browser_text, os_text, device_type_text, raw, received_at, credential, path, props, received_ms, ord)
+	%s ORDER BY ord
+	RETURNING seq, type, path, site_id, id_text`
+
+// eventPagesOfE writes the event_pages rows of the events e inserted.
+const eventPagesOfE = `p AS (
 	INSERT INTO event_pages(seq, name, path) SELECT seq, CASE WHEN type = 'pageview' THEN NULL ELSE type END, path FROM e
-)
-SELECT min(seq) FROM e`
+)`
+
+// insertRowsSQL inserts events and their event_pages rows, and returns
+// the lowest seq.
+var insertRowsSQL = `WITH e AS (` + fmt.Sprintf(eventRowsInsert, "") + `), ` + eventPagesOfE + ` SELECT min(seq) FROM e`
+
+// storeRowsSQL is dedupRowsSQL, then insertRowsSQL of the events whose
+// ids were new, in one statement: the arguments are dedupRowsSQL's, then
+// eventRows'. It returns the (site, id) and seq of each event inserted.
+// The ids' collation is the columns' ("C"), unnest's text the default.
+var storeRowsSQL = `WITH d AS (` + dedupRowsSQL + `), e AS (` +
+	fmt.Sprintf(eventRowsInsert, `WHERE (u.site_id COLLATE "C", u.id_text COLLATE "C") IN (SELECT site_id, id FROM d)`) + `), ` +
+	eventPagesOfE + ` SELECT site_id, id_text, seq FROM e`
 
 // flushRows writes what addRows queued: first whether each id is new, in
 // one statement; then the new events in order, an engagement between
@@ -150,6 +164,9 @@ func (j *ingestRun) flushRows() error {
 		return nil
 	}
 	j.rows = nil
+	if !slices.ContainsFunc(r.pending, func(p pendingRow) bool { return p.w.events[p.i].Engagement != nil }) {
+		return j.storeRows(r)
+	}
 	stored, err := j.dedupRows(r.pending)
 	if err != nil {
 		return err
@@ -191,17 +208,72 @@ func (j *ingestRun) flushRows() error {
 	return j.dlqRows(r.dlq)
 }
 
-// dedupRows inserts the ids of pending into event_ids, sorted (see
-// flushRows), and returns those that were new.
-func (j *ingestRun) dedupRows(pending []pendingRow) (map[[2]string]bool, error) {
+// storeRows is flushRows for a run without engagements: the dedup and
+// the insert of the new events in one statement, the time of a round trip
+// and a statement less per run, which single events feel.
+func (j *ingestRun) storeRows(r *runRows) error {
+	if len(r.pending) > 0 {
+		var seg eventRows
+		ts := make([]string, len(r.pending))
+		for n, p := range r.pending {
+			e := &p.w.events[p.i]
+			ts[n] = FormatTime(e.TS)
+			cred, err := j.credentialCode(e.Credential)
+			if err != nil {
+				return err
+			}
+			seg.add(j.db.d, p, e, ts[n], cred)
+		}
+		args := append(dedupArgs(r.pending), seg.args()...)
+		rows, err := j.tx.Query(storeRowsSQL, args...)
+		if err != nil {
+			return fmt.Errorf("insert events: %w", err)
+		}
+		stored := make(map[[2]string]bool, len(r.pending))
+		first := int64(0)
+		for rows.Next() {
+			var k [2]string
+			var seq int64
+			if err := rows.Scan(&k[0], &k[1], &seq); err != nil {
+				rows.Close()
+				return fmt.Errorf("insert events: %w", err)
+			}
+			stored[k] = true
+			if first == 0 || seq < first {
+				first = seq
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("insert events: %w", err)
+		}
+		if j.firstSeq == 0 {
+			j.firstSeq = first
+		}
+		for n, p := range r.pending {
+			if !stored[[2]string{p.site, p.key}] {
+				p.w.dup[p.i] = true
+				continue
+			}
+			if err := j.countRow(r, p.w, p.i, ts[n]); err != nil {
+				return err
+			}
+		}
+	}
+	if err := j.linkRows(r.links); err != nil {
+		return err
+	}
+	return j.dlqRows(r.dlq)
+}
+
+// dedupArgs are dedupRowsSQL's arguments for the events of pending, in
+// the order of their (site, id) (see flushRows).
+func dedupArgs(pending []pendingRow) []any {
 	keys := make([]pendingRow, 0, len(pending))
 	for _, p := range pending {
 		if p.w.events[p.i].Engagement == nil {
 			keys = append(keys, p)
 		}
-	}
-	if len(keys) == 0 {
-		return nil, nil
 	}
 	slices.SortFunc(keys, func(a, b pendingRow) int {
 		if c := strings.Compare(a.site, b.site); c != 0 {
@@ -213,12 +285,22 @@ func (j *ingestRun) dedupRows(pending []pendingRow) (map[[2]string]bool, error) 
 	for n, p := range keys {
 		sites[n], ids[n], recv[n] = p.site, p.key, p.w.received.UnixMilli()
 	}
-	rows, err := j.tx.Query(dedupRowsSQL, sites, ids, recv)
+	return []any{sites, ids, recv}
+}
+
+// dedupRows inserts the ids of pending into event_ids, sorted (see
+// flushRows), and returns those that were new.
+func (j *ingestRun) dedupRows(pending []pendingRow) (map[[2]string]bool, error) {
+	args := dedupArgs(pending)
+	if len(args[0].([]string)) == 0 {
+		return nil, nil
+	}
+	rows, err := j.tx.Query(dedupRowsSQL, args...)
 	if err != nil {
 		return nil, fmt.Errorf("dedup: %w", err)
 	}
 	defer rows.Close()
-	stored := make(map[[2]string]bool, len(keys))
+	stored := map[[2]string]bool{}
 	for rows.Next() {
 		var k [2]string
 		if err := rows.Scan(&k[0], &k[1]); err != nil {
@@ -285,14 +367,19 @@ func (s *eventRows) add(d dialect, p pendingRow, e *IngestEvent, ts string, cred
 	s.receivedMS = append(s.receivedMS, args[2].(int64))
 }
 
+// args are s's arrays as eventRowsInsert takes them.
+func (s *eventRows) args() []any {
+	return []any{s.id, s.site, s.typ, s.url, s.ts, s.anon, s.user, s.referrer, s.country, s.city,
+		s.agent, s.browser, s.os, s.device, s.raw, s.received, s.credential, s.path, s.props, s.receivedMS}
+}
+
 // insertRows inserts the events of s, if any, and empties it.
 func (j *ingestRun) insertRows(s *eventRows) error {
 	if s.n == 0 {
 		return nil
 	}
 	var first int64
-	err := j.tx.QueryRow(insertRowsSQL, s.id, s.site, s.typ, s.url, s.ts, s.anon, s.user, s.referrer, s.country, s.city,
-		s.agent, s.browser, s.os, s.device, s.raw, s.received, s.credential, s.path, s.props, s.receivedMS).Scan(&first)
+	err := j.tx.QueryRow(insertRowsSQL, s.args()...).Scan(&first)
 	if err != nil {
 		return fmt.Errorf("insert events: %w", err)
 	}
