@@ -68,8 +68,9 @@ type tables interface {
 	// imported_ids.id hold it.
 	eventIDKey(id string) any
 	// lockRun locks, in one order every instance follows, what an intake
-	// run of works may write that another writer may write too.
-	lockRun(tx *writeTx, works []*ingestWork) error
+	// run of works may write that another writer may write too; the
+	// works' event ids only when ids is set (intake_locks_pg.go).
+	lockRun(tx *writeTx, works []*ingestWork, ids bool) error
 }
 
 // sqliteDialect is SQLite's (modernc.org/sqlite).
@@ -141,4 +142,4 @@ func rollupUpsert(table string, keys, sums []string, column, value string) strin
 func (sqliteDialect) eventIDKey(id string) any { return dedupKey(id) }
 
 // lockRun: the writer is SQLite's only one.
-func (sqliteDialect) lockRun(*writeTx, []*ingestWork) error { return nil }
+func (sqliteDialect) lockRun(*writeTx, []*ingestWork, bool) error { return nil }

@@ -330,6 +330,9 @@ type ingestRun struct {
 	// traits read for them.
 	profiles    map[[2]string]*runProfile
 	profileRead int64
+	// rows is what a run on PostgreSQL has queued for its set-based
+	// writes (intake_rows_pg.go); nil on SQLite.
+	rows *runRows
 }
 
 // stmt returns s bound to the run's transaction, binding it once per run.
@@ -376,6 +379,9 @@ func (j *ingestRun) credentialCode(cred string) (any, error) {
 // add stores one work's events and DLQ rows; sessions and rollups wait for
 // finish.
 func (j *ingestRun) add(w *ingestWork) error {
+	if j.db.setRows() {
+		return j.addRows(w)
+	}
 	st := j.db.ingest
 	recv := FormatTime(w.received)
 	recvMS := w.received.UnixMilli()
@@ -861,6 +867,9 @@ func (j *ingestRun) sessionDelta(site string, s *session, sign int64) {
 // key rather than one per event, each table's in the order of its keys
 // (intake_lock_order.go).
 func (j *ingestRun) rollups() error {
+	if j.db.setRows() {
+		return j.rollupsRows()
+	}
 	de := j.stmt(j.db.ingest.dailyEvents)
 	for _, k := range sortedKeys(j.days, compareDayKeys) {
 		if _, err := de.Exec(k.site, k.day, k.typ, j.days[k]); err != nil {

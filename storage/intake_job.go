@@ -142,7 +142,9 @@ func (in *intake) runMerged(tx *writeTx, parts []any, alone bool) error {
 	for i, p := range parts {
 		works[i] = p.(*ingestWork)
 	}
-	if err := db.d.lockRun(tx, works); err != nil {
+	// An alone run's ids need no lock: its one dedup statement takes them
+	// in order (flushRows). Otherwise LockAll took them.
+	if err := db.d.lockRun(tx, works, false); err != nil {
 		return fmt.Errorf("lock the run's rows: %w", err)
 	}
 	wrote := false
@@ -156,6 +158,13 @@ func (in *intake) runMerged(tx *writeTx, parts []any, alone bool) error {
 			return err
 		}
 		wrote = wrote || w.accepted > 0 || len(w.dlq) > 0
+	}
+	// On PostgreSQL the works' events are written now, at once.
+	if err := run.flushRows(); err != nil {
+		return err
+	}
+	for _, w := range works {
+		wrote = wrote || w.accepted > 0
 	}
 	if err := run.finish(); err != nil {
 		return err
@@ -180,7 +189,7 @@ func (in *intake) lockAll(tx *writeTx, parts []any) error {
 	for i, p := range parts {
 		works[i] = p.(*ingestWork)
 	}
-	return in.db.d.lockRun(tx, works)
+	return in.db.d.lockRun(tx, works, true)
 }
 
 // latestSessions remembers each recent visitor's newest session as last

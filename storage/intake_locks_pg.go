@@ -9,13 +9,22 @@ import (
 
 // lockRun takes, before a run writes anything, a transaction-scoped
 // advisory lock for every row key two instances could both write: each
-// event id (event_ids), visitor (sessions, identity links), user
-// (profiles) and credential not yet in the credentials table. They are
-// taken in one statement, in ascending order, so two instances' runs wait
-// on each other there and never deadlock later on rows they both touch
-// (docs/postgresql.md#on-postgresql). The rollups need none: each
-// instance writes its own slot.
-func (d pgDialect) lockRun(tx *writeTx, works []*ingestWork) error {
+// visitor (sessions, identity links), user (profiles), DLQ row and
+// credential not yet in the credentials table, and with ids each event id
+// (event_ids). They are taken in one statement, in ascending order, so
+// two instances' runs wait on each other there and never deadlock later
+// on rows they both touch (docs/postgresql.md#on-postgresql). The rollups
+// need none: each instance writes its own slot.
+//
+// The ids need no lock in a run that is its transaction's whole content
+// (runMerged's alone): its one dedup statement inserts them in ascending
+// order (flushRows), so of two runs sharing ids the one that waits on the
+// other's holds none of the ids it waits for, and its only other holds are
+// these locks, which the other already has. A transaction of several
+// units makes one dedup statement per unit, whose orders do not agree:
+// LockAll takes their ids here first (ids set). An import's ids are always
+// locked: it checks imported_ids row by row.
+func (d pgDialect) lockRun(tx *writeTx, works []*ingestWork, ids bool) error {
 	var keys []int64
 	add := func(kind byte, a, b string) {
 		keys = append(keys, runLockKey(kind, a, b))
@@ -24,7 +33,9 @@ func (d pgDialect) lockRun(tx *writeTx, works []*ingestWork) error {
 	for _, w := range works {
 		for i := range w.events {
 			e := &w.events[i]
-			add('e', e.SiteID, e.ID)
+			if ids || w.imported {
+				add('e', e.SiteID, e.ID)
+			}
 			add('v', e.SiteID, e.AnonID)
 			if e.UserID != nil {
 				add('u', e.SiteID, *e.UserID)
