@@ -332,3 +332,88 @@ func TestMixedBatchLocksInOneOrder(t *testing.T) {
 		t.Errorf("got %d events, want 2", n)
 	}
 }
+
+// An intake run writes its rollup tables in the order an erasure's
+// unroll locks them (daily_events, then daily_dimensions): while another
+// transaction holds a day's daily_events rows, as an unrolling erasure
+// does, the run waits there holding none of that day's daily_dimensions
+// rows, which the erasure locks next. PostgreSQL runs a statement's
+// data-modifying WITHs in an order of its own; written in one statement
+// without rollupsRows' chaining, the run locked the dimensions first and
+// the two deadlocked.
+func TestRollupsLockTablesInOrder(t *testing.T) {
+	t.Parallel()
+	onlyPostgres(t, "row locks between two transactions")
+	ctx := context.Background()
+	opts := testOptions(t, Options{Path: "rollups-order.db"})
+	db, err := Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	withSites(t, db, "s")
+	// The other instance's writer connection stands for the erasure's.
+	other, err := Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	event := func(n int) IngestEvent {
+		url := "https://a.test/p"
+		return IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), SiteID: "s", Type: "pageview",
+			AnonID: "v", URL: &url, TS: at.Add(time.Duration(n) * time.Minute), Raw: []byte(`{}`), Browser: "Firefox", Country: "FR"}
+	}
+	// The first event makes the slot rows that the second updates.
+	if _, err := db.Ingest(ctx, []IngestEvent{event(0)}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	var dims int
+	if err := db.write.QueryRowContext(ctx, `SELECT count(*) FROM daily_dimensions_slots WHERE site_id = 's' AND day = '2026-03-01'`).Scan(&dims); err != nil || dims == 0 {
+		t.Fatalf("got %d daily_dimensions_slots rows (%v), want some", dims, err)
+	}
+
+	eraser, err := other.write.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eraser.Rollback()
+	if _, err := eraser.ExecContext(ctx, `SELECT 1 FROM daily_events_slots WHERE site_id = 's' AND day = '2026-03-01' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := db.Ingest(ctx, []IngestEvent{event(1)}, nil, nil)
+		done <- err
+	}()
+	// Wait until the run waits on a row lock.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var waiting int
+		if err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH r0 AS (INSERT INTO daily_events_slots%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended (%v) without waiting for the held daily_events rows", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not come to wait on a row lock within 30 s")
+		}
+		runtime.Gosched()
+	}
+	if _, err := eraser.ExecContext(ctx, `SET LOCAL lock_timeout = '1ms'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eraser.ExecContext(ctx, `SELECT 1 FROM daily_dimensions_slots WHERE site_id = 's' AND day = '2026-03-01' FOR UPDATE`); err != nil {
+		t.Errorf("locking the day's daily_dimensions rows while the run waits: got %v, want them free (the run took them before daily_events)", err)
+	}
+	eraser.Rollback()
+	if err := <-done; err != nil {
+		t.Errorf("the run after the other transaction ended: got %v, want it stored", err)
+	}
+}

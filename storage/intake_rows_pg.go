@@ -539,7 +539,9 @@ func pgAny(v any) *string {
 
 // rollupRowsSQL adds rows to this instance's slot (the statement's
 // first argument, ?1) of table's _slots table: the next arguments are one
-// array per key column, then one per sum, in the rows' order.
+// array per key column, then one per sum, in the rows' order. %s is where
+// rollupsRows puts the condition that orders it after the table before
+// (rollupsRows); it returns a row per row written, for the next.
 func rollupRowsSQL(table string, keys, sums []string) string {
 	cols := strings.Join(keys, ", ")
 	set := make([]string, len(sums))
@@ -548,8 +550,9 @@ func rollupRowsSQL(table string, keys, sums []string) string {
 	}
 	arrays := strings.Repeat("?::text[], ", len(keys)) + strings.TrimSuffix(strings.Repeat("?::bigint[], ", len(sums)), ", ")
 	return `INSERT INTO ` + table + `_slots(` + cols + `, slot, ` + strings.Join(sums, ", ") + `)
-		SELECT ` + cols + `, ?1::smallint, ` + strings.Join(sums, ", ") + ` FROM unnest(` + arrays + `) AS u(` + cols + `, ` + strings.Join(sums, ", ") + `)
-		ON CONFLICT(` + cols + `, slot) DO UPDATE SET ` + strings.Join(set, ", ")
+		SELECT ` + cols + `, ?1::smallint, ` + strings.Join(sums, ", ") + ` FROM unnest(` + arrays + `) AS u(` + cols + `, ` + strings.Join(sums, ", ") + `)%s
+		ON CONFLICT(` + cols + `, slot) DO UPDATE SET ` + strings.Join(set, ", ") + `
+		RETURNING 1`
 }
 
 // rollupTableRows is a rollup table as rollupsRows writes it.
@@ -636,6 +639,13 @@ func (j *ingestRun) rollupsRows() error {
 	for k, n := range j.usage {
 		usage = append(usage, rollupRow{[]string{k[0], k[1]}, []int64{int64(n)}})
 	}
+	// PostgreSQL runs a statement's data-modifying WITHs in an order of
+	// its own (it ran the last first), so each table's WITH waits for the
+	// one before by reading all its rows first: the tables are then
+	// written in the order an erasure's unroll locks them (daily_events,
+	// daily_dimensions, daily_sessions), and the two cannot deadlock
+	// (TestRollupsLockTablesInOrder; without it, an erasure beside another
+	// instance's intake lost a deadlock in 3 runs of 4).
 	var with []string
 	args := []any{j.db.pg.slot}
 	for _, t := range []struct {
@@ -643,7 +653,11 @@ func (j *ingestRun) rollupsRows() error {
 		rows  []rollupRow
 	}{{dailyEventsRows, days}, {dailyDimsRows, dims}, {dailySessionsRows, sess}, {siteUsageRows, usage}} {
 		if a := rollupArgs(t.table, t.rows); a != nil {
-			with = append(with, fmt.Sprintf("r%d AS (%s)", len(with), t.table.sql))
+			after := ""
+			if n := len(with); n > 0 {
+				after = fmt.Sprintf("\n\t\tWHERE (SELECT count(*) FROM r%d) >= 0", n-1)
+			}
+			with = append(with, fmt.Sprintf("r%d AS (%s)", len(with), fmt.Sprintf(t.table.sql, after)))
 			args = append(args, a...)
 		}
 	}
