@@ -1,0 +1,193 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// visitRows prints every session with its visit, sorted, leaving out
+// only the row ids, which differ by the order of inserts.
+func visitRows(t *testing.T, db *DB) string {
+	t.Helper()
+	rows, err := db.read.Query(`SELECT site_id, anon_id, started_at, ended_at, event_count, user_id, entry_page, exit_page, pageviews,
+		referrer, source, utm_source, utm_campaign, country, browser, os, device, entry_ms, exit_ms, referrer_ms, visit_ready
+		FROM sessions ORDER BY site_id, anon_id, started_ms`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var b strings.Builder
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range vals {
+			if s, ok := v.([]byte); ok {
+				vals[i] = string(s)
+			}
+		}
+		fmt.Fprintln(&b, vals...)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// One run holds the events of many visitors in every case a visitor's
+// sessions can be in: new visitors, visitors returning in order, events
+// that bridge two stored sessions, that move a session's start earlier,
+// that join a long session starting more than 30 minutes before them,
+// that lie before all of a visitor's sessions or among many of them in
+// several clusters, at the very millisecond a stored session starts, and
+// one anon id on two sites. The sessions, their visits and the daily
+// rollups come out as when every event is stored alone in time order on
+// SQLite, and as the rule computes them; on PostgreSQL that run reads and
+// writes its sessions a statement for all visitors (intake_sessions_pg.go).
+func TestSessionsOfManyVisitorsInOneRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	n := 0
+	event := func(site, anon string, at time.Time, page string) IngestEvent {
+		n++
+		url := "https://example.com" + page
+		e := IngestEvent{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), SiteID: site, Type: "pageview", AnonID: anon,
+			TS: at, URL: &url, Raw: []byte(`{}`), Country: "DE", Browser: "Firefox", OS: "Linux", DeviceType: "desktop"}
+		if n%3 == 0 {
+			e.Type, e.URL = "signup", nil
+		}
+		if n%4 == 0 {
+			ref := fmt.Sprintf("https://ref%d.example/post", n%7)
+			e.Referrer = &ref
+		}
+		return e
+	}
+	var history, run []IngestEvent
+	m := time.Minute
+	for v := range 48 {
+		site, anon := "s", fmt.Sprintf("v%02d", v)
+		if v%9 == 8 {
+			site, anon = "t", fmt.Sprintf("v%02d", v-1) // the anon id of the previous visitor, on another site
+		}
+		at := func(d time.Duration) time.Time { return base.Add(d + time.Duration(v)*time.Second) }
+		hist := func(ds ...time.Duration) {
+			for _, d := range ds {
+				history = append(history, event(site, anon, at(d), fmt.Sprintf("/h%d", len(history)%5)))
+			}
+		}
+		now := func(ds ...time.Duration) {
+			for _, d := range ds {
+				run = append(run, event(site, anon, at(d), fmt.Sprintf("/r%d?utm_source=mail&utm_campaign=c%d", len(run)%3, v)))
+			}
+		}
+		switch v % 8 {
+		case 0: // new
+			now(0, 10*m)
+		case 1: // in order, one of them at the newest session's start to the millisecond
+			hist(-20*m, -10*m)
+			now(-20*m, -5*m, 2*m)
+		case 2: // bridges two sessions 50 minutes apart, then starts a third
+			hist(-120*m, -70*m)
+			now(-95*m, 0)
+		case 3: // before every session, and moving one's start earlier
+			hist(0, 5*m)
+			now(-72*time.Hour, -10*m)
+		case 4: // among ten sessions, in four clusters, bridging twice
+			for k := range 10 {
+				hist(time.Duration(k-10) * 50 * m)
+			}
+			now(-375*m, -360*m, -150*m+25*m, 10*m, 24*time.Hour)
+		case 5: // far after its newest session
+			hist(-48*time.Hour, -47*time.Hour)
+			now(0)
+		case 6: // history only: untouched by the run
+			hist(-30*m, -25*m)
+		case 7: // inside a long session that starts before the events' cluster does
+			hist(-200*m, -180*m, -160*m, -140*m, -120*m, -60*m, -50*m)
+			now(-100 * m)
+		}
+	}
+	if len(run) < 60 {
+		t.Fatalf("got %d events in the run, want 60 or more", len(run))
+	}
+	rng := rand.New(rand.NewPCG(3, 9))
+	rng.Shuffle(len(run), func(i, j int) { run[i], run[j] = run[j], run[i] })
+
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	withSites(t, db, "s", "t")
+	// The history a request per visitor, in time order within it.
+	byVisitor := map[string][]IngestEvent{}
+	var visitors []string
+	for _, e := range history {
+		k := e.SiteID + "/" + e.AnonID
+		if byVisitor[k] == nil {
+			visitors = append(visitors, k)
+		}
+		byVisitor[k] = append(byVisitor[k], e)
+	}
+	for _, k := range visitors {
+		if _, err := db.Ingest(ctx, byVisitor[k], nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The run: one request, so one intake run.
+	if _, err := db.Ingest(ctx, run, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	ref := openSQLite(t, filepath.Join(t.TempDir(), "ref.db"))
+	withSites(t, ref, "s", "t")
+	all := append(slices.Clone(history), run...)
+	inOrder := slices.Clone(all)
+	slices.SortStableFunc(inOrder, func(a, b IngestEvent) int { return a.TS.Compare(b.TS) })
+	for _, e := range inOrder {
+		if _, err := ref.Ingest(ctx, []IngestEvent{e}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if got, want := visitRows(t, db), visitRows(t, ref); got != want {
+		t.Errorf("got sessions\n%s\nwant (each event alone, in order, on SQLite)\n%s", got, want)
+	}
+	got, want := twoInstancesAnswers(t, db), twoInstancesAnswers(t, ref)
+	for _, name := range []string{"sessions", "visits", "events", "usage"} {
+		if got[name] != want[name] {
+			t.Errorf("%s: got\n%s\nwant (each event alone, in order, on SQLite)\n%s", name, got[name], want[name])
+		}
+	}
+	// And as the rule says, each visitor of each site apart.
+	keyed := make([]IngestEvent, len(all))
+	for i, e := range all {
+		keyed[i] = IngestEvent{AnonID: e.SiteID + "/" + e.AnonID, TS: e.TS}
+	}
+	rows, err := db.read.Query(`SELECT site_id || '/' || anon_id, started_at, ended_at, event_count FROM sessions`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []sessionRow
+	for rows.Next() {
+		var r sessionRow
+		if err := rows.Scan(&r.anon, &r.start, &r.end, &r.count); err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, r)
+	}
+	rows.Close()
+	sortSessions(stored)
+	if rule := expectedSessions(keyed); !slices.Equal(stored, rule) {
+		t.Errorf("got sessions %v, want %v", stored, rule)
+	}
+}
