@@ -191,3 +191,82 @@ func TestSessionsOfManyVisitorsInOneRun(t *testing.T) {
 		t.Errorf("got sessions %v, want %v", stored, rule)
 	}
 }
+
+// The set-based statements of a run read and write sessions by index,
+// however many rows the table holds: each visitor's newest session and
+// the sessions near its events by (site_id, anon_id, started_ms), the
+// updates and deletes by id (docs/postgresql.md#intake).
+func TestSessionSetsUseIndexes(t *testing.T) {
+	t.Parallel()
+	onlyPostgres(t, "PostgreSQL's plans of its set-based statements")
+	ctx := context.Background()
+	db := openTest(t, filepath.Join(t.TempDir(), "a.db"))
+	// 2,000 visitors of 10 sessions each, an hour apart.
+	if _, err := db.write.ExecContext(ctx, `INSERT INTO sessions(site_id, anon_id, start_text, end_text, start_ms, duration_ms, event_count, pageviews, visit_ready)
+		SELECT 's', 'v' || (n / 10), '', '', 1767225600000 + (n % 10) * 3600000, 60000, 2, 1, 1 FROM generate_series(0, 19999) n`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.write.ExecContext(ctx, `ANALYZE sessions`); err != nil {
+		t.Fatal(err)
+	}
+	var sites, anons []string
+	var clusterOf, floors, ceils, ids []int64
+	for v := range 100 {
+		sites, anons = append(sites, "s"), append(anons, fmt.Sprintf("v%d", v*17))
+		clusterOf = append(clusterOf, int64(v+1))
+		floors, ceils = append(floors, 1767225600000+3*3600000-1800000), append(ceils, 1767225600000+3*3600000+1800000)
+		ids = append(ids, int64(v*173+1))
+	}
+	var visitArrays []any
+	for _, name := range visitStoredNames {
+		if visitStoredInts[name] {
+			visitArrays = append(visitArrays, make([]*int64, len(ids)))
+		} else {
+			visitArrays = append(visitArrays, make([]*string, len(ids)))
+		}
+	}
+	counts := make([]int64, len(ids))
+	users := make([]*string, len(ids))
+	for _, c := range []struct {
+		name, query string
+		args        []any
+		index       string
+	}{
+		{"load", loadSessionSetsSQL, []any{sites, anons, clusterOf, floors, ceils}, "sessions_site_anon_start"},
+		{"update", updateSessionSetsSQL(false), append([]any{ids, counts, counts, users}, visitArrays...), "sessions_pkey"},
+		{"update with start", updateSessionSetsSQL(true), append([]any{ids, counts, counts, users, counts}, visitArrays...), "sessions_pkey"},
+		{"delete", `DELETE FROM sessions WHERE id = ANY(?::bigint[])`, []any{ids}, "sessions_pkey"},
+	} {
+		rows, err := db.write.QueryContext(ctx, `EXPLAIN `+c.query, c.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, strings.TrimSpace(line))
+		}
+		rows.Close()
+		text := strings.Join(plan, "\n")
+		if strings.Contains(text, "Seq Scan on sessions") || !strings.Contains(text, c.index) {
+			t.Errorf("%s: got plan\n%s\nwant the index %s and no scan of sessions", c.name, text, c.index)
+		}
+	}
+}
+
+// Only the update of a session whose start moved sets the columns the
+// indexes of started_ms depend on (see prepareIngest).
+func TestSessionSetUpdateLeavesTheStartAlone(t *testing.T) {
+	t.Parallel()
+	for _, start := range []bool{false, true} {
+		set, _, _ := strings.Cut(updateSessionSetsSQL(start), " FROM ")
+		for _, col := range []string{"start_ms =", "start_text =", "end_text ="} {
+			if got := strings.Contains(set, col); got != start {
+				t.Errorf("start %v: got %q setting %s: %v, want %v", start, set, col, got, start)
+			}
+		}
+	}
+}
