@@ -79,21 +79,39 @@ const (
 // before floor, only the latest, kept if it ends at floor or later: that
 // LIMIT 1 bounds the rows read as readSessions' early stop does, since
 // every older one ends more than sessionGap before it starts.
+//
+// Each read of sessions names the visitor by a range of anon_id of one
+// value, and orders by anon_id too, so that only the index on (site_id,
+// anon_id, started_ms) gives its rows in order without a sort (with
+// anon_id = the planner drops anon_id from the order, which the equality
+// fixes), and the statement runs with sorts off (plansByIndex). Otherwise
+// the planner may take the index on (site_id, started_ms), filtering on
+// anon_id, which reads all of the site's sessions for a visitor without
+// any: it did on a young table never analyzed, and kept that plan; the
+// read then cost 15 ms a run of single events in BenchmarkInstances
+// instead of 0.1 ms.
 var loadSessionSetsSQL = `WITH v AS (SELECT * FROM unnest(?::text[], ?::text[]) WITH ORDINALITY AS v(site, anon, g)),
 	n AS (SELECT v.g, v.site, v.anon, s.* FROM v CROSS JOIN LATERAL (SELECT ` + sessionSetColumns + ` FROM sessions
-		WHERE site_id = v.site AND anon_id = v.anon ORDER BY started_ms DESC LIMIT 1) s),
+		WHERE site_id = v.site AND ` + visitorRange("v.anon") + ` ORDER BY anon_id DESC, started_ms DESC LIMIT 1) s),
 	c AS (SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::bigint[]) WITH ORDINALITY AS c(g, floor_ms, ceil_ms, k))
 	SELECT g, 0::bigint AS k, ` + sessionSetOut + ` FROM n
 	UNION ALL
 	SELECT c.g, c.k, r.* FROM c JOIN n ON n.g = c.g AND n.started_ms > c.floor_ms + ` + strconv.FormatInt(sessionGap.Milliseconds(), 10) + `
 	CROSS JOIN LATERAL (
 		(SELECT ` + sessionSetColumns + ` FROM sessions
-			WHERE site_id = n.site AND anon_id = n.anon AND started_ms >= c.floor_ms AND started_ms <= c.ceil_ms)
+			WHERE site_id = n.site AND ` + visitorRange("n.anon") + ` AND started_ms >= c.floor_ms AND started_ms <= c.ceil_ms
+			ORDER BY anon_id DESC, started_ms DESC)
 		UNION ALL
 		(SELECT * FROM (SELECT ` + sessionSetColumns + ` FROM sessions
-			WHERE site_id = n.site AND anon_id = n.anon AND started_ms < c.floor_ms ORDER BY started_ms DESC LIMIT 1) p
+			WHERE site_id = n.site AND ` + visitorRange("n.anon") + ` AND started_ms < c.floor_ms ORDER BY anon_id DESC, started_ms DESC LIMIT 1) p
 			WHERE p.ended_ms >= c.floor_ms)) r
 	ORDER BY g, k, started_ms DESC`
+
+// visitorRange is the condition that anon_id is anon, as a range (see
+// loadSessionSetsSQL); anon_id's collation "C" makes it equality.
+func visitorRange(anon string) string {
+	return `anon_id >= ` + anon + ` AND anon_id <= ` + anon
+}
 
 // visitStoredNames are visitStoredColumns one by one, and
 // visitStoredInts marks those of integer type: the arrays that carry a
@@ -146,13 +164,52 @@ func updateSessionSetsSQL(start bool) string {
 	return `UPDATE sessions s SET ` + strings.Join(set, ", ") + ` FROM ` + unnestSQL(lead...) + ` WHERE s.id = v.id`
 }
 
+// plansByIndex and plansAsUsual bracket a run's session statements in
+// its transaction. While a table is young and never analyzed (autovacuum
+// analyzes it a minute or so after its first 50 changes: on a new
+// database, in BenchmarkInstances) the planner does not know how few rows
+// a visitor or an id selects: it read a visitor's sessions by (site_id,
+// started_ms), through all the site's sessions, and updated and deleted
+// by a scan of the whole table; the writer keeps the plan made for a
+// statement's sixth run (a generic plan), so such a plan stays as the
+// table grows, until autovacuum analyzes it. With sorts off (see
+// loadSessionSetsSQL) and sequential scans off, the plan by the right
+// index is the only one left that needs neither; a disabled plan is still
+// made where nothing else can do, so nothing fails
+// (TestSessionSetsUseIndexes). A disabled plan's cost counts 10^10 more,
+// and the read always sorts its rows at the end, so JIT is off too: past
+// jit_above_cost PostgreSQL compiled the read at each run (4.6 s in one
+// EXPLAIN ANALYZE).
+// Each is one round trip (without arguments the driver sends the
+// settings as one simple query), measured on the dev cluster at a load
+// of 8 to 12 at about 22 us of PostgreSQL CPU and 33 us of Tally's. The
+// settings must not outlast the session statements: a group commit's
+// transaction may run other jobs after this run, whose plans they would
+// change.
+const (
+	plansByIndex = `SET LOCAL enable_sort = off; SET LOCAL enable_seqscan = off; SET LOCAL jit = off`
+	plansAsUsual = `SET LOCAL enable_sort TO DEFAULT; SET LOCAL enable_seqscan TO DEFAULT; SET LOCAL jit TO DEFAULT`
+)
+
 // sessionSets assigns the events of every visitor of the run to sessions,
 // as sessions does one visitor's: one read for all, the merge of each,
-// then the writes of all.
+// then the writes of all, between plansByIndex and plansAsUsual.
 func (j *ingestRun) sessionSets() error {
 	if len(j.order) == 0 {
 		return nil
 	}
+	if _, err := j.tx.Exec(plansByIndex); err != nil {
+		return fmt.Errorf("sessions: %w", err)
+	}
+	err := j.writeSessionSets()
+	if _, reset := j.tx.Exec(plansAsUsual); err == nil && reset != nil {
+		err = fmt.Errorf("sessions: %w", reset)
+	}
+	return err
+}
+
+// writeSessionSets is sessionSets' work.
+func (j *ingestRun) writeSessionSets() error {
 	lists, err := j.loadSessionSets()
 	if err != nil {
 		return err
