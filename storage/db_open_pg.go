@@ -114,6 +114,10 @@ func openPG(ctx context.Context, opts Options) (*DB, error) {
 		// pgx has no LastInsertId: new sessions' ids come back by RETURNING.
 		err = db.ingest.prepareSessionReturning(ctx, write)
 	}
+	if err == nil {
+		// A run's sessions a statement for all its visitors (intake_sessions_pg.go).
+		err = db.ingest.prepareSessionSet(ctx, write)
+	}
 	if err != nil {
 		db.pg.slotHold.Close()
 		read.Close()

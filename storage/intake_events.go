@@ -119,6 +119,10 @@ type ingestStmts struct {
 	insertSession  *sql.Stmt
 	insertSessions [7]*sql.Stmt
 	returning      bool
+	// set, prepared only by prepareSessionSet (PostgreSQL), reads and
+	// writes a run's sessions a statement for all its visitors
+	// (intake_sessions_pg.go).
+	set *sessionSetStmts
 }
 
 // prepareSessionReturning makes intake read new sessions' ids back with
@@ -496,6 +500,12 @@ func (j *ingestRun) finish() error {
 	if err := j.writeProfiles(); err != nil {
 		return err
 	}
+	if j.db.ingest.set != nil {
+		if err := j.sessionSets(); err != nil {
+			return err
+		}
+		return j.rollups()
+	}
 	for _, g := range j.order {
 		if err := j.sessions(g[0], g[1], j.groups[g]); err != nil {
 			return err
@@ -553,40 +563,9 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 			return err
 		}
 	}
-
-	for _, e := range events {
-		ts := e.TS.Truncate(time.Millisecond)
-		var into *session
-		for _, s := range list {
-			if s.deleted || ts.Before(s.start.Add(-sessionGap)) || ts.After(s.end.Add(sessionGap)) {
-				continue
-			}
-			if err := j.ready(site, anon, s); err != nil {
-				return err
-			}
-			if into == nil {
-				into = s
-				into.start, into.end = minTime(into.start, ts), maxTime(into.end, ts)
-				into.count++
-			} else { // the event bridges two sessions: fold s into the first
-				into.start, into.end = minTime(into.start, s.start), maxTime(into.end, s.end)
-				into.count += s.count
-				if into.userID == nil {
-					into.userID = s.userID
-				}
-				into.visit.merge(s.visit)
-				s.deleted = true
-			}
-			into.dirty = true
-		}
-		if into == nil {
-			into = &session{start: ts, end: ts, count: 1, dirty: true, visit: newVisit()}
-			list = append(list, into)
-		}
-		into.visit.add(e, ts)
-		if e.UserID != nil && into.userID == nil {
-			into.userID = e.UserID
-		}
+	list, err := j.assign(site, anon, events, list)
+	if err != nil {
+		return err
 	}
 	for _, s := range list {
 		if s.orig != nil && (s.deleted || s.dirty) {
@@ -644,6 +623,50 @@ func (j *ingestRun) sessions(site, anon string, events []*IngestEvent) error {
 		j.memoNew = append(j.memoNew, newSession{site, anon, key, newest})
 	}
 	return nil
+}
+
+// assign merges events (of one site and anon id) into list, the
+// visitor's sessions as loaded that the events can touch: an event within
+// sessionGap of a session joins it, one that bridges two sessions folds
+// the other into the first of them in list's order (marked deleted), which
+// keeps its id. It returns list with the sessions the events start (id 0);
+// the changed ones are dirty.
+func (j *ingestRun) assign(site, anon string, events []*IngestEvent, list []*session) ([]*session, error) {
+	for _, e := range events {
+		ts := e.TS.Truncate(time.Millisecond)
+		var into *session
+		for _, s := range list {
+			if s.deleted || ts.Before(s.start.Add(-sessionGap)) || ts.After(s.end.Add(sessionGap)) {
+				continue
+			}
+			if err := j.ready(site, anon, s); err != nil {
+				return nil, err
+			}
+			if into == nil {
+				into = s
+				into.start, into.end = minTime(into.start, ts), maxTime(into.end, ts)
+				into.count++
+			} else { // the event bridges two sessions: fold s into the first
+				into.start, into.end = minTime(into.start, s.start), maxTime(into.end, s.end)
+				into.count += s.count
+				if into.userID == nil {
+					into.userID = s.userID
+				}
+				into.visit.merge(s.visit)
+				s.deleted = true
+			}
+			into.dirty = true
+		}
+		if into == nil {
+			into = &session{start: ts, end: ts, count: 1, dirty: true, visit: newVisit()}
+			list = append(list, into)
+		}
+		into.visit.add(e, ts)
+		if e.UserID != nil && into.userID == nil {
+			into.userID = e.UserID
+		}
+	}
+	return list, nil
 }
 
 // newSession is a session a run creates, of the visitor key (site, anon).
@@ -814,15 +837,10 @@ func (j *ingestRun) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) (
 	defer rows.Close()
 	var list []*session
 	for rows.Next() {
-		j.db.hooks.sessionRowsRead.Add(1)
-		s := &session{}
-		var start, end int64
-		var vs visitScan
-		if err := rows.Scan(append([]any{&s.id, &start, &end, &s.textTimes, &s.count, &s.userID}, vs.dests()...)...); err != nil {
+		s, err := j.scanSession(rows)
+		if err != nil {
 			return nil, err
 		}
-		s.start, s.end = msTime(start), msTime(end)
-		s.visit = vs.visit(s.start, s.end, s.count)
 		if s.end.Before(floor) {
 			break
 		}
@@ -832,6 +850,22 @@ func (j *ingestRun) readSessions(stmt *sql.Stmt, floor time.Time, args ...any) (
 		}
 	}
 	return list, rows.Err()
+}
+
+// scanSession reads a row of sessionReadColumns, after the scan
+// destinations lead gives the row's first columns.
+func (j *ingestRun) scanSession(rows *sql.Rows, lead ...any) (*session, error) {
+	j.db.hooks.sessionRowsRead.Add(1)
+	s := &session{}
+	var start, end int64
+	var vs visitScan
+	dests := append(lead, &s.id, &start, &end, &s.textTimes, &s.count, &s.userID)
+	if err := rows.Scan(append(dests, vs.dests()...)...); err != nil {
+		return nil, err
+	}
+	s.start, s.end = msTime(start), msTime(end)
+	s.visit = vs.visit(s.start, s.end, s.count)
+	return s, nil
 }
 
 // sessionDelta adds (sign 1) or removes (sign -1) s's contribution to the

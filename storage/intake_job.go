@@ -131,7 +131,9 @@ func (in *intake) runMerged(tx *writeTx, parts []any, alone bool) error {
 		sessDays: map[[2]string]*sessionDelta{}, groups: map[[2]string][]*IngestEvent{}, linked: map[[3]string]bool{},
 		hours: map[[2]string]bool{}}
 	// The memo holds only while no other writer can change a session
-	// between two transactions: on PostgreSQL other instances can.
+	// between two transactions: on PostgreSQL other instances can, and a
+	// run reads all its visitors' sessions in one statement instead
+	// (intake_sessions_pg.go).
 	if alone && db.d.SoleWriter() {
 		if !in.memo.current(tx) {
 			in.memo.clear()
