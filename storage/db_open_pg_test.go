@@ -40,6 +40,15 @@ func TestPostgresOpen(t *testing.T) {
 		if commit != "on" {
 			t.Errorf("read pool: got synchronous_commit %s, want the server's default on", commit)
 		}
+		for name, pool := range map[string]*sql.DB{"writer": db.write, "read pool": db.read} {
+			var jit string
+			if err := pool.QueryRowContext(ctx, `SHOW jit`).Scan(&jit); err != nil {
+				t.Fatal(err)
+			}
+			if jit != "off" {
+				t.Errorf("%s: got jit %s, want off (docs/postgresql.md#reads-at-10m)", name, jit)
+			}
+		}
 		if err := db.Ping(ctx); err != nil {
 			t.Errorf("Ping: %v", err)
 		}
@@ -61,6 +70,30 @@ func TestPostgresOpen(t *testing.T) {
 		if open, _ := db.PoolStats(); open != 0 {
 			t.Errorf("after Close: got %d connections open, want 0", open)
 		}
+	}
+}
+
+// An operator's jit in DATABASE_URL wins over Tally's off
+// (docs/postgresql.md#reads-at-10m).
+func TestPostgresJITFromURL(t *testing.T) {
+	t.Parallel()
+	url := dbtest.SharedDatabase(t, "")
+	ctx := context.Background()
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	db, err := Open(ctx, Options{DatabaseURL: url + sep + "jit=on", ReadConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var jit string
+	if err := db.read.QueryRowContext(ctx, `SHOW jit`).Scan(&jit); err != nil {
+		t.Fatal(err)
+	}
+	if jit != "on" {
+		t.Errorf("got jit %s with jit=on in the URL, want on", jit)
 	}
 }
 

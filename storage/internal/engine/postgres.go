@@ -61,6 +61,15 @@ func PostgresURLs(database string, durability Durability) (write, read string, e
 	if !q.Has("application_name") {
 		q.Set("application_name", "tally")
 	}
+	// JIT compiles the expressions of any plan costed above
+	// jit_above_cost: for a scan of 30 days of visits under three
+	// filters at 10M events it spent 153 ms compiling and ran the scan
+	// slower (1,508 ms against 819 without, docs/postgresql.md#reads-at-10m).
+	// Tally's statements are short and repeated, so it never pays; an
+	// operator who wants it sets jit in DATABASE_URL.
+	if !q.Has("jit") {
+		q.Set("jit", "off")
+	}
 	u.RawQuery = q.Encode()
 	read = u.String()
 	// synchronous_commit follows DURABILITY, for the writer only: reads
