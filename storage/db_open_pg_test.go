@@ -48,6 +48,13 @@ func TestPostgresOpen(t *testing.T) {
 			if jit != "off" {
 				t.Errorf("%s: got jit %s, want off (docs/postgresql.md#reads-at-10m)", name, jit)
 			}
+			var workers string
+			if err := pool.QueryRowContext(ctx, `SHOW max_parallel_workers_per_gather`).Scan(&workers); err != nil {
+				t.Fatal(err)
+			}
+			if workers != "0" {
+				t.Errorf("%s: got max_parallel_workers_per_gather %s, want 0 (docs/postgresql.md#reads-at-10m)", name, workers)
+			}
 		}
 		if err := db.Ping(ctx); err != nil {
 			t.Errorf("Ping: %v", err)
@@ -73,8 +80,8 @@ func TestPostgresOpen(t *testing.T) {
 	}
 }
 
-// An operator's jit in DATABASE_URL wins over Tally's off
-// (docs/postgresql.md#reads-at-10m).
+// An operator's jit and max_parallel_workers_per_gather in DATABASE_URL
+// win over Tally's (docs/postgresql.md#reads-at-10m).
 func TestPostgresJITFromURL(t *testing.T) {
 	t.Parallel()
 	url := dbtest.SharedDatabase(t, "")
@@ -83,7 +90,7 @@ func TestPostgresJITFromURL(t *testing.T) {
 	if strings.Contains(url, "?") {
 		sep = "&"
 	}
-	db, err := Open(ctx, Options{DatabaseURL: url + sep + "jit=on", ReadConns: 1})
+	db, err := Open(ctx, Options{DatabaseURL: url + sep + "jit=on&max_parallel_workers_per_gather=2", ReadConns: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +101,13 @@ func TestPostgresJITFromURL(t *testing.T) {
 	}
 	if jit != "on" {
 		t.Errorf("got jit %s with jit=on in the URL, want on", jit)
+	}
+	var workers string
+	if err := db.read.QueryRowContext(ctx, `SHOW max_parallel_workers_per_gather`).Scan(&workers); err != nil {
+		t.Fatal(err)
+	}
+	if workers != "2" {
+		t.Errorf("got max_parallel_workers_per_gather %s with 2 in the URL, want 2", workers)
 	}
 }
 
