@@ -40,6 +40,22 @@ func TestPostgresOpen(t *testing.T) {
 		if commit != "on" {
 			t.Errorf("read pool: got synchronous_commit %s, want the server's default on", commit)
 		}
+		for name, pool := range map[string]*sql.DB{"writer": db.write, "read pool": db.read} {
+			var jit string
+			if err := pool.QueryRowContext(ctx, `SHOW jit`).Scan(&jit); err != nil {
+				t.Fatal(err)
+			}
+			if jit != "off" {
+				t.Errorf("%s: got jit %s, want off (docs/postgresql.md#reads-at-10m)", name, jit)
+			}
+			var workers string
+			if err := pool.QueryRowContext(ctx, `SHOW max_parallel_workers_per_gather`).Scan(&workers); err != nil {
+				t.Fatal(err)
+			}
+			if workers != "0" {
+				t.Errorf("%s: got max_parallel_workers_per_gather %s, want 0 (docs/postgresql.md#reads-at-10m)", name, workers)
+			}
+		}
 		if err := db.Ping(ctx); err != nil {
 			t.Errorf("Ping: %v", err)
 		}
@@ -61,6 +77,37 @@ func TestPostgresOpen(t *testing.T) {
 		if open, _ := db.PoolStats(); open != 0 {
 			t.Errorf("after Close: got %d connections open, want 0", open)
 		}
+	}
+}
+
+// An operator's jit and max_parallel_workers_per_gather in DATABASE_URL
+// win over Tally's (docs/postgresql.md#reads-at-10m).
+func TestPostgresJITFromURL(t *testing.T) {
+	t.Parallel()
+	url := dbtest.SharedDatabase(t, "")
+	ctx := context.Background()
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	db, err := Open(ctx, Options{DatabaseURL: url + sep + "jit=on&max_parallel_workers_per_gather=2", ReadConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var jit string
+	if err := db.read.QueryRowContext(ctx, `SHOW jit`).Scan(&jit); err != nil {
+		t.Fatal(err)
+	}
+	if jit != "on" {
+		t.Errorf("got jit %s with jit=on in the URL, want on", jit)
+	}
+	var workers string
+	if err := db.read.QueryRowContext(ctx, `SHOW max_parallel_workers_per_gather`).Scan(&workers); err != nil {
+		t.Fatal(err)
+	}
+	if workers != "2" {
+		t.Errorf("got max_parallel_workers_per_gather %s with 2 in the URL, want 2", workers)
 	}
 }
 

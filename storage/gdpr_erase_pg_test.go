@@ -282,3 +282,45 @@ func BenchmarkVacuumAfterErasure(b *testing.B) {
 	}
 	b.ReportMetric(float64(erase.Milliseconds())/float64(b.N), "erase-ms/op")
 }
+
+// After an erasure on PostgreSQL, its VACUUM has run once over each table
+// that held the subject's rows (eraseVacuum, docs/gdpr.md).
+func TestEraseSubjectVacuumsItsTables(t *testing.T) {
+	t.Parallel()
+	onlyPostgres(t, "VACUUM after an erasure is PostgreSQL's")
+	ctx := context.Background()
+	db := openTest(t, "erase-vacuum.db")
+	withSites(t, db, "s")
+	f := &eraseFixture{t: t, db: db}
+	f.send("a", nil, 5, false)
+	f.send("v", nil, 2, false)
+	counts := func() map[string]int64 {
+		got := map[string]int64{}
+		rows, err := db.read.QueryContext(ctx, `SELECT relname, vacuum_count FROM pg_stat_user_tables
+			WHERE relname IN ('events', 'event_pages', 'sessions')`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var n int64
+			if err := rows.Scan(&name, &n); err != nil {
+				t.Fatal(err)
+			}
+			got[name] = n
+		}
+		return got
+	}
+	before := counts()
+	site, _ := db.Site("s")
+	if _, err := db.EraseSubject(ctx, Actor{Kind: ActorSystem}, site, Subject{AnonID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	after := counts()
+	for _, table := range []string{"events", "event_pages", "sessions"} {
+		if got, want := after[table], before[table]+1; got != want {
+			t.Errorf("%s: got vacuum_count %d after the erasure, want %d", table, got, want)
+		}
+	}
+}

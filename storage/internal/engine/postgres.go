@@ -61,6 +61,28 @@ func PostgresURLs(database string, durability Durability) (write, read string, e
 	if !q.Has("application_name") {
 		q.Set("application_name", "tally")
 	}
+	// JIT compiles the expressions of any plan costed above
+	// jit_above_cost: for a scan of 30 days of visits under three
+	// filters at 10M events it spent 153 ms compiling and ran the scan
+	// slower (1,508 ms against 819 without, docs/postgresql.md#reads-at-10m).
+	// Tally's statements are short and repeated, so it never pays; an
+	// operator who wants it sets jit in DATABASE_URL.
+	if !q.Has("jit") {
+		q.Set("jit", "off")
+	}
+	// No parallel query: a parallel plan wins PostgreSQL's costing when
+	// random heap reads look dear, and then starts workers for a read
+	// that an index answers with a third of the pages. Three visit filters
+	// over 30 days at 1M events: a Parallel Seq Scan of sessions, 9,552
+	// buffers and two workers, against a Bitmap Heap Scan, 3,475 buffers,
+	// without (172-295 ms against 131-172 over HTTP, interleaved, load
+	// 12-15 on 2 cores; docs/postgresql.md#reads-at-10m). Dashboards send
+	// several reads at once, each worker a process of its own; an operator
+	// with idle cores to spare sets max_parallel_workers_per_gather in
+	// DATABASE_URL.
+	if !q.Has("max_parallel_workers_per_gather") {
+		q.Set("max_parallel_workers_per_gather", "0")
+	}
 	u.RawQuery = q.Encode()
 	read = u.String()
 	// synchronous_commit follows DURABILITY, for the writer only: reads
