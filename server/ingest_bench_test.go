@@ -159,6 +159,7 @@ func load(b *testing.B, url string, requests, perRequest int, rate float64) (lat
 	var next atomic.Int64
 	var failed atomic.Int64
 	var wg sync.WaitGroup
+	cpu0 := processCPU()
 	start := time.Now()
 	b.ResetTimer()
 	for range benchConns {
@@ -196,11 +197,28 @@ func load(b *testing.B, url string, requests, perRequest int, rate float64) (lat
 	}
 	wg.Wait()
 	elapsed = time.Since(start)
+	loadCPU = processCPU() - cpu0
 	b.StopTimer()
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%d of %d requests failed", n, requests)
 	}
 	return lat, elapsed
+}
+
+// loadCPU is the process's CPU time (user and system) during the last load:
+// server and load generator together, whose share a shared machine's load
+// moves far less than it moves wall time.
+var loadCPU time.Duration
+
+// within is the percentage of ds at most d.
+func within(ds []time.Duration, d time.Duration) float64 {
+	n := 0
+	for _, x := range ds {
+		if x <= d {
+			n++
+		}
+	}
+	return 100 * float64(n) / float64(max(1, len(ds)))
 }
 
 func percentile(ds []time.Duration, p float64) float64 {
@@ -214,8 +232,10 @@ func percentile(ds []time.Duration, p float64) float64 {
 
 func report(b *testing.B, bt *benchTarget, lat []time.Duration, elapsed time.Duration, events int) {
 	b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(loadCPU.Microseconds())/float64(events), "cpu_us/event")
 	b.ReportMetric(percentile(lat, 0.50), "p50_ms")
 	b.ReportMetric(percentile(lat, 0.99), "p99_ms")
+	b.ReportMetric(within(lat, 5*time.Millisecond), "within_5ms_%")
 	bt.mu.Lock()
 	b.ReportMetric(percentile(bt.handler, 0.99), "server_p99_ms")
 	bt.mu.Unlock()

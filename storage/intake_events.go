@@ -110,7 +110,7 @@ const insertEventSQL = `INSERT INTO events(id_text, site_id, type, url, ts, anon
 
 // ingestStmts are prepared once on the write connection.
 type ingestStmts struct {
-	dedup, insertEvent, insertFirstEvent, link, profileTraits, profile, newestSession, loadSessions, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
+	dedup, insertEvent, insertFirstEvent, link, profileTraits, profile, hasSession, newestSession, loadSessions, updateSession, updateSessionEnd, updateSessionTail, deleteSession,
 	dailyEvents, dailySessions, usage, dlq, dailyDims, dropPartials, credentialCode, newCredential, imported, engage *sql.Stmt
 	// insertSession inserts one session; its id is the result's
 	// LastInsertId. insertSessions[k], prepared only by
@@ -189,6 +189,7 @@ func prepareIngest(ctx context.Context, db *sql.DB, d dialect, slot int, oldLink
 		{&s.profileTraits, `SELECT traits FROM user_profiles WHERE site_id = ? AND user_id = ?`},
 		{&s.profile, `INSERT INTO user_profiles(site_id, user_id, traits, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT(site_id, user_id) DO UPDATE SET traits = excluded.traits, updated_at = excluded.updated_at`},
+		{&s.hasSession, hasSessionSQL},
 		{&s.newestSession, newestSessionSQL},
 		{&s.loadSessions, loadSessionsSQL},
 		// Setting start_ms (or start_text), even to its own value, rewrites
@@ -787,6 +788,21 @@ func (j *ingestRun) loadSessions(site, anon string, events []*IngestEvent) ([]*s
 			orig := *s
 			s.orig = &orig
 			list = append(list, s)
+		}
+	}
+	if !j.db.setRows() {
+		// Most visitors the memo lacks are new. On SQLite a one-column
+		// probe tells so for a fraction of the full read: the driver builds
+		// every result column's name and declared type per query, 29 for a
+		// session's read (docs/benchmarks.md: about 20,000 instructions per
+		// event less in the collector's benchmark). On PostgreSQL it would
+		// be one more round trip for a known visitor.
+		var one int
+		switch err := j.stmt(j.db.ingest.hasSession).QueryRow(site, anon).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("load sessions: %w", err)
 		}
 	}
 	newest, err := j.readSessions(j.db.ingest.newestSession, time.Time{}, site, anon)

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -145,12 +146,7 @@ func storedRaw(raw []byte, f rawFields, ts, received string) (stored any, receiv
 		return string(raw), received
 	}
 	s := replaceValues(raw, f)
-	keyed := s
-	for i, k := range rawKeys {
-		if bytes.Contains(keyed, []byte(k)) { // ReplaceAll copies even when nothing matches
-			keyed = bytes.ReplaceAll(keyed, []byte(k), []byte{rawKeyBytes[i]})
-		}
-	}
+	keyed := replaceKeys(s)
 	format, body := byte(rawFormatV3), keyed
 	if len(keyed) > rawPlainUpTo {
 		if frame := c.enc.EncodeAll(s, make([]byte, 0, len(s)/2+16))[len(zstdMagic):]; len(frame) < len(keyed) {
@@ -179,27 +175,194 @@ func reserved(raw []byte) bool {
 }
 
 // replaceValues replaces every occurrence in raw of a usable value of f by
-// its byte.
+// its byte: what bytes.ReplaceAll of each usable value in turn gives.
 func replaceValues(raw []byte, f rawFields) []byte {
-	s := raw
+	r := seqReplaces.Get().(*seqReplace)
+	defer seqReplaces.Put(r)
+	r.reset(raw, len(f))
 	for i, v := range f {
-		if usable(v) {
-			s = bytes.ReplaceAll(s, []byte(v), []byte{byte(i + 1)})
+		if !usable(v) {
+			continue
+		}
+		for from := 0; ; {
+			k := bytes.Index(raw[from:], []byte(v))
+			if k < 0 {
+				break
+			}
+			r.candidate(i, from+k, len(v))
+			from += k + 1
 		}
 	}
-	return s
+	return r.apply(func(i int) byte { return byte(i + 1) })
+}
+
+// replaceKeys replaces the rawKeys in s by their bytes: what bytes.ReplaceAll
+// of each key in turn, in rawKeys' order, gives (rawFormatV3), found in
+// one scan of s instead of one per key.
+func replaceKeys(s []byte) []byte {
+	r := seqReplaces.Get().(*seqReplace)
+	defer seqReplaces.Put(r)
+	r.reset(s, len(rawKeys))
+	for at := 0; at+1 < len(s); at++ {
+		g := rawKeyGroup[s[at]]
+		if g == 0 {
+			continue
+		}
+		for _, i := range rawKeysByPair[g-1][s[at+1]] {
+			if k := rawKeys[i]; bytes.HasPrefix(s[at:], []byte(k)) {
+				r.candidate(int(i), at, len(k))
+			}
+		}
+	}
+	return r.apply(func(i int) byte { return rawKeyBytes[i] })
+}
+
+// rawKeyGroup numbers (from 1) the first bytes of rawKeys; rawKeysByPair
+// lists, for a group and a second byte, the keys that start with the two
+// bytes, in rawKeys' order.
+var rawKeyGroup, rawKeysByPair = func() (group [256]uint8, byPair [][256][]uint8) {
+	for i, k := range rawKeys {
+		if group[k[0]] == 0 {
+			byPair = append(byPair, [256][]uint8{})
+			group[k[0]] = uint8(len(byPair))
+		}
+		g := &byPair[group[k[0]]-1]
+		g[k[1]] = append(g[k[1]], uint8(i))
+	}
+	return group, byPair
+}()
+
+// seqReplace computes in one pass what replacing several patterns in turn
+// gives (bytes.ReplaceAll of the first, then of the second in its result...),
+// each by one byte, when no pattern holds a replacement byte and neither does
+// the source: then a match of a later pattern lies in the source's own
+// bytes, clear of every earlier replacement, so the outcome is the
+// source's occurrences of each pattern, in pattern order, taken leftmost
+// first where they overlap neither an earlier pattern's nor one already
+// taken of the same pattern. Its buffers are kept for the next use
+// (seqReplaces).
+type seqReplace struct {
+	src []byte
+	// at are each pattern's candidate starts, ascending, and lens its
+	// length; n patterns are in use.
+	at   [len(rawKeys)][]int32
+	lens [len(rawKeys)]int
+	n    int
+	some bool
+	// mark is, per byte of src, 0 while free, 1 once replaced, 2+p at the
+	// start of a match of pattern p.
+	mark []uint8
+}
+
+var seqReplaces = sync.Pool{New: func() any { return new(seqReplace) }}
+
+func (r *seqReplace) reset(src []byte, patterns int) {
+	r.src, r.n, r.some = src, patterns, false
+	for i := range patterns {
+		r.at[i] = r.at[i][:0]
+	}
+}
+
+// candidate records an occurrence of pattern p, n bytes long, at at; each
+// pattern's in ascending order.
+func (r *seqReplace) candidate(p, at, n int) {
+	r.at[p] = append(r.at[p], int32(at))
+	r.lens[p], r.some = n, true
+}
+
+// apply returns the replaced text (src itself when nothing matched); sub
+// gives a pattern's byte, and a pattern's number its turn.
+func (r *seqReplace) apply(sub func(p int) byte) []byte {
+	if !r.some {
+		return r.src
+	}
+	mark := slices.Grow(r.mark[:0], len(r.src))[:len(r.src)]
+	clear(mark)
+	r.mark = mark
+	for p := range r.n {
+		n, last := r.lens[p], 0
+	next:
+		for _, a := range r.at[p] {
+			at := int(a)
+			if at < last {
+				continue
+			}
+			for k := at; k < at+n; k++ {
+				if mark[k] != 0 {
+					continue next
+				}
+			}
+			mark[at] = uint8(2 + p)
+			for k := at + 1; k < at+n; k++ {
+				mark[k] = 1
+			}
+			last = at + n
+		}
+	}
+	out := make([]byte, 0, len(r.src))
+	for i := 0; i < len(r.src); {
+		if m := mark[i]; m >= 2 {
+			out = append(out, sub(int(m-2)))
+			i += r.lens[m-2]
+			continue
+		}
+		j := i + 1
+		for j < len(r.src) && mark[j] == 0 {
+			j++
+		}
+		out = append(out, r.src[i:j]...)
+		i = j
+	}
+	return out
 }
 
 // receivedDelta returns received minus ts in milliseconds; ok is false when
 // either is not in FormatTime's layout, which the reader could not give
 // back exactly.
 func receivedDelta(ts, received string) (delta int64, ok bool) {
+	if t, ok := storedTimeMS(ts); ok {
+		if r, ok := storedTimeMS(received); ok {
+			return r - t, true
+		}
+	}
 	t, err1 := time.Parse(timeLayout, ts)
 	r, err2 := time.Parse(timeLayout, received)
 	if err1 != nil || err2 != nil || FormatTime(t) != ts || FormatTime(r) != received {
 		return 0, false
 	}
 	return r.UnixMilli() - t.UnixMilli(), true
+}
+
+// storedTimeMS reads a time in FormatTime's layout (timeLayout,
+// 2006-01-02T15:04:05.000Z) as milliseconds since the epoch, without
+// time.Parse and the FormatTime that checks what it read: ok only when
+// every field is digits and in range (the day within its month), so that
+// FormatTime gives the text back. receivedDelta then knows the answer of
+// its slower check; a text this refuses takes that check.
+func storedTimeMS(s string) (int64, bool) {
+	if len(s) != len(timeLayout) || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s[19] != '.' || s[23] != 'Z' {
+		return 0, false
+	}
+	num := func(from, to int) int {
+		n := 0
+		for i := from; i < to; i++ {
+			c := s[i]
+			if c < '0' || c > '9' {
+				return -1
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	y, mo, d, h, mi, sec, ms := num(0, 4), num(5, 7), num(8, 10), num(11, 13), num(14, 16), num(17, 19), num(20, 23)
+	if y < 0 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 || sec > 59 || ms < 0 {
+		return 0, false
+	}
+	t := time.Date(y, time.Month(mo), d, h, mi, sec, ms*int(time.Millisecond), time.UTC)
+	if t.Day() != d { // past the month's last day
+		return 0, false
+	}
+	return t.UnixMilli(), true
 }
 
 // receivedOf returns the received_at text of a row: the column, or when it

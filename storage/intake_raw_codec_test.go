@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -478,5 +479,125 @@ func execInWriter(t *testing.T, db *DB, stmts ...string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// replaceInTurn is bytes.ReplaceAll of each pattern in turn, what
+// replaceValues and replaceKeys must give.
+func replaceInTurn(s []byte, pats []string, subs []byte) []byte {
+	s = bytes.Clone(s)
+	for i, p := range pats {
+		if p != "" {
+			s = bytes.ReplaceAll(s, []byte(p), []byte{subs[i]})
+		}
+	}
+	return s
+}
+
+// The one-scan replacements give what replacing each value, then each key,
+// in turn gives: the stored bytes of every row stay what they were.
+func TestRawReplacementsMatchReplacingInTurn(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 8))
+	// Pieces that overlap the keys and each other.
+	pieces := []string{`{"id":"`, `","`, `":"`, `":`, `,"`, `"}`, `}}`, `}`, `{`, `"`, `,`, `:`, `https://`, `http`, `"title":"`,
+		`","site_id":"`, `","type":"`, `","properties":{`, `"userAgent":"`, `"library":{"name":"`, `e-1`, `a-1`, `aaa`, `aa`, `shop`,
+		`https://shop.example/p`, `pageview`, ` `, `x`, `é`, `\u0001`}
+	for n := range 20000 {
+		var b bytes.Buffer
+		for range rng.IntN(40) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		raw := b.Bytes()
+		var f rawFields
+		for i := range f {
+			switch rng.IntN(4) {
+			case 0: // absent
+			case 1:
+				f[i] = pieces[rng.IntN(len(pieces))] + pieces[rng.IntN(len(pieces))]
+			default: // a piece of raw itself
+				if len(raw) > 0 {
+					a := rng.IntN(len(raw))
+					f[i] = string(raw[a:min(len(raw), a+3+rng.IntN(12))])
+				}
+			}
+		}
+		var pats []string
+		var subs []byte
+		for i, v := range f {
+			if !usable(v) {
+				v = ""
+			}
+			pats, subs = append(pats, v), append(subs, byte(i+1))
+		}
+		wantValues := replaceInTurn(raw, pats, subs)
+		if got := replaceValues(raw, f); !bytes.Equal(got, wantValues) {
+			t.Fatalf("case %d: replaceValues(%q, %q) = %q, want %q", n, raw, f, got, wantValues)
+		}
+		want := replaceInTurn(wantValues, rawKeys[:], rawKeyBytes[:])
+		if got := replaceKeys(wantValues); !bytes.Equal(got, want) {
+			t.Fatalf("case %d: replaceKeys(%q) = %q, want %q", n, wantValues, got, want)
+		}
+	}
+}
+
+// storedTimeMS accepts exactly the texts receivedDelta's check accepts,
+// with the same milliseconds.
+func TestStoredTimeMSMatchesParse(t *testing.T) {
+	t.Parallel()
+	slow := func(s string) (int64, bool) {
+		v, err := time.Parse(timeLayout, s)
+		if err != nil || FormatTime(v) != s {
+			return 0, false
+		}
+		return v.UnixMilli(), true
+	}
+	texts := []string{"2026-03-01T08:00:00.250Z", "1969-12-31T23:59:59.999Z", "0000-01-01T00:00:00.000Z", "9999-12-31T23:59:59.999Z",
+		"2024-02-29T12:00:00.000Z", "2026-02-29T12:00:00.000Z", "2026-04-31T00:00:00.000Z", "2026-13-01T00:00:00.000Z",
+		"2026-00-01T00:00:00.000Z", "2026-01-00T00:00:00.000Z", "2026-01-01T24:00:00.000Z", "2026-01-01T00:60:00.000Z",
+		"2026-01-01T00:00:60.000Z", "2026-01-01T00:00:00.00Z", "2026-01-01T00:00:00.000+", "2026-01-01 00:00:00.000Z",
+		"2026-01-01T00:00:00.0a0Z", "+026-01-01T00:00:00.000Z", "2026-01-01T00:00:00Z", ""}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for range 2000 {
+		texts = append(texts, FormatTime(time.UnixMilli(rng.Int64N(400e12)-200e12)))
+	}
+	for _, s := range texts {
+		gotMS, gotOK := storedTimeMS(s)
+		wantMS, wantOK := slow(s)
+		if gotOK != wantOK || gotMS != wantMS {
+			t.Errorf("storedTimeMS(%q) = %d, %v; want %d, %v", s, gotMS, gotOK, wantMS, wantOK)
+		}
+	}
+}
+
+// Run with:
+//
+//	go test ./storage -run '^$' -bench StoredRaw
+//
+// BenchmarkStoredRaw is what intake pays per event for its stored raw: a
+// pageview of the collector's benchmark (BenchmarkIngest's, about 400
+// bytes, which takes rawFormatV3) and a Segment track call with a context
+// (about 900 bytes, which takes rawFormatV2). Under valgrind --tool=callgrind
+// its instruction counts compare builds whatever the machine's load
+// (docs/benchmarks.md).
+func BenchmarkStoredRaw(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		raw  string
+		f    rawFields
+	}{
+		{"pageview", `{"id":"6f1c2a1e-8d3b-4c55-9a7e-2b1d3c4e5f60","site_id":"bench","anon_id":"visitor-01234","type":"pageview","ts":"2026-12-03T17:00:00.123456789Z","url":"https://shop.example/blog/post-1?utm_source=newsletter","referrer":"https://search.example/?q=analytics","properties":{"build":"2026.11.3","height":900,"lang":"en-GB","title":"A page title of ordinary length","tz":"Europe/London","width":1440}}`,
+			rawFields{"6f1c2a1e-8d3b-4c55-9a7e-2b1d3c4e5f60", "bench", "pageview", "visitor-01234", "", "https://shop.example/blog/post-1?utm_source=newsletter", "https://search.example/?q=analytics"}},
+		{"segment", `{"messageId":"ajs-next-1701619200000-3a1b2c3d","anonymousId":"a1b2c3d4-e5f6-4789-abcd-ef0123456789","userId":"user-98765","type":"track","event":"Order Completed","timestamp":"2026-12-03T17:00:00.123Z","sentAt":"2026-12-03T17:00:00.200Z","originalTimestamp":"2026-12-03T17:00:00.100Z","properties":{"order_id":"ord-123456","total":129.99,"currency":"EUR","products":[{"sku":"SKU-1","name":"Blue T-shirt","price":19.99,"quantity":2},{"sku":"SKU-2","name":"Running shoes, size 42","price":89.99,"quantity":1}]},"context":{"library":{"name":"analytics.js","version":"next-1.70.0"},"userAgent":"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36","page":{"path":"/checkout/complete","referrer":"https://shop.example/cart","title":"Thank you for your order","url":"https://shop.example/checkout/complete"},"locale":"de-DE","timezone":"Europe/Berlin","ip":"203.0.113.7"}}`,
+			rawFields{"ajs-next-1701619200000-3a1b2c3d", "bench", "Order Completed", "a1b2c3d4-e5f6-4789-abcd-ef0123456789", "user-98765", "https://shop.example/checkout/complete", "https://shop.example/cart"}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			raw := []byte(tc.raw)
+			var stored any
+			for b.Loop() {
+				stored, _ = storedRaw(raw, tc.f, "2026-12-03T17:00:00.123Z", "2026-12-03T17:00:00.200Z")
+			}
+			b.ReportMetric(float64(len(stored.([]byte))), "stored_bytes")
+		})
 	}
 }

@@ -33,6 +33,7 @@ const durationSQL = `(s.ended_ms - s.started_ms) / 1000.0`
 // NULL) marks a row the conversion has not reached.
 const (
 	sessionReadColumns = `id, started_ms, ended_ms, start_ms IS NULL, event_count, user_id, ` + visitColumns
+	hasSessionSQL      = `SELECT 1 FROM sessions WHERE site_id = ? AND anon_id = ? LIMIT 1`
 	newestSessionSQL   = `SELECT ` + sessionReadColumns + ` FROM sessions WHERE site_id = ? AND anon_id = ? ORDER BY started_ms DESC LIMIT 1`
 	loadSessionsSQL    = `SELECT ` + sessionReadColumns + ` FROM sessions WHERE site_id = ? AND anon_id = ? AND started_ms <= ? ORDER BY started_ms DESC`
 )

@@ -284,6 +284,8 @@ func TestSessionQueriesUseIndexes(t *testing.T) {
 		args        []any
 		want        []string
 	}{
+		{"visitor has a session", hasSessionSQL, []any{"s", "v"}, []string{
+			"SEARCH sessions USING COVERING INDEX sessions_site_anon_start (site_id=? AND anon_id=?)"}},
 		{"newest session", newestSessionSQL, []any{"s", "v"}, []string{
 			"SEARCH sessions USING INDEX sessions_site_anon_start (site_id=? AND anon_id=?)"}},
 		{"sessions near events", loadSessionsSQL, []any{"s", "v", 1767225600000}, []string{
