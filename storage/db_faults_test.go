@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"io/fs"
@@ -188,7 +187,7 @@ func TestReadOnlyDatabaseIsUnavailable(t *testing.T) {
 	// database (remount answers EBUSY), so the writer's connection is made
 	// read-only instead: SQLite refuses its writes with SQLITE_READONLY,
 	// the code a read-only file gives.
-	var logs bytes.Buffer // written by the writer before it answers
+	var logs lockedLog // written by the writer's goroutine
 	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

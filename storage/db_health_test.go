@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func setWritable(t *testing.T, db *DB, writable bool) {
 // writes start failing and one when the hold is over.
 func TestHealthHoldsARefusal(t *testing.T) {
 	t.Parallel()
-	var logs bytes.Buffer // written by the writer before it answers
+	var logs lockedLog // written by the writer's goroutine, on any commit
 	db, err := openTestDB(t, context.Background(), Options{Path: filepath.Join(t.TempDir(), "a.db"), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -165,4 +166,23 @@ func TestHealthFollowsTheRoomLeft(t *testing.T) {
 	}
 	free()
 	healthWithin(t, db, 5*time.Second, "nil once room is back and the hold is over", func(err error) bool { return err == nil })
+}
+
+// lockedLog is a log's text that the writer's goroutine writes while a
+// test reads it.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

@@ -457,23 +457,7 @@ func (j *ingestRun) add(w *ingestWork) error {
 				w.traitsDropped[i] = dropped
 			}
 		}
-		w.accepted++
-		if !w.imported { // history uses no quota (import_events.go)
-			w.usage[e.SiteID]++
-			j.usage[[2]string{e.SiteID, month}]++
-		}
-		j.days[dayKey{e.SiteID, ts[:10], e.Type}]++
-		j.hours[[2]string{e.SiteID, ts[:hourKeyLen]}] = true
-		if e.Type == "pageview" {
-			for d, v := range dimensionValues(e.URL, e.Referrer, e.Country, e.Browser, e.OS, e.DeviceType) {
-				j.dims[dimKey{e.SiteID, ts[:10], Dimensions[d], v}]++
-			}
-		}
-		g := [2]string{e.SiteID, e.AnonID}
-		if _, ok := j.groups[g]; !ok {
-			j.order = append(j.order, g)
-		}
-		j.groups[g] = append(j.groups[g], e)
+		j.countStored(w, e, ts, month)
 	}
 	if len(w.dlq) > 0 {
 		ins := j.stmt(st.dlq)
@@ -972,4 +956,28 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// countStored counts stored event e of w (its UTC time ts as stored, and
+// the month of its receipt) wherever a run stores it, row by row or
+// set-based: the quota, the rollups, the day partials it changes and its
+// visitor's events for the sessions.
+func (j *ingestRun) countStored(w *ingestWork, e *IngestEvent, ts, month string) {
+	w.accepted++
+	if !w.imported { // history uses no quota (import_events.go)
+		w.usage[e.SiteID]++
+		j.usage[[2]string{e.SiteID, month}]++
+	}
+	j.days[dayKey{e.SiteID, ts[:10], e.Type}]++
+	j.hours[[2]string{e.SiteID, ts[:hourKeyLen]}] = true
+	if e.Type == "pageview" {
+		for d, v := range dimensionValues(e.URL, e.Referrer, e.Country, e.Browser, e.OS, e.DeviceType) {
+			j.dims[dimKey{e.SiteID, ts[:10], Dimensions[d], v}]++
+		}
+	}
+	g := [2]string{e.SiteID, e.AnonID}
+	if _, ok := j.groups[g]; !ok {
+		j.order = append(j.order, g)
+	}
+	j.groups[g] = append(j.groups[g], e)
 }

@@ -58,35 +58,42 @@ func twoInstancesAnswers(t *testing.T, db *DB) map[string]string {
 	}
 	got := map[string]string{}
 	for name, q := range queries {
-		rows, err := db.read.Query(q)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		cols, _ := rows.Columns()
-		var b strings.Builder
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			for i, v := range vals {
-				if s, ok := v.([]byte); ok {
-					vals[i] = string(s)
-				}
-			}
-			fmt.Fprintln(&b, vals...)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		rows.Close()
-		got[name] = b.String()
+		got[name] = queryText(t, db, q)
 	}
 	return got
+}
+
+// queryText is every row of q on db's read pool, a line each, its values
+// as fmt prints them (bytes as text).
+func queryText(t *testing.T, db *DB, q string) string {
+	t.Helper()
+	rows, err := db.read.Query(q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var b strings.Builder
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range vals {
+			if s, ok := v.([]byte); ok {
+				vals[i] = string(s)
+			}
+		}
+		fmt.Fprintln(&b, vals...)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
 
 // Two instances (two DBs in one process) on one PostgreSQL database, the

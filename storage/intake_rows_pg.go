@@ -412,23 +412,7 @@ func (j *ingestRun) countRow(r *runRows, w *ingestWork, i int, ts string) error 
 			w.traitsDropped[i] = dropped
 		}
 	}
-	w.accepted++
-	if !w.imported { // history uses no quota (import_events.go)
-		w.usage[e.SiteID]++
-		j.usage[[2]string{e.SiteID, w.received.Format(monthLayout)}]++
-	}
-	j.days[dayKey{e.SiteID, ts[:10], e.Type}]++
-	j.hours[[2]string{e.SiteID, ts[:hourKeyLen]}] = true
-	if e.Type == "pageview" {
-		for d, v := range dimensionValues(e.URL, e.Referrer, e.Country, e.Browser, e.OS, e.DeviceType) {
-			j.dims[dimKey{e.SiteID, ts[:10], Dimensions[d], v}]++
-		}
-	}
-	g := [2]string{e.SiteID, e.AnonID}
-	if _, ok := j.groups[g]; !ok {
-		j.order = append(j.order, g)
-	}
-	j.groups[g] = append(j.groups[g], e)
+	j.countStored(w, e, ts, w.received.Format(monthLayout))
 	return nil
 }
 

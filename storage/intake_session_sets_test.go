@@ -15,35 +15,9 @@ import (
 // only the row ids, which differ by the order of inserts.
 func visitRows(t *testing.T, db *DB) string {
 	t.Helper()
-	rows, err := db.read.Query(`SELECT site_id, anon_id, started_at, ended_at, event_count, user_id, entry_page, exit_page, pageviews,
+	return queryText(t, db, `SELECT site_id, anon_id, started_at, ended_at, event_count, user_id, entry_page, exit_page, pageviews,
 		referrer, source, utm_source, utm_campaign, country, browser, os, device, entry_ms, exit_ms, referrer_ms, visit_ready
 		FROM sessions ORDER BY site_id, anon_id, started_ms`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var b strings.Builder
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		for i, v := range vals {
-			if s, ok := v.([]byte); ok {
-				vals[i] = string(s)
-			}
-		}
-		fmt.Fprintln(&b, vals...)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
 }
 
 // One run holds the events of many visitors in every case a visitor's
