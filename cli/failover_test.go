@@ -18,8 +18,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/tally-analytics/tally/internal/dbtest"
 )
 
 // TestFailoverBehindHAProxy runs two instances of the binary on one
@@ -43,16 +41,7 @@ import (
 func TestFailoverBehindHAProxy(t *testing.T) {
 	t.Parallel()
 	haproxy := needHAProxy(t)
-	pg := dbtest.StartPostgresServer(t, "tally")
-	admin, err := sql.Open("pgx", pg.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(`CREATE DATABASE tally`); err != nil {
-		t.Fatal(err)
-	}
-	admin.Close()
-	dbURL := strings.Replace(pg.URL, "/postgres?", "/tally?", 1) + "&connect_timeout=2"
+	pg, dbURL := startTallyDatabase(t)
 	bin := buildBinary(t)
 	env := []string{"DATABASE_URL=" + dbURL, "ADMIN_TOKEN=tok", "INGEST_RATE_LIMIT=0"}
 

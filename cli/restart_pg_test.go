@@ -19,16 +19,7 @@ import (
 // sent. docs/postgresql.md#running-n-instances-on-postgresql.
 func TestPostgresRestartRecovers(t *testing.T) {
 	t.Parallel()
-	pg := dbtest.StartPostgresServer(t, "tally")
-	admin, err := sql.Open("pgx", pg.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(`CREATE DATABASE tally`); err != nil {
-		t.Fatal(err)
-	}
-	admin.Close()
-	url := strings.Replace(pg.URL, "/postgres?", "/tally?", 1) + "&connect_timeout=2"
+	pg, url := startTallyDatabase(t)
 	bin := buildBinary(t)
 	cmd, collector, query, log, exited := startLogged(t, bin, "DATABASE_URL="+url, "ADMIN_TOKEN=tok")
 	if code, out := pgCall(t, "POST", query+"/v1/workspaces", "tok", `{"name":"Acme","slug":"acme"}`); code != 201 {
@@ -132,4 +123,22 @@ func TestPostgresRestartRecovers(t *testing.T) {
 	if logs := log.String(); strings.Contains(logs, `"level":"ERROR","msg":"internal error"`) {
 		t.Errorf("the outage was logged as an internal error:\n%s", logs)
 	}
+}
+
+// startTallyDatabase starts a PostgreSQL server of the test's own (one the
+// test may stop and start) with an empty database tally, and returns it
+// with the DATABASE_URL of that database (connect_timeout 2 s, so that an
+// instance notices a server gone within the test's waits).
+func startTallyDatabase(t *testing.T) (*dbtest.PostgresServer, string) {
+	t.Helper()
+	pg := dbtest.StartPostgresServer(t, "tally")
+	admin, err := sql.Open("pgx", pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec(`CREATE DATABASE tally`); err != nil {
+		t.Fatal(err)
+	}
+	return pg, strings.Replace(pg.URL, "/postgres?", "/tally?", 1) + "&connect_timeout=2"
 }
