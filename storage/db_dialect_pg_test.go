@@ -32,6 +32,12 @@ func TestPostgresClassifyCodes(t *testing.T) {
 	if got := (pgDialect{}).Classify(context.Canceled); got != engine.ClassOther {
 		t.Errorf("context.Canceled: got class %d, want engine.ClassOther", got)
 	}
+	// A commit on a connection the driver closed when its socket went away
+	// (PostgreSQL stopped in immediate mode under load, TestFailoverBehindHAProxy):
+	// the server is unreachable, a 503, not an internal error.
+	if got := (pgDialect{}).Classify(fmt.Errorf("commit: %w", pgconn.ErrConnClosed)); got != engine.ClassUnavailable {
+		t.Errorf("commit: conn closed: got class %d, want engine.ClassUnavailable", got)
+	}
 }
 
 // TestPostgresClassify has a real server say each condition it can be

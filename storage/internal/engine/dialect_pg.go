@@ -56,7 +56,11 @@ func (Postgres) Classify(err error) ErrClass {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return ClassOther
 	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, driver.ErrBadConn),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), pgconn.SafeToRetry(err):
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), pgconn.SafeToRetry(err),
+		// A connection the driver closed when its socket went away: a
+		// commit on it cannot tell whether it was stored, so the client
+		// sends it again and dedup keeps one.
+		errors.Is(err, pgconn.ErrConnClosed):
 		return ClassUnavailable
 	}
 	return ClassOther
