@@ -50,12 +50,21 @@ func BenchmarkInstances(b *testing.B) {
 	if os.Getenv("TALLY_BENCH_PG_FSYNC") == "on" {
 		settings = append(settings, "fsync=on")
 	}
+	statements := os.Getenv("TALLY_BENCH_PG_STATEMENTS") != ""
+	if statements {
+		settings = append(settings, "shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track_planning=on")
+	}
 	cluster := dbtest.StartPostgresWith(b, "tally", settings...)
 	admin, err := sql.Open("pgx", cluster)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer admin.Close()
+	if statements {
+		if _, err := admin.Exec(`CREATE EXTENSION pg_stat_statements`); err != nil {
+			b.Fatal(err)
+		}
+	}
 	postmaster := postmasterPID(b, admin)
 	durability := cmp.Or(os.Getenv("TALLY_BENCH_DURABILITY"), "power")
 	for _, backend := range []string{"sqlite", "pg1", "pg2"} {
@@ -101,6 +110,12 @@ func BenchmarkInstances(b *testing.B) {
 				// first pages of every table.
 				benchSend(b, procs, 500/shape.per, shape.per, 0)
 
+				var walFrom string
+				if statements && db != "" {
+					if err := admin.QueryRow(`SELECT pg_stat_statements_reset()::text, pg_current_wal_lsn()::text`).Scan(new(string), &walFrom); err != nil {
+						b.Fatal(err)
+					}
+				}
 				before := benchSnapshot(b, procs, admin, postmaster, db != "")
 				requests := max(1, b.N/shape.per)
 				// What the database's sessions wait for meanwhile, sampled
@@ -151,6 +166,10 @@ func BenchmarkInstances(b *testing.B) {
 						b.ReportMetric(float64(advisoryWaits)/float64(samples), "advisory-waiters")
 					}
 				}
+				if statements && db != "" {
+					benchStatements(b, admin, db, events)
+					benchWAL(b, strings.Replace(cluster, "/postgres?", "/"+db+"?", 1), walFrom, events)
+				}
 				load, _ := os.ReadFile("/proc/loadavg")
 				b.Logf("%s %s durability=%s fsync=%s: %.0f events in %s; load average %s", backend, shape.name, durability,
 					cmp.Or(os.Getenv("TALLY_BENCH_PG_FSYNC"), "off"), events, elapsed.Round(time.Millisecond), strings.Join(strings.Fields(string(load))[:3], " "))
@@ -185,6 +204,78 @@ func BenchmarkInstances(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchStatements logs what pg_stat_statements counted in database db
+// during the run (TALLY_BENCH_PG_STATEMENTS=1): the statements by total
+// time, with their calls, planning and execution time a call, to find
+// where the database's CPU per event goes (docs/benchmarks.md#postgresql).
+func benchStatements(b *testing.B, admin *sql.DB, db string, events float64) {
+	rows, err := admin.Query(`SELECT calls, plans, total_plan_time / greatest(calls, 1) * 1000, total_exec_time / greatest(calls, 1) * 1000,
+		rows, left(regexp_replace(query, '\s+', ' ', 'g'), 90)
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
+		ORDER BY total_plan_time + total_exec_time DESC LIMIT 20`, db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	var out strings.Builder
+	var total float64
+	fmt.Fprintf(&out, "%8s %8s %10s %10s %8s  %s\n", "calls", "plans", "plan-us", "exec-us", "rows", "statement")
+	for rows.Next() {
+		var calls, plans, nrows int64
+		var plan, exec float64
+		var query string
+		if err := rows.Scan(&calls, &plans, &plan, &exec, &nrows, &query); err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(&out, "%8d %8d %10.1f %10.1f %8d  %s\n", calls, plans, plan, exec, nrows, query)
+		total += float64(calls) * (plan + exec)
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
+	// Printed whole: a benchmark's log keeps only its first lines.
+	fmt.Fprintf(os.Stderr, "%s statements of the run, by total time (%.1f us of statements an event):\n%s", b.Name(), total/events, out.String())
+}
+
+// benchWAL prints the WAL written since LSN from (TALLY_BENCH_PG_STATEMENTS=1),
+// by the relation of each record's first block (pg_walinspect), in bytes
+// per event: which tables and indexes the WAL per event goes to.
+func benchWAL(b *testing.B, url, from string, events float64) {
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE EXTENSION IF NOT EXISTS pg_walinspect`); err != nil {
+		b.Fatal(err)
+	}
+	rows, err := db.Query(`SELECT coalesce(c.relname, w.rmgr || ' ' || w.kind), count(*), sum(w.len)::float8, sum(w.fpi)::float8
+		FROM (SELECT resource_manager AS rmgr, split_part(record_type, ' ', 1) AS kind, record_length AS len, fpi_length AS fpi,
+			(regexp_match(block_ref, 'rel \d+/\d+/(\d+)'))[1]::oid AS node
+			FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_lsn())) w
+		LEFT JOIN pg_class c ON c.relfilenode = w.node
+		GROUP BY 1 ORDER BY 3 DESC LIMIT 20`, from)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	var out strings.Builder
+	fmt.Fprintf(&out, "%-34s %10s %12s %12s\n", "relation (or record)", "records", "B/event", "fpi-B/event")
+	for rows.Next() {
+		var name string
+		var n int64
+		var bytes, fpi float64
+		if err := rows.Scan(&name, &n, &bytes, &fpi); err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(&out, "%-34s %10d %12.1f %12.1f\n", name, n, bytes/events, fpi/events)
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Fprintf(os.Stderr, "%s WAL of the run by relation:\n%s", b.Name(), out.String())
 }
 
 // benchProvision makes workspace bench and site bench through p.
